@@ -1,0 +1,62 @@
+//! `WireError`: everything a decoder or encoder can reject, with the context needed to find
+//! the bad byte (`offset`, `need`, `have`, the limit that was hit).
+
+use thiserror::Error;
+
+/// A codec failure. Decoders return it for any input that is not a valid encoding; encoders
+/// return it for values that cannot be encoded within the format's limits.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum WireError {
+    /// The buffer ends before the item does.
+    #[error("truncated {what}: need {need} bytes, have {have}")]
+    Truncated {
+        what: &'static str,
+        need: usize,
+        have: usize,
+    },
+    /// A length field is outside what the format allows.
+    #[error("{what} is {len} bytes, over the maximum of {max}")]
+    TooLong {
+        what: &'static str,
+        len: usize,
+        max: usize,
+    },
+    /// A length field is smaller than the fixed part it must contain.
+    #[error("{what} is {len} bytes, under the minimum of {min}")]
+    TooShort {
+        what: &'static str,
+        len: usize,
+        min: usize,
+    },
+    /// The magic code is not one this crate knows.
+    #[error("bad magic code {magic:#010x} at offset {offset}")]
+    BadMagic { magic: u32, offset: usize },
+    /// The stored body CRC does not match the body.
+    #[error("body CRC mismatch: stored {stored:#010x}, computed {computed:#010x}")]
+    BadCrc { stored: u32, computed: u32 },
+    /// The sum of the field lengths disagrees with the record's TOTALSIZE.
+    #[error("record size mismatch: TOTALSIZE says {declared}, fields add up to {actual}")]
+    SizeMismatch { declared: usize, actual: usize },
+    /// A string field is not valid UTF-8.
+    #[error("{what} is not valid UTF-8")]
+    NotUtf8 { what: &'static str },
+    /// A field holds a value the format reserves or cannot represent.
+    #[error("invalid {what}: {detail}")]
+    Invalid {
+        what: &'static str,
+        detail: &'static str,
+    },
+    /// A numeric code that no enum variant names.
+    #[error("unknown {what} code {code}")]
+    UnknownCode { what: &'static str, code: u32 },
+    /// The caller's output buffer is too small for the encoding.
+    #[error("output buffer too small for {what}: need {need} bytes, have {have}")]
+    BufferTooSmall {
+        what: &'static str,
+        need: usize,
+        have: usize,
+    },
+}
+
+/// Shorthand used throughout the crate.
+pub type Result<T> = std::result::Result<T, WireError>;

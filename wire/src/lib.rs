@@ -1,0 +1,12 @@
+//! ringmq's wire crate: the one message record (RocketMQ's CommitLog layout, used on the wire,
+//! on disk and in replication) and the one frame envelope of the native protocol.
+//!
+//! Pure: no I/O, no async runtime, no global state. Every decoder checks lengths against a
+//! named maximum before it allocates or slices, and never panics on arbitrary input.
+#![forbid(unsafe_code)]
+
+pub mod error;
+pub mod properties;
+pub mod record;
+
+pub use error::WireError;

@@ -1,0 +1,174 @@
+//! Message properties in RocketMQ's text form: `key\u{1}value\u{2}key\u{1}value\u{2}…`
+//! (NAME_VALUE_SEPARATOR = 0x01, PROPERTY_SEPARATOR = 0x02), at most 32,767 bytes because the
+//! record stores the length in a signed 16-bit field.
+//!
+//! Keys and values may not contain either separator; encoding rejects them rather than
+//! producing properties that would decode differently.
+
+use crate::error::{Result, WireError};
+
+/// Separates a key from its value.
+pub const NAME_VALUE_SEPARATOR: u8 = 0x01;
+/// Ends each key/value pair.
+pub const PROPERTY_SEPARATOR: u8 = 0x02;
+/// Largest encoded properties block (the record's length field is a Java `short`).
+pub const PROPERTIES_BYTES_MAX: usize = i16::MAX as usize;
+
+/// Property keys RocketMQ defines (`MessageConst`) that ringmq reads or writes.
+pub mod keys {
+    /// Space-separated message keys, indexed for query by key.
+    pub const KEYS: &str = "KEYS";
+    /// The message tag (one tag; `MULTI_TAGS` is not produced by ringmq).
+    pub const TAGS: &str = "TAGS";
+    /// The client-generated unique id.
+    pub const UNIQ_KEY: &str = "UNIQ_KEY";
+    /// Delay level 1..=18.
+    pub const DELAY: &str = "DELAY";
+    /// Absolute delivery time in milliseconds since the epoch.
+    pub const TIMER_DELIVER_MS: &str = "TIMER_DELIVER_MS";
+    /// Original topic of a retried or delayed message.
+    pub const REAL_TOPIC: &str = "REAL_TOPIC";
+    /// Original queue of a retried or delayed message.
+    pub const REAL_QID: &str = "REAL_QID";
+    /// Transaction half-message marker.
+    pub const TRAN_MSG: &str = "TRAN_MSG";
+    /// Ordered-send sharding key.
+    pub const SHARDING_KEY: &str = "__SHARDINGKEY";
+    /// How many times the message was reconsumed.
+    pub const RECONSUME_TIME: &str = "RECONSUME_TIME";
+    /// Maximum reconsume count before the dead-letter topic.
+    pub const MAX_RECONSUME_TIMES: &str = "MAX_RECONSUME_TIMES";
+}
+
+/// Encodes `pairs` into `out` in RocketMQ's property format. Fails if a key or value
+/// contains a separator, a key is empty, or the result would exceed [`PROPERTIES_BYTES_MAX`].
+pub fn encode<'a, I>(pairs: I, out: &mut Vec<u8>) -> Result<()>
+where
+    I: IntoIterator<Item = (&'a str, &'a str)>,
+{
+    let start = out.len();
+    for (key, value) in pairs {
+        if key.is_empty() {
+            return Err(WireError::Invalid {
+                what: "property key",
+                detail: "empty",
+            });
+        }
+        if has_separator(key) || has_separator(value) {
+            return Err(WireError::Invalid {
+                what: "property",
+                detail: "contains a 0x01 or 0x02 separator byte",
+            });
+        }
+        out.extend_from_slice(key.as_bytes());
+        out.push(NAME_VALUE_SEPARATOR);
+        out.extend_from_slice(value.as_bytes());
+        out.push(PROPERTY_SEPARATOR);
+    }
+    let len = out.len() - start;
+    if len > PROPERTIES_BYTES_MAX {
+        out.truncate(start);
+        return Err(WireError::TooLong {
+            what: "properties",
+            len,
+            max: PROPERTIES_BYTES_MAX,
+        });
+    }
+    Ok(())
+}
+
+/// Iterates over the pairs of an encoded properties block. Malformed pairs (no name/value
+/// separator, or not UTF-8) end the iteration with an error item.
+pub fn iter(block: &[u8]) -> PropertyIter<'_> {
+    PropertyIter { rest: block }
+}
+
+/// Looks up one property by key.
+pub fn get<'a>(block: &'a [u8], key: &str) -> Option<&'a str> {
+    iter(block)
+        .filter_map(|pair| pair.ok())
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| v)
+}
+
+/// Iterator returned by [`iter`].
+#[derive(Debug, Clone)]
+pub struct PropertyIter<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Iterator for PropertyIter<'a> {
+    type Item = Result<(&'a str, &'a str)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.rest.is_empty() {
+            return None;
+        }
+        let end = self
+            .rest
+            .iter()
+            .position(|&b| b == PROPERTY_SEPARATOR)
+            .unwrap_or(self.rest.len());
+        let pair = &self.rest[..end];
+        self.rest = self.rest.get(end + 1..).unwrap_or(&[]);
+        let Some(split) = pair.iter().position(|&b| b == NAME_VALUE_SEPARATOR) else {
+            self.rest = &[];
+            return Some(Err(WireError::Invalid {
+                what: "property",
+                detail: "missing the 0x01 name/value separator",
+            }));
+        };
+        let key = std::str::from_utf8(&pair[..split]);
+        let value = std::str::from_utf8(&pair[split + 1..]);
+        match (key, value) {
+            (Ok(k), Ok(v)) => Some(Ok((k, v))),
+            _ => {
+                self.rest = &[];
+                Some(Err(WireError::NotUtf8 { what: "property" }))
+            }
+        }
+    }
+}
+
+fn has_separator(s: &str) -> bool {
+    s.bytes()
+        .any(|b| b == NAME_VALUE_SEPARATOR || b == PROPERTY_SEPARATOR)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_lookup() {
+        let mut out = Vec::new();
+        encode([("TAGS", "TagA"), ("KEYS", "k1 k2")], &mut out).unwrap();
+        assert_eq!(out, b"TAGS\x01TagA\x02KEYS\x01k1 k2\x02");
+        let pairs: Vec<_> = iter(&out).map(|p| p.unwrap()).collect();
+        assert_eq!(pairs, vec![("TAGS", "TagA"), ("KEYS", "k1 k2")]);
+        assert_eq!(get(&out, "KEYS"), Some("k1 k2"));
+        assert_eq!(get(&out, "NOPE"), None);
+    }
+
+    #[test]
+    fn rejects_separators_and_oversize() {
+        let mut out = Vec::new();
+        assert!(encode([("a\x01", "b")], &mut out).is_err());
+        assert!(encode([("a", "b\x02")], &mut out).is_err());
+        let big = "x".repeat(PROPERTIES_BYTES_MAX);
+        assert!(matches!(
+            encode([("k", big.as_str())], &mut out),
+            Err(WireError::TooLong { .. })
+        ));
+        assert!(out.is_empty(), "a failed encode leaves the buffer as it was");
+    }
+
+    #[test]
+    fn malformed_block_is_an_error_not_a_panic() {
+        let items: Vec<_> = iter(b"novalue\x02").collect();
+        assert_eq!(items.len(), 1);
+        assert!(items[0].is_err());
+        let items: Vec<_> = iter(b"k\x01\xff\x02").collect();
+        assert!(items[0].is_err());
+    }
+}
