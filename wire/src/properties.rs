@@ -160,7 +160,10 @@ mod tests {
             encode([("k", big.as_str())], &mut out),
             Err(WireError::TooLong { .. })
         ));
-        assert!(out.is_empty(), "a failed encode leaves the buffer as it was");
+        assert!(
+            out.is_empty(),
+            "a failed encode leaves the buffer as it was"
+        );
     }
 
     #[test]

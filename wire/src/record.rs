@@ -94,8 +94,13 @@ pub mod sys_flag {
 }
 
 // Layout facts the rest of the code relies on.
-const _: () = assert!(pos::BORN_HOST + 8 == 56, "STORETIMESTAMP follows an IPv4 BORNHOST");
-const _: () = assert!(RECORD_FIXED_BYTES == 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 8 + 4 + 8 + 4 + 1 + 2);
+const _: () = assert!(
+    pos::BORN_HOST + 8 == 56,
+    "STORETIMESTAMP follows an IPv4 BORNHOST"
+);
+const _: () = assert!(
+    RECORD_FIXED_BYTES == 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 8 + 4 + 8 + 4 + 1 + 2
+);
 const _: () = assert!(RECORD_BYTES_MAX < i32::MAX as usize);
 
 /// A message as a producer encodes it. Broker-owned fields (queue offset, physical offset,
@@ -154,7 +159,9 @@ pub struct RecordView<'a> {
 pub enum Entry<'a> {
     Record(RecordView<'a>),
     /// The rest of the segment (`len` bytes from here) holds no records.
-    Blank { len: usize },
+    Blank {
+        len: usize,
+    },
 }
 
 impl<'a> RecordView<'a> {
@@ -532,9 +539,8 @@ pub fn parse_message_id(id: &str) -> Result<(SocketAddr, u64)> {
     };
     let mut raw = Vec::with_capacity(id.len() / 2);
     for pair in id.as_bytes().chunks(2) {
-        let text = std::str::from_utf8(pair).map_err(|_| WireError::NotUtf8 {
-            what: "message id",
-        })?;
+        let text =
+            std::str::from_utf8(pair).map_err(|_| WireError::NotUtf8 { what: "message id" })?;
         let byte = u8::from_str_radix(text, 16).map_err(|_| WireError::Invalid {
             what: "message id",
             detail: "not hexadecimal",
@@ -770,7 +776,10 @@ mod tests {
         let host = v4(7, 10911);
         let id = message_id(host, 0x0102_0304_0506_0708);
         assert_eq!(id, "0A00000700002A9F0102030405060708");
-        assert_eq!(parse_message_id(&id).unwrap(), (host, 0x0102_0304_0506_0708));
+        assert_eq!(
+            parse_message_id(&id).unwrap(),
+            (host, 0x0102_0304_0506_0708)
+        );
         let h6: SocketAddr = "[fe80::1]:10911".parse().unwrap();
         let id6 = message_id(h6, 99);
         assert_eq!(parse_message_id(&id6).unwrap(), (h6, 99));
