@@ -49,6 +49,9 @@ pub enum WireError {
     /// A numeric code that no enum variant names.
     #[error("unknown {what} code {code}")]
     UnknownCode { what: &'static str, code: u32 },
+    /// A frame's length is over the receiver's (or the hard) maximum; answer FRAME_TOO_LARGE.
+    #[error("frame is {len} bytes, over the maximum of {max}")]
+    FrameTooLarge { len: usize, max: usize },
     /// The caller's output buffer is too small for the encoding.
     #[error("output buffer too small for {what}: need {need} bytes, have {have}")]
     BufferTooSmall {

@@ -5,7 +5,11 @@
 //! named maximum before it allocates or slices, and never panics on arbitrary input.
 #![forbid(unsafe_code)]
 
+pub mod code;
+pub mod codec;
+pub mod command;
 pub mod error;
+pub mod frame;
 pub mod properties;
 pub mod record;
 

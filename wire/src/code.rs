@@ -1,0 +1,175 @@
+//! Request codes and response statuses of the native protocol. Where RocketMQ has the same
+//! request or response, ringmq uses RocketMQ's number (`RequestCode`, `ResponseCode`), so logs
+//! and tooling read the same; ringmq's own codes start at 1000.
+//!
+//! Invariant: a code is never renumbered or reused; an unknown code decodes to
+//! [`WireError::UnknownCode`](crate::WireError::UnknownCode) and the receiver answers
+//! REQUEST_CODE_NOT_SUPPORTED.
+
+/// Version of the native protocol this crate speaks (sent in HELLO).
+pub const PROTOCOL_VERSION: u16 = 1;
+
+/// First code of ringmq's own range, for both request codes and statuses.
+pub const RINGMQ_CODE_MIN: u16 = 1000;
+
+crate::wire_enum! {
+    /// What a request asks for; the `code` of a request frame.
+    pub enum RequestCode: u16 ("request") {
+        SendMessage = 10 => "SEND_MESSAGE",
+        PullMessage = 11 => "PULL_MESSAGE",
+        QueryConsumerOffset = 14 => "QUERY_CONSUMER_OFFSET",
+        UpdateConsumerOffset = 15 => "UPDATE_CONSUMER_OFFSET",
+        UpdateAndCreateTopic = 17 => "UPDATE_AND_CREATE_TOPIC",
+        GetAllTopicConfig = 21 => "GET_ALL_TOPIC_CONFIG",
+        GetBrokerRuntimeInfo = 28 => "GET_BROKER_RUNTIME_INFO",
+        SearchOffsetByTimestamp = 29 => "SEARCH_OFFSET_BY_TIMESTAMP",
+        GetMaxOffset = 30 => "GET_MAX_OFFSET",
+        GetMinOffset = 31 => "GET_MIN_OFFSET",
+        ViewMessageById = 33 => "VIEW_MESSAGE_BY_ID",
+        HeartBeat = 34 => "HEART_BEAT",
+        UnregisterClient = 35 => "UNREGISTER_CLIENT",
+        GetConsumerListByGroup = 38 => "GET_CONSUMER_LIST_BY_GROUP",
+        PutKvConfig = 100 => "PUT_KV_CONFIG",
+        GetKvConfig = 101 => "GET_KV_CONFIG",
+        DeleteKvConfig = 102 => "DELETE_KV_CONFIG",
+        RegisterBroker = 103 => "REGISTER_BROKER",
+        UnregisterBroker = 104 => "UNREGISTER_BROKER",
+        GetRouteInfoByTopic = 105 => "GET_ROUTEINFO_BY_TOPIC",
+        GetBrokerClusterInfo = 106 => "GET_BROKER_CLUSTER_INFO",
+        GetAllTopicListFromNameserver = 206 => "GET_ALL_TOPIC_LIST_FROM_NAMESERVER",
+        DeleteTopicInBroker = 215 => "DELETE_TOPIC_IN_BROKER",
+        DeleteTopicInNamesrv = 216 => "DELETE_TOPIC_IN_NAMESRV",
+        SendBatchMessage = 320 => "SEND_BATCH_MESSAGE",
+        /// ringmq: first request on a connection (client id, protocol version).
+        Hello = 1000 => "HELLO",
+    }
+}
+
+crate::wire_enum! {
+    /// Outcome of a request; the `code` of a response frame. The response header's remark
+    /// says more.
+    pub enum Status: u16 ("status") {
+        Success = 0 => "SUCCESS",
+        SystemError = 1 => "SYSTEM_ERROR",
+        /// Flow control: too many requests in flight; retry later.
+        SystemBusy = 2 => "SYSTEM_BUSY",
+        RequestCodeNotSupported = 3 => "REQUEST_CODE_NOT_SUPPORTED",
+        /// SYNC_FLUSH: the message is stored but the fdatasync did not finish in time.
+        FlushDiskTimeout = 10 => "FLUSH_DISK_TIMEOUT",
+        /// SYNC_MASTER: the message is stored on the master; no slave is in sync.
+        SlaveNotAvailable = 11 => "SLAVE_NOT_AVAILABLE",
+        /// SYNC_MASTER: the message is stored on the master; the slave did not ack in time.
+        FlushSlaveTimeout = 12 => "FLUSH_SLAVE_TIMEOUT",
+        MessageIllegal = 13 => "MESSAGE_ILLEGAL",
+        /// Shutting down, a slave asked to write, and the like.
+        ServiceNotAvailable = 14 => "SERVICE_NOT_AVAILABLE",
+        NoPermission = 16 => "NO_PERMISSION",
+        TopicNotExist = 17 => "TOPIC_NOT_EXIST",
+        /// No message at the offset yet (after any long-poll wait).
+        PullNotFound = 19 => "PULL_NOT_FOUND",
+        PullRetryImmediately = 20 => "PULL_RETRY_IMMEDIATELY",
+        /// The requested offset is outside `[min, max]`; use the response's next offset.
+        PullOffsetMoved = 21 => "PULL_OFFSET_MOVED",
+        QueryNotFound = 22 => "QUERY_NOT_FOUND",
+        SubscriptionNotExist = 24 => "SUBSCRIPTION_NOT_EXIST",
+        /// ringmq: the frame's length is over the receiver's maximum.
+        FrameTooLarge = 1000 => "FRAME_TOO_LARGE",
+        /// ringmq: writes are refused because the disk is over its usage threshold.
+        DiskFull = 1001 => "DISK_FULL",
+        /// ringmq: the queue lives on another shard of this broker; the response fields are
+        /// a [`WrongShard`](crate::command::WrongShard).
+        WrongShard = 1002 => "WRONG_SHARD",
+        /// ringmq: a configured maximum (batch size, parked pulls, connections, ...) was hit.
+        LimitExceeded = 1003 => "LIMIT_EXCEEDED",
+        TopicAlreadyExists = 1004 => "TOPIC_ALREADY_EXISTS",
+        /// ringmq: the request header or body did not decode.
+        MalformedRequest = 1005 => "MALFORMED_REQUEST",
+        /// ringmq: HELLO asked for a protocol version this peer does not speak.
+        ProtocolVersionNotSupported = 1006 => "PROTOCOL_VERSION_NOT_SUPPORTED",
+    }
+}
+
+impl Status {
+    /// The request did what it asked.
+    pub fn is_ok(self) -> bool {
+        self == Status::Success
+    }
+
+    /// A send with this status stored the message on the broker, even if the durability it
+    /// asked for was not confirmed (RocketMQ's `PutMessageResult.isOk()`): the producer must
+    /// not resend blindly or it creates a duplicate.
+    pub fn message_stored(self) -> bool {
+        matches!(
+            self,
+            Status::Success
+                | Status::FlushDiskTimeout
+                | Status::SlaveNotAvailable
+                | Status::FlushSlaveTimeout
+        )
+    }
+
+    /// The request was not carried out for a transient reason and may be sent again
+    /// (to the same broker after a pause, to the right shard, or to another broker).
+    pub fn is_retriable(self) -> bool {
+        matches!(
+            self,
+            Status::SystemError
+                | Status::SystemBusy
+                | Status::ServiceNotAvailable
+                | Status::PullRetryImmediately
+                | Status::DiskFull
+                | Status::WrongShard
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::WireError;
+
+    #[test]
+    fn rocketmq_numbers() {
+        assert_eq!(u16::from(RequestCode::SendMessage), 10);
+        assert_eq!(u16::from(RequestCode::GetAllTopicListFromNameserver), 206);
+        assert_eq!(u16::from(RequestCode::SendBatchMessage), 320);
+        assert_eq!(u16::from(Status::PullOffsetMoved), 21);
+        assert_eq!(
+            Status::SubscriptionNotExist.name(),
+            "SUBSCRIPTION_NOT_EXIST"
+        );
+    }
+
+    #[test]
+    fn codes_round_trip_and_unknown_is_an_error() {
+        for &c in RequestCode::ALL {
+            assert_eq!(RequestCode::try_from(u16::from(c)), Ok(c));
+        }
+        for &s in Status::ALL {
+            assert_eq!(Status::try_from(u16::from(s)), Ok(s));
+        }
+        assert_eq!(
+            RequestCode::try_from(9),
+            Err(WireError::UnknownCode {
+                what: "request",
+                code: 9
+            })
+        );
+        assert!(Status::try_from(999).is_err());
+    }
+
+    #[test]
+    fn ringmq_codes_are_in_their_range() {
+        assert!(u16::from(RequestCode::Hello) >= RINGMQ_CODE_MIN);
+        assert!(u16::from(Status::FrameTooLarge) >= RINGMQ_CODE_MIN);
+    }
+
+    #[test]
+    fn status_helpers() {
+        assert!(Status::Success.is_ok());
+        assert!(Status::FlushSlaveTimeout.message_stored());
+        assert!(!Status::FlushSlaveTimeout.is_retriable());
+        assert!(Status::SystemBusy.is_retriable());
+        assert!(!Status::TopicNotExist.message_stored());
+    }
+}
