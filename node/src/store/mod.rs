@@ -1,0 +1,821 @@
+//! The store of one shard: its CommitLog, the ConsumeQueues of the queues it owns, its
+//! checkpoint, recovery and retention. Pure with respect to the outside world: every file
+//! operation goes through [`disk::Disk`], time comes in as `now_ms` arguments, and nothing
+//! here knows about sockets, shards or the event loop.
+//!
+//! Files under the store root (`storePathRootDir`):
+//! - `commitlog/<shard>/<20-digit start offset>`: CommitLog segments (see [`commitlog`]).
+//! - `consumequeue/<topic>/<queue>/<20-digit start byte>`: ConsumeQueues (see [`consume_queue`]).
+//! - `checkpoint.<shard>`: see [`checkpoint`].
+//! - `abort.<shard>`: present while the shard's store is open; found at start = crash.
+//!
+//! Durability is the caller's choice at each call: [`Store::append`] leaves bytes in the page
+//! cache (what ASYNC_FLUSH acknowledges); [`Store::sync`] makes everything appended so far
+//! durable with one fdatasync (what SYNC_FLUSH waits for; appends that share one sync are a
+//! group commit); [`Store::checkpoint`] also syncs the ConsumeQueues and records how far
+//! recovery may skip.
+
+pub mod checkpoint;
+pub mod commitlog;
+pub mod consume_queue;
+pub mod disk;
+pub mod error;
+pub mod fault_disk;
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use ringmq_wire::record::{self, BrokerFields, RecordView};
+
+use self::checkpoint::{Checkpoint, CHECKPOINT_FILE_BYTES, SLOT_BYTES};
+use self::commitlog::{shard_of_offset, CommitLog};
+use self::consume_queue::{ConsumeQueue, CqUnit, CQ_UNITS_PER_FILE_DEFAULT, CQ_UNIT_BYTES};
+use self::disk::Disk;
+pub use self::error::{Result, StoreError};
+
+/// Most ConsumeQueue units one pull examines (matching or not).
+pub const PULL_SCAN_UNITS_MAX: u64 = 4096;
+/// How often the free-space check runs while the disk is not full.
+pub const SPACE_CHECK_INTERVAL_MS: i64 = 1000;
+
+/// Configuration of one shard's store.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    pub root: PathBuf,
+    pub shard: u16,
+    pub segment_bytes: u64,
+    pub cq_units_per_file: u64,
+    /// Written into STOREHOSTADDRESS of every record.
+    pub store_host: SocketAddr,
+    /// Appends are refused with `DiskFull` above this used fraction of the file system
+    /// (RocketMQ's `diskSpaceWarningLevelRatio`, 0.90).
+    pub disk_full_ratio: f64,
+}
+
+impl StoreConfig {
+    /// Defaults: 1 GiB segments, 300,000-unit ConsumeQueue files, refuse writes at 90% full.
+    pub fn new(root: impl Into<PathBuf>, shard: u16, store_host: SocketAddr) -> Self {
+        StoreConfig {
+            root: root.into(),
+            shard,
+            segment_bytes: commitlog::SEGMENT_BYTES_DEFAULT,
+            cq_units_per_file: CQ_UNITS_PER_FILE_DEFAULT,
+            store_host,
+            disk_full_ratio: 0.90,
+        }
+    }
+}
+
+/// One stored record of an append.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    pub queue_id: u32,
+    pub queue_offset: u64,
+    pub physical_offset: u64,
+    pub size: u32,
+}
+
+/// Result of [`Store::append`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppendOutcome {
+    pub records: Vec<Appended>,
+    pub store_timestamp_ms: i64,
+    /// Log end after this append: `sync` covers the batch once it has reached this offset.
+    pub end_offset: u64,
+}
+
+/// How a pull ended, RocketMQ's `GetMessageStatus`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PullStatus {
+    Found,
+    /// The offset is the queue's end.
+    NoNewMessage,
+    /// Units were examined but none matched the filter; `next_offset` moved past them.
+    NoMatchedMessage,
+    /// The offset is below the queue's minimum (retention removed it).
+    OffsetTooSmall,
+    /// The offset is past the queue's end.
+    OffsetOverflow,
+    /// This store has no such queue.
+    NoQueue,
+}
+
+/// Contiguous record bytes in the log (one or more whole records).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Run {
+    pub physical_offset: u64,
+    pub len: u32,
+}
+
+/// Result of [`Store::get`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullResult {
+    pub status: PullStatus,
+    pub next_offset: u64,
+    pub min_offset: u64,
+    pub max_offset: u64,
+    pub runs: Vec<Run>,
+    pub messages: u32,
+    pub bytes: u64,
+}
+
+/// What recovery did at open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecoveryReport {
+    pub clean: bool,
+    pub scanned_from: u64,
+    pub end: u64,
+    pub records_scanned: u64,
+    pub torn_tail: Option<String>,
+}
+
+/// What a retention pass removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RetentionOutcome {
+    pub removed_segments: u32,
+    pub removed_bytes: u64,
+}
+
+/// The store of one shard.
+#[derive(Debug)]
+pub struct Store<D: Disk + Clone> {
+    disk: D,
+    cfg: StoreConfig,
+    log: CommitLog<D>,
+    queues: HashMap<String, BTreeMap<u32, ConsumeQueue<D>>>,
+    checkpoint: Checkpoint,
+    checkpoint_file: D::File,
+    poisoned: bool,
+    space_checked_ms: Option<i64>,
+    disk_full: bool,
+    recovery: RecoveryReport,
+}
+
+impl<D: Disk + Clone> Store<D> {
+    /// Opens the shard's store, recovering from a crash when the abort marker is present.
+    pub fn open(disk: D, cfg: StoreConfig) -> Result<Self> {
+        let root = cfg.root.clone();
+        disk.create_dir_all(&root)
+            .map_err(|e| StoreError::io(&root, e))?;
+        let log_dir = root.join("commitlog").join(cfg.shard.to_string());
+        let mut log = CommitLog::open(&disk, &log_dir, cfg.shard, cfg.segment_bytes)?;
+        let abort = abort_path(&cfg);
+        let clean = !disk.exists(&abort);
+        let cp_path = root.join(format!("checkpoint.{}", cfg.shard));
+        let checkpoint_file = disk
+            .open(&cp_path, true)
+            .map_err(|e| StoreError::io(&cp_path, e))?;
+        let checkpoint = read_checkpoint(&disk, &checkpoint_file, &cp_path)?;
+        let mut queues = open_owned_queues(&disk, &cfg)?;
+
+        let from = checkpoint.map_or(log.min_offset(), |c| c.cq_offset);
+        let durable = checkpoint.map_or(0, |c| c.log_synced_offset);
+        let units_per_file = cfg.cq_units_per_file;
+        let scan = log.recover(from, durable, |rec| {
+            redispatch(&disk, &root, units_per_file, &mut queues, rec)
+        })?;
+        for qs in queues.values_mut() {
+            for cq in qs.values_mut() {
+                cq.truncate_to_log(scan.end)?;
+                cq.retain_from(log.min_offset())?;
+            }
+        }
+        let mut store = Store {
+            disk,
+            log,
+            queues,
+            checkpoint: checkpoint.unwrap_or_default(),
+            checkpoint_file,
+            poisoned: false,
+            space_checked_ms: None,
+            disk_full: false,
+            recovery: RecoveryReport {
+                clean,
+                scanned_from: from,
+                end: scan.end,
+                records_scanned: scan.records,
+                torn_tail: scan.torn,
+            },
+            cfg,
+        };
+        store.checkpoint()?;
+        let marker = store
+            .disk
+            .open(&abort, true)
+            .map_err(|e| StoreError::io(&abort, e))?;
+        drop(marker);
+        store
+            .disk
+            .sync_dir(&root)
+            .map_err(|e| StoreError::io(&root, e))?;
+        store.log.prepare_next();
+        Ok(store)
+    }
+
+    /// Validates the records of `batch` (back-to-back encodings, broker fields zero), assigns
+    /// queue and physical offsets, patches the broker fields in place and writes the batch and
+    /// its ConsumeQueue units. All or nothing: on error nothing of the batch is visible and the
+    /// offsets are reused. The bytes are in the page cache, not yet durable: see [`Self::sync`].
+    pub fn append(&mut self, batch: &mut [u8], now_ms: i64) -> Result<AppendOutcome> {
+        self.check_writable(now_ms)?;
+        let metas = scan_batch(batch)?;
+        let sp = self.log.save_point();
+        let mut touched: Vec<(String, u32)> = Vec::new();
+        let result = self.place_and_write(batch, &metas, now_ms, &mut touched);
+        match result {
+            Ok(records) => {
+                for (topic, q) in &touched {
+                    if let Some(cq) = self.queue_mut(topic, *q) {
+                        cq.commit_staged();
+                    }
+                }
+                Ok(AppendOutcome {
+                    records,
+                    store_timestamp_ms: now_ms,
+                    end_offset: self.log.write_offset(),
+                })
+            }
+            Err(e) => {
+                self.log.restore(sp);
+                for (topic, q) in &touched {
+                    if let Some(cq) = self.queue_mut(topic, *q) {
+                        cq.discard_staged();
+                    }
+                }
+                if matches!(e, StoreError::DiskFull { .. }) {
+                    self.disk_full = true;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// fdatasyncs the log up to everything appended so far and returns that offset. Appends
+    /// made before one `sync` share it (group commit). An error is fatal and poisons the
+    /// store.
+    pub fn sync(&mut self) -> Result<u64> {
+        self.check_alive()?;
+        self.log.sync().inspect_err(|_| self.poisoned = true)
+    }
+
+    /// Syncs the log and the ConsumeQueues, then records a checkpoint so recovery can start
+    /// from here. The ASYNC_FLUSH timer calls this.
+    pub fn checkpoint(&mut self) -> Result<()> {
+        self.check_alive()?;
+        let end = self.sync()?;
+        for qs in self.queues.values_mut() {
+            for cq in qs.values_mut() {
+                cq.sync().inspect_err(|_| self.poisoned = true)?;
+            }
+        }
+        let next = Checkpoint {
+            sequence: self.checkpoint.sequence + 1,
+            log_synced_offset: end,
+            cq_offset: end,
+            min_offset: self.log.min_offset(),
+        };
+        if next.log_synced_offset == self.checkpoint.log_synced_offset
+            && next.min_offset == self.checkpoint.min_offset
+            && self.checkpoint.sequence > 0
+        {
+            return Ok(());
+        }
+        let bytes = next.encode();
+        let cp = &self.checkpoint_file;
+        let written = self
+            .disk
+            .write_at(cp, next.slot(), &bytes)
+            .and_then(|()| self.disk.sync_data(cp));
+        written.map_err(|e| {
+            self.poisoned = true;
+            StoreError::Fatal {
+                context: "writing the checkpoint".to_string(),
+                source: e,
+            }
+        })?;
+        self.checkpoint = next;
+        Ok(())
+    }
+
+    /// Clean shutdown: checkpoint, then remove the abort marker so the next open is fast.
+    pub fn close(mut self) -> Result<()> {
+        self.checkpoint()?;
+        let abort = abort_path(&self.cfg);
+        self.disk
+            .remove_file(&abort)
+            .map_err(|e| StoreError::io(&abort, e))?;
+        self.disk
+            .sync_dir(&self.cfg.root)
+            .map_err(|e| StoreError::io(&self.cfg.root, e))
+    }
+
+    /// Looks up to `max_messages` records (and about `max_bytes`, at least one) of a queue
+    /// from `offset`, skipping those whose tag hash `filter` rejects.
+    pub fn get(
+        &self,
+        topic: &str,
+        queue_id: u32,
+        offset: u64,
+        max_messages: u32,
+        max_bytes: u64,
+        filter: impl Fn(i64) -> bool,
+    ) -> Result<PullResult> {
+        let Some(cq) = self.queue(topic, queue_id) else {
+            return Ok(PullResult::empty(PullStatus::NoQueue, 0, 0, 0));
+        };
+        let (min, max) = (cq.min_offset(), cq.max_offset());
+        if offset < min {
+            return Ok(PullResult::empty(PullStatus::OffsetTooSmall, min, min, max));
+        }
+        if offset == max {
+            return Ok(PullResult::empty(
+                PullStatus::NoNewMessage,
+                offset,
+                min,
+                max,
+            ));
+        }
+        if offset > max {
+            return Ok(PullResult::empty(PullStatus::OffsetOverflow, max, min, max));
+        }
+        let scan = (max - offset).min(PULL_SCAN_UNITS_MAX);
+        let mut units = vec![0u8; scan as usize * CQ_UNIT_BYTES];
+        cq.read_units(offset, &mut units)?;
+        let mut result = PullResult::empty(PullStatus::NoMatchedMessage, offset, min, max);
+        let log_min = self.log.min_offset();
+        for chunk in units.chunks_exact(CQ_UNIT_BYTES) {
+            let unit = CqUnit::decode(chunk.try_into().expect("chunks_exact yields 20 bytes"));
+            let fits = result.bytes + u64::from(unit.size) <= max_bytes;
+            if result.messages >= max_messages || (result.messages > 0 && !fits) {
+                break;
+            }
+            result.next_offset += 1;
+            if unit.physical_offset < log_min || !filter(unit.tag_hash) {
+                continue;
+            }
+            result.push(unit);
+        }
+        if result.messages > 0 {
+            result.status = PullStatus::Found;
+        }
+        Ok(result)
+    }
+
+    /// Copies log bytes (a [`Run`] or part of one) into `buf`.
+    pub fn read(&self, physical_offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.log.read(physical_offset, buf)
+    }
+
+    /// The record at a physical offset (message id lookup), validated.
+    pub fn read_record(&self, physical_offset: u64) -> Result<Vec<u8>> {
+        if shard_of_offset(physical_offset) != self.cfg.shard {
+            return Err(StoreError::NotFound {
+                detail: format!(
+                    "physical offset {physical_offset} belongs to shard {}, not {}",
+                    shard_of_offset(physical_offset),
+                    self.cfg.shard
+                ),
+            });
+        }
+        self.log.read_record(physical_offset)
+    }
+
+    /// `(min, max)` queue offsets of a queue, if this store has it.
+    pub fn queue_range(&self, topic: &str, queue_id: u32) -> Option<(u64, u64)> {
+        self.queue(topic, queue_id)
+            .map(|cq| (cq.min_offset(), cq.max_offset()))
+    }
+
+    /// First queue offset whose record was stored at or after `timestamp_ms` (the queue's max
+    /// offset when none was).
+    pub fn offset_for_timestamp(
+        &self,
+        topic: &str,
+        queue_id: u32,
+        timestamp_ms: i64,
+    ) -> Result<u64> {
+        let Some(cq) = self.queue(topic, queue_id) else {
+            return Ok(0);
+        };
+        let (mut lo, mut hi) = (cq.min_offset(), cq.max_offset());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let unit = cq.unit(mid)?;
+            let bytes = self.log.read_record(unit.physical_offset)?;
+            let rec = record::decode_one(&bytes).map_err(|e| StoreError::NotFound {
+                detail: format!("record at {}: {e}", unit.physical_offset),
+            })?;
+            if rec.store_timestamp_ms < timestamp_ms {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(lo)
+    }
+
+    /// The file and file offset of a log position (zero-copy sends).
+    pub fn locate(&self, physical_offset: u64) -> Result<(&D::File, u64)> {
+        self.log.locate(physical_offset)
+    }
+
+    /// Removes log segments whose records are all older than `reserved_ms` (or the oldest ones
+    /// regardless of age when `force`, under disk pressure), at most `max_segments`, and moves
+    /// the ConsumeQueue minimums after them. The active segment is never removed.
+    pub fn remove_expired(
+        &mut self,
+        now_ms: i64,
+        reserved_ms: i64,
+        force: bool,
+        max_segments: u32,
+    ) -> Result<RetentionOutcome> {
+        let mut out = RetentionOutcome::default();
+        while out.removed_segments < max_segments && self.log.segments().len() >= 2 {
+            let next_start = self.log.segments()[1].start;
+            if next_start >= self.log.write_offset() {
+                break;
+            }
+            let newest_ts = match self.log.read_record(next_start) {
+                Ok(bytes) => record::decode_one(&bytes)
+                    .map(|r| r.store_timestamp_ms)
+                    .unwrap_or(i64::MAX),
+                Err(_) => i64::MAX,
+            };
+            let expired = newest_ts <= now_ms.saturating_sub(reserved_ms);
+            if !expired && !force {
+                break;
+            }
+            if self.log.remove_oldest()?.is_none() {
+                break;
+            }
+            out.removed_segments += 1;
+            out.removed_bytes += self.log.segment_bytes();
+        }
+        if out.removed_segments > 0 {
+            let min = self.log.min_offset();
+            for qs in self.queues.values_mut() {
+                for cq in qs.values_mut() {
+                    cq.retain_from(min)?;
+                }
+            }
+            self.disk_full = false;
+            self.space_checked_ms = None;
+            self.checkpoint()?;
+        }
+        Ok(out)
+    }
+
+    /// Drops a topic's ConsumeQueues (its log bytes go with retention).
+    pub fn delete_topic(&mut self, topic: &str) -> Result<()> {
+        if let Some(qs) = self.queues.remove(topic) {
+            for cq in qs.into_values() {
+                cq.remove()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Fraction of the store's file system in use.
+    pub fn disk_used_ratio(&self) -> Result<f64> {
+        self.disk
+            .space(&self.cfg.root)
+            .map(|s| s.used_ratio())
+            .map_err(|e| StoreError::io(&self.cfg.root, e))
+    }
+
+    pub fn min_offset(&self) -> u64 {
+        self.log.min_offset()
+    }
+
+    pub fn write_offset(&self) -> u64 {
+        self.log.write_offset()
+    }
+
+    pub fn synced_offset(&self) -> u64 {
+        self.log.synced_offset()
+    }
+
+    /// Bytes of CommitLog segment files.
+    pub fn log_disk_bytes(&self) -> u64 {
+        self.log.disk_bytes()
+    }
+
+    pub fn recovery(&self) -> &RecoveryReport {
+        &self.recovery
+    }
+
+    pub fn config(&self) -> &StoreConfig {
+        &self.cfg
+    }
+
+    /// (topic, queue) pairs this store holds.
+    pub fn queues(&self) -> Vec<(String, u32)> {
+        let mut out = Vec::new();
+        for (t, qs) in &self.queues {
+            for q in qs.keys() {
+                out.push((t.clone(), *q));
+            }
+        }
+        out.sort();
+        out
+    }
+
+    fn place_and_write(
+        &mut self,
+        batch: &mut [u8],
+        metas: &[RecordMeta],
+        now_ms: i64,
+        touched: &mut Vec<(String, u32)>,
+    ) -> Result<Vec<Appended>> {
+        let mut records = Vec::with_capacity(metas.len());
+        // (physical offset, batch range) of contiguous pieces, and BLANK positions.
+        let mut pieces: Vec<(u64, usize, usize)> = Vec::new();
+        let mut blanks: Vec<(u64, [u8; record::BLANK_BYTES])> = Vec::new();
+        for m in metas {
+            let place = self.log.place(m.len)?;
+            if let Some(at) = place.blank_at {
+                blanks.push((at, self.log.blank_bytes(at)));
+            }
+            let topic = m.topic(batch).to_string();
+            let unit = CqUnit {
+                physical_offset: place.physical_offset,
+                size: m.len as u32,
+                tag_hash: m.tag_hash,
+            };
+            let cq = self.queue_or_open(&topic, m.queue_id)?;
+            let queue_offset = cq.stage(unit)?;
+            if !touched.iter().any(|(t, q)| *t == topic && *q == m.queue_id) {
+                touched.push((topic, m.queue_id));
+            }
+            let fields = BrokerFields {
+                queue_offset,
+                physical_offset: place.physical_offset,
+                store_timestamp_ms: now_ms,
+                store_host: self.cfg.store_host,
+            };
+            record::patch_broker_fields(&mut batch[m.start..m.start + m.len], &fields).map_err(
+                |source| StoreError::BadRecord {
+                    at: m.start,
+                    source,
+                },
+            )?;
+            match pieces.last_mut() {
+                Some((phys, start, len))
+                    if place.blank_at.is_none()
+                        && *phys + *len as u64 == place.physical_offset
+                        && *start + *len == m.start =>
+                {
+                    *len += m.len;
+                }
+                _ => pieces.push((place.physical_offset, m.start, m.len)),
+            }
+            records.push(Appended {
+                queue_id: m.queue_id,
+                queue_offset,
+                physical_offset: place.physical_offset,
+                size: m.len as u32,
+            });
+        }
+        let batch: &[u8] = batch;
+        let mut ops = Vec::with_capacity(pieces.len() + blanks.len() + touched.len());
+        for (at, bytes) in &blanks {
+            ops.push(self.log.write_op(*at, bytes)?);
+        }
+        for &(phys, start, len) in &pieces {
+            ops.push(self.log.write_op(phys, &batch[start..start + len])?);
+        }
+        for (topic, q) in touched.iter() {
+            if let Some(cq) = self.queues.get(topic.as_str()).and_then(|qs| qs.get(q)) {
+                ops.extend(cq.staged_writes());
+            }
+        }
+        self.disk
+            .write_all(&ops)
+            .map_err(|e| StoreError::io(self.log.dir(), e))?;
+        Ok(records)
+    }
+
+    fn check_alive(&self) -> Result<()> {
+        if self.poisoned {
+            return Err(StoreError::Poisoned);
+        }
+        Ok(())
+    }
+
+    fn check_writable(&mut self, now_ms: i64) -> Result<()> {
+        self.check_alive()?;
+        let due = match self.space_checked_ms {
+            None => true,
+            Some(at) => self.disk_full || now_ms - at >= SPACE_CHECK_INTERVAL_MS,
+        };
+        if due {
+            self.space_checked_ms = Some(now_ms);
+            let ratio = self.disk_used_ratio()?;
+            self.disk_full = ratio > self.cfg.disk_full_ratio;
+            if self.disk_full {
+                return Err(StoreError::DiskFull {
+                    detail: format!(
+                        "{} is {:.1}% full, writes refused above {:.1}%",
+                        self.cfg.root.display(),
+                        ratio * 100.0,
+                        self.cfg.disk_full_ratio * 100.0
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn queue(&self, topic: &str, queue_id: u32) -> Option<&ConsumeQueue<D>> {
+        self.queues.get(topic).and_then(|qs| qs.get(&queue_id))
+    }
+
+    fn queue_mut(&mut self, topic: &str, queue_id: u32) -> Option<&mut ConsumeQueue<D>> {
+        self.queues
+            .get_mut(topic)
+            .and_then(|qs| qs.get_mut(&queue_id))
+    }
+
+    fn queue_or_open(&mut self, topic: &str, queue_id: u32) -> Result<&mut ConsumeQueue<D>> {
+        open_queue(
+            &self.disk,
+            &self.cfg.root,
+            self.cfg.cq_units_per_file,
+            &mut self.queues,
+            topic,
+            queue_id,
+        )
+    }
+}
+
+impl PullResult {
+    fn empty(status: PullStatus, next_offset: u64, min_offset: u64, max_offset: u64) -> Self {
+        PullResult {
+            status,
+            next_offset,
+            min_offset,
+            max_offset,
+            runs: Vec::new(),
+            messages: 0,
+            bytes: 0,
+        }
+    }
+
+    fn push(&mut self, unit: CqUnit) {
+        self.messages += 1;
+        self.bytes += u64::from(unit.size);
+        if let Some(last) = self.runs.last_mut() {
+            if last.physical_offset + u64::from(last.len) == unit.physical_offset {
+                last.len += unit.size;
+                return;
+            }
+        }
+        self.runs.push(Run {
+            physical_offset: unit.physical_offset,
+            len: unit.size,
+        });
+    }
+}
+
+/// Where one record of a batch is and what the store needs from it.
+#[derive(Debug, Clone, Copy)]
+struct RecordMeta {
+    start: usize,
+    len: usize,
+    queue_id: u32,
+    tag_hash: i64,
+    topic_start: usize,
+    topic_len: usize,
+}
+
+impl RecordMeta {
+    fn topic<'a>(&self, batch: &'a [u8]) -> &'a str {
+        let raw = &batch[self.start + self.topic_start..][..self.topic_len];
+        std::str::from_utf8(raw).expect("validated as UTF-8 by scan_batch")
+    }
+}
+
+/// Decodes every record of a batch (CRC included) before anything is placed.
+fn scan_batch(batch: &[u8]) -> Result<Vec<RecordMeta>> {
+    let mut metas = Vec::new();
+    let mut at = 0;
+    while at < batch.len() {
+        let rec = record::decode_one(&batch[at..])
+            .map_err(|source| StoreError::BadRecord { at, source })?;
+        let topic_start = rec.topic.as_ptr() as usize - rec.bytes.as_ptr() as usize;
+        metas.push(RecordMeta {
+            start: at,
+            len: rec.len(),
+            queue_id: rec.queue_id,
+            tag_hash: rec.tag_hash(),
+            topic_start,
+            topic_len: rec.topic.len(),
+        });
+        at += rec.len();
+    }
+    if metas.is_empty() {
+        return Err(StoreError::BadBatch {
+            detail: "empty batch".to_string(),
+        });
+    }
+    Ok(metas)
+}
+
+fn abort_path(cfg: &StoreConfig) -> PathBuf {
+    cfg.root.join(format!("abort.{}", cfg.shard))
+}
+
+fn read_checkpoint<D: Disk>(disk: &D, file: &D::File, path: &Path) -> Result<Option<Checkpoint>> {
+    let len = disk.file_len(file).map_err(|e| StoreError::io(path, e))?;
+    if len < CHECKPOINT_FILE_BYTES {
+        disk.set_len(file, CHECKPOINT_FILE_BYTES)
+            .map_err(|e| StoreError::io(path, e))?;
+    }
+    let mut head = [0u8; 2 * SLOT_BYTES];
+    disk.read_at(file, 0, &mut head)
+        .map_err(|e| StoreError::io(path, e))?;
+    Ok(Checkpoint::newest(&head))
+}
+
+fn queue_dir(root: &Path, topic: &str, queue_id: u32) -> PathBuf {
+    root.join("consumequeue")
+        .join(topic)
+        .join(queue_id.to_string())
+}
+
+/// Opens the ConsumeQueues under `consumequeue/` whose records live in this shard's log.
+fn open_owned_queues<D: Disk + Clone>(
+    disk: &D,
+    cfg: &StoreConfig,
+) -> Result<HashMap<String, BTreeMap<u32, ConsumeQueue<D>>>> {
+    let mut queues: HashMap<String, BTreeMap<u32, ConsumeQueue<D>>> = HashMap::new();
+    let cq_root = cfg.root.join("consumequeue");
+    if !disk.exists(&cq_root) {
+        return Ok(queues);
+    }
+    for topic in disk
+        .list_dir(&cq_root)
+        .map_err(|e| StoreError::io(&cq_root, e))?
+    {
+        let tdir = cq_root.join(&topic);
+        for q in disk.list_dir(&tdir).map_err(|e| StoreError::io(&tdir, e))? {
+            let Ok(queue_id) = q.parse::<u32>() else {
+                continue;
+            };
+            let dir = tdir.join(&q);
+            let cq = ConsumeQueue::open(disk, &dir, cfg.cq_units_per_file)?;
+            let owned =
+                matches!(cq.first_physical_offset()?, Some(p) if shard_of_offset(p) == cfg.shard);
+            if owned {
+                queues
+                    .entry(topic.clone())
+                    .or_default()
+                    .insert(queue_id, cq);
+            }
+        }
+    }
+    Ok(queues)
+}
+
+fn open_queue<'a, D: Disk + Clone>(
+    disk: &D,
+    root: &Path,
+    units_per_file: u64,
+    queues: &'a mut HashMap<String, BTreeMap<u32, ConsumeQueue<D>>>,
+    topic: &str,
+    queue_id: u32,
+) -> Result<&'a mut ConsumeQueue<D>> {
+    if !queues.contains_key(topic) {
+        queues.insert(topic.to_string(), BTreeMap::new());
+    }
+    let qs = queues
+        .get_mut(topic)
+        .expect("inserted just above when missing");
+    if let std::collections::btree_map::Entry::Vacant(slot) = qs.entry(queue_id) {
+        let cq = ConsumeQueue::open(disk, &queue_dir(root, topic, queue_id), units_per_file)?;
+        slot.insert(cq);
+    }
+    Ok(qs.get_mut(&queue_id).expect("present after insert"))
+}
+
+fn redispatch<D: Disk + Clone>(
+    disk: &D,
+    root: &Path,
+    units_per_file: u64,
+    queues: &mut HashMap<String, BTreeMap<u32, ConsumeQueue<D>>>,
+    rec: &RecordView<'_>,
+) -> Result<()> {
+    let cq = open_queue(disk, root, units_per_file, queues, rec.topic, rec.queue_id)?;
+    cq.put_at(
+        rec.queue_offset,
+        CqUnit {
+            physical_offset: rec.physical_offset,
+            size: rec.len() as u32,
+            tag_hash: rec.tag_hash(),
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests;

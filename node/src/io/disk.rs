@@ -1,0 +1,460 @@
+//! `RealDisk`: the store's [`Disk`] on real files. Writes and fdatasyncs go through an
+//! io_uring owned by the disk (one per shard store; submissions batch every write of an
+//! append into one `io_uring_enter`). Where io_uring is refused (seccomp, old kernel, memlock
+//! limit) the same calls fall back to pwrite/fdatasync, and [`RealDisk::driver`] says which.
+//! Reads copy from a read-only memory map of the file. Segment files are prepared (created,
+//! fallocated, pre-written with zeros) by a background thread so the append path never waits
+//! for cold pages.
+
+use std::cell::{OnceCell, RefCell};
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::{mpsc, Arc, Condvar, Mutex};
+
+use io_uring::{opcode, types, IoUring};
+use memmap2::{Mmap, MmapOptions};
+
+use crate::store::disk::{Disk, SpaceInfo, WriteOp};
+
+/// Submission queue entries of a store's ring.
+pub const RING_ENTRIES: u32 = 64;
+/// Size of each zero-filled write when pre-writing a segment.
+pub const PREWRITE_CHUNK_BYTES: usize = 1 << 20;
+
+/// Which mechanism carries the store's writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Driver {
+    IoUring,
+    /// io_uring could not be set up; the reason the kernel gave.
+    Fallback(String),
+}
+
+impl std::fmt::Display for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Driver::IoUring => write!(f, "io_uring"),
+            Driver::Fallback(why) => {
+                write!(f, "pwrite/fdatasync fallback (io_uring unavailable: {why})")
+            }
+        }
+    }
+}
+
+/// Real files with io_uring writes. Cloning shares the ring and the preparer thread.
+#[derive(Clone)]
+pub struct RealDisk {
+    inner: Rc<Inner>,
+}
+
+impl std::fmt::Debug for RealDisk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RealDisk")
+            .field("driver", &self.inner.driver)
+            .finish()
+    }
+}
+
+struct Inner {
+    ring: Option<RefCell<IoUring>>,
+    driver: Driver,
+    preparer: Preparer,
+}
+
+/// An open file and, once read, its memory map.
+#[derive(Debug)]
+pub struct RealFile {
+    file: File,
+    path: PathBuf,
+    map: OnceCell<Option<Mmap>>,
+}
+
+impl RealFile {
+    /// The descriptor, for zero-copy sends (sendfile/splice) from this file.
+    pub fn raw_fd(&self) -> std::os::unix::io::RawFd {
+        self.file.as_raw_fd()
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The mapping if the file is mapped and `offset..offset+len` lies inside it.
+    fn mapped(&self, offset: u64, len: usize) -> Option<&[u8]> {
+        let map = self
+            .map
+            .get_or_init(|| {
+                let len = self.file.metadata().ok()?.len();
+                if len == 0 {
+                    return None;
+                }
+                // SAFETY: the store owns its files: nothing truncates a mapped file while the
+                // process runs (segments are only removed whole, after being dropped from the
+                // store, and the mapping never extends past the length read here), so reads
+                // of the mapping cannot fault. Concurrent writes through the fd only change
+                // bytes at or past the store's write offset, which readers never touch.
+                unsafe { MmapOptions::new().len(len as usize).map(&self.file) }.ok()
+            })
+            .as_ref()?;
+        let start = usize::try_from(offset).ok()?;
+        map.get(start..start.checked_add(len)?)
+    }
+}
+
+impl RealDisk {
+    /// A disk with its own ring; falls back to plain syscalls when io_uring is refused.
+    pub fn new() -> Self {
+        let (ring, driver) = match IoUring::new(RING_ENTRIES) {
+            Ok(ring) => (Some(RefCell::new(ring)), Driver::IoUring),
+            Err(e) => (None, Driver::Fallback(e.to_string())),
+        };
+        Self::with(ring, driver)
+    }
+
+    /// A disk that never uses io_uring (tests of the fallback path, `RINGMQ_IO=fallback`).
+    pub fn fallback(reason: &str) -> Self {
+        Self::with(None, Driver::Fallback(reason.to_string()))
+    }
+
+    fn with(ring: Option<RefCell<IoUring>>, driver: Driver) -> Self {
+        RealDisk {
+            inner: Rc::new(Inner {
+                ring,
+                driver,
+                preparer: Preparer::start(),
+            }),
+        }
+    }
+
+    pub fn driver(&self) -> &Driver {
+        &self.inner.driver
+    }
+
+    /// Runs `ops` on the ring: one submission, then waits for every completion. Short
+    /// writes are finished with pwrite.
+    fn uring_writes(
+        &self,
+        ring: &RefCell<IoUring>,
+        ops: &[WriteOp<'_, RealFile>],
+    ) -> io::Result<()> {
+        let mut ring = ring.borrow_mut();
+        for chunk in ops.chunks(RING_ENTRIES as usize) {
+            for (i, op) in chunk.iter().enumerate() {
+                let len = u32::try_from(op.data.len())
+                    .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "write over 4 GiB"))?;
+                let sqe =
+                    opcode::Write::new(types::Fd(op.file.file.as_raw_fd()), op.data.as_ptr(), len)
+                        .offset(op.offset)
+                        .build()
+                        .user_data(i as u64);
+                // SAFETY: the buffer and the fd are borrowed from `ops` for this whole call, and
+                // the call does not return before every submitted entry has completed, so the
+                // kernel never reads freed memory.
+                unsafe { ring.submission().push(&sqe) }
+                    .map_err(|_| io::Error::other("io_uring submission queue full"))?;
+            }
+            ring.submit_and_wait(chunk.len())?;
+            let mut first_err = None;
+            let mut done = 0;
+            while done < chunk.len() {
+                let cqes: Vec<_> = ring.completion().collect();
+                if cqes.is_empty() {
+                    ring.submit_and_wait(1)?;
+                    continue;
+                }
+                for cqe in cqes {
+                    done += 1;
+                    let op = &chunk[cqe.user_data() as usize];
+                    let res = cqe.result();
+                    if res < 0 {
+                        first_err.get_or_insert(io::Error::from_raw_os_error(-res));
+                    } else if (res as usize) < op.data.len() {
+                        let n = res as usize;
+                        if let Err(e) = op
+                            .file
+                            .file
+                            .write_all_at(&op.data[n..], op.offset + n as u64)
+                        {
+                            first_err.get_or_insert(e);
+                        }
+                    }
+                }
+            }
+            if let Some(e) = first_err {
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    fn uring_fdatasync(&self, ring: &RefCell<IoUring>, file: &RealFile) -> io::Result<()> {
+        let mut ring = ring.borrow_mut();
+        let sqe = opcode::Fsync::new(types::Fd(file.file.as_raw_fd()))
+            .flags(types::FsyncFlags::DATASYNC)
+            .build()
+            .user_data(u64::MAX);
+        // SAFETY: no buffer is involved; the fd outlives the call, which waits for completion.
+        unsafe { ring.submission().push(&sqe) }
+            .map_err(|_| io::Error::other("io_uring submission queue full"))?;
+        ring.submit_and_wait(1)?;
+        loop {
+            if let Some(cqe) = ring.completion().next() {
+                let res = cqe.result();
+                return if res < 0 {
+                    Err(io::Error::from_raw_os_error(-res))
+                } else {
+                    Ok(())
+                };
+            }
+            ring.submit_and_wait(1)?;
+        }
+    }
+}
+
+impl Default for RealDisk {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Disk for RealDisk {
+    type File = RealFile;
+
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        std::fs::create_dir_all(dir)
+    }
+
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(dir)? {
+            if let Some(name) = entry?.file_name().to_str() {
+                names.push(name.to_string());
+            }
+        }
+        Ok(names)
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        path.exists()
+    }
+
+    fn open(&self, path: &Path, create: bool) -> io::Result<RealFile> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(create)
+            .truncate(false)
+            .open(path)?;
+        Ok(RealFile {
+            file,
+            path: path.to_path_buf(),
+            map: OnceCell::new(),
+        })
+    }
+
+    fn file_len(&self, file: &RealFile) -> io::Result<u64> {
+        Ok(file.file.metadata()?.len())
+    }
+
+    fn set_len(&self, file: &RealFile, len: u64) -> io::Result<()> {
+        allocate(&file.file, len)
+    }
+
+    fn write_at(&self, file: &RealFile, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.write_all(&[WriteOp { file, offset, data }])
+    }
+
+    fn write_all(&self, ops: &[WriteOp<'_, RealFile>]) -> io::Result<()> {
+        match &self.inner.ring {
+            Some(ring) => self.uring_writes(ring, ops),
+            None => {
+                for op in ops {
+                    op.file.file.write_all_at(op.data, op.offset)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn sync_data(&self, file: &RealFile) -> io::Result<()> {
+        match &self.inner.ring {
+            Some(ring) => self.uring_fdatasync(ring, file),
+            None => file.file.sync_data(),
+        }
+    }
+
+    fn read_at(&self, file: &RealFile, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        if let Some(src) = file.mapped(offset, buf.len()) {
+            buf.copy_from_slice(src);
+            return Ok(());
+        }
+        file.file.read_exact_at(buf, offset)
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_file(path)
+    }
+
+    fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
+        match std::fs::remove_dir_all(path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            other => other,
+        }
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::rename(from, to)
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        File::open(dir)?.sync_all()
+    }
+
+    fn space(&self, dir: &Path) -> io::Result<SpaceInfo> {
+        let st = nix::sys::statvfs::statvfs(dir).map_err(io::Error::from)?;
+        let frsize = st.fragment_size() as u64;
+        Ok(SpaceInfo {
+            total_bytes: st.blocks() as u64 * frsize,
+            free_bytes: st.blocks_available() as u64 * frsize,
+        })
+    }
+
+    fn prepare(&self, path: &Path, len: u64) {
+        self.inner.preparer.request(path, len);
+    }
+
+    fn take_prepared(&self, path: &Path, len: u64) -> io::Result<RealFile> {
+        self.inner.preparer.wait(path, len)?;
+        self.open(path, false)
+    }
+}
+
+/// Grows (allocating real blocks) or shrinks a file to `len` bytes.
+fn allocate(file: &File, len: u64) -> io::Result<()> {
+    let cur = file.metadata()?.len();
+    if len <= cur {
+        return file.set_len(len);
+    }
+    let flen = i64::try_from(len).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    match nix::fcntl::fallocate(
+        file.as_raw_fd(),
+        nix::fcntl::FallocateFlags::empty(),
+        0,
+        flen,
+    ) {
+        Ok(()) => Ok(()),
+        Err(nix::errno::Errno::EOPNOTSUPP) => file.set_len(len),
+        Err(e) => Err(io::Error::from(e)),
+    }
+}
+
+/// Creates, allocates and zero-fills `path` (the slow part of a new segment).
+fn prepare_file(path: &Path, len: u64) -> io::Result<()> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)?;
+    let existing = file.metadata()?.len();
+    allocate(&file, len)?;
+    if existing == 0 {
+        // Touch every page now so appends land in warm, already-backed pages.
+        let zeros = vec![0u8; PREWRITE_CHUNK_BYTES];
+        let mut at = 0;
+        while at < len {
+            let n = (len - at).min(PREWRITE_CHUNK_BYTES as u64) as usize;
+            file.write_all_at(&zeros[..n], at)?;
+            at += n as u64;
+        }
+    }
+    Ok(())
+}
+
+type Prepared = Arc<(Mutex<HashMap<PathBuf, Option<Result<(), String>>>>, Condvar)>;
+
+/// A background thread that prepares segment files ahead of need.
+struct Preparer {
+    tx: Option<mpsc::Sender<(PathBuf, u64)>>,
+    state: Prepared,
+}
+
+impl Preparer {
+    fn start() -> Self {
+        let state: Prepared = Arc::new((Mutex::new(HashMap::new()), Condvar::new()));
+        let (tx, rx) = mpsc::channel::<(PathBuf, u64)>();
+        let worker_state = Arc::clone(&state);
+        let spawned = std::thread::Builder::new()
+            .name("ringmq-prepare".to_string())
+            .spawn(move || {
+                for (path, len) in rx {
+                    let res = prepare_file(&path, len).map_err(|e| e.to_string());
+                    let (lock, cv) = &*worker_state;
+                    if let Ok(mut map) = lock.lock() {
+                        map.insert(path, Some(res));
+                    }
+                    cv.notify_all();
+                }
+            });
+        Preparer {
+            tx: spawned.ok().map(|_| tx),
+            state,
+        }
+    }
+
+    fn request(&self, path: &Path, len: u64) {
+        let Some(tx) = &self.tx else {
+            return;
+        };
+        let (lock, _) = &*self.state;
+        let Ok(mut map) = lock.lock() else {
+            return;
+        };
+        if map.contains_key(path) {
+            return;
+        }
+        if tx.send((path.to_path_buf(), len)).is_ok() {
+            map.insert(path.to_path_buf(), None);
+        }
+    }
+
+    /// Waits for a requested preparation, or prepares inline when none was requested.
+    fn wait(&self, path: &Path, len: u64) -> io::Result<()> {
+        let (lock, cv) = &*self.state;
+        let mut map = lock
+            .lock()
+            .map_err(|_| io::Error::other("segment preparer state poisoned"))?;
+        if !map.contains_key(path) {
+            drop(map);
+            return prepare_file(path, len);
+        }
+        loop {
+            match map.get(path) {
+                Some(Some(_)) => {
+                    let done = map.remove(path).flatten();
+                    return match done {
+                        Some(Ok(())) => Ok(()),
+                        // A failed background preparation (e.g. ENOSPC then) is retried here.
+                        _ => {
+                            drop(map);
+                            prepare_file(path, len)
+                        }
+                    };
+                }
+                Some(None) => {
+                    map = cv
+                        .wait(map)
+                        .map_err(|_| io::Error::other("segment preparer state poisoned"))?;
+                }
+                None => {
+                    drop(map);
+                    return prepare_file(path, len);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,308 @@
+//! Store unit tests over the fault disk. Crash-image and model tests live in
+//! `tests_crash.rs` / `tests_model.rs`.
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use ringmq_wire::{properties, record};
+
+use super::fault_disk::{Crash, FaultDisk};
+use super::*;
+
+pub(crate) fn host() -> SocketAddr {
+    "127.0.0.1:10911".parse().unwrap()
+}
+
+pub(crate) fn small_config(root: &str) -> StoreConfig {
+    let mut cfg = StoreConfig::new(root, 0, host());
+    cfg.segment_bytes = 4096;
+    cfg.cq_units_per_file = 8;
+    cfg
+}
+
+/// Encodes one record for `topic`/`queue` whose body is `body` and tag `tag`.
+pub(crate) fn encode(topic: &str, queue: u32, body: &[u8], tag: Option<&str>, out: &mut Vec<u8>) {
+    let mut props = Vec::new();
+    if let Some(t) = tag {
+        properties::encode([("TAGS", t)], &mut props).unwrap();
+    }
+    let msg = record::Message {
+        topic,
+        queue_id: queue,
+        flag: 0,
+        sys_flag: 0,
+        born_timestamp_ms: 1,
+        born_host: "127.0.0.1:4000".parse().unwrap(),
+        store_host_v6: false,
+        reconsume_times: 0,
+        prepared_transaction_offset: 0,
+        body,
+        properties: &props,
+    };
+    record::encode(&msg, out).unwrap();
+}
+
+fn append_one(
+    store: &mut Store<FaultDisk>,
+    topic: &str,
+    q: u32,
+    body: &[u8],
+    now: i64,
+) -> Appended {
+    let mut buf = Vec::new();
+    encode(topic, q, body, None, &mut buf);
+    store.append(&mut buf, now).unwrap().records[0]
+}
+
+fn bodies(store: &Store<FaultDisk>, topic: &str, q: u32, from: u64) -> Vec<Vec<u8>> {
+    let r = store.get(topic, q, from, 1000, u64::MAX, |_| true).unwrap();
+    let mut out = Vec::new();
+    for run in r.runs {
+        let mut buf = vec![0u8; run.len as usize];
+        store.read(run.physical_offset, &mut buf).unwrap();
+        for rec in record::iter(&buf) {
+            out.push(rec.unwrap().body.to_vec());
+        }
+    }
+    out
+}
+
+#[test]
+fn append_assigns_offsets_and_reads_back() {
+    let disk = FaultDisk::new();
+    let mut store = Store::open(disk, small_config("/s")).unwrap();
+    let a = append_one(&mut store, "T", 0, b"a", 10);
+    let b = append_one(&mut store, "T", 0, b"b", 11);
+    let c = append_one(&mut store, "T", 1, b"c", 12);
+    assert_eq!((a.queue_offset, b.queue_offset, c.queue_offset), (0, 1, 0));
+    assert_eq!(a.physical_offset, 0);
+    assert_eq!(b.physical_offset, u64::from(a.size));
+    assert_eq!(
+        bodies(&store, "T", 0, 0),
+        vec![b"a".to_vec(), b"b".to_vec()]
+    );
+    let rec = store.read_record(b.physical_offset).unwrap();
+    let view = record::decode_one(&rec).unwrap();
+    assert_eq!(view.queue_offset, 1);
+    assert_eq!(view.store_timestamp_ms, 11);
+    assert_eq!(view.store_host, host());
+    assert_eq!(store.queue_range("T", 0), Some((0, 2)));
+    assert_eq!(store.offset_for_timestamp("T", 0, 11).unwrap(), 1);
+    assert_eq!(store.offset_for_timestamp("T", 0, 99).unwrap(), 2);
+}
+
+#[test]
+fn segments_roll_with_blank_and_records_never_span() {
+    let disk = FaultDisk::new();
+    let mut store = Store::open(disk.clone(), small_config("/s")).unwrap();
+    let body = vec![7u8; 1000];
+    let mut appended = Vec::new();
+    for i in 0..12 {
+        appended.push(append_one(&mut store, "T", 0, &body, i));
+    }
+    for a in &appended {
+        let seg_start = a.physical_offset - a.physical_offset % 4096;
+        assert!(a.physical_offset + u64::from(a.size) <= seg_start + 4096);
+    }
+    assert!(store.log_disk_bytes() >= 3 * 4096);
+    assert_eq!(bodies(&store, "T", 0, 0).len(), 12);
+    store.close().unwrap();
+    let store = Store::open(disk, small_config("/s")).unwrap();
+    assert!(store.recovery().clean);
+    assert_eq!(bodies(&store, "T", 0, 0).len(), 12);
+}
+
+#[test]
+fn batch_is_all_or_nothing_on_write_failure() {
+    let disk = FaultDisk::new();
+    let mut store = Store::open(disk.clone(), small_config("/s")).unwrap();
+    append_one(&mut store, "T", 0, b"first", 1);
+    let mut batch = Vec::new();
+    for i in 0..3u8 {
+        encode("T", 0, &[i], None, &mut batch);
+    }
+    disk.fail_op(disk.ops(), libc::EIO);
+    assert!(store.append(&mut batch.clone(), 2).is_err());
+    assert_eq!(store.queue_range("T", 0), Some((0, 1)));
+    let out = store.append(&mut batch, 3).unwrap();
+    assert_eq!(out.records[0].queue_offset, 1);
+    assert_eq!(bodies(&store, "T", 0, 0).len(), 4);
+}
+
+#[test]
+fn bad_record_in_batch_stores_nothing() {
+    let disk = FaultDisk::new();
+    let mut store = Store::open(disk, small_config("/s")).unwrap();
+    let mut batch = Vec::new();
+    encode("T", 0, b"ok", None, &mut batch);
+    let at = batch.len();
+    encode("T", 0, b"bad", None, &mut batch);
+    batch[at + 88] ^= 0xFF;
+    assert!(matches!(
+        store.append(&mut batch, 1),
+        Err(StoreError::BadRecord { .. })
+    ));
+    assert_eq!(store.queue_range("T", 0), None);
+}
+
+#[test]
+fn tag_filter_skips_and_advances() {
+    let disk = FaultDisk::new();
+    let mut store = Store::open(disk, small_config("/s")).unwrap();
+    let mut batch = Vec::new();
+    encode("T", 0, b"x", Some("A"), &mut batch);
+    encode("T", 0, b"y", Some("B"), &mut batch);
+    encode("T", 0, b"z", Some("A"), &mut batch);
+    store.append(&mut batch, 1).unwrap();
+    let want = record::tag_hash("B");
+    let r = store.get("T", 0, 0, 10, u64::MAX, |h| h == want).unwrap();
+    assert_eq!(r.status, PullStatus::Found);
+    assert_eq!(r.messages, 1);
+    assert_eq!(r.next_offset, 3);
+    let r = store.get("T", 0, 2, 10, u64::MAX, |h| h == want).unwrap();
+    assert_eq!(r.status, PullStatus::NoMatchedMessage);
+    assert_eq!(r.next_offset, 3);
+    let r = store.get("T", 0, 3, 10, u64::MAX, |_| true).unwrap();
+    assert_eq!(r.status, PullStatus::NoNewMessage);
+    let r = store.get("T", 0, 9, 10, u64::MAX, |_| true).unwrap();
+    assert_eq!(r.status, PullStatus::OffsetOverflow);
+    let r = store.get("T", 0, 0, 1, u64::MAX, |_| true).unwrap();
+    assert_eq!((r.messages, r.next_offset), (1, 1));
+}
+
+#[test]
+fn torn_tail_is_truncated_and_offsets_reused() {
+    let disk = FaultDisk::new();
+    let mut store = Store::open(disk.clone(), small_config("/s")).unwrap();
+    append_one(&mut store, "T", 0, b"durable", 1);
+    store.sync().unwrap();
+    let torn = append_one(&mut store, "T", 0, b"torn-away-record-body", 2);
+    let mut image = disk.image(Crash::KeepWritten);
+    drop(store);
+    // The second record's write reached the disk only half-way.
+    let seg = image
+        .file_mut(Path::new("/s/commitlog/0/00000000000000000000"))
+        .unwrap();
+    let half = (torn.physical_offset + u64::from(torn.size) / 2) as usize;
+    seg[half..(torn.physical_offset + u64::from(torn.size)) as usize].fill(0);
+    let disk2 = FaultDisk::from_image(&image);
+    let mut store = Store::open(disk2, small_config("/s")).unwrap();
+    assert!(!store.recovery().clean);
+    assert!(store.recovery().torn_tail.is_some());
+    assert_eq!(bodies(&store, "T", 0, 0), vec![b"durable".to_vec()]);
+    let again = append_one(&mut store, "T", 0, b"next", 3);
+    assert_eq!(again.queue_offset, 1);
+    assert_eq!(again.physical_offset, torn.physical_offset);
+}
+
+#[test]
+fn unsynced_records_may_vanish_but_synced_ones_stay() {
+    let disk = FaultDisk::new();
+    let mut store = Store::open(disk.clone(), small_config("/s")).unwrap();
+    append_one(&mut store, "T", 0, b"synced", 1);
+    store.sync().unwrap();
+    append_one(&mut store, "T", 0, b"buffered", 2);
+    let image = disk.image(Crash::DropUnsynced);
+    drop(store);
+    let store = Store::open(FaultDisk::from_image(&image), small_config("/s")).unwrap();
+    assert_eq!(bodies(&store, "T", 0, 0), vec![b"synced".to_vec()]);
+    assert_eq!(store.queue_range("T", 0), Some((0, 1)));
+}
+
+#[test]
+fn corruption_below_durable_offset_is_reported() {
+    let disk = FaultDisk::new();
+    let mut store = Store::open(disk.clone(), small_config("/s")).unwrap();
+    let a = append_one(&mut store, "T", 0, b"one", 1);
+    append_one(&mut store, "T", 0, b"two", 2);
+    store.checkpoint().unwrap();
+    let mut image = disk.image(Crash::DropUnsynced);
+    drop(store);
+    let seg = Path::new("/s/commitlog/0/00000000000000000000");
+    let bytes = image.file_mut(seg).unwrap();
+    bytes[(a.physical_offset + 88) as usize] ^= 0x55;
+    // Corruption is found even when the checkpoint says the ConsumeQueue covered it: recovery
+    // is forced to rescan from zero by removing the checkpoint.
+    let cp = Path::new("/s/checkpoint.0");
+    let cp_bytes = image.file_mut(cp).unwrap();
+    let head = Checkpoint::newest(cp_bytes).unwrap();
+    let rescan = Checkpoint {
+        sequence: head.sequence + 1,
+        cq_offset: 0,
+        ..head
+    };
+    cp_bytes[rescan.slot() as usize..][..64].copy_from_slice(&rescan.encode());
+    let err = Store::open(FaultDisk::from_image(&image), small_config("/s")).unwrap_err();
+    assert!(
+        matches!(err, StoreError::Corrupt { offset: 0, .. }),
+        "{err}"
+    );
+}
+
+#[test]
+fn disk_full_is_distinct_and_recoverable() {
+    let disk = FaultDisk::new();
+    let mut store = Store::open(disk.clone(), small_config("/s")).unwrap();
+    let body = vec![1u8; 1500];
+    append_one(&mut store, "T", 0, &body, 1);
+    disk.set_capacity(Some(disk.used_bytes()));
+    let mut err = None;
+    for i in 0..10 {
+        let mut buf = Vec::new();
+        encode("T", 0, &body, None, &mut buf);
+        if let Err(e) = store.append(&mut buf, 2 + i) {
+            err = Some(e);
+            break;
+        }
+    }
+    assert!(matches!(err, Some(StoreError::DiskFull { .. })), "{err:?}");
+    let before = bodies(&store, "T", 0, 0).len();
+    disk.set_capacity(None);
+    append_one(&mut store, "T", 0, &body, 100);
+    assert_eq!(bodies(&store, "T", 0, 0).len(), before + 1);
+}
+
+#[test]
+fn retention_removes_old_segments_and_moves_queue_minimum() {
+    let disk = FaultDisk::new();
+    let mut store = Store::open(disk, small_config("/s")).unwrap();
+    let body = vec![3u8; 1000];
+    for i in 0..12 {
+        append_one(&mut store, "T", 0, &body, 1000 + i);
+    }
+    let segs_before = store.log_disk_bytes() / 4096;
+    let out = store.remove_expired(1_000_000, 10, false, 10).unwrap();
+    assert!(out.removed_segments >= 1);
+    assert_eq!(
+        store.log_disk_bytes() / 4096,
+        segs_before - u64::from(out.removed_segments)
+    );
+    let (min, max) = store.queue_range("T", 0).unwrap();
+    assert!(min > 0 && max == 12);
+    let r = store.get("T", 0, 0, 10, u64::MAX, |_| true).unwrap();
+    assert_eq!(r.status, PullStatus::OffsetTooSmall);
+    assert_eq!(bodies(&store, "T", 0, min).len() as u64, max - min);
+    // Nothing expired: nothing removed unless forced.
+    assert_eq!(
+        store
+            .remove_expired(1000, 1_000_000, false, 10)
+            .unwrap()
+            .removed_segments,
+        0
+    );
+}
+
+#[test]
+fn fsync_failure_poisons_the_store() {
+    let disk = FaultDisk::new();
+    let mut store = Store::open(disk.clone(), small_config("/s")).unwrap();
+    append_one(&mut store, "T", 0, b"x", 1);
+    disk.fail_op(disk.ops(), libc::EIO);
+    assert!(store.sync().unwrap_err().is_fatal());
+    let mut buf = Vec::new();
+    encode("T", 0, b"y", None, &mut buf);
+    assert!(matches!(
+        store.append(&mut buf, 2),
+        Err(StoreError::Poisoned)
+    ));
+}
