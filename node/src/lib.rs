@@ -5,6 +5,8 @@
 //! uses `unsafe`.
 #![deny(unsafe_code)]
 
+pub mod config;
 pub mod io;
 pub mod limits;
+pub mod namesrv;
 pub mod store;

@@ -1,0 +1,1 @@
+//! The name server's state, pure and clock-driven (placeholder while the route table lands).
