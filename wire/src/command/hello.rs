@@ -1,0 +1,71 @@
+//! HELLO (ringmq, 1000): the first request on a connection. The client says who it is and
+//! which protocol version it speaks; the broker (or name server) answers with its identity,
+//! its shards, and which shard owns this connection. A shard-aware client opens one
+//! connection per shard and sends each queue's requests on its shard's connection.
+
+crate::wire_struct! {
+    /// HELLO request header.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct HelloRequest {
+        /// The client instance id (RocketMQ's `clientId`, e.g. `ip@pid`).
+        pub client_id: String,
+        /// [`PROTOCOL_VERSION`](crate::code::PROTOCOL_VERSION) of the client.
+        pub protocol_version: u16,
+        /// Client software and version, free-form, for logs.
+        pub client_version: String,
+        /// Ask for the connection to be served by this shard; the broker may hand it over
+        /// or ignore the wish, and the response says which shard owns it.
+        pub preferred_shard: Option<u16>,
+    }
+}
+
+crate::wire_struct! {
+    /// HELLO response fields. PROTOCOL_VERSION_NOT_SUPPORTED if the versions do not meet.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct HelloResponse {
+        /// The version the server will speak on this connection.
+        pub protocol_version: u16,
+        pub cluster: String,
+        /// Broker name; empty for a name server.
+        pub broker_name: String,
+        pub broker_id: u64,
+        /// Shards of this broker (1 for a name server).
+        pub shard_count: u16,
+        /// The shard that owns this connection.
+        pub shard_id: u16,
+        /// Largest frame this server accepts (its configured maximum).
+        pub frame_bytes_max: u32,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::{Decode, Encode};
+
+    #[test]
+    fn hello_round_trip() {
+        let req = HelloRequest {
+            client_id: "10.0.0.1@42".into(),
+            protocol_version: crate::code::PROTOCOL_VERSION,
+            client_version: "ringmq-client 0.1".into(),
+            preferred_shard: Some(1),
+        };
+        let bytes = req.to_vec().unwrap();
+        assert_eq!(&bytes[..2], &[0, 11]);
+        assert_eq!(HelloRequest::decode(&bytes).unwrap(), req);
+        let resp = HelloResponse {
+            protocol_version: 1,
+            cluster: "DefaultCluster".into(),
+            broker_name: "broker-a".into(),
+            broker_id: 0,
+            shard_count: 2,
+            shard_id: 1,
+            frame_bytes_max: 16 << 20,
+        };
+        assert_eq!(
+            HelloResponse::decode(&resp.to_vec().unwrap()).unwrap(),
+            resp
+        );
+    }
+}
