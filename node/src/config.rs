@@ -182,8 +182,8 @@ pub struct BrokerConfig {
 pub const DEFAULT_MESSAGE_DELAY_LEVEL: &str =
     "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h";
 
-/// Bytes of one ConsumeQueue unit (offset 8, size 4, tag hash 8). The store asserts the same.
-const CONSUME_QUEUE_UNIT_BYTES: u64 = 20;
+/// Bytes of one ConsumeQueue unit (offset 8, size 4, tag hash 8), the store's constant.
+const CONSUME_QUEUE_UNIT_BYTES: u64 = crate::store::consume_queue::CQ_UNIT_BYTES as u64;
 
 impl Default for BrokerConfig {
     fn default() -> Self {
