@@ -5,8 +5,25 @@
 //! uses `unsafe`.
 #![deny(unsafe_code)]
 
+pub mod broker;
 pub mod config;
 pub mod io;
 pub mod limits;
 pub mod namesrv;
+pub mod net;
+pub mod shard;
 pub mod store;
+
+/// The ringmq version (published to name servers and in runtime info).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Stops the process at once after an error that makes further acknowledgements unsafe (an
+/// fdatasync failed: the kernel may have dropped dirty pages). Nothing more is acknowledged;
+/// the next start recovers from what is on disk.
+pub fn fail_stop(why: &str) -> ! {
+    log::error!(
+        "fatal: {why}; stopping the broker (fail-stop) so that nothing more is acknowledged"
+    );
+    eprintln!("ringmq: fatal: {why}");
+    std::process::exit(70)
+}

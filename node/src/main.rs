@@ -1,6 +1,309 @@
 //! `ringmq`: args -> config -> start. Nothing else.
 
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use ringmq_node::config::{BrokerConfig, FlushDiskType, NamesrvConfig};
+use ringmq_node::net::namesrv;
+use ringmq_node::shard::run::{self, StartOptions};
+
+/// ringmq: a RocketMQ-architecture message broker (io_uring, thread-per-core).
+///
+/// Start with `ringmq standalone`: a name server and one broker in one process, data in
+/// ./ringmq-data. Logs go to stderr; set RUST_LOG (error, warn, info, debug, trace, or
+/// target=level lists) to change how much. RINGMQ_IO=epoll runs without io_uring.
+#[derive(Parser, Debug)]
+#[command(name = "ringmq", version, about, long_about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Name server and one master broker in one process (the embedded default).
+    Standalone(StandaloneArgs),
+    /// A name server.
+    Namesrv(NamesrvArgs),
+    /// A broker configured by a RocketMQ-style broker.properties (or .toml) file.
+    Broker(BrokerArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct StandaloneArgs {
+    /// Data directory (the store root).
+    #[arg(long, default_value = "./ringmq-data")]
+    data: PathBuf,
+    /// Address to listen on and publish.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: IpAddr,
+    /// Name server port (0 = any free port, printed at start).
+    #[arg(long, default_value_t = 9876)]
+    namesrv_port: u16,
+    /// Broker port (0 = any free port, printed at start).
+    #[arg(long, default_value_t = 10911)]
+    broker_port: u16,
+    /// Shards (event-loop threads); default one per core.
+    #[arg(long)]
+    shards: Option<usize>,
+    /// When a send is acknowledged: async = from the page cache (fdatasync every
+    /// flushIntervalCommitLog ms), sync = after the fdatasync that covers it.
+    #[arg(long, value_enum, default_value_t = Flush::Async)]
+    flush: Flush,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+#[derive(clap::Args, Debug)]
+struct NamesrvArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "0.0.0.0")]
+    host: IpAddr,
+    /// Port (0 = any free port, printed at start).
+    #[arg(long, default_value_t = 9876)]
+    port: u16,
+    /// Optional config file (namesrv.properties or .toml).
+    #[arg(short = 'c', long)]
+    config: Option<PathBuf>,
+    /// Milliseconds between scans for silent brokers (scanNotActiveBrokerInterval).
+    #[arg(long)]
+    scan_interval_ms: Option<u64>,
+    /// Milliseconds of silence after which a broker is dropped (default 120000).
+    #[arg(long)]
+    broker_expiry_ms: Option<u64>,
+    /// Run the event loop on epoll instead of io_uring.
+    #[arg(long)]
+    no_io_uring: bool,
+}
+
+#[derive(clap::Args, Debug)]
+struct BrokerArgs {
+    /// broker.properties (RocketMQ keys) or broker.toml.
+    #[arg(short = 'c', long)]
+    config: PathBuf,
+    /// Name servers, "h1:9876;h2:9876" (overrides namesrvAddr).
+    #[arg(short = 'n', long)]
+    namesrv: Option<String>,
+    /// Address to listen on (default: brokerIP1, else 0.0.0.0).
+    #[arg(long)]
+    host: Option<IpAddr>,
+    /// Shards (overrides the `shards` key).
+    #[arg(long)]
+    shards: Option<usize>,
+    #[command(flatten)]
+    common: CommonArgs,
+}
+
+#[derive(clap::Args, Debug)]
+struct CommonArgs {
+    /// Set a broker config key, RocketMQ spelling (repeatable): --set flushIntervalCommitLog=200
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Run without io_uring (epoll event loops, pwrite store writes); also RINGMQ_IO=epoll.
+    #[arg(long)]
+    no_io_uring: bool,
+    /// Copy record bytes into pull responses instead of splicing them from the log file.
+    #[arg(long)]
+    transfer_msg_by_heap: bool,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum Flush {
+    Async,
+    Sync,
+}
+
 fn main() {
-    eprintln!("ringmq: the broker arrives with the broker issue; for now run `cargo bench -p ringmq-node --bench store`");
-    std::process::exit(2);
+    let cli = Cli::parse();
+    init_logging();
+    // Signals are taken by sigwait on this thread; every thread started later inherits the
+    // block, so SIGTERM/SIGINT never interrupt a shard.
+    let signals = ringmq_node::io::signal::block_termination();
+    let result = match cli.command {
+        Command::Standalone(a) => standalone(a, &signals),
+        Command::Namesrv(a) => namesrv_cmd(a, &signals),
+        Command::Broker(a) => broker_cmd(a, &signals),
+    };
+    if let Err(e) = result {
+        log::error!("{e}");
+        eprintln!("ringmq: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn init_logging() {
+    let env = env_logger::Env::default().default_filter_or("info");
+    env_logger::Builder::from_env(env)
+        .format_timestamp_millis()
+        .format_target(false)
+        .init();
+}
+
+fn force_fallback(flag: bool) -> bool {
+    flag || std::env::var("RINGMQ_IO").is_ok_and(|v| v == "epoll" || v == "fallback")
+}
+
+fn apply_sets(cfg: &mut BrokerConfig, sets: &[String]) -> Result<(), String> {
+    for s in sets {
+        let (k, v) = s
+            .split_once('=')
+            .ok_or_else(|| format!("--set {s}: expected KEY=VALUE"))?;
+        cfg.set(k.trim(), v.trim(), "--set")
+            .map_err(|e| e.to_string())?;
+    }
+    cfg.validate().map_err(|e| e.to_string())
+}
+
+fn standalone(a: StandaloneArgs, signals: &ringmq_node::io::signal::Signals) -> Result<(), String> {
+    let fallback = force_fallback(a.common.no_io_uring);
+    let ns = namesrv::start(
+        NamesrvConfig::default(),
+        SocketAddr::new(a.host, a.namesrv_port),
+        fallback,
+    )?;
+    let mut cfg = BrokerConfig {
+        broker_name: "broker-a".to_string(),
+        store_path_root_dir: a.data.clone(),
+        namesrv_addr: vec![ns.addr.to_string()],
+        listen_port: a.broker_port,
+        shards: a.shards,
+        flush_disk_type: match a.flush {
+            Flush::Async => FlushDiskType::AsyncFlush,
+            Flush::Sync => FlushDiskType::SyncFlush,
+        },
+        auto_create_topic_enable: true,
+        default_topic_queue_nums: 8,
+        ..BrokerConfig::default()
+    };
+    apply_sets(&mut cfg, &a.common.set)?;
+    log_start("standalone", &cfg, fallback);
+    let opts = StartOptions {
+        listen: SocketAddr::new(a.host, cfg.listen_port),
+        publish_host: a.host,
+        force_fallback: fallback,
+        transfer_msg_by_heap: a.common.transfer_msg_by_heap,
+    };
+    let broker = match run::start(cfg, opts) {
+        Ok(b) => b,
+        Err(e) => {
+            ns.stop();
+            return Err(e);
+        }
+    };
+    println!(
+        "ringmq standalone ready: namesrv {} broker {} ({} shards)",
+        ns.addr, broker.addr, broker.broker.shard_count
+    );
+    let sig = signals.wait();
+    log::info!("{sig}: stopping (finishing in-flight requests, flushing)");
+    broker.stop();
+    ns.stop();
+    log::info!("stopped cleanly");
+    Ok(())
+}
+
+fn namesrv_cmd(a: NamesrvArgs, signals: &ringmq_node::io::signal::Signals) -> Result<(), String> {
+    let mut cfg = match &a.config {
+        Some(path) => {
+            let loaded = NamesrvConfig::load(path).map_err(|e| e.to_string())?;
+            for ig in &loaded.ignored {
+                log::warn!("{ig}");
+            }
+            loaded.config
+        }
+        None => NamesrvConfig::default(),
+    };
+    if let Some(ms) = a.scan_interval_ms {
+        cfg.scan_not_active_broker_interval_ms = ms;
+    }
+    if let Some(ms) = a.broker_expiry_ms {
+        cfg.broker_channel_expired_time_ms = ms;
+    }
+    cfg.validate().map_err(|e| e.to_string())?;
+    log::info!(
+        "ringmq {} name server; brokers silent for {} ms are dropped (scan every {} ms)",
+        ringmq_node::VERSION,
+        cfg.broker_channel_expired_time_ms,
+        cfg.scan_not_active_broker_interval_ms
+    );
+    let ns = namesrv::start(
+        cfg,
+        SocketAddr::new(a.host, a.port),
+        force_fallback(a.no_io_uring),
+    )?;
+    println!("ringmq namesrv ready: {}", ns.addr);
+    let sig = signals.wait();
+    log::info!("{sig}: stopping");
+    ns.stop();
+    Ok(())
+}
+
+fn broker_cmd(a: BrokerArgs, signals: &ringmq_node::io::signal::Signals) -> Result<(), String> {
+    let loaded = BrokerConfig::load(&a.config).map_err(|e| e.to_string())?;
+    for ig in &loaded.ignored {
+        log::warn!("{ig}");
+    }
+    for w in &loaded.warnings {
+        log::warn!("{w}");
+    }
+    let mut cfg = loaded.config;
+    if let Some(ns) = &a.namesrv {
+        cfg.set("namesrvAddr", ns, "--namesrv")
+            .map_err(|e| e.to_string())?;
+    }
+    if a.shards.is_some() {
+        cfg.shards = a.shards;
+    }
+    apply_sets(&mut cfg, &a.common.set)?;
+    let fallback = force_fallback(a.common.no_io_uring);
+    let publish: IpAddr = match &cfg.broker_ip1 {
+        Some(ip) => ip
+            .parse()
+            .map_err(|_| format!("brokerIP1 {ip} is not an IP address"))?,
+        None => a.host.unwrap_or(IpAddr::from([127, 0, 0, 1])),
+    };
+    let listen_host = a.host.unwrap_or(if cfg.broker_ip1.is_some() {
+        publish
+    } else {
+        IpAddr::from([0, 0, 0, 0])
+    });
+    log_start("broker", &cfg, fallback);
+    let opts = StartOptions {
+        listen: SocketAddr::new(listen_host, cfg.listen_port),
+        publish_host: publish,
+        force_fallback: fallback,
+        transfer_msg_by_heap: a.common.transfer_msg_by_heap,
+    };
+    let broker = run::start(cfg, opts)?;
+    println!(
+        "ringmq broker ready: {} ({} shards)",
+        broker.addr, broker.broker.shard_count
+    );
+    let sig = signals.wait();
+    log::info!("{sig}: stopping (finishing in-flight requests, flushing)");
+    broker.stop();
+    log::info!("stopped cleanly");
+    Ok(())
+}
+
+fn log_start(mode: &str, cfg: &BrokerConfig, fallback: bool) {
+    log::info!(
+        "ringmq {} {mode}: broker {} ({}/{} id {}), role {}, shards {}, data {}, flush {}, I/O {}",
+        ringmq_node::VERSION,
+        cfg.broker_name,
+        cfg.broker_cluster_name,
+        cfg.broker_name,
+        cfg.broker_id,
+        cfg.broker_role.name(),
+        cfg.shards
+            .map_or("one per core".to_string(), |s| s.to_string()),
+        cfg.store_path_root_dir.display(),
+        cfg.flush_disk_type.as_str(),
+        if fallback {
+            "epoll + pwrite (io_uring off by request)"
+        } else {
+            "io_uring where the kernel allows (per-shard lines below)"
+        },
+    );
 }

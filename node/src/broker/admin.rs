@@ -1,0 +1,177 @@
+//! Control-path requests any shard answers: HELLO, heartbeats and consumer lists, topic
+//! create/update/delete/list, runtime info, and message lookup by id (on the owning shard).
+
+use std::sync::atomic::Ordering;
+
+use ringmq_wire::code::{Status, PROTOCOL_VERSION};
+use ringmq_wire::codec::{Empty, Encode};
+use ringmq_wire::command::route::perm;
+use ringmq_wire::command::{
+    BrokerRuntimeInfo, CreateTopicRequest, HeartbeatData, HelloRequest, HelloResponse,
+    UnregisterClientRequest,
+};
+
+use crate::broker::Broker;
+use crate::net::dispatch::store_error;
+use crate::net::reply::{Body, Reply};
+use crate::shard::mailbox::Mail;
+use crate::shard::Shard;
+
+pub fn hello(shard: &Shard, h: &HelloRequest) -> Reply {
+    if h.protocol_version != PROTOCOL_VERSION {
+        return Reply::error(
+            Status::ProtocolVersionNotSupported,
+            format!(
+                "protocol version {} is not supported; this broker speaks {PROTOCOL_VERSION}",
+                h.protocol_version
+            ),
+        );
+    }
+    let b = &shard.broker;
+    Reply::ok(HelloResponse {
+        protocol_version: PROTOCOL_VERSION,
+        cluster: b.config.broker_cluster_name.clone(),
+        broker_name: b.config.broker_name.clone(),
+        broker_id: b.config.broker_id,
+        shard_count: b.shard_count,
+        shard_id: shard.id,
+        frame_bytes_max: b.rt.frame_bytes_max as u32,
+    })
+}
+
+pub fn heartbeat(shard: &Shard, hb: &HeartbeatData) -> Reply {
+    let mut groups = shard
+        .broker
+        .groups
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    let now = Broker::now_ms();
+    groups.expire(now);
+    groups.heartbeat(hb, now);
+    Reply::ok(Empty)
+}
+
+pub fn unregister_client(shard: &Shard, h: &UnregisterClientRequest) -> Reply {
+    let mut groups = shard
+        .broker
+        .groups
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    groups.unregister(&h.client_id, h.consumer_group.as_deref());
+    Reply::ok(Empty)
+}
+
+pub fn consumer_list(shard: &Shard, group: &str) -> Reply {
+    let groups = shard
+        .broker
+        .groups
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    let list = ringmq_wire::command::ConsumerList {
+        client_ids: groups.members(group, Broker::now_ms()),
+    };
+    encoded_body(list)
+}
+
+pub fn runtime_info(shard: &Shard) -> Reply {
+    let b = &shard.broker;
+    let shards = b
+        .counters
+        .iter()
+        .enumerate()
+        .map(|(i, c)| c.snapshot(i as u16))
+        .collect();
+    let mut extra = std::collections::BTreeMap::new();
+    extra.insert("version".to_string(), crate::VERSION.to_string());
+    extra.insert("role".to_string(), b.config.broker_role.name().to_string());
+    extra.insert("flushDiskType".to_string(), b.rt.flush.as_str().to_string());
+    extra.insert(
+        "uptime_ms".to_string(),
+        (Broker::now_ms() - b.started_ms).to_string(),
+    );
+    extra.insert(
+        "connections".to_string(),
+        b.connections.load(Ordering::Relaxed).to_string(),
+    );
+    if let Ok(ratio) = shard.store.borrow().disk_used_ratio() {
+        extra.insert(
+            "disk_used_percent".to_string(),
+            format!("{:.1}", ratio * 100.0),
+        );
+    }
+    encoded_body(BrokerRuntimeInfo {
+        broker_name: b.config.broker_name.clone(),
+        broker_id: b.config.broker_id,
+        shards,
+        extra,
+    })
+}
+
+pub fn create_topic(shard: &Shard, h: &CreateTopicRequest) -> Reply {
+    let perm_bits = if h.perm == 0 {
+        perm::READ_WRITE
+    } else {
+        h.perm
+    };
+    match shard.broker.topics.upsert(
+        &h.topic,
+        h.read_queue_count,
+        h.write_queue_count,
+        perm_bits,
+        h.attributes.clone(),
+        Broker::now_ms(),
+    ) {
+        Ok(cfg) => {
+            log::info!(
+                "topic {} set: {} read / {} write queues, perm {}",
+                cfg.topic,
+                cfg.read_queue_count,
+                cfg.write_queue_count,
+                cfg.perm
+            );
+            shard.broker.topics_changed.notify(usize::MAX);
+            Reply::ok(cfg)
+        }
+        Err(e) => Reply::error(Status::MessageIllegal, e.to_string()),
+    }
+}
+
+pub fn delete_topic(shard: &Shard, topic: &str) -> Reply {
+    match shard.broker.topics.delete(topic, Broker::now_ms()) {
+        Ok(true) => {
+            for mb in &shard.broker.mailboxes {
+                // A full mailbox only delays cleanup: the queues' files stay until retention.
+                let _ = mb.try_send(Mail::DeleteTopic {
+                    topic: topic.to_string(),
+                });
+            }
+            shard.broker.topics_changed.notify(usize::MAX);
+            log::info!("topic {topic} deleted");
+            Reply::ok(Empty)
+        }
+        Ok(false) => Reply::error(
+            Status::TopicNotExist,
+            format!("topic {topic} does not exist"),
+        ),
+        Err(e) => Reply::error(Status::SystemError, e.to_string()),
+    }
+}
+
+pub fn all_topics(shard: &Shard) -> Reply {
+    encoded_body(shard.broker.topics.snapshot().to_wire())
+}
+
+pub fn view_message(shard: &Shard, physical_offset: u64) -> Reply {
+    let result = shard.store.borrow().read_record(physical_offset);
+    match result {
+        Ok(bytes) => Reply::ok_body(Empty, Body::Bytes(bytes)),
+        Err(e) => store_error(shard, e),
+    }
+}
+
+fn encoded_body<T: Encode>(value: T) -> Reply {
+    match value.to_vec() {
+        Ok(bytes) => Reply::ok_body(Empty, Body::Bytes(bytes)),
+        Err(e) => Reply::error(Status::SystemError, format!("encoding the reply: {e}")),
+    }
+}

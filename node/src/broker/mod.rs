@@ -1,0 +1,112 @@
+//! The broker: state shared by all shards (`Broker`: configuration, topic table, consumer
+//! groups, per-shard counters, the shards' mailboxes) and the request handlers, one file per
+//! family. Handlers run on the shard that owns the queue they touch; the data path takes no
+//! lock (the topic table is an atomically swapped snapshot, counters are atomics).
+
+pub mod admin;
+pub mod groups;
+pub mod offsets;
+pub mod produce;
+pub mod pull;
+pub mod queries;
+pub mod register;
+pub mod topics;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use ringmq_wire::command::runtime::ShardStats;
+
+use crate::config::{BrokerConfig, FlushDiskType};
+use crate::shard::mailbox::Mail;
+
+pub use groups::ConsumerGroups;
+pub use topics::{TopicTable, Topics};
+
+/// Counters of one shard, readable from any shard.
+#[derive(Debug, Default)]
+pub struct ShardCounters {
+    pub msgs_in: AtomicU64,
+    pub msgs_out: AtomicU64,
+    pub bytes_in: AtomicU64,
+    pub bytes_out: AtomicU64,
+    pub connections: AtomicU32,
+    pub parked_pulls: AtomicU32,
+    pub queues: AtomicU32,
+    pub store_bytes: AtomicU64,
+    pub min_offset: AtomicU64,
+    pub max_offset: AtomicU64,
+}
+
+impl ShardCounters {
+    pub fn snapshot(&self, shard_id: u16) -> ShardStats {
+        ShardStats {
+            shard_id,
+            msgs_in: self.msgs_in.load(Ordering::Relaxed),
+            msgs_out: self.msgs_out.load(Ordering::Relaxed),
+            bytes_in: self.bytes_in.load(Ordering::Relaxed),
+            bytes_out: self.bytes_out.load(Ordering::Relaxed),
+            connections: self.connections.load(Ordering::Relaxed),
+            parked_pulls: self.parked_pulls.load(Ordering::Relaxed),
+            queues: self.queues.load(Ordering::Relaxed),
+            store_bytes: self.store_bytes.load(Ordering::Relaxed),
+            commitlog_min_offset: self.min_offset.load(Ordering::Relaxed),
+            commitlog_max_offset: self.max_offset.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Settings the running broker reads on the data path, fixed at start.
+#[derive(Debug, Clone)]
+pub struct Runtime {
+    pub flush: FlushDiskType,
+    pub frame_bytes_max: usize,
+    pub max_message_size_bytes: usize,
+    pub sync_flush_timeout_ms: u64,
+    pub auto_create_topic: bool,
+    pub default_queue_count: u32,
+    /// Copy record bytes into pull responses instead of splicing them from the log file
+    /// (RocketMQ's `transferMsgByHeap`).
+    pub transfer_msg_by_heap: bool,
+    pub long_polling: bool,
+}
+
+/// State shared by every shard of the broker.
+#[derive(Debug)]
+pub struct Broker {
+    pub config: BrokerConfig,
+    pub rt: Runtime,
+    /// Address clients and name servers see (`brokerIP1:listenPort`); also the store host.
+    pub addr: SocketAddr,
+    pub shard_count: u16,
+    pub topics: Topics,
+    pub groups: Mutex<ConsumerGroups>,
+    pub counters: Vec<ShardCounters>,
+    pub mailboxes: Vec<flume::Sender<Mail>>,
+    pub connections: AtomicUsize,
+    pub shutting_down: AtomicBool,
+    /// Woken when the topic table changes, so registration runs at once.
+    pub topics_changed: event_listener::Event,
+    pub started_ms: i64,
+}
+
+impl Broker {
+    pub fn now_ms() -> i64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0)
+    }
+
+    /// The shard that owns a queue, if the topic exists and the queue is in range.
+    pub fn owner(&self, table: &TopicTable, topic: &str, queue_id: u32) -> Option<u16> {
+        table
+            .get(topic)
+            .and_then(|t| t.queue_shards.get(queue_id as usize).copied())
+    }
+
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,221 @@
+//! SEND_MESSAGE / SEND_BATCH_MESSAGE: validate the batch (every record decodes, belongs to
+//! the header's topic, fits the size limits, targets queues of one shard), append it to the
+//! shard's store in one write, then acknowledge by the flush policy: at once for ASYNC_FLUSH
+//! ("acked from page cache"), after the group-commit fdatasync that covers it for SYNC_FLUSH
+//! ("acked after fdatasync"), FLUSH_DISK_TIMEOUT if that takes longer than
+//! `syncFlushTimeout` (the record is stored; it is never a plain OK).
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use ringmq_wire::code::Status;
+use ringmq_wire::command::route::perm;
+use ringmq_wire::command::{SendRequest, SendResponse};
+use ringmq_wire::record;
+
+use crate::broker::Broker;
+use crate::config::FlushDiskType;
+use crate::limits;
+use crate::net::dispatch::store_error;
+use crate::net::reply::{Outcome, Reply};
+use crate::shard::Shard;
+
+/// `queue_id` in a send header meaning "each record names its own queue".
+pub const MULTI_QUEUE: u32 = u32::MAX;
+
+/// Makes sure the topic exists (creating it when `autoCreateTopicEnable`) and is writable.
+pub fn ensure_topic(shard: &Rc<Shard>, h: &SendRequest) -> Result<(), Outcome> {
+    let broker = &shard.broker;
+    let table = broker.topics.snapshot();
+    let cfg = match table.get(&h.topic) {
+        Some(cfg) => cfg.clone(),
+        None if broker.rt.auto_create_topic => {
+            let n = broker.rt.default_queue_count;
+            match broker.topics.upsert(
+                &h.topic,
+                n,
+                n,
+                perm::READ_WRITE,
+                BTreeMap::new(),
+                Broker::now_ms(),
+            ) {
+                Ok(cfg) => {
+                    log::info!("auto-created topic {} with {n} queues", h.topic);
+                    broker.topics_changed.notify(usize::MAX);
+                    cfg
+                }
+                Err(e) => return Err(Reply::error(Status::MessageIllegal, e.to_string()).into()),
+            }
+        }
+        None => {
+            return Err(Reply::error(
+                Status::TopicNotExist,
+                format!(
+                    "topic {} does not exist and autoCreateTopicEnable is off",
+                    h.topic
+                ),
+            )
+            .into())
+        }
+    };
+    if !perm::is_writeable(cfg.perm) || !perm::is_writeable(broker.config.broker_permission) {
+        return Err(Reply::error(
+            Status::NoPermission,
+            format!("topic {} is not writable on this broker", h.topic),
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// Checks every record of the batch and returns the shard that owns its queue(s).
+pub fn owner_of_batch(shard: &Rc<Shard>, h: &SendRequest, body: &[u8]) -> Result<u16, Reply> {
+    let broker = &shard.broker;
+    let table = broker.topics.snapshot();
+    let Some(cfg) = table.get(&h.topic) else {
+        return Err(Reply::error(
+            Status::TopicNotExist,
+            format!("topic {} does not exist", h.topic),
+        ));
+    };
+    if body.is_empty() {
+        return Err(Reply::error(
+            Status::MessageIllegal,
+            "empty send: no records in the body",
+        ));
+    }
+    let mut owner = None;
+    let mut count = 0usize;
+    for rec in record::iter(body) {
+        let rec =
+            rec.map_err(|e| Reply::error(Status::MessageIllegal, format!("record {count}: {e}")))?;
+        count += 1;
+        if count > limits::BATCH_RECORDS_MAX {
+            return Err(Reply::error(
+                Status::MessageIllegal,
+                format!("batch over {} records", limits::BATCH_RECORDS_MAX),
+            ));
+        }
+        if rec.topic != h.topic {
+            return Err(Reply::error(
+                Status::MessageIllegal,
+                format!(
+                    "record {} is for topic {}, the request for {}",
+                    count - 1,
+                    rec.topic,
+                    h.topic
+                ),
+            ));
+        }
+        if h.queue_id != MULTI_QUEUE && rec.queue_id != h.queue_id {
+            return Err(Reply::error(
+                Status::MessageIllegal,
+                format!(
+                    "record {} is for queue {}, the request for {}",
+                    count - 1,
+                    rec.queue_id,
+                    h.queue_id
+                ),
+            ));
+        }
+        if rec.queue_id >= cfg.write_queue_count {
+            return Err(Reply::error(
+                Status::MessageIllegal,
+                format!(
+                    "queue {} does not exist: topic {} has {} write queues",
+                    rec.queue_id, h.topic, cfg.write_queue_count
+                ),
+            ));
+        }
+        if rec.body.len() > broker.rt.max_message_size_bytes {
+            return Err(Reply::error(
+                Status::MessageIllegal,
+                format!(
+                    "body of {} bytes is over maxMessageSize ({} bytes)",
+                    rec.body.len(),
+                    broker.rt.max_message_size_bytes
+                ),
+            ));
+        }
+        let o = cfg
+            .queue_shards
+            .get(rec.queue_id as usize)
+            .copied()
+            .unwrap_or(0);
+        match owner {
+            None => owner = Some(o),
+            Some(prev) if prev != o => {
+                return Err(Reply::error(
+                    Status::MessageIllegal,
+                    "a multi-queue batch must target queues of one shard (see queue_shards in the route)",
+                ))
+            }
+            _ => {}
+        }
+    }
+    if !h.batch && count != 1 {
+        return Err(Reply::error(
+            Status::MessageIllegal,
+            format!("SEND_MESSAGE carries one record, got {count}; use a batch"),
+        ));
+    }
+    owner.ok_or_else(|| Reply::error(Status::MessageIllegal, "no records"))
+}
+
+/// Appends a validated batch on its owning shard and acknowledges it by policy.
+pub fn send(shard: &Rc<Shard>, h: SendRequest, body: &mut [u8]) -> Outcome {
+    let broker = &shard.broker;
+    if broker.is_shutting_down() {
+        return Reply::error(Status::ServiceNotAvailable, "broker is shutting down").into();
+    }
+    let now = Broker::now_ms();
+    let appended = shard.store.borrow_mut().append(body, now);
+    let out = match appended {
+        Ok(o) => o,
+        Err(e) => return store_error(shard, e).into(),
+    };
+    let c = shard.counters();
+    c.msgs_in
+        .fetch_add(out.records.len() as u64, Ordering::Relaxed);
+    c.bytes_in.fetch_add(body.len() as u64, Ordering::Relaxed);
+    let mut last_q = None;
+    for r in &out.records {
+        if last_q != Some(r.queue_id) {
+            shard.wake_queue(&h.topic, r.queue_id);
+            last_q = Some(r.queue_id);
+        }
+    }
+    let first = out.records[0];
+    let resp = SendResponse {
+        queue_id: first.queue_id,
+        first_queue_offset: first.queue_offset,
+        record_count: out.records.len() as u32,
+        first_physical_offset: first.physical_offset,
+        store_host: broker.addr,
+        store_timestamp_ms: out.store_timestamp_ms,
+    };
+    match broker.rt.flush {
+        FlushDiskType::AsyncFlush => Reply::ok(resp).into(),
+        FlushDiskType::SyncFlush => {
+            let shard = Rc::clone(shard);
+            let end = out.end_offset;
+            let timeout = Duration::from_millis(broker.rt.sync_flush_timeout_ms);
+            Outcome::later(async move {
+                if shard.flusher.wait_synced(end, timeout).await {
+                    Reply::ok(resp)
+                } else {
+                    Reply::status_fields(
+                        Status::FlushDiskTimeout,
+                        format!(
+                            "stored, but fdatasync did not complete within {} ms",
+                            timeout.as_millis()
+                        ),
+                        resp,
+                    )
+                }
+            })
+        }
+    }
+}

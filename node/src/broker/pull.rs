@@ -1,0 +1,276 @@
+//! PULL_MESSAGE: ConsumeQueue lookup, then record bytes straight from the log: spliced from
+//! the segment file to the socket (zero copy) for larger responses, copied from the mapping
+//! for small ones or when `transferMsgByHeap` is set. With no data yet the pull is parked on
+//! the shard until an append to its queue or its suspend timeout (long polling); parked pulls
+//! are bounded per shard (`PARKED_PULLS_PER_SHARD_MAX`), past that they answer at once.
+
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use ringmq_wire::code::Status;
+use ringmq_wire::command::pull::FilterType;
+use ringmq_wire::command::route::perm;
+use ringmq_wire::command::{PullRequest, PullResponse};
+use ringmq_wire::record;
+
+use crate::io::rt;
+use crate::limits;
+use crate::net::dispatch::store_error;
+use crate::net::reply::{Body, LogRun, Outcome, Reply};
+use crate::shard::Shard;
+use crate::store::{PullResult, PullStatus};
+
+/// Responses with fewer record bytes than this are copied: two splices and a pipe cost more
+/// than a small memcpy.
+pub const SPLICE_MIN_BYTES: usize = 16 * 1024;
+
+/// A parsed tag expression: `None` = every message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TagFilter(Option<Vec<i64>>);
+
+impl TagFilter {
+    /// `*` or empty matches everything; `TagA || TagB` matches those tags.
+    pub fn parse(expr: &str) -> Self {
+        let expr = expr.trim();
+        if expr.is_empty() || expr == "*" {
+            return TagFilter(None);
+        }
+        let hashes = expr
+            .split("||")
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(record::tag_hash)
+            .collect();
+        TagFilter(Some(hashes))
+    }
+
+    pub fn matches(&self, tag_hash: i64) -> bool {
+        match &self.0 {
+            None => true,
+            Some(h) => h.contains(&tag_hash),
+        }
+    }
+}
+
+/// Handles a pull on the shard that owns the queue.
+pub fn pull(shard: &Rc<Shard>, h: PullRequest, zero_copy: bool) -> Outcome {
+    let table = shard.broker.topics.snapshot();
+    if let Some(cfg) = table.get(&h.topic) {
+        if !perm::is_readable(cfg.perm) || !perm::is_readable(shard.broker.config.broker_permission)
+        {
+            return Reply::error(
+                Status::NoPermission,
+                format!("topic {} is not readable", h.topic),
+            )
+            .into();
+        }
+    }
+    if h.filter_type == FilterType::Sql92 {
+        return Reply::error(
+            Status::SubscriptionNotExist,
+            "SQL92 filters are not supported yet; use a tag expression",
+        )
+        .into();
+    }
+    if let Some(commit) = h.commit_offset {
+        if !h.consumer_group.is_empty() {
+            shard
+                .offsets
+                .borrow_mut()
+                .set(&h.consumer_group, &h.topic, h.queue_id, commit);
+        }
+    }
+    let filter = TagFilter::parse(&h.expression);
+    let max_messages = h.max_messages.clamp(1, limits::PULL_MESSAGES_MAX as u32);
+    let max_bytes = u64::from(h.max_bytes.max(1)).min(limits::PULL_BYTES_MAX as u64);
+    let first = match lookup(shard, &h, h.queue_offset, max_messages, max_bytes, &filter) {
+        Ok(r) => r,
+        Err(reply) => return reply.into(),
+    };
+    let suspend = u64::from(h.suspend_timeout_ms).min(limits::LONG_POLL_TIMEOUT_MS_MAX);
+    let waitable = matches!(
+        first.status,
+        PullStatus::NoNewMessage | PullStatus::NoQueue | PullStatus::NoMatchedMessage
+    );
+    if first.status == PullStatus::Found
+        || !waitable
+        || suspend == 0
+        || !shard.broker.rt.long_polling
+    {
+        return respond(shard, &first, zero_copy).into();
+    }
+    if shard.parked_count.get() >= limits::PARKED_PULLS_PER_SHARD_MAX {
+        return respond(shard, &first, zero_copy).into();
+    }
+    let shard = Rc::clone(shard);
+    Outcome::later(async move {
+        shard.parked_count.set(shard.parked_count.get() + 1);
+        shard
+            .counters()
+            .parked_pulls
+            .fetch_add(1, Ordering::Relaxed);
+        let reply = park(
+            &shard,
+            &h,
+            first,
+            suspend,
+            max_messages,
+            max_bytes,
+            &filter,
+            zero_copy,
+        )
+        .await;
+        shard.parked_count.set(shard.parked_count.get() - 1);
+        shard
+            .counters()
+            .parked_pulls
+            .fetch_sub(1, Ordering::Relaxed);
+        reply
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn park(
+    shard: &Rc<Shard>,
+    h: &PullRequest,
+    mut last: PullResult,
+    suspend_ms: u64,
+    max_messages: u32,
+    max_bytes: u64,
+    filter: &TagFilter,
+    zero_copy: bool,
+) -> Reply {
+    let deadline = Instant::now() + Duration::from_millis(suspend_ms);
+    loop {
+        let event = shard.queue_event(&h.topic, h.queue_id);
+        let listener = event.listen();
+        let offset = last.next_offset.max(h.queue_offset);
+        last = match lookup(shard, h, offset, max_messages, max_bytes, filter) {
+            Ok(r) => r,
+            Err(reply) => return reply,
+        };
+        let waitable = matches!(
+            last.status,
+            PullStatus::NoNewMessage | PullStatus::NoQueue | PullStatus::NoMatchedMessage
+        );
+        let now = Instant::now();
+        if !waitable || now >= deadline || shard.broker.is_shutting_down() {
+            return respond(shard, &last, zero_copy);
+        }
+        if last.status == PullStatus::NoMatchedMessage {
+            continue;
+        }
+        rt::timeout(deadline - now, listener).await;
+    }
+}
+
+fn lookup(
+    shard: &Shard,
+    h: &PullRequest,
+    offset: u64,
+    max_messages: u32,
+    max_bytes: u64,
+    filter: &TagFilter,
+) -> Result<PullResult, Reply> {
+    let store = shard.store.borrow();
+    let mut r = store
+        .get(&h.topic, h.queue_id, offset, max_messages, max_bytes, |t| {
+            filter.matches(t)
+        })
+        .map_err(|e| store_error(shard, e))?;
+    if r.status == PullStatus::NoQueue {
+        // A queue of an existing topic that has never been written: empty, at offset 0.
+        r.status = if offset == 0 {
+            PullStatus::NoNewMessage
+        } else {
+            PullStatus::OffsetOverflow
+        };
+    }
+    Ok(r)
+}
+
+fn respond(shard: &Shard, r: &PullResult, zero_copy: bool) -> Reply {
+    let fields = PullResponse {
+        next_begin_offset: r.next_offset,
+        min_offset: r.min_offset,
+        max_offset: r.max_offset,
+        message_count: r.messages,
+        suggest_broker_id: 0,
+    };
+    match r.status {
+        PullStatus::Found => match body(shard, r, zero_copy) {
+            Ok(body) => {
+                let c = shard.counters();
+                c.msgs_out
+                    .fetch_add(u64::from(r.messages), Ordering::Relaxed);
+                c.bytes_out.fetch_add(r.bytes, Ordering::Relaxed);
+                Reply::ok_body(fields, body)
+            }
+            Err(reply) => reply,
+        },
+        PullStatus::NoNewMessage | PullStatus::NoQueue => {
+            Reply::status_fields(Status::PullNotFound, "no new message", fields)
+        }
+        PullStatus::NoMatchedMessage => Reply::status_fields(
+            Status::PullRetryImmediately,
+            "no message matched the filter",
+            fields,
+        ),
+        PullStatus::OffsetTooSmall | PullStatus::OffsetOverflow => Reply::status_fields(
+            Status::PullOffsetMoved,
+            format!(
+                "offset moved: queue holds {}..{}",
+                r.min_offset, r.max_offset
+            ),
+            fields,
+        ),
+    }
+}
+
+fn body(shard: &Shard, r: &PullResult, zero_copy: bool) -> Result<Body, Reply> {
+    let total = r.bytes as usize;
+    if zero_copy && !shard.broker.rt.transfer_msg_by_heap && total >= SPLICE_MIN_BYTES {
+        let mut runs = Vec::with_capacity(r.runs.len());
+        for run in &r.runs {
+            let (file, offset) = shard.segment_file(run.physical_offset).map_err(|e| {
+                Reply::error(
+                    Status::SystemError,
+                    format!("opening the segment for a zero-copy send: {e}"),
+                )
+            })?;
+            runs.push(LogRun {
+                file,
+                offset,
+                len: run.len as usize,
+            });
+        }
+        return Ok(Body::Log { runs, len: total });
+    }
+    let mut bytes = vec![0u8; total];
+    let store = shard.store.borrow();
+    let mut at = 0;
+    for run in &r.runs {
+        let len = run.len as usize;
+        store
+            .read(run.physical_offset, &mut bytes[at..at + len])
+            .map_err(|e| store_error(shard, e))?;
+        at += len;
+    }
+    Ok(Body::Bytes(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tag_expressions() {
+        assert!(TagFilter::parse("*").matches(123));
+        assert!(TagFilter::parse("").matches(0));
+        let f = TagFilter::parse("TagA || TagB");
+        assert!(f.matches(record::tag_hash("TagA")));
+        assert!(f.matches(record::tag_hash("TagB")));
+        assert!(!f.matches(record::tag_hash("TagC")));
+    }
+}

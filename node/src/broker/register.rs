@@ -1,0 +1,134 @@
+//! Registration with the name servers: shard 0 sends REGISTER_BROKER (topics with queue
+//! counts, permissions and shard placement; role, shard count, address) to every name server
+//! every `registerNameServerPeriod` and at once after a topic change. Also the small async
+//! request/response call used for it, and reading the shard a HELLO asks for.
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+use ringmq_wire::code::{RequestCode, Status};
+use ringmq_wire::codec::{Decode, Empty, Encode};
+use ringmq_wire::command::route::BrokerRegistration;
+use ringmq_wire::command::HelloRequest;
+use ringmq_wire::frame;
+
+use crate::io::net::Conn;
+use crate::io::rt;
+use crate::shard::Shard;
+
+/// How long one name server call may take.
+pub const CALL_TIMEOUT_MS: u64 = 3_000;
+
+/// The shard a HELLO frame asks for, if the frame is a HELLO with a preference.
+pub fn hello_target(frame_bytes: &[u8]) -> Option<u16> {
+    let f = frame::parse(frame_bytes).ok()?;
+    if f.request_code().ok()? != RequestCode::Hello {
+        return None;
+    }
+    HelloRequest::decode(f.header).ok()?.preferred_shard
+}
+
+/// Shard 0's registration loop.
+pub async fn run(shard: Rc<Shard>) {
+    let period = Duration::from_millis(shard.broker.config.register_name_server_period_ms.max(100));
+    loop {
+        if shard.broker.is_shutting_down() {
+            return;
+        }
+        register_all(&shard).await;
+        let changed = shard.broker.topics_changed.listen();
+        rt::timeout(period, changed).await;
+    }
+}
+
+/// Registers with every configured name server once.
+pub async fn register_all(shard: &Shard) {
+    let b = &shard.broker;
+    if b.config.namesrv_addr.is_empty() {
+        return;
+    }
+    let table = b.topics.snapshot();
+    let reg = BrokerRegistration {
+        cluster: b.config.broker_cluster_name.clone(),
+        broker_name: b.config.broker_name.clone(),
+        broker_id: b.config.broker_id,
+        address: b.addr.to_string(),
+        ha_address: b
+            .config
+            .ha_listen_port()
+            .map(|p| SocketAddr::new(b.addr.ip(), p).to_string())
+            .unwrap_or_default(),
+        role: b.config.broker_role,
+        shard_count: b.shard_count,
+        version: crate::VERSION.to_string(),
+        heartbeat_timeout_ms: 120_000,
+        data_version: table.version,
+        topics: table.topics.values().cloned().collect(),
+    };
+    let body = match reg.to_vec() {
+        Ok(b) => b,
+        Err(e) => {
+            log::error!("encoding the broker registration: {e}");
+            return;
+        }
+    };
+    for ns in &b.config.namesrv_addr {
+        let Ok(addr) = ns.parse::<SocketAddr>() else {
+            log::warn!("name server address {ns} is not host:port");
+            continue;
+        };
+        match call(addr, RequestCode::RegisterBroker, &Empty, &body).await {
+            Ok((Status::Success, _, _)) => log::debug!("registered with name server {ns}"),
+            Ok((status, header, _)) => {
+                let remark = ringmq_wire::command::read_remark(&header)
+                    .map(|(r, _)| r.to_string())
+                    .unwrap_or_default();
+                log::warn!(
+                    "name server {ns} refused the registration: {} {remark}",
+                    status.name()
+                );
+            }
+            Err(e) => log::warn!("registering with name server {ns}: {e}"),
+        }
+    }
+}
+
+/// One request/response exchange on a fresh connection, bounded by `CALL_TIMEOUT_MS`.
+pub async fn call(
+    addr: SocketAddr,
+    code: RequestCode,
+    header: &impl Encode,
+    body: &[u8],
+) -> Result<(Status, Vec<u8>, Vec<u8>), String> {
+    let mut out = Vec::new();
+    frame::encode_request(&mut out, code, false, 1, header, body).map_err(|e| e.to_string())?;
+    let exchange = async {
+        let conn = Conn::connect(addr).await.map_err(|e| e.to_string())?;
+        let (res, _) = conn.write_all(out).await;
+        res.map_err(|e| e.to_string())?;
+        let mut buf = Vec::with_capacity(4096);
+        loop {
+            if let Some(n) =
+                frame::check(&buf, frame::FRAME_BYTES_MAX).map_err(|e| e.to_string())?
+            {
+                let f = frame::parse(&buf[..n]).map_err(|e| e.to_string())?;
+                let status = f.status().map_err(|e| e.to_string())?;
+                let header = f.header.to_vec();
+                let body = f.body.to_vec();
+                return Ok((status, header, body));
+            }
+            buf.reserve(4096);
+            let (res, b) = conn.read_append(buf).await;
+            buf = b;
+            match res {
+                Ok(0) => return Err("connection closed before the reply".to_string()),
+                Ok(_) => {}
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+    };
+    rt::timeout(Duration::from_millis(CALL_TIMEOUT_MS), exchange)
+        .await
+        .unwrap_or_else(|| Err(format!("no reply within {CALL_TIMEOUT_MS} ms")))
+}

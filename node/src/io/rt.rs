@@ -1,0 +1,117 @@
+//! The event-loop runtime of a shard (compio: io_uring through its fusion driver, epoll
+//! where io_uring is refused) behind a small surface: build a runtime on a pinned thread, spawn
+//! tasks, sleep, time out, yield. Nothing outside `io` names compio.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::io;
+use std::time::Duration;
+
+use compio::driver::{DriverType, ProactorBuilder};
+use compio::runtime::{Runtime, RuntimeBuilder};
+
+/// Which event-loop driver a runtime ended up with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoopDriver {
+    IoUring,
+    Epoll,
+}
+
+impl std::fmt::Display for LoopDriver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LoopDriver::IoUring => write!(f, "io_uring"),
+            LoopDriver::Epoll => write!(f, "epoll (fallback)"),
+        }
+    }
+}
+
+/// A shard's event loop.
+pub struct EventLoop {
+    rt: Runtime,
+}
+
+impl std::fmt::Debug for EventLoop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventLoop")
+            .field("driver", &self.driver())
+            .finish()
+    }
+}
+
+impl EventLoop {
+    /// Builds the loop for the calling thread, pinned to `core` when given. `force_fallback`
+    /// skips io_uring (the `RINGMQ_IO=epoll` switch, and tests of the fallback path).
+    pub fn new(core: Option<usize>, force_fallback: bool) -> io::Result<Self> {
+        let mut proactor = ProactorBuilder::new();
+        if force_fallback {
+            proactor.driver_type(DriverType::Poll);
+        }
+        let mut builder = RuntimeBuilder::new();
+        builder.with_proactor(proactor);
+        if let Some(core) = core {
+            builder.thread_affinity(HashSet::from([core]));
+        }
+        Ok(EventLoop {
+            rt: builder.build()?,
+        })
+    }
+
+    pub fn driver(&self) -> LoopDriver {
+        if self.rt.driver_type().is_iouring() {
+            LoopDriver::IoUring
+        } else {
+            LoopDriver::Epoll
+        }
+    }
+
+    /// Runs `fut` to completion on this thread, with the tasks it spawns.
+    pub fn block_on<F: Future>(&self, fut: F) -> F::Output {
+        self.rt.block_on(fut)
+    }
+}
+
+/// Starts a task on the current shard's loop; it runs until it finishes (detached).
+pub fn spawn<F: Future<Output = ()> + 'static>(fut: F) {
+    compio::runtime::spawn(fut).detach();
+}
+
+/// Starts a task and returns a handle to await its result.
+pub fn spawn_joinable<T: 'static, F: Future<Output = T> + 'static>(fut: F) -> Task<T> {
+    Task(compio::runtime::spawn(fut))
+}
+
+/// A spawned task's result.
+pub struct Task<T>(compio::runtime::JoinHandle<T>);
+
+impl<T> Task<T> {
+    /// Waits for the task; `None` if it panicked or was cancelled.
+    pub async fn join(self) -> Option<T> {
+        self.0.await.ok()
+    }
+}
+
+pub async fn sleep(d: Duration) {
+    compio::time::sleep(d).await;
+}
+
+/// `Some(output)` if `fut` finishes within `d`.
+pub async fn timeout<F: Future>(d: Duration, fut: F) -> Option<F::Output> {
+    compio::time::timeout(d, fut).await.ok()
+}
+
+/// Lets every other ready task of this loop run once (how appends that arrive together end
+/// up sharing one fdatasync).
+pub async fn yield_now() {
+    let mut yielded = false;
+    std::future::poll_fn(|cx| {
+        if yielded {
+            std::task::Poll::Ready(())
+        } else {
+            yielded = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+}

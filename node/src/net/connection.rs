@@ -1,0 +1,403 @@
+//! One client connection: a read loop that checks each frame's length against the limit
+//! before buffering it, hands whole frames to the service, and a write loop that drains a
+//! bounded queue of replies (coalescing small ones into one write, splicing log runs).
+//!
+//! Limits (see `limits`): requests in flight per connection (past it: SYSTEM_BUSY), bytes
+//! queued for writing (past it the read loop stops reading until the writer drains),
+//! frame size (an oversized frame is answered FRAME_TOO_LARGE, its bytes skipped, the
+//! connection kept). A frame that is not a frame at all (bad flags, impossible lengths) gets
+//! MALFORMED_REQUEST and the connection is closed: that client only.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::rc::Rc;
+
+use event_listener::Event;
+use ringmq_wire::code::Status;
+use ringmq_wire::frame::{self, Flags, PREFIX_BYTES};
+
+use crate::io::net::{Conn, SplicePipe};
+use crate::io::rt;
+use crate::limits;
+use crate::net::reply::{Body, Outcome, Reply};
+
+/// Bytes requested from the socket per read.
+pub const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// Small replies are coalesced into one write up to this size.
+pub const WRITE_COALESCE_BYTES: usize = 256 * 1024;
+
+/// What serves the frames of a connection (the broker's shards, the name server).
+pub trait Service {
+    /// Largest frame accepted.
+    fn frame_bytes_max(&self) -> usize;
+    /// Handles one request frame (the whole frame, prefix included).
+    fn handle(&self, frame: Vec<u8>) -> Outcome;
+    /// If this frame is a HELLO asking for another shard, that shard.
+    fn handoff_target(&self, _frame: &[u8]) -> Option<u16> {
+        None
+    }
+    /// Connection opened / closed (counters).
+    fn opened(&self) {}
+    fn closed(&self) {}
+}
+
+/// How a read loop ended.
+#[derive(Debug)]
+pub enum ReadEnd {
+    Closed,
+    /// Hand the connection to `shard`: the HELLO frame and the bytes read after it.
+    HandOff {
+        shard: u16,
+        hello_frame: Vec<u8>,
+        pending: Vec<u8>,
+    },
+}
+
+/// Replies waiting to be written, bounded by bytes.
+#[derive(Default)]
+pub struct OutQueue {
+    items: RefCell<VecDeque<(u64, Reply)>>,
+    bytes: Cell<usize>,
+    closed: Cell<bool>,
+    ready: Event,
+    drained: Event,
+}
+
+impl OutQueue {
+    fn push(&self, request_id: u64, reply: Reply) {
+        if self.closed.get() {
+            return;
+        }
+        self.bytes
+            .set(self.bytes.get() + PREFIX_BYTES + reply.header.len() + reply.body.len());
+        self.items.borrow_mut().push_back((request_id, reply));
+        self.ready.notify(1);
+    }
+
+    fn pop(&self) -> Option<(u64, Reply)> {
+        self.items.borrow_mut().pop_front()
+    }
+
+    fn close(&self) {
+        self.closed.set(true);
+        self.ready.notify(usize::MAX);
+        self.drained.notify(usize::MAX);
+    }
+
+    fn is_idle(&self) -> bool {
+        self.items.borrow().is_empty() && self.bytes.get() == 0
+    }
+}
+
+/// Serves a connection until it closes or is handed to another shard.
+pub async fn serve<S: Service + 'static>(svc: Rc<S>, conn: Conn, pending: Vec<u8>) -> ReadEnd {
+    svc.opened();
+    let out = Rc::new(OutQueue::default());
+    let inflight = Rc::new(Cell::new(0usize));
+    let writer = rt::spawn_joinable(write_loop(conn.clone(), Rc::clone(&out)));
+    let end = read_loop(&svc, &conn, &out, &inflight, pending).await;
+    if matches!(end, ReadEnd::HandOff { .. }) {
+        // Everything answered so far must reach the client before another shard writes.
+        while !(out.is_idle() && inflight.get() == 0) {
+            let l = out.drained.listen();
+            if out.is_idle() && inflight.get() == 0 {
+                break;
+            }
+            l.await;
+        }
+    } else {
+        // Let in-flight replies go out (bounded by their own timeouts), then stop.
+        while inflight.get() > 0 && !out.closed.get() {
+            let l = out.drained.listen();
+            if inflight.get() == 0 {
+                break;
+            }
+            l.await;
+        }
+    }
+    out.close();
+    writer.join().await;
+    svc.closed();
+    end
+}
+
+async fn read_loop<S: Service + 'static>(
+    svc: &Rc<S>,
+    conn: &Conn,
+    out: &Rc<OutQueue>,
+    inflight: &Rc<Cell<usize>>,
+    mut buf: Vec<u8>,
+) -> ReadEnd {
+    let max = svc.frame_bytes_max();
+    let mut start = 0usize;
+    let mut skip = 0u64;
+    loop {
+        if skip > 0 {
+            let n = (skip as usize).min(buf.len() - start);
+            start += n;
+            skip -= n as u64;
+        }
+        while skip == 0 && !out.closed.get() {
+            let avail = &buf[start..];
+            match frame::check(avail, max) {
+                Ok(Some(n)) => {
+                    let f = avail[..n].to_vec();
+                    start += n;
+                    if let Some(shard) = svc.handoff_target(&f) {
+                        if inflight.get() == 0 {
+                            let rest = buf[start..].to_vec();
+                            return ReadEnd::HandOff {
+                                shard,
+                                hello_frame: f,
+                                pending: rest,
+                            };
+                        }
+                    }
+                    handle_frame(svc, out, inflight, f);
+                }
+                Ok(None) => break,
+                Err(e) => match refuse(avail, max) {
+                    Refusal::NeedPrefix => break,
+                    Refusal::TooLarge {
+                        request_id,
+                        frame_len,
+                    } => {
+                        let remark = format!(
+                            "frame of {frame_len} bytes is over the maximum of {max} bytes"
+                        );
+                        out.push(request_id, Reply::error(Status::FrameTooLarge, remark));
+                        skip = frame_len;
+                        let n = (skip as usize).min(buf.len() - start);
+                        start += n;
+                        skip -= n as u64;
+                    }
+                    Refusal::Malformed { request_id } => {
+                        out.push(
+                            request_id,
+                            Reply::error(
+                                Status::MalformedRequest,
+                                format!("not a ringmq frame: {e}"),
+                            ),
+                        );
+                        return ReadEnd::Closed;
+                    }
+                },
+            }
+        }
+        if out.closed.get() {
+            return ReadEnd::Closed;
+        }
+        if start == buf.len() {
+            buf.clear();
+            start = 0;
+        } else if start > buf.len() / 2 {
+            buf.drain(..start);
+            start = 0;
+        }
+        while out.bytes.get() > limits::CONNECTION_QUEUED_BYTES_MAX && !out.closed.get() {
+            let l = out.drained.listen();
+            if out.bytes.get() <= limits::CONNECTION_QUEUED_BYTES_MAX {
+                break;
+            }
+            l.await;
+        }
+        buf.reserve(READ_CHUNK_BYTES);
+        let (res, b) = conn.read_append(buf).await;
+        buf = b;
+        match res {
+            Ok(0) | Err(_) => return ReadEnd::Closed,
+            Ok(_) => {}
+        }
+    }
+}
+
+enum Refusal {
+    NeedPrefix,
+    TooLarge { request_id: u64, frame_len: u64 },
+    Malformed { request_id: u64 },
+}
+
+/// Decides how to answer a frame `check` refused.
+fn refuse(avail: &[u8], max: usize) -> Refusal {
+    let Some(p) = frame::peek(avail) else {
+        let len_ok = avail.len() >= 4
+            && u64::from(u32::from_be_bytes([avail[0], avail[1], avail[2], avail[3]])) + 4
+                > max as u64;
+        return if len_ok {
+            Refusal::NeedPrefix
+        } else {
+            Refusal::Malformed { request_id: 0 }
+        };
+    };
+    let flags_ok = Flags::from_bits(p.flags).is_ok_and(|f| !f.is_response());
+    if flags_ok && p.frame_len > max as u64 {
+        Refusal::TooLarge {
+            request_id: p.request_id,
+            frame_len: p.frame_len,
+        }
+    } else {
+        Refusal::Malformed {
+            request_id: p.request_id,
+        }
+    }
+}
+
+fn handle_frame<S: Service + 'static>(
+    svc: &Rc<S>,
+    out: &Rc<OutQueue>,
+    inflight: &Rc<Cell<usize>>,
+    f: Vec<u8>,
+) {
+    let Some(prefix) = frame::peek(&f) else {
+        return;
+    };
+    let oneway = Flags::from_bits(prefix.flags).is_ok_and(|fl| fl.is_oneway());
+    let request_id = prefix.request_id;
+    if inflight.get() >= limits::CONNECTION_REQUESTS_IN_FLIGHT_MAX {
+        if !oneway {
+            out.push(
+                request_id,
+                Reply::error(
+                    Status::SystemBusy,
+                    format!(
+                        "over {} requests in flight on this connection",
+                        limits::CONNECTION_REQUESTS_IN_FLIGHT_MAX
+                    ),
+                ),
+            );
+        }
+        return;
+    }
+    match svc.handle(f) {
+        Outcome::Now(reply) => {
+            if !oneway {
+                out.push(request_id, reply);
+            }
+        }
+        Outcome::Later(fut) => {
+            inflight.set(inflight.get() + 1);
+            let out = Rc::clone(out);
+            let inflight = Rc::clone(inflight);
+            rt::spawn(async move {
+                let reply = fut.await;
+                inflight.set(inflight.get() - 1);
+                if !oneway {
+                    out.push(request_id, reply);
+                }
+                out.drained.notify(usize::MAX);
+            });
+        }
+    }
+}
+
+async fn write_loop(conn: Conn, out: Rc<OutQueue>) {
+    let mut buf: Vec<u8> = Vec::with_capacity(WRITE_COALESCE_BYTES);
+    let mut pipe: Option<SplicePipe> = None;
+    loop {
+        let Some(first) = next_item(&out).await else {
+            return;
+        };
+        let mut batch = vec![first];
+        while buf_len(&batch) < WRITE_COALESCE_BYTES
+            && !matches!(batch.last(), Some((_, r)) if matches!(r.body, Body::Log { .. }))
+        {
+            match out.pop() {
+                Some(item) => batch.push(item),
+                None => break,
+            }
+        }
+        let mut written = 0usize;
+        for (request_id, reply) in batch {
+            written += PREFIX_BYTES + reply.header.len() + reply.body.len();
+            if encode_head(&mut buf, request_id, &reply).is_err() {
+                buf.clear();
+                let fallback = Reply::error(Status::SystemError, "reply too large to encode");
+                if encode_head(&mut buf, request_id, &fallback).is_err() {
+                    out.close();
+                    return;
+                }
+                continue;
+            }
+            match reply.body {
+                Body::Empty => {}
+                Body::Bytes(b) => buf.extend_from_slice(&b),
+                Body::Log { runs, .. } => {
+                    let (res, b) = conn.write_all(std::mem::take(&mut buf)).await;
+                    buf = b;
+                    buf.clear();
+                    if res.is_err() {
+                        out.close();
+                        return;
+                    }
+                    if pipe.is_none() {
+                        pipe = SplicePipe::new().await.ok();
+                    }
+                    let Some(p) = &pipe else {
+                        out.close();
+                        return;
+                    };
+                    for run in runs {
+                        if p.send_file(&run.file, run.offset, run.len, &conn)
+                            .await
+                            .is_err()
+                        {
+                            out.close();
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+        if !buf.is_empty() {
+            let (res, b) = conn.write_all(std::mem::take(&mut buf)).await;
+            buf = b;
+            buf.clear();
+            if res.is_err() {
+                out.close();
+                return;
+            }
+        }
+        out.bytes.set(out.bytes.get().saturating_sub(written));
+        out.drained.notify(usize::MAX);
+    }
+}
+
+async fn next_item(out: &OutQueue) -> Option<(u64, Reply)> {
+    loop {
+        if let Some(item) = out.pop() {
+            return Some(item);
+        }
+        if out.closed.get() {
+            return None;
+        }
+        let l = out.ready.listen();
+        if !out.items.borrow().is_empty() || out.closed.get() {
+            continue;
+        }
+        l.await;
+    }
+}
+
+fn buf_len(batch: &[(u64, Reply)]) -> usize {
+    batch
+        .iter()
+        .map(|(_, r)| PREFIX_BYTES + r.header.len() + r.body.len())
+        .sum()
+}
+
+fn encode_head(
+    buf: &mut Vec<u8>,
+    request_id: u64,
+    reply: &Reply,
+) -> Result<(), ringmq_wire::WireError> {
+    frame::encode_prefix(
+        buf,
+        reply.status,
+        Flags::RESPONSE,
+        request_id,
+        reply.header.len(),
+        reply.body.len(),
+    )?;
+    buf.extend_from_slice(&reply.header);
+    Ok(())
+}

@@ -1,0 +1,208 @@
+//! Request code -> handler, and the one place where errors become statuses. Requests about a
+//! queue run on the shard that owns it: a request that lands elsewhere is forwarded once
+//! through the owner's mailbox (a forwarded request that still is not local is answered
+//! WRONG_SHARD, never forwarded again).
+
+use std::rc::Rc;
+
+use ringmq_wire::code::{RequestCode, Status};
+use ringmq_wire::codec::Decode;
+use ringmq_wire::command::{HeartbeatData, Request, WrongShard};
+use ringmq_wire::frame::{self, PREFIX_BYTES};
+
+use crate::broker::{admin, produce, pull, queries as oh};
+use crate::net::reply::{Outcome, Reply};
+use crate::shard::mailbox::Mail;
+use crate::shard::Shard;
+use crate::store::commitlog::shard_of_offset;
+use crate::store::StoreError;
+
+/// How a request reached this shard.
+#[derive(Debug, Clone, Copy)]
+pub struct Origin {
+    /// Forwarded by another shard: answer here or WRONG_SHARD, never forward again.
+    pub forwarded: bool,
+    /// The reply may carry log runs for zero-copy sends (not when it must cross threads).
+    pub zero_copy: bool,
+}
+
+/// Handles one whole request frame.
+pub fn dispatch(shard: &Rc<Shard>, mut frame_bytes: Vec<u8>, origin: Origin) -> Outcome {
+    let (code, header_end) = match frame::parse(&frame_bytes) {
+        Ok(f) => (f.request_code(), PREFIX_BYTES + f.header.len()),
+        Err(e) => return Reply::error(Status::MalformedRequest, e.to_string()).into(),
+    };
+    let code = match code {
+        Ok(c) => c,
+        Err(e) => return Reply::error(Status::RequestCodeNotSupported, e.to_string()).into(),
+    };
+    let (header, body) = frame_bytes.split_at_mut(header_end);
+    let header = &header[PREFIX_BYTES..];
+    let request = match Request::decode(code, header) {
+        Ok(r) => r,
+        Err(e) => {
+            return Reply::error(
+                Status::MalformedRequest,
+                format!("{}: bad header: {e}", code.name()),
+            )
+            .into()
+        }
+    };
+    let local = |topic: &str, queue_id: u32| route(shard, topic, queue_id);
+    match request {
+        Request::SendMessage(h) | Request::SendBatchMessage(h) => {
+            if let Err(o) = produce::ensure_topic(shard, &h) {
+                return o;
+            }
+            match produce::owner_of_batch(shard, &h, body) {
+                Ok(owner) if owner == shard.id => produce::send(shard, h, body),
+                Ok(owner) => forward_or_refuse(shard, owner, frame_bytes, origin),
+                Err(reply) => reply.into(),
+            }
+        }
+        Request::PullMessage(h) => match local(&h.topic, h.queue_id) {
+            Ok(()) => pull::pull(shard, h, origin.zero_copy),
+            Err(o) => o.redirect(shard, frame_bytes, origin),
+        },
+        Request::QueryConsumerOffset(h) => match local(&h.topic, h.queue_id) {
+            Ok(()) => oh::query_offset(shard, &h).into(),
+            Err(o) => o.redirect(shard, frame_bytes, origin),
+        },
+        Request::UpdateConsumerOffset(h) => match local(&h.topic, h.queue_id) {
+            Ok(()) => oh::update_offset(shard, &h).into(),
+            Err(o) => o.redirect(shard, frame_bytes, origin),
+        },
+        Request::GetMaxOffset(h) | Request::GetMinOffset(h) => match local(&h.topic, h.queue_id) {
+            Ok(()) => oh::queue_offset(shard, &h, code == RequestCode::GetMaxOffset).into(),
+            Err(o) => o.redirect(shard, frame_bytes, origin),
+        },
+        Request::SearchOffsetByTimestamp(h) => match local(&h.topic, h.queue_id) {
+            Ok(()) => oh::search_offset(shard, &h).into(),
+            Err(o) => o.redirect(shard, frame_bytes, origin),
+        },
+        Request::ViewMessageById(h) => {
+            let owner = shard_of_offset(h.physical_offset);
+            if owner == shard.id {
+                admin::view_message(shard, h.physical_offset).into()
+            } else if usize::from(owner) < shard.broker.mailboxes.len() {
+                forward_or_refuse(shard, owner, frame_bytes, origin)
+            } else {
+                Reply::error(Status::QueryNotFound, "no such message id on this broker").into()
+            }
+        }
+        Request::HeartBeat(_) => match HeartbeatData::decode(body) {
+            Ok(hb) => admin::heartbeat(shard, &hb).into(),
+            Err(e) => Reply::error(Status::MalformedRequest, format!("heartbeat body: {e}")).into(),
+        },
+        Request::UnregisterClient(h) => admin::unregister_client(shard, &h).into(),
+        Request::GetConsumerListByGroup(h) => admin::consumer_list(shard, &h.consumer_group).into(),
+        Request::GetBrokerRuntimeInfo(_) => admin::runtime_info(shard).into(),
+        Request::UpdateAndCreateTopic(h) => admin::create_topic(shard, &h).into(),
+        Request::DeleteTopicInBroker(h) => admin::delete_topic(shard, &h.topic).into(),
+        Request::GetAllTopicConfig(_) => admin::all_topics(shard).into(),
+        Request::Hello(h) => admin::hello(shard, &h).into(),
+        other => Reply::error(
+            Status::RequestCodeNotSupported,
+            format!(
+                "{} is a name server request; this is a broker",
+                other.code().name()
+            ),
+        )
+        .into(),
+    }
+}
+
+/// Why a queue request cannot run here.
+pub enum NotLocal {
+    Remote(u16),
+    Refused(Reply),
+}
+
+impl NotLocal {
+    fn redirect(self, shard: &Rc<Shard>, frame: Vec<u8>, origin: Origin) -> Outcome {
+        match self {
+            NotLocal::Remote(owner) => forward_or_refuse(shard, owner, frame, origin),
+            NotLocal::Refused(r) => r.into(),
+        }
+    }
+}
+
+fn route(shard: &Rc<Shard>, topic: &str, queue_id: u32) -> Result<(), NotLocal> {
+    let table = shard.broker.topics.snapshot();
+    let Some(cfg) = table.get(topic) else {
+        return Err(NotLocal::Refused(Reply::error(
+            Status::TopicNotExist,
+            format!(
+                "topic {topic} does not exist on broker {}",
+                shard.broker.config.broker_name
+            ),
+        )));
+    };
+    match cfg.queue_shards.get(queue_id as usize) {
+        Some(&owner) if owner == shard.id => Ok(()),
+        Some(&owner) => Err(NotLocal::Remote(owner)),
+        None => Err(NotLocal::Refused(Reply::error(
+            Status::MessageIllegal,
+            format!(
+                "queue {queue_id} does not exist: topic {topic} has {} queues",
+                cfg.queue_shards.len()
+            ),
+        ))),
+    }
+}
+
+/// Sends the request to the owning shard's mailbox (once), or answers WRONG_SHARD when it
+/// was already forwarded.
+pub fn forward_or_refuse(shard: &Rc<Shard>, owner: u16, frame: Vec<u8>, origin: Origin) -> Outcome {
+    if origin.forwarded {
+        return Reply::status_fields(
+            Status::WrongShard,
+            format!("the queue is on shard {owner}"),
+            WrongShard {
+                shard_id: owner,
+                shard_count: shard.broker.shard_count,
+            },
+        )
+        .into();
+    }
+    let Some(mailbox) = shard.broker.mailboxes.get(usize::from(owner)) else {
+        return Reply::error(Status::SystemError, format!("no shard {owner}")).into();
+    };
+    let (tx, rx) = flume::bounded(1);
+    match mailbox.try_send(Mail::Request { frame, reply: tx }) {
+        Ok(()) => Outcome::later(async move {
+            match rx.recv_async().await {
+                Ok(r) => Reply::from_send(r),
+                Err(_) => Reply::error(
+                    Status::ServiceNotAvailable,
+                    format!("shard {owner} stopped"),
+                ),
+            }
+        }),
+        Err(flume::TrySendError::Full(_)) => Reply::error(
+            Status::SystemBusy,
+            format!("shard {owner} is busy (mailbox full)"),
+        )
+        .into(),
+        Err(flume::TrySendError::Disconnected(_)) => Reply::error(
+            Status::ServiceNotAvailable,
+            format!("shard {owner} stopped"),
+        )
+        .into(),
+    }
+}
+
+/// Maps a store error to a reply. Fatal errors stop the broker (fail-stop).
+pub fn store_error(shard: &Shard, e: StoreError) -> Reply {
+    match e {
+        StoreError::DiskFull { detail } => Reply::error(Status::DiskFull, detail),
+        StoreError::BadRecord { .. } | StoreError::BadBatch { .. } => {
+            Reply::error(Status::MessageIllegal, e.to_string())
+        }
+        StoreError::NotFound { detail } => Reply::error(Status::QueryNotFound, detail),
+        StoreError::Fatal { .. } | StoreError::Poisoned => {
+            crate::fail_stop(&format!("shard {}: {e}", shard.id))
+        }
+        other => Reply::error(Status::SystemError, other.to_string()),
+    }
+}

@@ -1,0 +1,257 @@
+//! The name server process side: one thread with its own event loop serving the route table
+//! (`crate::namesrv`, pure) over the native protocol, plus the expiry scan that drops brokers
+//! silent for `brokerChannelExpiredTime` (checked every `scanNotActiveBrokerInterval`).
+
+use std::cell::RefCell;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+use ringmq_wire::code::Status;
+use ringmq_wire::codec::{Decode, Empty, Encode};
+use ringmq_wire::command::route::BrokerRegistration;
+use ringmq_wire::command::{GetKvResponse, RegisterBrokerResponse, Request};
+use ringmq_wire::frame;
+
+use crate::config::NamesrvConfig;
+use crate::io::net::{self as ionet, Listener};
+use crate::io::rt::{self, EventLoop};
+use crate::limits;
+use crate::namesrv::{KvStore, RouteTable};
+use crate::net::connection::{self, Service};
+use crate::net::reply::{Body, Outcome, Reply};
+
+/// A running name server.
+#[derive(Debug)]
+pub struct NamesrvHandle {
+    pub addr: SocketAddr,
+    stop: flume::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl NamesrvHandle {
+    pub fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.thread.join();
+    }
+}
+
+struct State {
+    routes: RouteTable,
+    kv: KvStore,
+}
+
+struct NamesrvService {
+    state: Rc<RefCell<State>>,
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Starts a name server on `listen` (port 0 = any free port).
+pub fn start(
+    cfg: NamesrvConfig,
+    listen: SocketAddr,
+    force_fallback: bool,
+) -> Result<NamesrvHandle, String> {
+    let std_listener =
+        ionet::bind_reuseport(listen).map_err(|e| format!("binding {listen}: {e}"))?;
+    let addr = std_listener.local_addr().map_err(|e| e.to_string())?;
+    let (stop_tx, stop_rx) = flume::bounded::<()>(1);
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<String, String>>();
+    let thread = std::thread::Builder::new()
+        .name("ringmq-namesrv".to_string())
+        .spawn(move || {
+            let event_loop = match EventLoop::new(None, force_fallback) {
+                Ok(l) => l,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(format!("event loop: {e}")));
+                    return;
+                }
+            };
+            let driver = event_loop.driver();
+            event_loop.block_on(async move {
+                let listener = match Listener::from_std(std_listener) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e.to_string()));
+                        return;
+                    }
+                };
+                let _ = ready_tx.send(Ok(format!("event loop {driver}")));
+                serve(cfg, listener, stop_rx).await;
+            });
+        })
+        .map_err(|e| e.to_string())?;
+    match ready_rx.recv() {
+        Ok(Ok(info)) => log::info!("name server listening on {addr}, {info}"),
+        Ok(Err(e)) => return Err(e),
+        Err(_) => return Err("name server thread died while starting".to_string()),
+    }
+    Ok(NamesrvHandle {
+        addr,
+        stop: stop_tx,
+        thread,
+    })
+}
+
+async fn serve(cfg: NamesrvConfig, listener: Listener, stop: flume::Receiver<()>) {
+    let state = Rc::new(RefCell::new(State {
+        routes: RouteTable::new(),
+        kv: KvStore::new(),
+    }));
+    let scan_state = Rc::clone(&state);
+    let scan_ms = cfg.scan_not_active_broker_interval_ms.max(10);
+    let expiry_ms = cfg.broker_channel_expired_time_ms;
+    rt::spawn(async move {
+        loop {
+            rt::sleep(Duration::from_millis(scan_ms)).await;
+            let dropped = scan_state.borrow_mut().routes.expire(now_ms(), expiry_ms);
+            for d in dropped {
+                log::warn!(
+                    "name server: dropped broker {}/{} id {} at {}: silent for over {expiry_ms} ms",
+                    d.key.cluster,
+                    d.key.broker_name,
+                    d.key.broker_id,
+                    d.address
+                );
+            }
+        }
+    });
+    let accept_state = Rc::clone(&state);
+    let accept = rt::spawn_joinable(async move {
+        loop {
+            match listener.accept().await {
+                Ok((conn, _)) => {
+                    let svc = Rc::new(NamesrvService {
+                        state: Rc::clone(&accept_state),
+                    });
+                    rt::spawn(async move {
+                        let _ = connection::serve(svc, conn, Vec::new()).await;
+                    });
+                }
+                Err(e) => {
+                    log::warn!("name server accept: {e}");
+                    rt::sleep(Duration::from_millis(10)).await;
+                }
+            }
+        }
+    });
+    let _ = stop.recv_async().await;
+    drop(accept);
+    log::info!("name server stopped");
+}
+
+impl Service for NamesrvService {
+    fn frame_bytes_max(&self) -> usize {
+        limits::FRAME_BYTES_MAX
+    }
+
+    fn handle(&self, frame_bytes: Vec<u8>) -> Outcome {
+        handle(&self.state, &frame_bytes).into()
+    }
+}
+
+fn handle(state: &RefCell<State>, frame_bytes: &[u8]) -> Reply {
+    let f = match frame::parse(frame_bytes) {
+        Ok(f) => f,
+        Err(e) => return Reply::error(Status::MalformedRequest, e.to_string()),
+    };
+    let request = match f.request_code().and_then(|c| Request::decode(c, f.header)) {
+        Ok(r) => r,
+        Err(e) => return Reply::error(Status::RequestCodeNotSupported, e.to_string()),
+    };
+    let now = now_ms();
+    let mut st = state.borrow_mut();
+    match request {
+        Request::RegisterBroker(_) => {
+            let reg = match BrokerRegistration::decode(f.body) {
+                Ok(r) => r,
+                Err(e) => {
+                    return Reply::error(
+                        Status::MalformedRequest,
+                        format!("registration body: {e}"),
+                    )
+                }
+            };
+            match st.routes.register(&reg, now) {
+                Ok(out) => {
+                    if out.new_broker {
+                        log::info!(
+                            "name server: broker {}/{} id {} registered at {} ({} topics)",
+                            reg.cluster,
+                            reg.broker_name,
+                            reg.broker_id,
+                            reg.address,
+                            reg.topics.len()
+                        );
+                    }
+                    Reply::ok(RegisterBrokerResponse {
+                        master_address: out.master_address.unwrap_or_default(),
+                        ha_master_address: out.master_ha_address.unwrap_or_default(),
+                    })
+                }
+                Err(e) => Reply::error(Status::MessageIllegal, e.to_string()),
+            }
+        }
+        Request::UnregisterBroker(h) => {
+            st.routes
+                .unregister(&h.cluster, &h.broker_name, h.broker_id, &h.address);
+            Reply::ok(Empty)
+        }
+        Request::GetRouteInfoByTopic(h) => match st.routes.route_by_topic(&h.topic) {
+            Some(route) => body(route),
+            None => Reply::error(
+                Status::TopicNotExist,
+                format!("no route for topic {}: no live broker has it", h.topic),
+            ),
+        },
+        Request::GetBrokerClusterInfo(_) => body(st.routes.cluster_info()),
+        Request::GetAllTopicListFromNameserver(_) => body(st.routes.topic_list()),
+        Request::DeleteTopicInNamesrv(h) => {
+            if st.routes.delete_topic(&h.topic, h.cluster.as_deref()) {
+                Reply::ok(Empty)
+            } else {
+                Reply::error(
+                    Status::TopicNotExist,
+                    format!("topic {} is not registered", h.topic),
+                )
+            }
+        }
+        Request::PutKvConfig(h) => match st.kv.put(&h.namespace, &h.key, &h.value) {
+            Ok(_) => Reply::ok(Empty),
+            Err(e) => Reply::error(Status::MessageIllegal, e.to_string()),
+        },
+        Request::GetKvConfig(h) => match st.kv.get(&h.namespace, &h.key) {
+            Some(v) => Reply::ok(GetKvResponse {
+                value: v.to_string(),
+            }),
+            None => Reply::error(
+                Status::QueryNotFound,
+                format!("no KV {}/{}", h.namespace, h.key),
+            ),
+        },
+        Request::DeleteKvConfig(h) => {
+            st.kv.delete(&h.namespace, &h.key);
+            Reply::ok(Empty)
+        }
+        other => Reply::error(
+            Status::RequestCodeNotSupported,
+            format!(
+                "{} is a broker request; this is a name server",
+                other.code().name()
+            ),
+        ),
+    }
+}
+
+fn body<T: Encode>(value: T) -> Reply {
+    match value.to_vec() {
+        Ok(bytes) => Reply::ok_body(Empty, Body::Bytes(bytes)),
+        Err(e) => Reply::error(Status::SystemError, format!("encoding the reply: {e}")),
+    }
+}

@@ -1,0 +1,95 @@
+//! Group commit. Appends that need SYNC_FLUSH register the log offset they need durable and
+//! wake the flusher task; the flusher yields once so every append that is ready in this loop
+//! turn lands first, then runs one fdatasync for all of them and wakes the waiters whose
+//! offset it covered. An fdatasync error is fatal: the broker stops (fail-stop) rather than
+//! acknowledging bytes the kernel may have dropped.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::Duration;
+
+use event_listener::Event;
+
+use super::Shard;
+use crate::io::rt;
+
+/// The shard's group-commit state.
+#[derive(Debug)]
+pub struct Flusher {
+    synced: Cell<u64>,
+    wanted: Cell<u64>,
+    kick: Event,
+    done: Event,
+}
+
+impl Flusher {
+    pub fn new(synced: u64) -> Self {
+        Flusher {
+            synced: Cell::new(synced),
+            wanted: Cell::new(synced),
+            kick: Event::new(),
+            done: Event::new(),
+        }
+    }
+
+    pub fn synced(&self) -> u64 {
+        self.synced.get()
+    }
+
+    /// Waits until the log is durable through `offset`; false on timeout.
+    pub async fn wait_synced(&self, offset: u64, timeout: Duration) -> bool {
+        if self.synced.get() >= offset {
+            return true;
+        }
+        if self.wanted.get() < offset {
+            self.wanted.set(offset);
+        }
+        self.kick.notify(1);
+        let wait = async {
+            loop {
+                let listener = self.done.listen();
+                if self.synced.get() >= offset {
+                    return;
+                }
+                listener.await;
+            }
+        };
+        rt::timeout(timeout, wait).await.is_some()
+    }
+
+    /// The flusher task of a shard.
+    pub async fn run(shard: Rc<Shard>) {
+        let f = &shard.flusher;
+        loop {
+            let listener = f.kick.listen();
+            if f.wanted.get() <= f.synced.get() {
+                listener.await;
+                continue;
+            }
+            drop(listener);
+            // Let every append that is ready in this turn join the same fdatasync.
+            rt::yield_now().await;
+            let result = shard.store.borrow_mut().sync();
+            match result {
+                Ok(end) => {
+                    f.synced.set(end);
+                    f.done.notify(usize::MAX);
+                }
+                Err(e) => crate::fail_stop(&format!("shard {}: {e}", shard.id)),
+            }
+        }
+    }
+
+    /// Records a sync made elsewhere (the ASYNC_FLUSH timer's checkpoint).
+    pub fn note_synced(&self, end: u64) {
+        if end > self.synced.get() {
+            self.synced.set(end);
+            self.done.notify(usize::MAX);
+        }
+    }
+
+    /// True if some waiter is not yet covered (used before stopping).
+    pub fn pending(&self) -> bool {
+        self.wanted.get() > self.synced.get()
+    }
+}

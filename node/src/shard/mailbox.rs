@@ -1,0 +1,26 @@
+//! Messages between shards. Each shard has one bounded mailbox (`MAILBOX_MESSAGES_MAX`);
+//! a full mailbox answers the sender SYSTEM_BUSY rather than queueing without bound.
+
+use crate::net::reply::SendReply;
+
+/// A message to a shard.
+#[derive(Debug)]
+pub enum Mail {
+    /// A request that arrived on another shard for a queue this shard owns. `frame` is the
+    /// whole request frame; the reply goes back on `reply`. Never forwarded again.
+    Request {
+        frame: Vec<u8>,
+        reply: flume::Sender<SendReply>,
+    },
+    /// A connection handed over after a HELLO that asked for this shard: answer the HELLO
+    /// (`hello_frame`), then serve the connection, starting with `pending` bytes.
+    Adopt {
+        stream: std::net::TcpStream,
+        hello_frame: Vec<u8>,
+        pending: Vec<u8>,
+    },
+    /// Drop the ConsumeQueues of a deleted topic.
+    DeleteTopic { topic: String },
+    /// Stop: finish in-flight work, flush, checkpoint, close the store.
+    Shutdown,
+}

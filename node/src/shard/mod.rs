@@ -1,0 +1,133 @@
+//! A shard: one OS thread, pinned to a core, running one event loop that owns a set of
+//! queues with no locks: their CommitLog and ConsumeQueues (the `Store`), their consumer
+//! offsets, their parked long-poll pulls, its connections. Shards talk only through bounded
+//! mailboxes ([`mailbox::Mail`]).
+//!
+//! Timers on the loop replace RocketMQ's service threads: the flusher (group commit for
+//! SYNC_FLUSH, checkpoint every `flushIntervalCommitLog` for ASYNC_FLUSH), offset
+//! persistence, retention, counters.
+
+pub mod flusher;
+pub mod mailbox;
+pub mod placement;
+pub mod run;
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use event_listener::Event;
+
+use crate::broker::offsets::ConsumerOffsets;
+use crate::broker::{Broker, ShardCounters};
+use crate::io::disk::RealDisk;
+use crate::io::net::SharedFile;
+use crate::store::Store;
+
+pub use flusher::Flusher;
+
+/// Everything one shard owns. Lives in an `Rc` on the shard's thread; `RefCell` borrows are
+/// never held across an `.await`.
+pub struct Shard {
+    pub id: u16,
+    pub broker: Arc<Broker>,
+    pub store: RefCell<Store<RealDisk>>,
+    pub offsets: RefCell<ConsumerOffsets>,
+    /// Per (topic, queue): the event parked pulls wait on.
+    parked: RefCell<HashMap<String, BTreeMap<u32, Rc<Event>>>>,
+    pub parked_count: Cell<usize>,
+    pub flusher: Flusher,
+    /// Descriptors of log segments for zero-copy sends, by segment start.
+    files: RefCell<Vec<(u64, SharedFile)>>,
+    pub connections: Cell<usize>,
+}
+
+impl std::fmt::Debug for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shard").field("id", &self.id).finish()
+    }
+}
+
+impl Shard {
+    pub fn new(
+        id: u16,
+        broker: Arc<Broker>,
+        store: Store<RealDisk>,
+        offsets: ConsumerOffsets,
+    ) -> Self {
+        let synced = store.synced_offset();
+        Shard {
+            id,
+            broker,
+            store: RefCell::new(store),
+            offsets: RefCell::new(offsets),
+            parked: RefCell::new(HashMap::new()),
+            parked_count: Cell::new(0),
+            flusher: Flusher::new(synced),
+            files: RefCell::new(Vec::new()),
+            connections: Cell::new(0),
+        }
+    }
+
+    pub fn counters(&self) -> &ShardCounters {
+        &self.broker.counters[self.id as usize]
+    }
+
+    /// The event a pull parked on `(topic, queue)` waits for.
+    pub fn queue_event(&self, topic: &str, queue_id: u32) -> Rc<Event> {
+        let mut parked = self.parked.borrow_mut();
+        if !parked.contains_key(topic) {
+            parked.insert(topic.to_string(), BTreeMap::new());
+        }
+        let qs = parked.get_mut(topic).expect("inserted above when missing");
+        Rc::clone(qs.entry(queue_id).or_insert_with(|| Rc::new(Event::new())))
+    }
+
+    /// Wakes pulls parked on `(topic, queue)` (after an append to it).
+    pub fn wake_queue(&self, topic: &str, queue_id: u32) {
+        if self.parked_count.get() == 0 {
+            return;
+        }
+        if let Some(ev) = self
+            .parked
+            .borrow()
+            .get(topic)
+            .and_then(|qs| qs.get(&queue_id))
+        {
+            ev.notify(usize::MAX);
+        }
+    }
+
+    /// Wakes every parked pull (shutdown: they answer at once).
+    pub fn wake_all(&self) {
+        for qs in self.parked.borrow().values() {
+            for ev in qs.values() {
+                ev.notify(usize::MAX);
+            }
+        }
+    }
+
+    /// A descriptor for zero-copy sends from the segment holding `physical_offset`.
+    pub fn segment_file(&self, physical_offset: u64) -> std::io::Result<(SharedFile, u64)> {
+        let store = self.store.borrow();
+        let (file, off) = store
+            .locate(physical_offset)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::NotFound, e.to_string()))?;
+        let start = physical_offset - off;
+        let mut files = self.files.borrow_mut();
+        if let Some((_, f)) = files.iter().find(|(s, _)| *s == start) {
+            return Ok((f.clone(), off));
+        }
+        let shared = SharedFile::dup(file.std())?;
+        files.retain(|(s, _)| *s >= store.min_offset());
+        files.push((start, shared.clone()));
+        Ok((shared, off))
+    }
+
+    /// Forgets cached segment descriptors (after retention removed segments).
+    pub fn forget_files(&self) {
+        let min = self.store.borrow().min_offset();
+        self.files.borrow_mut().retain(|(s, _)| *s >= min);
+    }
+}
