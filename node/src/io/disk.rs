@@ -83,6 +83,11 @@ impl RealFile {
         &self.path
     }
 
+    /// The open file (zero-copy sends duplicate its descriptor).
+    pub fn std(&self) -> &File {
+        &self.file
+    }
+
     /// The mapping if the file is mapped and `offset..offset+len` lies inside it.
     fn mapped(&self, offset: u64, len: usize) -> Option<&[u8]> {
         let map = self

@@ -300,7 +300,14 @@ impl<D: Disk + Clone> Store<D> {
 
     /// Clean shutdown: checkpoint, then remove the abort marker so the next open is fast.
     pub fn close(mut self) -> Result<()> {
+        self.shutdown()
+    }
+
+    /// Clean shutdown in place (for an owner that keeps the store borrowed): checkpoint,
+    /// remove the abort marker; every later write is refused.
+    pub fn shutdown(&mut self) -> Result<()> {
         self.checkpoint()?;
+        self.poisoned = true;
         let abort = abort_path(&self.cfg);
         self.disk
             .remove_file(&abort)

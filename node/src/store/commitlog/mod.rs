@@ -375,8 +375,14 @@ impl<D: Disk + Clone> CommitLog<D> {
         Ok(())
     }
 
-    /// Starts preparing the segment after the active one (called after open).
+    /// Starts preparing the segment that the next append will write (when it does not exist
+    /// yet) and the one after it (called after open).
     pub fn prepare_next(&self) {
+        let current = self.segment_start(self.write_offset);
+        if self.segments.back().is_none_or(|s| s.start < current) {
+            self.disk
+                .prepare(&self.dir.join(segment_name(current)), self.segment_bytes);
+        }
         let next = self.segment_end(self.write_offset);
         self.disk
             .prepare(&self.dir.join(segment_name(next)), self.segment_bytes);
