@@ -21,6 +21,7 @@ pub mod consume_queue;
 pub mod disk;
 pub mod error;
 pub mod fault_disk;
+pub mod replica;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -826,3 +827,5 @@ fn redispatch<D: Disk + Clone>(
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_replica;

@@ -12,6 +12,7 @@
 //! - `synced_offset <= write_offset`, and everything below `synced_offset` was fdatasync'd.
 
 pub mod recover;
+pub mod replica;
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};

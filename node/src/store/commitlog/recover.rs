@@ -106,7 +106,7 @@ impl<D: Disk + Clone> CommitLog<D> {
 
     /// Makes `end` the end of the log: zeroes the rest of its segment where it is not zero
     /// already, removes later segments, syncs. Afterwards everything below `end` is durable.
-    fn truncate_at(&mut self, end: u64) -> Result<()> {
+    pub(super) fn truncate_at(&mut self, end: u64) -> Result<()> {
         // Let the zeroing pass read the whole tail segment.
         self.write_offset = self.min_offset() + self.disk_bytes();
         let seg_end = self.segment_end(end);
