@@ -17,6 +17,7 @@ crate::wire_enum! {
     pub enum RequestCode: u16 ("request") {
         SendMessage = 10 => "SEND_MESSAGE",
         PullMessage = 11 => "PULL_MESSAGE",
+        QueryMessage = 12 => "QUERY_MESSAGE",
         QueryConsumerOffset = 14 => "QUERY_CONSUMER_OFFSET",
         UpdateConsumerOffset = 15 => "UPDATE_CONSUMER_OFFSET",
         UpdateAndCreateTopic = 17 => "UPDATE_AND_CREATE_TOPIC",
@@ -28,7 +29,15 @@ crate::wire_enum! {
         ViewMessageById = 33 => "VIEW_MESSAGE_BY_ID",
         HeartBeat = 34 => "HEART_BEAT",
         UnregisterClient = 35 => "UNREGISTER_CLIENT",
+        ConsumerSendMsgBack = 36 => "CONSUMER_SEND_MSG_BACK",
+        EndTransaction = 37 => "END_TRANSACTION",
         GetConsumerListByGroup = 38 => "GET_CONSUMER_LIST_BY_GROUP",
+        /// Broker -> producer.
+        CheckTransactionState = 39 => "CHECK_TRANSACTION_STATE",
+        /// Broker -> consumer.
+        NotifyConsumerIdsChanged = 40 => "NOTIFY_CONSUMER_IDS_CHANGED",
+        LockBatchMq = 41 => "LOCK_BATCH_MQ",
+        UnlockBatchMq = 42 => "UNLOCK_BATCH_MQ",
         PutKvConfig = 100 => "PUT_KV_CONFIG",
         GetKvConfig = 101 => "GET_KV_CONFIG",
         DeleteKvConfig = 102 => "DELETE_KV_CONFIG",
@@ -42,6 +51,12 @@ crate::wire_enum! {
         SendBatchMessage = 320 => "SEND_BATCH_MESSAGE",
         /// ringmq: first request on a connection (client id, protocol version).
         Hello = 1000 => "HELLO",
+        /// ringmq replication: a slave shard subscribes to the master's shard.
+        HaSubscribe = 1100 => "HA_SUBSCRIBE",
+        /// ringmq replication: master -> slave CommitLog bytes.
+        HaTransfer = 1101 => "HA_TRANSFER",
+        /// ringmq replication: slave -> master acknowledged offset.
+        HaAck = 1102 => "HA_ACK",
     }
 }
 
@@ -160,7 +175,13 @@ mod tests {
 
     #[test]
     fn ringmq_codes_are_in_their_range() {
-        assert!(u16::from(RequestCode::Hello) >= RINGMQ_CODE_MIN);
+        for c in [
+            RequestCode::Hello,
+            RequestCode::HaSubscribe,
+            RequestCode::HaAck,
+        ] {
+            assert!(u16::from(c) >= RINGMQ_CODE_MIN);
+        }
         assert!(u16::from(Status::FrameTooLarge) >= RINGMQ_CODE_MIN);
     }
 

@@ -1,6 +1,9 @@
 //! GET_CONSUMER_LIST_BY_GROUP (38): the live members of a consumer group, which every member
 //! needs to rebalance queues. Response fields: none; body: [`ConsumerList`].
 //! SUBSCRIPTION_NOT_EXIST if the broker knows no such group.
+//!
+//! NOTIFY_CONSUMER_IDS_CHANGED (40, broker -> consumer, ONEWAY) tells the members that the
+//! group changed so they rebalance at once instead of at their next timer.
 
 crate::wire_struct! {
     /// GET_CONSUMER_LIST_BY_GROUP request header.
@@ -15,6 +18,14 @@ crate::wire_struct! {
     #[derive(Debug, Clone, Default, PartialEq, Eq)]
     pub struct ConsumerList {
         pub client_ids: Vec<String>,
+    }
+}
+
+crate::wire_struct! {
+    /// NOTIFY_CONSUMER_IDS_CHANGED request header.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct NotifyConsumerIdsChanged {
+        pub consumer_group: String,
     }
 }
 

@@ -15,6 +15,7 @@
 //! | HELLO | [`HelloRequest`] | - | [`HelloResponse`] | - |
 //! | SEND_MESSAGE, SEND_BATCH_MESSAGE | [`SendRequest`] | records | [`SendResponse`] | - |
 //! | PULL_MESSAGE | [`PullRequest`] | - | [`PullResponse`] | records |
+//! | QUERY_MESSAGE | [`QueryMessageRequest`] | - | [`QueryMessageResponse`] | records |
 //! | QUERY_CONSUMER_OFFSET | [`QueryConsumerOffsetRequest`] | - | [`QueryConsumerOffsetResponse`] | - |
 //! | UPDATE_CONSUMER_OFFSET | [`UpdateConsumerOffsetRequest`] | - | [`Empty`] | - |
 //! | GET_MAX_OFFSET, GET_MIN_OFFSET | [`GetOffsetRequest`] | - | [`OffsetResponse`] | - |
@@ -22,6 +23,12 @@
 //! | VIEW_MESSAGE_BY_ID | [`ViewMessageRequest`] | - | [`Empty`] | one record |
 //! | HEART_BEAT | [`Empty`] | [`HeartbeatData`] | [`Empty`] | - |
 //! | UNREGISTER_CLIENT | [`UnregisterClientRequest`] | - | [`Empty`] | - |
+//! | CONSUMER_SEND_MSG_BACK | [`ConsumerSendBackRequest`] | - | [`Empty`] | - |
+//! | END_TRANSACTION | [`EndTransactionRequest`] | - | [`Empty`] | - |
+//! | CHECK_TRANSACTION_STATE (broker -> producer, oneway) | [`CheckTransactionRequest`] | the half record | - | - |
+//! | NOTIFY_CONSUMER_IDS_CHANGED (broker -> consumer, oneway) | [`NotifyConsumerIdsChanged`] | - | - | - |
+//! | LOCK_BATCH_MQ | [`Empty`] | [`LockBatchRequest`] | [`Empty`] | [`LockBatchResponse`] |
+//! | UNLOCK_BATCH_MQ | [`Empty`] | [`LockBatchRequest`] | [`Empty`] | - |
 //! | GET_CONSUMER_LIST_BY_GROUP | [`GetConsumerListRequest`] | - | [`Empty`] | [`ConsumerList`] |
 //! | GET_BROKER_RUNTIME_INFO | [`Empty`] | - | [`Empty`] | [`BrokerRuntimeInfo`] |
 //! | UPDATE_AND_CREATE_TOPIC | [`CreateTopicRequest`] | - | [`TopicConfig`] | - |
@@ -36,6 +43,9 @@
 //! | PUT_KV_CONFIG | [`PutKvRequest`] | - | [`Empty`] | - |
 //! | GET_KV_CONFIG | [`KvKeyRequest`] | - | [`GetKvResponse`] | - |
 //! | DELETE_KV_CONFIG | [`KvKeyRequest`] | - | [`Empty`] | - |
+//! | HA_SUBSCRIBE (slave -> master) | [`HaSubscribeRequest`] | - | [`HaSubscribeResponse`] | - |
+//! | HA_TRANSFER (master -> slave, oneway) | [`HaTransfer`] | CommitLog bytes | - | - |
+//! | HA_ACK (slave -> master, oneway) | [`HaAck`] | - | - | - |
 //! | any, answered WRONG_SHARD | | | [`WrongShard`] | - |
 
 use crate::code::RequestCode;
@@ -46,30 +56,40 @@ use crate::frame::Frame;
 
 pub mod consumer_list;
 pub mod consumer_offset;
+pub mod ha;
 pub mod heartbeat;
 pub mod hello;
 pub mod kv;
+pub mod lock;
 pub mod namesrv;
 pub mod pull;
+pub mod query;
 pub mod queue_offset;
 pub mod route;
 pub mod runtime;
 pub mod send;
+pub mod send_back;
 pub mod topic;
+pub mod transaction;
 pub mod view;
 
 pub use consumer_list::*;
 pub use consumer_offset::*;
+pub use ha::*;
 pub use heartbeat::*;
 pub use hello::*;
 pub use kv::*;
+pub use lock::*;
 pub use namesrv::*;
 pub use pull::*;
+pub use query::*;
 pub use queue_offset::*;
 pub use route::*;
 pub use runtime::*;
 pub use send::*;
+pub use send_back::*;
 pub use topic::*;
+pub use transaction::*;
 pub use view::*;
 
 macro_rules! requests {
@@ -119,6 +139,7 @@ macro_rules! requests {
 requests! {
     SendMessage(SendRequest),
     PullMessage(PullRequest),
+    QueryMessage(QueryMessageRequest),
     QueryConsumerOffset(QueryConsumerOffsetRequest),
     UpdateConsumerOffset(UpdateConsumerOffsetRequest),
     UpdateAndCreateTopic(CreateTopicRequest),
@@ -130,7 +151,13 @@ requests! {
     ViewMessageById(ViewMessageRequest),
     HeartBeat(Empty),
     UnregisterClient(UnregisterClientRequest),
+    ConsumerSendMsgBack(ConsumerSendBackRequest),
+    EndTransaction(EndTransactionRequest),
     GetConsumerListByGroup(GetConsumerListRequest),
+    CheckTransactionState(CheckTransactionRequest),
+    NotifyConsumerIdsChanged(NotifyConsumerIdsChanged),
+    LockBatchMq(Empty),
+    UnlockBatchMq(Empty),
     PutKvConfig(PutKvRequest),
     GetKvConfig(KvKeyRequest),
     DeleteKvConfig(KvKeyRequest),
@@ -143,6 +170,9 @@ requests! {
     DeleteTopicInNamesrv(DeleteTopicInNamesrvRequest),
     SendBatchMessage(SendRequest),
     Hello(HelloRequest),
+    HaSubscribe(HaSubscribeRequest),
+    HaTransfer(HaTransfer),
+    HaAck(HaAck),
 }
 
 impl Request {
@@ -195,6 +225,18 @@ macro_rules! for_each_wire_type {
             $crate::command::PutKvRequest,
             $crate::command::KvKeyRequest,
             $crate::command::Response<$crate::command::GetKvResponse>,
+            $crate::command::QueryMessageRequest,
+            $crate::command::Response<$crate::command::QueryMessageResponse>,
+            $crate::command::ConsumerSendBackRequest,
+            $crate::command::EndTransactionRequest,
+            $crate::command::CheckTransactionRequest,
+            $crate::command::NotifyConsumerIdsChanged,
+            $crate::command::LockBatchRequest,
+            $crate::command::LockBatchResponse,
+            $crate::command::HaSubscribeRequest,
+            $crate::command::Response<$crate::command::HaSubscribeResponse>,
+            $crate::command::HaTransfer,
+            $crate::command::HaAck,
         }
     };
 }
