@@ -7,6 +7,7 @@
 
 pub mod broker;
 pub mod config;
+pub mod ha;
 pub mod io;
 pub mod limits;
 pub mod namesrv;
