@@ -37,6 +37,12 @@ pub struct ShardCounters {
     pub store_bytes: AtomicU64,
     pub min_offset: AtomicU64,
     pub max_offset: AtomicU64,
+    /// Replication: slaves connected (master role).
+    pub ha_slaves: AtomicU32,
+    /// Replication lag in bytes: behind the master (slave role) or of the best slave (master).
+    pub ha_lag_bytes: AtomicU64,
+    /// Milliseconds since the best slave last had everything (master role).
+    pub ha_lag_ms: AtomicU64,
 }
 
 impl ShardCounters {
@@ -89,6 +95,18 @@ pub struct Broker {
     /// Woken when the topic table changes, so registration runs at once.
     pub topics_changed: event_listener::Event,
     pub started_ms: i64,
+    /// Slave role: the master's broker and HA addresses, from `haMasterAddress` or learned
+    /// from the name server's registration answer.
+    pub master: Mutex<MasterAddrs>,
+    /// This broker's HA address (masters), published to name servers.
+    pub ha_addr: Option<SocketAddr>,
+}
+
+/// Where a slave's master is.
+#[derive(Debug, Clone, Default)]
+pub struct MasterAddrs {
+    pub broker: Option<SocketAddr>,
+    pub ha: Option<SocketAddr>,
 }
 
 impl Broker {
@@ -104,6 +122,19 @@ impl Broker {
         table
             .get(topic)
             .and_then(|t| t.queue_shards.get(queue_id as usize).copied())
+    }
+
+    /// The master's HA address (slave role).
+    pub fn master_ha_addr(&self) -> Option<SocketAddr> {
+        self.master.lock().unwrap_or_else(|p| p.into_inner()).ha
+    }
+
+    /// The master's broker address (slave role), for topic table sync.
+    pub fn master_broker_addr(&self) -> Option<SocketAddr> {
+        let m = self.master.lock().unwrap_or_else(|p| p.into_inner());
+        m.broker.or_else(|| {
+            m.ha.map(|h| SocketAddr::new(h.ip(), h.port().saturating_sub(1)))
+        })
     }
 
     pub fn is_shutting_down(&self) -> bool {

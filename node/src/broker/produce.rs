@@ -16,7 +16,9 @@ use ringmq_wire::command::{SendRequest, SendResponse};
 use ringmq_wire::record;
 
 use crate::broker::Broker;
-use crate::config::FlushDiskType;
+use crate::config::{BrokerRole, FlushDiskType};
+use crate::ha::master::SyncDecision;
+use crate::io::rt;
 use crate::limits;
 use crate::net::dispatch::store_error;
 use crate::net::reply::{Outcome, Reply};
@@ -161,6 +163,15 @@ pub fn owner_of_batch(shard: &Rc<Shard>, h: &SendRequest, body: &[u8]) -> Result
             format!("SEND_MESSAGE carries one record, got {count}; use a batch"),
         ));
     }
+    if count != h.record_count as usize {
+        return Err(Reply::error(
+            Status::MessageIllegal,
+            format!(
+                "record_count is {}, the body holds {count} records",
+                h.record_count
+            ),
+        ));
+    }
     owner.ok_or_else(|| Reply::error(Status::MessageIllegal, "no records"))
 }
 
@@ -169,6 +180,13 @@ pub fn send(shard: &Rc<Shard>, h: SendRequest, body: &mut [u8]) -> Outcome {
     let broker = &shard.broker;
     if broker.is_shutting_down() {
         return Reply::error(Status::ServiceNotAvailable, "broker is shutting down").into();
+    }
+    if !broker.config.broker_role.is_master() {
+        return Reply::error(
+            Status::NoPermission,
+            "this broker is a slave: send to its master",
+        )
+        .into();
     }
     let now = Broker::now_ms();
     let appended = shard.store.borrow_mut().append(body, now);
@@ -187,6 +205,7 @@ pub fn send(shard: &Rc<Shard>, h: SendRequest, body: &mut [u8]) -> Outcome {
             last_q = Some(r.queue_id);
         }
     }
+    shard.log_appended.notify(usize::MAX);
     let first = out.records[0];
     let resp = SendResponse {
         queue_id: first.queue_id,
@@ -196,26 +215,63 @@ pub fn send(shard: &Rc<Shard>, h: SendRequest, body: &mut [u8]) -> Outcome {
         store_host: broker.addr,
         store_timestamp_ms: out.store_timestamp_ms,
     };
-    match broker.rt.flush {
-        FlushDiskType::AsyncFlush => Reply::ok(resp).into(),
-        FlushDiskType::SyncFlush => {
-            let shard = Rc::clone(shard);
-            let end = out.end_offset;
-            let timeout = Duration::from_millis(broker.rt.sync_flush_timeout_ms);
-            Outcome::later(async move {
-                if shard.flusher.wait_synced(end, timeout).await {
-                    Reply::ok(resp)
-                } else {
-                    Reply::status_fields(
-                        Status::FlushDiskTimeout,
-                        format!(
-                            "stored, but fdatasync did not complete within {} ms",
-                            timeout.as_millis()
-                        ),
-                        resp,
-                    )
-                }
-            })
+    let sync_disk = broker.rt.flush == FlushDiskType::SyncFlush;
+    let sync_slave = broker.config.broker_role == BrokerRole::SyncMaster;
+    if !sync_disk && !sync_slave {
+        return Reply::ok(resp).into();
+    }
+    let shard = Rc::clone(shard);
+    let end = out.end_offset;
+    let timeout = Duration::from_millis(broker.rt.sync_flush_timeout_ms);
+    Outcome::later(async move {
+        if sync_disk && !shard.flusher.wait_synced(end, timeout).await {
+            return Reply::status_fields(
+                Status::FlushDiskTimeout,
+                format!(
+                    "stored, but fdatasync did not complete within {} ms",
+                    timeout.as_millis()
+                ),
+                resp,
+            );
         }
+        if sync_slave {
+            return wait_slave(&shard, end, timeout, resp).await;
+        }
+        Reply::ok(resp)
+    })
+}
+
+/// SYNC_MASTER: OK only once a slave has the record; SLAVE_NOT_AVAILABLE when none is
+/// connected (or close enough), FLUSH_SLAVE_TIMEOUT when none acknowledged in time. The record
+/// stays stored on the master either way: never a false OK.
+async fn wait_slave(shard: &Rc<Shard>, end: u64, timeout: Duration, resp: SendResponse) -> Reply {
+    let max_gap = shard.broker.config.ha_max_gap_not_in_sync_bytes;
+    let wait = async {
+        loop {
+            let listener = shard.ha_acked.listen();
+            let log_end = shard.store.borrow().write_offset();
+            match shard.replicas.borrow().sync_decision(end, log_end, max_gap) {
+                SyncDecision::Acked => return Ok(()),
+                SyncDecision::NotAvailable => return Err(()),
+                SyncDecision::Wait => {}
+            }
+            listener.await;
+        }
+    };
+    match rt::timeout(timeout, wait).await {
+        Some(Ok(())) => Reply::ok(resp),
+        Some(Err(())) => Reply::status_fields(
+            Status::SlaveNotAvailable,
+            "stored on the master; no slave is connected or in sync",
+            resp,
+        ),
+        None => Reply::status_fields(
+            Status::FlushSlaveTimeout,
+            format!(
+                "stored on the master; no slave acknowledged within {} ms",
+                timeout.as_millis()
+            ),
+            resp,
+        ),
     }
 }

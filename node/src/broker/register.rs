@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use ringmq_wire::code::{RequestCode, Status};
 use ringmq_wire::codec::{Decode, Empty, Encode};
-use ringmq_wire::command::route::BrokerRegistration;
+use ringmq_wire::command::route::{BrokerRegistration, TopicConfigTable};
 use ringmq_wire::command::HelloRequest;
+use ringmq_wire::command::{RegisterBrokerResponse, Response};
 use ringmq_wire::frame;
 
 use crate::io::net::Conn;
@@ -54,11 +55,7 @@ pub async fn register_all(shard: &Shard) {
         broker_name: b.config.broker_name.clone(),
         broker_id: b.config.broker_id,
         address: b.addr.to_string(),
-        ha_address: b
-            .config
-            .ha_listen_port()
-            .map(|p| SocketAddr::new(b.addr.ip(), p).to_string())
-            .unwrap_or_default(),
+        ha_address: b.ha_addr.map(|a| a.to_string()).unwrap_or_default(),
         role: b.config.broker_role,
         shard_count: b.shard_count,
         version: crate::VERSION.to_string(),
@@ -79,7 +76,12 @@ pub async fn register_all(shard: &Shard) {
             continue;
         };
         match call(addr, RequestCode::RegisterBroker, &Empty, &body).await {
-            Ok((Status::Success, _, _)) => log::debug!("registered with name server {ns}"),
+            Ok((Status::Success, header, _)) => {
+                log::debug!("registered with name server {ns}");
+                if !b.config.broker_role.is_master() {
+                    learn_master(b, &header);
+                }
+            }
             Ok((status, header, _)) => {
                 let remark = ringmq_wire::command::read_remark(&header)
                     .map(|(r, _)| r.to_string())
@@ -93,6 +95,66 @@ pub async fn register_all(shard: &Shard) {
         }
     }
 }
+
+/// A slave learns its master's addresses from the registration answer (unless
+/// `haMasterAddress` pins the HA address).
+fn learn_master(b: &crate::broker::Broker, header: &[u8]) {
+    let Ok(resp) = Response::<RegisterBrokerResponse>::decode(header) else {
+        return;
+    };
+    let Some(f) = resp.fields else {
+        return;
+    };
+    let mut m = b.master.lock().unwrap_or_else(|p| p.into_inner());
+    if let Ok(addr) = f.master_address.parse::<SocketAddr>() {
+        if m.broker != Some(addr) {
+            log::info!("master broker is {addr}");
+            m.broker = Some(addr);
+        }
+    }
+    if b.config.ha_master_address.is_none() {
+        if let Ok(addr) = f.ha_master_address.parse::<SocketAddr>() {
+            if m.ha != Some(addr) {
+                log::info!("master HA address is {addr}");
+                m.ha = Some(addr);
+            }
+        }
+    }
+}
+
+/// Slave role, shard 0: copy the master's topic table every `TOPIC_SYNC_MS`, so the slave
+/// can serve pulls for the master's topics.
+pub async fn sync_from_master(shard: Rc<Shard>) {
+    let mut last_error = String::new();
+    while !shard.broker.is_shutting_down() {
+        if let Some(addr) = shard.broker.master_broker_addr() {
+            match call(addr, RequestCode::GetAllTopicConfig, &Empty, &[]).await {
+                Ok((Status::Success, _, body)) => match TopicConfigTable::decode(&body) {
+                    Ok(t) => {
+                        last_error.clear();
+                        match shard.broker.topics.replace_all(t.topics, t.data_version) {
+                            Ok(true) => log::info!("topic table synced from master {addr}"),
+                            Ok(false) => {}
+                            Err(e) => log::warn!("saving the synced topic table: {e}"),
+                        }
+                    }
+                    Err(e) => log::warn!("topic table from {addr}: {e}"),
+                },
+                Ok((status, _, _)) => log::warn!("topic table from {addr}: {}", status.name()),
+                Err(e) => {
+                    if e != last_error {
+                        log::warn!("topic table from master {addr}: {e}");
+                        last_error = e;
+                    }
+                }
+            }
+        }
+        rt::sleep(Duration::from_millis(TOPIC_SYNC_MS)).await;
+    }
+}
+
+/// How often a slave copies its master's topic table.
+pub const TOPIC_SYNC_MS: u64 = 3_000;
 
 /// One request/response exchange on a fresh connection, bounded by `CALL_TIMEOUT_MS`.
 pub async fn call(

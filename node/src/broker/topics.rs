@@ -178,6 +178,38 @@ impl Topics {
         Ok(true)
     }
 
+    /// Replaces the whole table with a master's (slave role). Placements are recomputed for
+    /// this broker's shard count (which equals the master's).
+    pub fn replace_all(
+        &self,
+        topics: Vec<TopicConfig>,
+        version: DataVersion,
+    ) -> std::io::Result<bool> {
+        let _guard = self.write_lock.lock().unwrap_or_else(|p| p.into_inner());
+        let cur = self.current.load_full();
+        if cur.version == version && cur.topics.len() == topics.len() {
+            return Ok(false);
+        }
+        let mut next = TopicTable {
+            version,
+            topics: BTreeMap::new(),
+        };
+        for t in topics {
+            let cfg = make_config(
+                &t.topic,
+                t.read_queue_count,
+                t.write_queue_count,
+                t.perm,
+                t.attributes,
+                self.shard_count,
+            );
+            next.topics.insert(t.topic, cfg);
+        }
+        self.persist(&next)?;
+        self.current.store(Arc::new(next));
+        Ok(true)
+    }
+
     fn persist(&self, table: &TopicTable) -> std::io::Result<()> {
         let json = TableJson {
             version_counter: table.version.counter,

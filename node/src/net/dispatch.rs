@@ -7,8 +7,9 @@ use std::rc::Rc;
 
 use ringmq_wire::code::{RequestCode, Status};
 use ringmq_wire::codec::Decode;
-use ringmq_wire::command::{HeartbeatData, Request, WrongShard};
+use ringmq_wire::command::{HeartbeatData, Request, SendRequest, WrongShard};
 use ringmq_wire::frame::{self, PREFIX_BYTES};
+use ringmq_wire::record;
 
 use crate::broker::{admin, produce, pull, queries as oh};
 use crate::net::reply::{Outcome, Reply};
@@ -51,6 +52,9 @@ pub fn dispatch(shard: &Rc<Shard>, mut frame_bytes: Vec<u8>, origin: Origin) -> 
     let local = |topic: &str, queue_id: u32| route(shard, topic, queue_id);
     match request {
         Request::SendMessage(h) | Request::SendBatchMessage(h) => {
+            if let Err(reply) = check_before_auto_create(shard, &h, body) {
+                return reply.into();
+            }
             if let Err(o) = produce::ensure_topic(shard, &h) {
                 return o;
             }
@@ -110,6 +114,48 @@ pub fn dispatch(shard: &Rc<Shard>, mut frame_bytes: Vec<u8>, origin: Origin) -> 
         )
         .into(),
     }
+}
+
+/// A send to a topic that does not exist yet is checked before `ensure_topic` may
+/// auto-create the topic, so a request that is refused anyway (a broken CRC, records for
+/// another topic or queue) creates nothing. Existing topics skip this: `owner_of_batch`
+/// checks their records once, on the data path.
+fn check_before_auto_create(shard: &Shard, h: &SendRequest, body: &[u8]) -> Result<(), Reply> {
+    let broker = &shard.broker;
+    if !broker.rt.auto_create_topic || broker.topics.snapshot().get(&h.topic).is_some() {
+        return Ok(());
+    }
+    let illegal = |detail: String| Reply::error(Status::MessageIllegal, detail);
+    let mut count = 0usize;
+    for rec in record::iter(body) {
+        let rec = rec.map_err(|e| illegal(format!("record {count}: {e}")))?;
+        if rec.topic != h.topic {
+            return Err(illegal(format!(
+                "record {count} is for topic {}, the request for {}",
+                rec.topic, h.topic
+            )));
+        }
+        if rec.queue_id >= broker.rt.default_queue_count
+            || (h.queue_id != produce::MULTI_QUEUE && rec.queue_id != h.queue_id)
+        {
+            return Err(illegal(format!(
+                "record {count} is for queue {} (request: queue {}, a new topic gets {} queues)",
+                rec.queue_id, h.queue_id, broker.rt.default_queue_count
+            )));
+        }
+        count += 1;
+    }
+    if count == 0 || (!h.batch && count != 1) {
+        return Err(illegal(format!(
+            "{} carries {count} records",
+            if h.batch {
+                "SEND_BATCH_MESSAGE"
+            } else {
+                "SEND_MESSAGE"
+            }
+        )));
+    }
+    Ok(())
 }
 
 /// Why a queue request cannot run here.

@@ -5,5 +5,6 @@
 
 pub mod connection;
 pub mod dispatch;
+pub mod frames;
 pub mod namesrv;
 pub mod reply;

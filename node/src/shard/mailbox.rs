@@ -19,6 +19,12 @@ pub enum Mail {
         hello_frame: Vec<u8>,
         pending: Vec<u8>,
     },
+    /// A replication link whose HA_SUBSCRIBE names this shard.
+    AdoptHa {
+        stream: std::net::TcpStream,
+        subscribe: Vec<u8>,
+        pending: Vec<u8>,
+    },
     /// Drop the ConsumeQueues of a deleted topic.
     DeleteTopic { topic: String },
     /// Stop: finish in-flight work, flush, checkpoint, close the store.

@@ -8,6 +8,7 @@
 //! persistence, retention, counters.
 
 pub mod flusher;
+pub mod ha;
 pub mod mailbox;
 pub mod placement;
 pub mod run;
@@ -21,6 +22,7 @@ use event_listener::Event;
 
 use crate::broker::offsets::ConsumerOffsets;
 use crate::broker::{Broker, ShardCounters};
+use crate::ha::master::Replicas;
 use crate::io::disk::RealDisk;
 use crate::io::net::SharedFile;
 use crate::store::Store;
@@ -41,6 +43,14 @@ pub struct Shard {
     /// Descriptors of log segments for zero-copy sends, by segment start.
     files: RefCell<Vec<(u64, SharedFile)>>,
     pub connections: Cell<usize>,
+    /// Slaves of this shard (master role).
+    pub replicas: RefCell<Replicas>,
+    /// Notified after every append (wakes replication pushers).
+    pub log_appended: Event,
+    /// Notified after every slave acknowledgement (wakes SYNC_MASTER sends).
+    pub ha_acked: Event,
+    /// The master's log end as last heard (slave role; for lag).
+    pub master_end: Cell<u64>,
 }
 
 impl std::fmt::Debug for Shard {
@@ -67,6 +77,10 @@ impl Shard {
             flusher: Flusher::new(synced),
             files: RefCell::new(Vec::new()),
             connections: Cell::new(0),
+            replicas: RefCell::new(Replicas::default()),
+            log_appended: Event::new(),
+            ha_acked: Event::new(),
+            master_end: Cell::new(0),
         }
     }
 

@@ -9,7 +9,9 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use crate::broker::offsets::{ConsumerOffsets, OFFSET_PERSIST_INTERVAL_MS};
-use crate::broker::{register, Broker, ConsumerGroups, Runtime, ShardCounters, Topics};
+use crate::broker::{
+    register, Broker, ConsumerGroups, MasterAddrs, Runtime, ShardCounters, Topics,
+};
 use crate::config::{BrokerConfig, FlushDiskType};
 use crate::io::clock;
 use crate::io::disk::RealDisk;
@@ -20,7 +22,7 @@ use crate::net::connection::{self, ReadEnd, Service};
 use crate::net::dispatch::{dispatch, Origin};
 use crate::net::reply::Outcome;
 use crate::shard::mailbox::Mail;
-use crate::shard::{Flusher, Shard};
+use crate::shard::{ha, Flusher, Shard};
 use crate::store::{Store, StoreConfig};
 
 /// How a broker is started beyond its config file.
@@ -61,6 +63,7 @@ pub fn start(config: BrokerConfig, opts: StartOptions) -> Result<BrokerHandle, S
         let addr = SocketAddr::new(opts.listen.ip(), port);
         listeners.push(ionet::bind_reuseport(addr).map_err(|e| format!("binding {addr}: {e}"))?);
     }
+    let ha_listeners = bind_ha(&config, opts.listen, shard_count)?;
     let mut mailboxes = Vec::new();
     let mut inboxes = Vec::new();
     for _ in 0..shard_count {
@@ -79,6 +82,20 @@ pub fn start(config: BrokerConfig, opts: StartOptions) -> Result<BrokerHandle, S
         long_polling: config.long_polling_enable,
     };
     let addr = SocketAddr::new(opts.publish_host, port);
+    let ha_addr = ha_listeners
+        .first()
+        .and_then(|l| l.local_addr().ok())
+        .map(|a| SocketAddr::new(opts.publish_host, a.port()));
+    let master = MasterAddrs {
+        broker: None,
+        ha: match &config.ha_master_address {
+            Some(a) => Some(
+                a.parse()
+                    .map_err(|_| format!("haMasterAddress {a} is not host:port"))?,
+            ),
+            None => None,
+        },
+    };
     let broker = Arc::new(Broker {
         rt: rt_cfg,
         addr,
@@ -91,11 +108,15 @@ pub fn start(config: BrokerConfig, opts: StartOptions) -> Result<BrokerHandle, S
         shutting_down: Default::default(),
         topics_changed: event_listener::Event::new(),
         started_ms: Broker::now_ms(),
+        master: Mutex::new(master),
+        ha_addr,
         config,
     });
     let (ready_tx, ready_rx) = mpsc::channel::<(u16, Ready)>();
     let mut threads = Vec::new();
+    let mut ha_listeners = ha_listeners.into_iter();
     for (id, (listener, inbox)) in listeners.into_iter().zip(inboxes).enumerate() {
+        let ha_listener = ha_listeners.next();
         let id = id as u16;
         let broker = Arc::clone(&broker);
         let ready = ready_tx.clone();
@@ -103,7 +124,18 @@ pub fn start(config: BrokerConfig, opts: StartOptions) -> Result<BrokerHandle, S
         let fallback = opts.force_fallback;
         let t = std::thread::Builder::new()
             .name(format!("ringmq-shard-{id}"))
-            .spawn(move || shard_thread(id, broker, listener, inbox, pin, fallback, ready))
+            .spawn(move || {
+                shard_thread(
+                    id,
+                    broker,
+                    listener,
+                    ha_listener,
+                    inbox,
+                    pin,
+                    fallback,
+                    ready,
+                )
+            })
             .map_err(|e| format!("spawning shard {id}: {e}"))?;
         threads.push(t);
     }
@@ -141,6 +173,34 @@ impl BrokerHandle {
     }
 }
 
+/// One SO_REUSEPORT listener per shard on the HA port (masters only). With an ephemeral
+/// broker port the HA port is ephemeral too.
+fn bind_ha(
+    config: &BrokerConfig,
+    listen: SocketAddr,
+    shards: u16,
+) -> Result<Vec<std::net::TcpListener>, String> {
+    if !config.broker_role.is_master() {
+        return Ok(Vec::new());
+    }
+    let port = if config.listen_port == 0 {
+        0
+    } else {
+        config.ha_listen_port().unwrap_or(0)
+    };
+    let first = ionet::bind_reuseport(SocketAddr::new(listen.ip(), port))
+        .map_err(|e| format!("binding the HA port {port}: {e}"))?;
+    let port = first.local_addr().map_err(|e| e.to_string())?.port();
+    let mut out = vec![first];
+    for _ in 1..shards {
+        out.push(
+            ionet::bind_reuseport(SocketAddr::new(listen.ip(), port))
+                .map_err(|e| format!("binding the HA port {port}: {e}"))?,
+        );
+    }
+    Ok(out)
+}
+
 fn check_shard_count(root: &std::path::Path, shards: u16) -> Result<(), String> {
     let path = root.join("config").join("shards");
     match std::fs::read_to_string(&path) {
@@ -170,6 +230,7 @@ fn shard_thread(
     id: u16,
     broker: Arc<Broker>,
     listener: std::net::TcpListener,
+    ha_listener: Option<std::net::TcpListener>,
     inbox: flume::Receiver<Mail>,
     pin: Option<usize>,
     fallback: bool,
@@ -234,17 +295,36 @@ fn shard_thread(
                 return;
             }
         };
+        let ha_listener = match ha_listener.map(Listener::from_std).transpose() {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = ready.send((id, Err(format!("HA listener: {e}"))));
+                return;
+            }
+        };
         let _ = ready.send((id, Ok(info)));
-        run(shard, listener, inbox).await;
+        run(shard, listener, ha_listener, inbox).await;
     });
 }
 
 /// The shard's loop: accept, mailbox, background tasks; returns after a graceful stop.
-async fn run(shard: Rc<Shard>, listener: Listener, inbox: flume::Receiver<Mail>) {
+async fn run(
+    shard: Rc<Shard>,
+    listener: Listener,
+    ha_listener: Option<Listener>,
+    inbox: flume::Receiver<Mail>,
+) {
     rt::spawn(Flusher::run(Rc::clone(&shard)));
     rt::spawn(timers(Rc::clone(&shard)));
     if shard.id == 0 {
         rt::spawn(register::run(Rc::clone(&shard)));
+    }
+    let ha_accept = ha_listener.map(|l| rt::spawn_joinable(ha::accept_loop(Rc::clone(&shard), l)));
+    if !shard.broker.config.broker_role.is_master() {
+        rt::spawn(ha::follow_loop(Rc::clone(&shard)));
+        if shard.id == 0 {
+            rt::spawn(register::sync_from_master(Rc::clone(&shard)));
+        }
     }
     let accept = rt::spawn_joinable(accept_loop(Rc::clone(&shard), listener));
     while let Ok(mail) = inbox.recv_async().await {
@@ -271,6 +351,19 @@ async fn run(shard: Rc<Shard>, listener: Listener, inbox: flume::Receiver<Mail>)
                 Ok(conn) => rt::spawn(serve_adopted(Rc::clone(&shard), conn, hello_frame, pending)),
                 Err(e) => log::warn!("shard {}: adopting a connection: {e}", shard.id),
             },
+            Mail::AdoptHa {
+                stream,
+                subscribe,
+                pending,
+            } => match Conn::from_std(stream) {
+                Ok(conn) => rt::spawn(ha::serve_adopted(
+                    Rc::clone(&shard),
+                    conn,
+                    subscribe,
+                    pending,
+                )),
+                Err(e) => log::warn!("shard {}: adopting a replication link: {e}", shard.id),
+            },
             Mail::DeleteTopic { topic } => {
                 if let Err(e) = shard.store.borrow_mut().delete_topic(&topic) {
                     log::warn!("shard {}: deleting topic {topic}: {e}", shard.id);
@@ -281,6 +374,7 @@ async fn run(shard: Rc<Shard>, listener: Listener, inbox: flume::Receiver<Mail>)
         }
     }
     drop(accept);
+    drop(ha_accept);
     stop(&shard).await;
 }
 

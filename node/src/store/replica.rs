@@ -39,20 +39,28 @@ impl<D: Disk + Clone> Store<D> {
         }
     }
 
-    fn place_replicated(&mut self, at: u64, bytes: &[u8], touched: &mut Vec<(String, u32)>) -> Result<()> {
+    fn place_replicated(
+        &mut self,
+        at: u64,
+        bytes: &[u8],
+        touched: &mut Vec<(String, u32)>,
+    ) -> Result<()> {
         // (physical offset, range in `bytes`) of each entry, grouped later per segment.
         let mut pieces: Vec<(u64, usize, usize)> = Vec::new();
         let mut pos = 0usize;
         while pos < bytes.len() {
             let phys = at + pos as u64;
-            let entry = record::decode(&bytes[pos..]).map_err(|source| StoreError::BadRecord { at: pos, source })?;
+            let entry = record::decode(&bytes[pos..])
+                .map_err(|source| StoreError::BadRecord { at: pos, source })?;
             let len = match entry {
                 Entry::Blank { len } => {
                     // Only the 8-byte header travels (the rest of the segment is zeros), and
                     // it ends a shipment: shipments never cross a segment end.
                     if pos + record::BLANK_BYTES != bytes.len() {
                         return Err(StoreError::BadBatch {
-                            detail: format!("BLANK at {phys} is not the last entry of the shipment"),
+                            detail: format!(
+                                "BLANK at {phys} is not the last entry of the shipment"
+                            ),
                         });
                     }
                     self.log.place_replicated(phys, len, true)?;
@@ -63,7 +71,10 @@ impl<D: Disk + Clone> Store<D> {
                 Entry::Record(rec) => {
                     if rec.physical_offset != phys {
                         return Err(StoreError::BadBatch {
-                            detail: format!("record at {phys} says physical offset {}", rec.physical_offset),
+                            detail: format!(
+                                "record at {phys} says physical offset {}",
+                                rec.physical_offset
+                            ),
                         });
                     }
                     let topic = rec.topic.to_string();
@@ -93,7 +104,11 @@ impl<D: Disk + Clone> Store<D> {
                 }
             };
             match pieces.last_mut() {
-                Some((p, start, l)) if *p + *l as u64 == phys && *start + *l == pos && self.log.segment_start(*p) == self.log.segment_start(phys) => {
+                Some((p, start, l))
+                    if *p + *l as u64 == phys
+                        && *start + *l == pos
+                        && self.log.segment_start(*p) == self.log.segment_start(phys) =>
+                {
                     *l += len;
                 }
                 _ => pieces.push((phys, pos, len)),
@@ -112,6 +127,13 @@ impl<D: Disk + Clone> Store<D> {
         self.disk
             .write_all(&ops)
             .map_err(|e| StoreError::io(self.log.dir(), e))
+    }
+
+    /// Makes an empty store start at `at` (see `CommitLog::start_empty_at`).
+    pub fn start_empty_at(&mut self, at: u64) -> Result<()> {
+        self.check_alive()?;
+        self.log.start_empty_at(at)?;
+        self.checkpoint()
     }
 
     /// Cuts the log and the ConsumeQueues back to `end` (a slave ahead of its master).

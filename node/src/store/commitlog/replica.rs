@@ -45,6 +45,27 @@ impl<D: Disk + Clone> CommitLog<D> {
         Ok(())
     }
 
+    /// Makes an empty log start at `at` (a segment start): a new slave catching up from a
+    /// master whose oldest segments were already removed.
+    pub fn start_empty_at(&mut self, at: u64) -> Result<()> {
+        if !self.segments.is_empty() || self.write_offset != self.base {
+            return Err(StoreError::BadBatch {
+                detail: format!(
+                    "cannot start at {at}: the log is not empty (it ends at {})",
+                    self.write_offset
+                ),
+            });
+        }
+        if at < self.base || (at - self.base) % self.segment_bytes != 0 {
+            return Err(StoreError::BadBatch {
+                detail: format!("{at} is not a segment start of this shard"),
+            });
+        }
+        self.write_offset = at;
+        self.synced_offset = at;
+        Ok(())
+    }
+
     /// Cuts the log back to `end` (a record boundary): zeroes the rest of that segment,
     /// removes later segments, syncs.
     pub fn truncate_to(&mut self, end: u64) -> Result<()> {

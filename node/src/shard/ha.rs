@@ -1,0 +1,467 @@
+//! Replication links of a shard (the I/O around `crate::ha`).
+//!
+//! Master: every shard accepts on the HA port (SO_REUSEPORT); an HA_SUBSCRIBE for another
+//! shard is handed to that shard. The shard answers where streaming starts, then pushes whole
+//! log entries (HA_TRANSFER, spliced from the segment file) as they are appended, a heartbeat
+//! every `HEARTBEAT_MS` when idle, and reads HA_ACKs that wake SYNC_MASTER sends.
+//!
+//! Slave: every shard follows the same shard of its master: subscribe with its log end,
+//! truncate if the master says it is ahead, then append each transfer verbatim and
+//! acknowledge it. Links are re-established with a backoff.
+
+use std::cell::Cell;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+use ringmq_wire::code::{RequestCode, Status};
+use ringmq_wire::codec::{Decode, Encode};
+use ringmq_wire::command::{HaAck, HaSubscribeRequest, HaSubscribeResponse, HaTransfer, Response};
+use ringmq_wire::frame::{self, Flags};
+
+use super::mailbox::Mail;
+use super::Shard;
+use crate::broker::Broker;
+use crate::ha::master::{join, Join};
+use crate::ha::slave::{on_push, OnPush, Push};
+use crate::io::net::{Conn, Listener, SplicePipe};
+use crate::io::rt;
+use crate::limits;
+use crate::net::frames::FrameReader;
+use crate::net::reply::Reply;
+use crate::store::commitlog::shard_base;
+
+/// Idle links get an empty HA_TRANSFER (master) and an HA_ACK (slave) this often.
+pub const HEARTBEAT_MS: u64 = 5_000;
+/// Most log bytes in one HA_TRANSFER.
+pub const TRANSFER_BYTES_MAX: u64 = 1 << 20;
+/// Wait between attempts to reach the master.
+pub const RECONNECT_MS: u64 = 1_000;
+
+const _: () = assert!(TRANSFER_BYTES_MAX as usize <= limits::FRAME_BODY_BYTES_MAX);
+
+/// Accepts replication links on this shard's HA listener.
+pub async fn accept_loop(shard: Rc<Shard>, listener: Listener) {
+    loop {
+        match listener.accept().await {
+            Ok((conn, peer)) => {
+                if shard.broker.is_shutting_down() {
+                    continue;
+                }
+                rt::spawn(serve_new(Rc::clone(&shard), conn, peer));
+            }
+            Err(e) => {
+                log::warn!("shard {}: HA accept: {e}", shard.id);
+                rt::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
+
+async fn serve_new(shard: Rc<Shard>, conn: Conn, peer: SocketAddr) {
+    let mut rd = FrameReader::new(limits::FRAME_BYTES_MAX, Vec::new());
+    let Ok(Some(first)) = rd.next(&conn).await else {
+        return;
+    };
+    let target = frame::parse(&first)
+        .ok()
+        .and_then(|f| HaSubscribeRequest::decode(f.header).ok())
+        .map(|r| r.shard_id);
+    match target {
+        Some(t) if t != shard.id && t < shard.broker.shard_count => {
+            let Ok(stream) = conn.to_std() else {
+                return;
+            };
+            drop(conn);
+            let mail = Mail::AdoptHa {
+                stream,
+                subscribe: first,
+                pending: rd.into_pending(),
+            };
+            if shard.broker.mailboxes[usize::from(t)]
+                .try_send(mail)
+                .is_err()
+            {
+                log::warn!(
+                    "shard {}: shard {t} did not take a replication link",
+                    shard.id
+                );
+            }
+        }
+        _ => serve_slave(shard, conn, first, rd, peer).await,
+    }
+}
+
+/// Adopts a link handed over by another shard.
+pub async fn serve_adopted(shard: Rc<Shard>, conn: Conn, subscribe: Vec<u8>, pending: Vec<u8>) {
+    let peer = conn
+        .peer_addr()
+        .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+    let rd = FrameReader::new(limits::FRAME_BYTES_MAX, pending);
+    serve_slave(shard, conn, subscribe, rd, peer).await;
+}
+
+async fn serve_slave(
+    shard: Rc<Shard>,
+    conn: Conn,
+    first: Vec<u8>,
+    mut rd: FrameReader,
+    peer: SocketAddr,
+) {
+    let (request_id, req) = match frame::parse(&first) {
+        Ok(f) if f.request_code().ok() == Some(RequestCode::HaSubscribe) => {
+            match HaSubscribeRequest::decode(f.header) {
+                Ok(r) => (f.request_id, r),
+                Err(e) => {
+                    return refuse(&conn, f.request_id, Status::MalformedRequest, e.to_string())
+                        .await
+                }
+            }
+        }
+        Ok(f) => {
+            return refuse(
+                &conn,
+                f.request_id,
+                Status::RequestCodeNotSupported,
+                "the HA port takes HA_SUBSCRIBE only".into(),
+            )
+            .await
+        }
+        Err(_) => return,
+    };
+    let b = &shard.broker;
+    if !b.config.broker_role.is_master() {
+        return refuse(
+            &conn,
+            request_id,
+            Status::ServiceNotAvailable,
+            "this broker is a slave".into(),
+        )
+        .await;
+    }
+    if req.shard_count != b.shard_count {
+        let why = format!(
+            "shard count mismatch: this master has {} shards, slave {} has {}; master and slave must run the same --shards",
+            b.shard_count, req.broker_name, req.shard_count
+        );
+        log::error!("shard {}: refused slave {peer}: {why}", shard.id);
+        return refuse(&conn, request_id, Status::MessageIllegal, why).await;
+    }
+    let (master_min, master_end) = {
+        let s = shard.store.borrow();
+        (s.min_offset(), s.write_offset())
+    };
+    let base = shard_base(shard.id);
+    let slave_end = req.max_physical_offset.max(base);
+    let start = match join(base, slave_end, master_min, master_end) {
+        Join::StartAt { start } => start,
+        Join::TruncateTo { to } => to,
+        Join::Refuse { reason } => {
+            log::error!("shard {}: refused slave {peer}: {reason}", shard.id);
+            return refuse(&conn, request_id, Status::MessageIllegal, reason).await;
+        }
+    };
+    let resp = Reply::ok(HaSubscribeResponse {
+        master_max_physical_offset: master_end,
+        start_physical_offset: start,
+    });
+    if send_reply(&conn, request_id, resp).await.is_err() {
+        return;
+    }
+    log::info!(
+        "shard {}: slave {} (id {}) at {peer} subscribed at {slave_end}, streaming from {start} (log end {master_end})",
+        shard.id,
+        req.broker_name,
+        req.broker_id
+    );
+    let id = shard.replicas.borrow_mut().add(start, Broker::now_ms());
+    let closed = Rc::new(Cell::new(false));
+    let acks = {
+        let shard = Rc::clone(&shard);
+        let conn = conn.clone();
+        let closed = Rc::clone(&closed);
+        rt::spawn_joinable(async move {
+            while let Ok(Some(f)) = rd.next(&conn).await {
+                let Ok(parsed) = frame::parse(&f) else { break };
+                if parsed.request_code().ok() != Some(RequestCode::HaAck) {
+                    continue;
+                }
+                if let Ok(ack) = HaAck::decode(parsed.header) {
+                    let end = shard.store.borrow().write_offset();
+                    shard.replicas.borrow_mut().ack(
+                        id,
+                        ack.ack_physical_offset,
+                        end,
+                        Broker::now_ms(),
+                    );
+                    shard.ha_acked.notify(usize::MAX);
+                }
+            }
+            closed.set(true);
+            shard.log_appended.notify(usize::MAX);
+        })
+    };
+    let result = push_loop(&shard, &conn, start, &closed).await;
+    closed.set(true);
+    shard.replicas.borrow_mut().remove(id);
+    shard.ha_acked.notify(usize::MAX);
+    drop(acks);
+    match result {
+        Ok(()) => log::info!("shard {}: slave at {peer} disconnected", shard.id),
+        Err(e) => log::warn!("shard {}: replication to {peer} stopped: {e}", shard.id),
+    }
+}
+
+async fn push_loop(
+    shard: &Rc<Shard>,
+    conn: &Conn,
+    mut cursor: u64,
+    closed: &Cell<bool>,
+) -> Result<(), String> {
+    let pipe = SplicePipe::new().await.ok();
+    let mut request_id = 0u64;
+    while !closed.get() && !shard.broker.is_shutting_down() {
+        let listener = shard.log_appended.listen();
+        let end = shard.store.borrow().write_offset();
+        request_id += 1;
+        if cursor >= end {
+            if rt::timeout(Duration::from_millis(HEARTBEAT_MS), listener)
+                .await
+                .is_none()
+            {
+                let hb = HaTransfer {
+                    shard_id: shard.id,
+                    physical_offset: cursor,
+                    master_max_physical_offset: end,
+                };
+                send_transfer(shard, conn, request_id, &hb, cursor, 0, pipe.as_ref()).await?;
+            }
+            continue;
+        }
+        let range = shard
+            .store
+            .borrow()
+            .ship_range(cursor, end, TRANSFER_BYTES_MAX)
+            .map_err(|e| e.to_string())?;
+        let header = HaTransfer {
+            shard_id: shard.id,
+            physical_offset: cursor,
+            master_max_physical_offset: end,
+        };
+        send_transfer(
+            shard,
+            conn,
+            request_id,
+            &header,
+            cursor,
+            range.send_len as usize,
+            pipe.as_ref(),
+        )
+        .await?;
+        cursor = range.end;
+    }
+    Ok(())
+}
+
+/// Sends one HA_TRANSFER: prefix and header, then `len` log bytes from `at`, spliced from
+/// the segment file when a pipe is available, copied otherwise.
+async fn send_transfer(
+    shard: &Shard,
+    conn: &Conn,
+    request_id: u64,
+    header: &HaTransfer,
+    at: u64,
+    len: usize,
+    pipe: Option<&SplicePipe>,
+) -> Result<(), String> {
+    let hdr = header.to_vec().map_err(|e| e.to_string())?;
+    let mut out = Vec::with_capacity(frame::PREFIX_BYTES + hdr.len());
+    frame::encode_prefix(
+        &mut out,
+        RequestCode::HaTransfer,
+        Flags::ONEWAY,
+        request_id,
+        hdr.len(),
+        len,
+    )
+    .map_err(|e| e.to_string())?;
+    out.extend_from_slice(&hdr);
+    if len == 0 {
+        let (res, _) = conn.write_all(out).await;
+        return res.map_err(|e| e.to_string());
+    }
+    match pipe {
+        Some(p) => {
+            let (file, off) = shard.segment_file(at).map_err(|e| e.to_string())?;
+            let (res, _) = conn.write_all(out).await;
+            res.map_err(|e| e.to_string())?;
+            p.send_file(&file, off, len, conn)
+                .await
+                .map_err(|e| e.to_string())
+        }
+        None => {
+            let start = out.len();
+            out.resize(start + len, 0);
+            shard
+                .store
+                .borrow()
+                .read(at, &mut out[start..])
+                .map_err(|e| e.to_string())?;
+            let (res, _) = conn.write_all(out).await;
+            res.map_err(|e| e.to_string())
+        }
+    }
+}
+
+async fn refuse(conn: &Conn, request_id: u64, status: Status, remark: String) {
+    let _ = send_reply(conn, request_id, Reply::error(status, remark)).await;
+}
+
+async fn send_reply(conn: &Conn, request_id: u64, reply: Reply) -> std::io::Result<()> {
+    let mut out = Vec::new();
+    let body = match &reply.body {
+        crate::net::reply::Body::Bytes(b) => b.as_slice(),
+        _ => &[],
+    };
+    frame::encode_prefix(
+        &mut out,
+        reply.status,
+        Flags::RESPONSE,
+        request_id,
+        reply.header.len(),
+        body.len(),
+    )
+    .map_err(|e| std::io::Error::other(e.to_string()))?;
+    out.extend_from_slice(&reply.header);
+    out.extend_from_slice(body);
+    let (res, _) = conn.write_all(out).await;
+    res
+}
+
+/// The slave shard's loop: follow the master's same shard, forever (until shutdown).
+pub async fn follow_loop(shard: Rc<Shard>) {
+    let mut last_error = String::new();
+    while !shard.broker.is_shutting_down() {
+        let Some(addr) = shard.broker.master_ha_addr() else {
+            rt::sleep(Duration::from_millis(RECONNECT_MS)).await;
+            continue;
+        };
+        match follow(&shard, addr).await {
+            Ok(()) => last_error.clear(),
+            Err(e) => {
+                if e != last_error {
+                    log::warn!(
+                        "shard {}: replication from {addr}: {e}; retrying every {RECONNECT_MS} ms",
+                        shard.id
+                    );
+                    last_error = e;
+                }
+            }
+        }
+        rt::sleep(Duration::from_millis(RECONNECT_MS)).await;
+    }
+}
+
+async fn follow(shard: &Rc<Shard>, addr: SocketAddr) -> Result<(), String> {
+    let conn = Conn::connect(addr)
+        .await
+        .map_err(|e| format!("connecting: {e}"))?;
+    let b = &shard.broker;
+    let local_end = shard.store.borrow().write_offset();
+    let sub = HaSubscribeRequest {
+        broker_name: b.config.broker_name.clone(),
+        broker_id: b.config.broker_id,
+        shard_id: shard.id,
+        shard_count: b.shard_count,
+        max_physical_offset: local_end,
+    };
+    let mut out = Vec::new();
+    frame::encode_request(&mut out, RequestCode::HaSubscribe, false, 1, &sub, &[])
+        .map_err(|e| e.to_string())?;
+    let (res, _) = conn.write_all(out).await;
+    res.map_err(|e| e.to_string())?;
+    let mut rd = FrameReader::new(limits::FRAME_BYTES_MAX, Vec::new());
+    let first = rd
+        .next(&conn)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or("the master closed the link")?;
+    let f = frame::parse(&first).map_err(|e| e.to_string())?;
+    let status = f.status().map_err(|e| e.to_string())?;
+    let resp = Response::<HaSubscribeResponse>::decode(f.header).map_err(|e| e.to_string())?;
+    let Some(fields) = resp.fields.filter(|_| status == Status::Success) else {
+        return Err(format!("master refused: {} {}", status.name(), resp.remark));
+    };
+    let start = fields.start_physical_offset;
+    if start < local_end {
+        log::warn!(
+            "shard {}: this slave is ahead of its master ({local_end} > {start}, an unclean master restart): truncating {} bytes",
+            shard.id,
+            local_end - start
+        );
+        shard
+            .store
+            .borrow_mut()
+            .truncate_to(start)
+            .map_err(|e| e.to_string())?;
+    } else if start > local_end {
+        shard
+            .store
+            .borrow_mut()
+            .start_empty_at(start)
+            .map_err(|e| e.to_string())?;
+    }
+    log::info!(
+        "shard {}: following master {addr} from {start} (master log end {})",
+        shard.id,
+        fields.master_max_physical_offset
+    );
+    let mut request_id = 1u64;
+    loop {
+        let bytes = rd
+            .next(&conn)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or("the master closed the link")?;
+        let f = frame::parse(&bytes).map_err(|e| e.to_string())?;
+        if f.request_code().ok() != Some(RequestCode::HaTransfer) {
+            continue;
+        }
+        let t = HaTransfer::decode(f.header).map_err(|e| e.to_string())?;
+        let end = shard.store.borrow().write_offset();
+        let push = Push {
+            offset: t.physical_offset,
+            end: t.master_max_physical_offset,
+            master_end: t.master_max_physical_offset,
+        };
+        shard.master_end.set(t.master_max_physical_offset);
+        match on_push(&push, f.body.len(), end) {
+            OnPush::Append => {
+                let res = shard.store.borrow_mut().append_replicated(
+                    t.physical_offset,
+                    f.body,
+                    Broker::now_ms(),
+                );
+                if let Err(e) = res {
+                    if e.is_fatal() {
+                        crate::fail_stop(&format!("shard {}: replicated append: {e}", shard.id));
+                    }
+                    return Err(format!("appending replicated bytes: {e}"));
+                }
+                shard.wake_all();
+            }
+            OnPush::Heartbeat => {}
+            OnPush::Resync { reason } => return Err(reason),
+        }
+        request_id += 1;
+        let ack = HaAck {
+            shard_id: shard.id,
+            ack_physical_offset: shard.store.borrow().write_offset(),
+        };
+        let mut out = Vec::new();
+        frame::encode_request(&mut out, RequestCode::HaAck, true, request_id, &ack, &[])
+            .map_err(|e| e.to_string())?;
+        let (res, _) = conn.write_all(out).await;
+        res.map_err(|e| e.to_string())?;
+    }
+}
