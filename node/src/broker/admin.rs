@@ -93,6 +93,22 @@ pub fn runtime_info(shard: &Shard) -> Reply {
         "connections".to_string(),
         b.connections.load(Ordering::Relaxed).to_string(),
     );
+    for (i, c) in b.counters.iter().enumerate() {
+        if b.config.broker_role.is_master() {
+            extra.insert(
+                format!("shard.{i}.ha_slaves"),
+                c.ha_slaves.load(Ordering::Relaxed).to_string(),
+            );
+            extra.insert(
+                format!("shard.{i}.ha_lag_ms"),
+                c.ha_lag_ms.load(Ordering::Relaxed).to_string(),
+            );
+        }
+        extra.insert(
+            format!("shard.{i}.ha_lag_bytes"),
+            c.ha_lag_bytes.load(Ordering::Relaxed).to_string(),
+        );
+    }
     if let Ok(ratio) = shard.store.borrow().disk_used_ratio() {
         extra.insert(
             "disk_used_percent".to_string(),

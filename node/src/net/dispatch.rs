@@ -108,7 +108,7 @@ pub fn dispatch(shard: &Rc<Shard>, mut frame_bytes: Vec<u8>, origin: Origin) -> 
         other => Reply::error(
             Status::RequestCodeNotSupported,
             format!(
-                "{} is a name server request; this is a broker",
+                "{} is not served on the broker port (name server requests go to a name server, replication to the HA port)",
                 other.code().name()
             ),
         )
@@ -145,14 +145,15 @@ fn check_before_auto_create(shard: &Shard, h: &SendRequest, body: &[u8]) -> Resu
         }
         count += 1;
     }
-    if count == 0 || (!h.batch && count != 1) {
+    if count == 0 || (!h.batch && count != 1) || count != h.record_count as usize {
         return Err(illegal(format!(
-            "{} carries {count} records",
+            "{} carries {count} records (record_count {})",
             if h.batch {
                 "SEND_BATCH_MESSAGE"
             } else {
                 "SEND_MESSAGE"
-            }
+            },
+            h.record_count
         )));
     }
     Ok(())

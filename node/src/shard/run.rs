@@ -574,6 +574,19 @@ fn update_counters(shard: &Shard) {
     c.max_offset.store(store.write_offset(), Ordering::Relaxed);
     c.queues
         .store(store.queues().len() as u32, Ordering::Relaxed);
+    let end = store.write_offset();
+    if shard.broker.config.broker_role.is_master() {
+        let replicas = shard.replicas.borrow();
+        c.ha_slaves.store(replicas.len() as u32, Ordering::Relaxed);
+        let (bytes, ms) = replicas.lag(end, Broker::now_ms()).unwrap_or((0, 0));
+        c.ha_lag_bytes.store(bytes, Ordering::Relaxed);
+        c.ha_lag_ms.store(ms as u64, Ordering::Relaxed);
+    } else {
+        c.ha_lag_bytes.store(
+            shard.master_end.get().saturating_sub(end),
+            Ordering::Relaxed,
+        );
+    }
 }
 
 /// Graceful stop of one shard: wake parked pulls (they answer now), wait for in-flight work
