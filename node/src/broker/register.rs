@@ -38,8 +38,16 @@ pub async fn run(shard: Rc<Shard>) {
             return;
         }
         register_all(&shard).await;
+        // A slave that has not learned its master yet asks again soon.
+        let wait = if shard.broker.master_broker_addr().is_none()
+            && !shard.broker.config.broker_role.is_master()
+        {
+            period.min(Duration::from_millis(1_000))
+        } else {
+            period
+        };
         let changed = shard.broker.topics_changed.listen();
-        rt::timeout(period, changed).await;
+        rt::timeout(wait, changed).await;
     }
 }
 
