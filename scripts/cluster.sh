@@ -23,7 +23,8 @@ namesrv="127.0.0.1:$ns_port;127.0.0.1:$((ns_port + 1))"
 
 bin=${RINGMQ_BIN:-}
 if [ -z "$bin" ]; then
-  for b in target/release/ringmq target/debug/ringmq; do [ -x "$b" ] && { bin=$b; break; }; done
+  # The newest build, so a stale release binary never hides a fresh debug one.
+  bin=$(ls -t target/release/ringmq target/debug/ringmq 2>/dev/null | head -n 1 || true)
 fi
 if [ -z "$bin" ] && [ "$action" = up ]; then
   echo "building ringmq (cargo build --release --bin ringmq) ..."
