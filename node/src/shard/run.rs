@@ -397,10 +397,37 @@ async fn accept_loop(shard: Rc<Shard>, listener: Listener) {
                 shard.id,
                 limits::CONNECTIONS_MAX
             );
+            rt::spawn(refuse_connection(conn));
             continue;
         }
         rt::spawn(serve_conn(Rc::clone(&shard), conn, Vec::new()));
     }
+}
+
+/// Tells a client over the connection limit why, then closes (request id 0: no request was
+/// read).
+async fn refuse_connection(conn: Conn) {
+    let reply = crate::net::reply::Reply::error(
+        ringmq_wire::code::Status::LimitExceeded,
+        format!(
+            "over {} connections open on this broker",
+            limits::CONNECTIONS_MAX
+        ),
+    );
+    let mut out = Vec::new();
+    let framed = ringmq_wire::frame::encode_prefix(
+        &mut out,
+        reply.status,
+        ringmq_wire::frame::Flags::RESPONSE,
+        0,
+        reply.header.len(),
+        0,
+    );
+    if framed.is_ok() {
+        out.extend_from_slice(&reply.header);
+        let _ = conn.write_all(out).await;
+    }
+    conn.shutdown().await;
 }
 
 /// Serves a connection, and hands it to another shard if its HELLO asks for one.
