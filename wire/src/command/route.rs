@@ -3,10 +3,11 @@
 //! cluster info, and the registration a broker sends to every name server. Also the
 //! GET_ROUTEINFO_BY_TOPIC request.
 //!
-//! Placement rule (documented in `docs/wire.md`; the broker and clients both call
-//! [`shard_of`]): queue `q` of a topic lives on shard `q % shard_count`. The broker still
-//! publishes each topic's placement explicitly ([`TopicConfig::queue_shards`]) so clients
-//! never depend on the rule, and a later broker may place queues differently.
+//! Placement rule (documented in `docs/wire.md`; the broker calls [`shard_of`]): queue `q`
+//! of topic `t` lives on shard `(fnv1a32(t) + q) % shard_count`, stable (it decides which
+//! CommitLog holds a queue) and spread so single-queue topics do not all land on shard 0.
+//! The broker publishes each topic's placement explicitly ([`TopicConfig::queue_shards`]) so
+//! clients never depend on the rule, and a later broker may place queues differently.
 //!
 //! These types travel in frame *bodies* (they grow with the cluster; a header is capped at
 //! 64 KiB), encoded with the same rules as headers ([`crate::codec`]). Decoding checks the
@@ -44,17 +45,29 @@ pub const MASTER_ID: u64 = 0;
 /// Most shards one broker may have (placement entries are u16).
 pub const SHARDS_MAX: usize = 1024;
 
-/// The shard that owns queue `queue_id` on a broker with `shard_count` shards:
-/// `queue_id % shard_count` (a broker has at least one shard; 0 is treated as 1).
-pub fn shard_of(queue_id: u32, shard_count: u16) -> u16 {
-    let n = u32::from(shard_count.max(1));
-    // The remainder is below shard_count, so it fits in u16.
-    (queue_id % n) as u16
+/// FNV-1a (32 bits) of a topic name, the spread term of [`shard_of`].
+pub fn topic_hash(topic: &str) -> u32 {
+    let mut h: u32 = 0x811C_9DC5;
+    for b in topic.bytes() {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h
 }
 
-/// The placement [`shard_of`] gives to queues `0..queue_count`.
-pub fn default_placement(queue_count: u32, shard_count: u16) -> Vec<u16> {
-    (0..queue_count).map(|q| shard_of(q, shard_count)).collect()
+/// The shard that owns queue `queue_id` of `topic` on a broker with `shard_count` shards:
+/// `(topic_hash(topic) + queue_id) % shard_count` (at least one shard; 0 is treated as 1).
+pub fn shard_of(topic: &str, queue_id: u32, shard_count: u16) -> u16 {
+    let n = u32::from(shard_count.max(1));
+    // The remainder is below shard_count, so it fits in u16.
+    ((topic_hash(topic) % n + queue_id % n) % n) as u16
+}
+
+/// The placement [`shard_of`] gives to queues `0..queue_count` of `topic`.
+pub fn default_placement(topic: &str, queue_count: u32, shard_count: u16) -> Vec<u16> {
+    (0..queue_count)
+        .map(|q| shard_of(topic, q, shard_count))
+        .collect()
 }
 
 crate::wire_enum! {
@@ -103,12 +116,13 @@ crate::wire_struct! {
 impl TopicConfig {
     /// A read-write topic with `queue_count` read and write queues placed by [`shard_of`].
     pub fn new(topic: impl Into<String>, queue_count: u32, shard_count: u16) -> Self {
+        let topic = topic.into();
         TopicConfig {
-            topic: topic.into(),
+            queue_shards: default_placement(&topic, queue_count, shard_count),
+            topic,
             read_queue_count: queue_count,
             write_queue_count: queue_count,
             perm: perm::READ_WRITE,
-            queue_shards: default_placement(queue_count, shard_count),
             attributes: BTreeMap::new(),
         }
     }
@@ -341,11 +355,23 @@ mod tests {
 
     #[test]
     fn placement_rule() {
-        assert_eq!(default_placement(5, 2), vec![0, 1, 0, 1, 0]);
-        assert_eq!(shard_of(7, 0), 0);
-        assert_eq!(shard_of(7, 4), 3);
+        // Fixed values: changing the rule would move queues between CommitLogs.
+        assert_eq!(topic_hash(""), 0x811C_9DC5);
+        assert_eq!(topic_hash("a"), 0xE40C_292C);
+        assert_eq!(shard_of("x", 7, 0), 0);
+        assert_eq!(shard_of("x", 7, 1), 0);
+        let p = default_placement("orders", 8, 2);
+        assert_eq!(
+            p.iter().filter(|&&s| s == 0).count(),
+            4,
+            "queues spread evenly"
+        );
+        let firsts: std::collections::BTreeSet<u16> = (0..50)
+            .map(|i| shard_of(&format!("topic-{i}"), 0, 4))
+            .collect();
+        assert!(firsts.len() > 1, "single-queue topics spread over shards");
         let t = TopicConfig::new("t", 8, 3);
-        assert_eq!(t.shard_of_queue(5), Some(2));
+        assert_eq!(t.shard_of_queue(5), Some(shard_of("t", 5, 3)));
         assert_eq!(t.shard_of_queue(8), None);
         t.validate(3).unwrap();
         assert!(t.validate(2).is_err());

@@ -32,7 +32,7 @@ impl CreateTopicRequest {
             read_queue_count: self.read_queue_count,
             write_queue_count: self.write_queue_count,
             perm: self.perm,
-            queue_shards: route::default_placement(queues, shard_count),
+            queue_shards: route::default_placement(&self.topic, queues, shard_count),
             attributes: self.attributes.clone(),
         }
     }
