@@ -1,0 +1,242 @@
+//! Group membership of one consumer: heartbeats (who we are, what we subscribe to) to every
+//! master of the subscribed topics, the member list, and the assignment the member list
+//! gives us. In clustering mode the assignment is [`allocate_average`] over the topic's
+//! readable queues and the broker's sorted member list; in broadcasting mode it is every
+//! readable queue.
+//!
+//! A topic whose route or member list cannot be read keeps its current assignment: a
+//! transient error never drops queues.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+
+use ringmq_wire::code::{RequestCode, Status};
+use ringmq_wire::codec::{Empty, Encode};
+use ringmq_wire::command::heartbeat::{
+    ConsumeFromWhere, ConsumeType, ConsumerGroupData, HeartbeatData, MessageModel as WireModel,
+    Subscription as WireSubscription,
+};
+use ringmq_wire::command::pull::FilterType;
+use ringmq_wire::command::{ConsumerList, GetConsumerListRequest, UnregisterClientRequest};
+
+use super::{allocate_average, MessageModel, StartPosition};
+use crate::error::Result;
+use crate::instance::Instance;
+use crate::route::MessageQueue;
+
+/// One consumer's membership in its group.
+#[derive(Debug)]
+pub struct Group {
+    pub inst: Arc<Instance>,
+    pub name: String,
+    pub model: MessageModel,
+    pub start: StartPosition,
+    pub push: bool,
+    /// topic -> tag expression.
+    subscriptions: Mutex<BTreeMap<String, String>>,
+    version: std::sync::atomic::AtomicU64,
+}
+
+impl Group {
+    pub fn new(
+        inst: Arc<Instance>,
+        name: &str,
+        model: MessageModel,
+        start: StartPosition,
+        push: bool,
+    ) -> Self {
+        Group {
+            inst,
+            name: name.to_string(),
+            model,
+            start,
+            push,
+            subscriptions: Mutex::new(BTreeMap::new()),
+            version: std::sync::atomic::AtomicU64::new(1),
+        }
+    }
+
+    pub fn subscribe(&self, topic: &str, expression: &str) {
+        self.lock()
+            .insert(topic.to_string(), expression.to_string());
+        self.version
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn subscriptions(&self) -> BTreeMap<String, String> {
+        self.lock().clone()
+    }
+
+    /// The tag expression of a topic (`*` when not subscribed).
+    pub fn expression(&self, topic: &str) -> String {
+        self.lock()
+            .get(topic)
+            .cloned()
+            .unwrap_or_else(|| "*".to_string())
+    }
+
+    /// Sends a heartbeat to every master of every subscribed topic.
+    pub async fn heartbeat(&self) {
+        let body = match self.heartbeat_data().to_vec() {
+            Ok(b) => b,
+            Err(e) => {
+                log::warn!("encoding a heartbeat: {e}");
+                return;
+            }
+        };
+        for addr in self.masters().await {
+            let r = self
+                .inst
+                .broker_call(
+                    addr,
+                    None,
+                    RequestCode::HeartBeat,
+                    &Empty,
+                    &body,
+                    self.inst.cfg.request_timeout,
+                )
+                .await
+                .and_then(|a| a.expect(&[Status::Success]));
+            if let Err(e) = r {
+                log::debug!("heartbeat to {addr}: {e}");
+            }
+        }
+    }
+
+    /// Leaves the group on every master (so the others rebalance without waiting for the
+    /// broker to expire us).
+    pub async fn unregister(&self) {
+        let req = UnregisterClientRequest {
+            client_id: self.inst.id.clone(),
+            producer_group: None,
+            consumer_group: Some(self.name.clone()),
+        };
+        for addr in self.masters().await {
+            let _ = self
+                .inst
+                .broker_call(
+                    addr,
+                    None,
+                    RequestCode::UnregisterClient,
+                    &req,
+                    &[],
+                    self.inst.cfg.request_timeout,
+                )
+                .await;
+        }
+    }
+
+    /// The queues this member should own now. Topics whose route or member list cannot be
+    /// read keep the queues of `current`.
+    pub async fn target_assignment(
+        &self,
+        current: &BTreeSet<MessageQueue>,
+    ) -> BTreeSet<MessageQueue> {
+        let mut out = BTreeSet::new();
+        for topic in self.subscriptions().keys() {
+            match self.topic_assignment(topic).await {
+                Ok(qs) => out.extend(qs),
+                Err(e) => {
+                    log::debug!("rebalance of {topic} for {}: {e}", self.name);
+                    out.extend(current.iter().filter(|q| &q.topic == topic).cloned());
+                }
+            }
+        }
+        out
+    }
+
+    async fn topic_assignment(&self, topic: &str) -> Result<Vec<MessageQueue>> {
+        let route = self.inst.route(topic).await?;
+        let queues = route.read_queues.clone();
+        if self.model == MessageModel::Broadcasting {
+            return Ok(queues);
+        }
+        let members = self.members(&route.masters()).await?;
+        Ok(allocate_average(&queues, &members, &self.inst.id))
+    }
+
+    /// The group's members (sorted by the broker), asked of the first master that answers.
+    pub async fn members(&self, masters: &[std::net::SocketAddr]) -> Result<Vec<String>> {
+        let req = GetConsumerListRequest {
+            consumer_group: self.name.clone(),
+        };
+        let mut last = None;
+        for addr in masters {
+            let answer = self
+                .inst
+                .broker_call(
+                    *addr,
+                    None,
+                    RequestCode::GetConsumerListByGroup,
+                    &req,
+                    &[],
+                    self.inst.cfg.request_timeout,
+                )
+                .await
+                .and_then(|a| a.expect(&[Status::Success]));
+            match answer {
+                Ok(a) => {
+                    let mut list: ConsumerList = a.decode_body()?;
+                    list.client_ids.sort();
+                    return Ok(list.client_ids);
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or(crate::error::Error::NoRoute {
+            topic: String::new(),
+            detail: "no master to ask for the member list".into(),
+        }))
+    }
+
+    async fn masters(&self) -> Vec<std::net::SocketAddr> {
+        let mut out = Vec::new();
+        for topic in self.subscriptions().keys() {
+            if let Ok(route) = self.inst.route(topic).await {
+                out.extend(route.masters());
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    fn heartbeat_data(&self) -> HeartbeatData {
+        let version = self.version.load(std::sync::atomic::Ordering::Relaxed);
+        HeartbeatData {
+            client_id: self.inst.id.clone(),
+            producer_groups: Vec::new(),
+            consumer_groups: vec![ConsumerGroupData {
+                group: self.name.clone(),
+                consume_type: if self.push {
+                    ConsumeType::Passively
+                } else {
+                    ConsumeType::Actively
+                },
+                message_model: match self.model {
+                    MessageModel::Clustering => WireModel::Clustering,
+                    MessageModel::Broadcasting => WireModel::Broadcasting,
+                },
+                consume_from_where: match self.start {
+                    StartPosition::First => ConsumeFromWhere::FirstOffset,
+                    StartPosition::Last => ConsumeFromWhere::LastOffset,
+                    StartPosition::Timestamp(_) => ConsumeFromWhere::Timestamp,
+                },
+                subscriptions: self
+                    .subscriptions()
+                    .into_iter()
+                    .map(|(topic, expression)| WireSubscription {
+                        topic,
+                        filter_type: FilterType::Tag,
+                        expression,
+                        version,
+                    })
+                    .collect(),
+            }],
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, String>> {
+        self.subscriptions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}

@@ -1,0 +1,223 @@
+//! Consumers: the [`PushConsumer`] (long-polling pulls per assigned queue, a listener called
+//! with batches) and the [`PullConsumer`] (the caller pulls). Both join a consumer group in
+//! clustering mode (queues balanced across the members, [`allocate_average`]) or
+//! broadcasting mode (every member reads every queue, offsets kept in a local file).
+//!
+//! This module holds what both share: settings types, the low-level queue calls (pull,
+//! offsets) and the group membership ([`group`]).
+
+mod allocate;
+pub(crate) mod group;
+mod offsets;
+mod pull;
+mod push;
+mod queue_state;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ringmq_wire::code::{RequestCode, Status};
+use ringmq_wire::command::pull::{FilterType, TagFilter};
+use ringmq_wire::command::{
+    Boundary, GetOffsetRequest, OffsetResponse, PullRequest, PullResponse, SearchOffsetRequest,
+};
+
+use crate::error::{Error, Result};
+use crate::instance::Instance;
+use crate::message::{decode_records, ReceivedMessage};
+use crate::route::MessageQueue;
+
+pub use allocate::allocate_average;
+pub use pull::{PullConsumer, PullConsumerBuilder};
+pub use push::{ConsumeContext, MessageListener, PushConsumer, PushConsumerBuilder};
+
+/// How a group shares messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MessageModel {
+    /// Each message goes to one member: queues are balanced across the group; offsets are
+    /// kept by the broker.
+    Clustering,
+    /// Each member gets every message: every member reads every queue; offsets are kept in
+    /// a local file per member.
+    Broadcasting,
+}
+
+/// Where a queue with no committed offset starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartPosition {
+    /// The oldest message still stored.
+    First,
+    /// Only messages stored from now on.
+    Last,
+    /// The first message stored at or after this time (ms since the epoch).
+    Timestamp(i64),
+}
+
+/// What a listener says about a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConsumeResult {
+    /// Every message of the batch is done: its offsets may be committed.
+    Success,
+    /// Hand the same batch to the listener again after the redelivery backoff.
+    Retry,
+}
+
+/// How a pull ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PullStatus {
+    /// Messages were found (some may have been filtered out by tag on the client).
+    Found,
+    /// No message at the offset (after any long-poll wait).
+    NoNewMessage,
+    /// Messages exist but none matched the tag expression.
+    NoMatchedMessage,
+    /// The offset is outside the queue; continue from `next_offset`.
+    OffsetIllegal,
+}
+
+/// The answer to a pull.
+#[derive(Debug, Clone)]
+pub struct PullResult {
+    pub status: PullStatus,
+    /// Where to pull next.
+    pub next_offset: u64,
+    pub min_offset: u64,
+    /// One past the last stored message.
+    pub max_offset: u64,
+    pub messages: Vec<ReceivedMessage>,
+}
+
+/// A subscription: a topic and a tag expression (`*` or `TagA || TagB`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subscription {
+    pub topic: String,
+    pub expression: String,
+}
+
+/// Where broadcasting offsets are kept: `dir/<instance>/<group>.offsets`; default dir
+/// `$HOME/.ringmq_offsets` (RocketMQ: `~/.rocketmq_offsets`).
+pub(crate) fn default_offset_dir() -> PathBuf {
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir)
+        .join(".ringmq_offsets")
+}
+
+/// Checks a tag expression the way the broker will read it.
+pub(crate) fn check_expression(expr: &str) -> Result<()> {
+    TagFilter::parse(expr)
+        .map(|_| ())
+        .map_err(|e| Error::Config(format!("tag expression {expr:?}: {e}")))
+}
+
+/// Pulls from one queue. `suspend` > 0 lets the broker hold the pull until a message
+/// arrives (long polling); `commit` piggybacks a consumer offset on the request.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn pull_queue(
+    inst: &Instance,
+    group: &str,
+    mq: &MessageQueue,
+    offset: u64,
+    max_messages: u32,
+    max_bytes: u32,
+    expression: &str,
+    suspend: Duration,
+    commit: Option<u64>,
+) -> Result<PullResult> {
+    let header = PullRequest {
+        consumer_group: group.to_string(),
+        topic: mq.topic.clone(),
+        queue_id: mq.queue_id,
+        queue_offset: offset,
+        max_messages,
+        max_bytes,
+        filter_type: FilterType::Tag,
+        expression: expression.to_string(),
+        suspend_timeout_ms: u32::try_from(suspend.as_millis()).unwrap_or(u32::MAX),
+        commit_offset: commit,
+    };
+    let timeout = suspend + inst.cfg.request_timeout;
+    let answer = inst
+        .queue_call(mq, RequestCode::PullMessage, &header, timeout)
+        .await?;
+    let status = answer.status()?;
+    let status = match status {
+        Status::Success => PullStatus::Found,
+        Status::PullNotFound => PullStatus::NoNewMessage,
+        Status::PullRetryImmediately => PullStatus::NoMatchedMessage,
+        Status::PullOffsetMoved => PullStatus::OffsetIllegal,
+        other => return Err(answer.error(other)),
+    };
+    let fields: PullResponse = answer.required_fields()?;
+    let mut messages = Vec::new();
+    if status == PullStatus::Found {
+        messages = decode_records(&answer.body, &mq.broker_name)?;
+        // The broker filters by tag hash; drop hash collisions here.
+        let filter = TagFilter::parse(expression).unwrap_or(TagFilter::All);
+        if filter != TagFilter::All {
+            messages.retain(|m| filter.matches(m.tag()));
+        }
+    }
+    Ok(PullResult {
+        status,
+        next_offset: fields.next_begin_offset,
+        min_offset: fields.min_offset,
+        max_offset: fields.max_offset,
+        messages,
+    })
+}
+
+/// GET_MIN_OFFSET (`max` false) or GET_MAX_OFFSET (`max` true) of a queue.
+pub(crate) async fn queue_offset(inst: &Instance, mq: &MessageQueue, max: bool) -> Result<u64> {
+    let code = if max {
+        RequestCode::GetMaxOffset
+    } else {
+        RequestCode::GetMinOffset
+    };
+    let header = GetOffsetRequest {
+        topic: mq.topic.clone(),
+        queue_id: mq.queue_id,
+    };
+    let answer = inst
+        .queue_call(mq, code, &header, inst.cfg.request_timeout)
+        .await?
+        .expect(&[Status::Success])?;
+    Ok(answer.required_fields::<OffsetResponse>()?.offset)
+}
+
+/// SEARCH_OFFSET_BY_TIMESTAMP: the first offset stored at or after `timestamp_ms`.
+pub(crate) async fn search_offset(
+    inst: &Instance,
+    mq: &MessageQueue,
+    timestamp_ms: i64,
+) -> Result<u64> {
+    let header = SearchOffsetRequest {
+        topic: mq.topic.clone(),
+        queue_id: mq.queue_id,
+        timestamp_ms,
+        boundary: Boundary::Lower,
+    };
+    let answer = inst
+        .queue_call(
+            mq,
+            RequestCode::SearchOffsetByTimestamp,
+            &header,
+            inst.cfg.request_timeout,
+        )
+        .await?
+        .expect(&[Status::Success])?;
+    Ok(answer.required_fields::<OffsetResponse>()?.offset)
+}
+
+/// The offset a queue with no committed offset starts from.
+pub(crate) async fn start_offset(
+    inst: &Instance,
+    mq: &MessageQueue,
+    position: StartPosition,
+) -> Result<u64> {
+    match position {
+        StartPosition::First => queue_offset(inst, mq, false).await,
+        StartPosition::Last => queue_offset(inst, mq, true).await,
+        StartPosition::Timestamp(t) => search_offset(inst, mq, t).await,
+    }
+}

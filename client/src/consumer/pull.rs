@@ -1,0 +1,537 @@
+//! The pull consumer: the caller decides when to pull. Two ways to use it:
+//!
+//! - Direct: [`PullConsumer::pull`] / [`PullConsumer::pull_blocking`] any queue from any
+//!   offset, and [`PullConsumer::commit`] offsets yourself.
+//! - Managed: [`PullConsumer::assign`] queues, or [`PullConsumer::subscribe`] to topics and
+//!   let the group balance queues across its members (clustering) or give every queue to
+//!   every member (broadcasting); then [`PullConsumer::poll`] returns messages from the
+//!   assigned queues, tracking a position per queue, and [`PullConsumer::commit_positions`]
+//!   commits those positions (or `auto_commit` does it periodically and at shutdown).
+//!   A position starts at the group's committed offset, or at the start position.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::group::Group;
+use super::offsets::OffsetStore;
+use super::{
+    check_expression, default_offset_dir, pull_queue, queue_offset, search_offset, start_offset,
+    MessageModel, PullResult, PullStatus, StartPosition,
+};
+use crate::background::Background;
+use crate::error::{Error, Result};
+use crate::instance::{client_setters, ClientConfig, Instance};
+use crate::message::ReceivedMessage;
+use crate::route::MessageQueue;
+
+/// Pause between rounds of `poll` when no assigned queue had a message.
+pub const POLL_IDLE_PAUSE: Duration = Duration::from_millis(20);
+
+/// Settings of a pull consumer.
+#[derive(Debug, Clone)]
+pub struct PullConfig {
+    pub group: String,
+    pub model: MessageModel,
+    pub start: StartPosition,
+    /// Most messages one `poll` returns (default 32).
+    pub poll_batch_max: u32,
+    pub pull_bytes_max: u32,
+    /// Commit positions this often, and at shutdown (default: never, commit yourself).
+    pub auto_commit: Option<Duration>,
+    pub heartbeat_interval: Duration,
+    pub rebalance_interval: Duration,
+    pub offset_dir: PathBuf,
+}
+
+/// Builds a [`PullConsumer`].
+#[derive(Debug, Clone)]
+pub struct PullConsumerBuilder {
+    client: ClientConfig,
+    cfg: PullConfig,
+}
+
+impl PullConsumerBuilder {
+    client_setters!();
+
+    /// The consumer group (required: offsets are committed for it).
+    pub fn group(mut self, group: impl Into<String>) -> Self {
+        self.cfg.group = group.into();
+        self
+    }
+
+    pub fn message_model(mut self, model: MessageModel) -> Self {
+        self.cfg.model = model;
+        self
+    }
+
+    /// Where positions of queues with no committed offset start (default
+    /// [`StartPosition::Last`]).
+    pub fn start_position(mut self, start: StartPosition) -> Self {
+        self.cfg.start = start;
+        self
+    }
+
+    pub fn poll_batch_max(mut self, n: u32) -> Self {
+        self.cfg.poll_batch_max = n;
+        self
+    }
+
+    /// Commit positions every `every` and at shutdown.
+    pub fn auto_commit(mut self, every: Duration) -> Self {
+        self.cfg.auto_commit = Some(every);
+        self
+    }
+
+    pub fn heartbeat_interval(mut self, d: Duration) -> Self {
+        self.cfg.heartbeat_interval = d;
+        self
+    }
+
+    pub fn rebalance_interval(mut self, d: Duration) -> Self {
+        self.cfg.rebalance_interval = d;
+        self
+    }
+
+    /// Folder of broadcasting offset files (see the push consumer's).
+    pub fn offset_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cfg.offset_dir = dir.into();
+        self
+    }
+
+    pub async fn start(self) -> Result<PullConsumer> {
+        let cfg = self.cfg;
+        if cfg.group.is_empty() {
+            return Err(Error::Config("a consumer group is required".into()));
+        }
+        if cfg.poll_batch_max == 0 {
+            return Err(Error::Config("poll_batch_max must be above zero".into()));
+        }
+        let instance_dir = self
+            .client
+            .instance_name
+            .clone()
+            .unwrap_or_else(|| "DEFAULT".to_string());
+        let inst = Instance::new(self.client).await?;
+        let offsets = match cfg.model {
+            MessageModel::Clustering => OffsetStore::remote(Arc::clone(&inst), &cfg.group),
+            MessageModel::Broadcasting => {
+                OffsetStore::local(
+                    cfg.offset_dir
+                        .join(instance_dir)
+                        .join(format!("{}.offsets", cfg.group)),
+                )
+                .await?
+            }
+        };
+        let group = Group::new(inst, &cfg.group, cfg.model, cfg.start, false);
+        let inner = Arc::new(Inner {
+            group,
+            cfg,
+            offsets,
+            positions: Mutex::new(BTreeMap::new()),
+            managed: AtomicBool::new(false),
+            round_robin: AtomicUsize::new(0),
+            shut: AtomicBool::new(false),
+            rebalancing: tokio::sync::Mutex::new(()),
+            background: Background::default(),
+        });
+        let weak = Arc::downgrade(&inner);
+        inner.background.push(tokio::spawn(timers(weak)));
+        Ok(PullConsumer { inner })
+    }
+}
+
+struct Inner {
+    group: Group,
+    cfg: PullConfig,
+    offsets: OffsetStore,
+    /// Assigned queues and their positions (`None`: not read yet).
+    positions: Mutex<BTreeMap<MessageQueue, Option<u64>>>,
+    managed: AtomicBool,
+    round_robin: AtomicUsize,
+    shut: AtomicBool,
+    rebalancing: tokio::sync::Mutex<()>,
+    background: Background,
+}
+
+impl Inner {
+    fn inst(&self) -> &Instance {
+        &self.group.inst
+    }
+
+    fn positions(&self) -> std::sync::MutexGuard<'_, BTreeMap<MessageQueue, Option<u64>>> {
+        self.positions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.shut.load(Ordering::Acquire) {
+            Err(Error::Shutdown)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// A pull consumer. Cheap to clone.
+#[derive(Clone)]
+pub struct PullConsumer {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for PullConsumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PullConsumer")
+            .field("group", &self.inner.cfg.group)
+            .field("client_id", &self.inner.inst().id)
+            .finish()
+    }
+}
+
+impl PullConsumer {
+    pub fn builder() -> PullConsumerBuilder {
+        PullConsumerBuilder {
+            client: ClientConfig::default(),
+            cfg: PullConfig {
+                group: String::new(),
+                model: MessageModel::Clustering,
+                start: StartPosition::Last,
+                poll_batch_max: 32,
+                pull_bytes_max: 4 << 20,
+                auto_commit: None,
+                heartbeat_interval: Duration::from_secs(30),
+                rebalance_interval: Duration::from_secs(20),
+                offset_dir: default_offset_dir(),
+            },
+        }
+    }
+
+    pub fn client_id(&self) -> &str {
+        &self.inner.inst().id
+    }
+
+    /// The readable queues of a topic, in route order.
+    pub async fn fetch_queues(&self, topic: &str) -> Result<Vec<MessageQueue>> {
+        self.inner.check_open()?;
+        Ok(self.inner.inst().route(topic).await?.read_queues.clone())
+    }
+
+    /// Pulls up to `max_messages` from `offset`, answering at once.
+    pub async fn pull(
+        &self,
+        mq: &MessageQueue,
+        offset: u64,
+        max_messages: u32,
+        expression: &str,
+    ) -> Result<PullResult> {
+        self.pull_blocking(mq, offset, max_messages, expression, Duration::ZERO)
+            .await
+    }
+
+    /// Pulls, letting the broker wait up to `wait` for a message when there is none
+    /// (long polling).
+    pub async fn pull_blocking(
+        &self,
+        mq: &MessageQueue,
+        offset: u64,
+        max_messages: u32,
+        expression: &str,
+        wait: Duration,
+    ) -> Result<PullResult> {
+        self.inner.check_open()?;
+        check_expression(expression)?;
+        pull_queue(
+            self.inner.inst(),
+            &self.inner.cfg.group,
+            mq,
+            offset,
+            max_messages,
+            self.inner.cfg.pull_bytes_max,
+            expression,
+            wait,
+            None,
+        )
+        .await
+    }
+
+    /// The group's committed offset of a queue (`None` if never committed).
+    pub async fn committed_offset(&self, mq: &MessageQueue) -> Result<Option<u64>> {
+        self.inner.check_open()?;
+        self.inner.offsets.read(mq).await
+    }
+
+    /// Commits the group's offset of a queue (the next offset to consume).
+    pub async fn commit(&self, mq: &MessageQueue, offset: u64) -> Result<()> {
+        self.inner.check_open()?;
+        self.inner.offsets.write(mq, offset).await?;
+        self.inner.offsets.flush().await
+    }
+
+    /// The oldest offset still stored in a queue.
+    pub async fn min_offset(&self, mq: &MessageQueue) -> Result<u64> {
+        queue_offset(self.inner.inst(), mq, false).await
+    }
+
+    /// One past the newest offset of a queue.
+    pub async fn max_offset(&self, mq: &MessageQueue) -> Result<u64> {
+        queue_offset(self.inner.inst(), mq, true).await
+    }
+
+    /// The first offset stored at or after `timestamp_ms`.
+    pub async fn offset_for_timestamp(&self, mq: &MessageQueue, timestamp_ms: i64) -> Result<u64> {
+        search_offset(self.inner.inst(), mq, timestamp_ms).await
+    }
+
+    /// Manages exactly these queues for [`PullConsumer::poll`] (no group balancing).
+    pub fn assign(&self, queues: impl IntoIterator<Item = MessageQueue>) {
+        self.inner.managed.store(false, Ordering::Release);
+        let mut p = self.inner.positions();
+        let keep: BTreeSet<MessageQueue> = queues.into_iter().collect();
+        p.retain(|mq, _| keep.contains(mq));
+        for mq in keep {
+            p.entry(mq).or_insert(None);
+        }
+    }
+
+    /// Subscribes to a topic with a tag expression; the group decides which of its queues
+    /// this member polls (rebalanced every `rebalance_interval`).
+    pub async fn subscribe(&self, topic: &str, expression: &str) -> Result<()> {
+        self.inner.check_open()?;
+        check_expression(expression)?;
+        self.inner.group.subscribe(topic, expression);
+        self.inner.managed.store(true, Ordering::Release);
+        self.inner.group.heartbeat().await;
+        rebalance(&self.inner).await;
+        Ok(())
+    }
+
+    /// The queues `poll` reads now.
+    pub fn assignment(&self) -> Vec<MessageQueue> {
+        self.inner.positions().keys().cloned().collect()
+    }
+
+    /// The next offset `poll` reads from a queue, if known yet.
+    pub fn position(&self, mq: &MessageQueue) -> Option<u64> {
+        self.inner.positions().get(mq).copied().flatten()
+    }
+
+    /// Moves a queue's position (the queue must be assigned).
+    pub fn seek(&self, mq: &MessageQueue, offset: u64) -> Result<()> {
+        match self.inner.positions().get_mut(mq) {
+            Some(p) => {
+                *p = Some(offset);
+                Ok(())
+            }
+            None => Err(Error::Config(format!("{mq} is not assigned"))),
+        }
+    }
+
+    /// Messages from the assigned queues (at most `poll_batch_max`), waiting up to
+    /// `timeout` for some. Positions advance past what is returned.
+    pub async fn poll(&self, timeout: Duration) -> Result<Vec<ReceivedMessage>> {
+        self.inner.check_open()?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            let out = poll_round(&self.inner).await;
+            if !out.is_empty() {
+                return Ok(out);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(out);
+            }
+            tokio::time::sleep_until((now + POLL_IDLE_PAUSE).min(deadline)).await;
+        }
+    }
+
+    /// Commits the position of every assigned queue.
+    pub async fn commit_positions(&self) -> Result<()> {
+        self.inner.check_open()?;
+        commit_positions(&self.inner).await
+    }
+
+    /// Stops the timers, commits positions if `auto_commit` is set, leaves the group and
+    /// closes the connections.
+    pub async fn shutdown(&self) {
+        if self.inner.shut.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.inner.background.abort_all();
+        let _g = self.inner.rebalancing.lock().await;
+        if self.inner.cfg.auto_commit.is_some() {
+            if let Err(e) = commit_positions(&self.inner).await {
+                log::warn!("committing positions at shutdown: {e}");
+            }
+        }
+        if self.inner.managed.load(Ordering::Acquire) {
+            self.inner.group.unregister().await;
+        }
+        self.inner.inst().pool.close_all();
+    }
+}
+
+async fn poll_round(inner: &Inner) -> Vec<ReceivedMessage> {
+    let queues: Vec<(MessageQueue, Option<u64>)> = inner
+        .positions()
+        .iter()
+        .map(|(q, p)| (q.clone(), *p))
+        .collect();
+    let n = queues.len();
+    let mut out = Vec::new();
+    if n == 0 {
+        return out;
+    }
+    let start = inner.round_robin.fetch_add(1, Ordering::Relaxed);
+    for i in 0..n {
+        let (mq, pos) = &queues[(start + i) % n];
+        let offset = match pos {
+            Some(o) => *o,
+            None => match initial_position(inner, mq).await {
+                Ok(o) => o,
+                Err(e) => {
+                    log::debug!("reading the offset of {mq}: {e}");
+                    continue;
+                }
+            },
+        };
+        let want = inner.cfg.poll_batch_max - out.len() as u32;
+        let expression = inner.group.expression(&mq.topic);
+        let r = pull_queue(
+            inner.inst(),
+            &inner.cfg.group,
+            mq,
+            offset,
+            want,
+            inner.cfg.pull_bytes_max,
+            &expression,
+            Duration::ZERO,
+            None,
+        )
+        .await;
+        match r {
+            Ok(r) => {
+                if r.status == PullStatus::OffsetIllegal {
+                    log::warn!("{mq}: offset {offset} moved to {}", r.next_offset);
+                }
+                let mut p = inner.positions();
+                if let Some(slot) = p.get_mut(mq) {
+                    if slot.is_none_or(|o| o == offset) {
+                        *slot = Some(r.next_offset);
+                        out.extend(r.messages);
+                    }
+                }
+            }
+            Err(e) => log::debug!("pulling {mq}: {e}"),
+        }
+        if out.len() as u32 >= inner.cfg.poll_batch_max {
+            break;
+        }
+    }
+    out
+}
+
+async fn initial_position(inner: &Inner, mq: &MessageQueue) -> Result<u64> {
+    match inner.offsets.read(mq).await? {
+        Some(o) => Ok(o),
+        None => start_offset(inner.inst(), mq, inner.cfg.start).await,
+    }
+}
+
+async fn commit_positions(inner: &Inner) -> Result<()> {
+    let positions: Vec<(MessageQueue, u64)> = inner
+        .positions()
+        .iter()
+        .filter_map(|(q, p)| p.map(|o| (q.clone(), o)))
+        .collect();
+    let mut first_err = None;
+    for (mq, off) in positions {
+        if let Err(e) = inner.offsets.write(&mq, off).await {
+            first_err.get_or_insert(e);
+        }
+    }
+    inner.offsets.flush().await?;
+    first_err.map_or(Ok(()), Err)
+}
+
+async fn rebalance(inner: &Inner) {
+    let _g = inner.rebalancing.lock().await;
+    if inner.shut.load(Ordering::Acquire) || !inner.managed.load(Ordering::Acquire) {
+        return;
+    }
+    let current: BTreeSet<MessageQueue> = inner.positions().keys().cloned().collect();
+    let target = inner.group.target_assignment(&current).await;
+    let removed: Vec<(MessageQueue, Option<u64>)> = {
+        let mut p = inner.positions();
+        let gone: Vec<MessageQueue> = current.difference(&target).cloned().collect();
+        let removed = gone
+            .iter()
+            .filter_map(|q| p.remove(q).map(|o| (q.clone(), o)))
+            .collect();
+        for q in target.difference(&current) {
+            p.insert(q.clone(), None);
+        }
+        removed
+    };
+    if inner.cfg.auto_commit.is_some() {
+        for (mq, pos) in removed {
+            if let Some(off) = pos {
+                if let Err(e) = inner.offsets.write(&mq, off).await {
+                    log::warn!("committing released {mq} at {off}: {e}");
+                }
+            }
+        }
+    }
+}
+
+async fn timers(weak: Weak<Inner>) {
+    let Some((hb, reb, refresh, commit)) = weak.upgrade().map(|i| {
+        (
+            i.cfg.heartbeat_interval,
+            i.cfg.rebalance_interval,
+            i.inst().cfg.route_refresh_interval,
+            i.cfg.auto_commit,
+        )
+    }) else {
+        return;
+    };
+    let floor = Duration::from_millis(10);
+    let mut hb_tick = tokio::time::interval(hb.max(floor));
+    let mut reb_tick = tokio::time::interval(reb.max(floor));
+    let mut route_tick = tokio::time::interval(refresh.max(floor));
+    let mut commit_tick =
+        tokio::time::interval(commit.unwrap_or(Duration::from_secs(3600)).max(floor));
+    hb_tick.tick().await;
+    reb_tick.tick().await;
+    route_tick.tick().await;
+    commit_tick.tick().await;
+    loop {
+        tokio::select! {
+            _ = hb_tick.tick() => {
+                let Some(inner) = weak.upgrade() else { return };
+                if inner.managed.load(Ordering::Acquire) {
+                    inner.group.heartbeat().await;
+                }
+            }
+            _ = reb_tick.tick() => {
+                let Some(inner) = weak.upgrade() else { return };
+                rebalance(&inner).await;
+            }
+            _ = route_tick.tick() => {
+                let Some(inner) = weak.upgrade() else { return };
+                inner.inst().refresh_all_routes().await;
+            }
+            _ = commit_tick.tick() => {
+                let Some(inner) = weak.upgrade() else { return };
+                if commit.is_some() {
+                    if let Err(e) = commit_positions(&inner).await {
+                        log::debug!("auto-commit: {e}");
+                    }
+                }
+            }
+        }
+    }
+}

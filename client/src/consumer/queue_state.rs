@@ -1,0 +1,178 @@
+//! What a push consumer knows about one assigned queue: the offsets handed to the listener
+//! and not yet acknowledged, and how far the queue has been received. The committable
+//! offset is the lowest unacknowledged offset, or, with none outstanding, the next offset
+//! to pull: every offset below it was consumed successfully (or filtered out by tag).
+//! That is the at-least-once invariant: a commit never passes a message whose listener has
+//! not returned success.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::sync::{watch, Notify};
+
+use crate::route::MessageQueue;
+
+#[derive(Debug, Default)]
+struct Offsets {
+    /// Handed to the listener, not yet acknowledged.
+    outstanding: BTreeSet<u64>,
+    /// Every offset below this has been received (next offset to pull).
+    received_to: u64,
+    /// Last offset committed (to skip commits that change nothing).
+    committed: Option<u64>,
+}
+
+/// One assigned queue of a push consumer.
+#[derive(Debug)]
+pub struct QueueState {
+    pub mq: MessageQueue,
+    /// Set once when the queue is released.
+    dropped: watch::Sender<bool>,
+    offsets: Mutex<Offsets>,
+    /// Listener calls running now.
+    active: AtomicUsize,
+    /// Woken when progress is made (acks, listener calls ending).
+    pub changed: Notify,
+}
+
+impl QueueState {
+    pub fn new(mq: MessageQueue, start: u64) -> Self {
+        QueueState {
+            mq,
+            dropped: watch::channel(false).0,
+            active: AtomicUsize::new(0),
+            offsets: Mutex::new(Offsets {
+                outstanding: BTreeSet::new(),
+                received_to: start,
+                committed: None,
+            }),
+            changed: Notify::new(),
+        }
+    }
+
+    pub fn is_dropped(&self) -> bool {
+        *self.dropped.borrow()
+    }
+
+    /// Marks the queue released: its pull loop and redeliveries stop.
+    pub fn drop_queue(&self) {
+        self.dropped.send_replace(true);
+        self.changed.notify_waiters();
+    }
+
+    /// Resolves once the queue is released.
+    pub async fn until_dropped(&self) {
+        let mut rx = self.dropped.subscribe();
+        let _ = rx.wait_for(|d| *d).await;
+    }
+
+    /// Sleeps `d` unless the queue is released first; true if it was released.
+    pub async fn sleep_or_dropped(&self, d: Duration) -> bool {
+        tokio::select! {
+            _ = tokio::time::sleep(d) => self.is_dropped(),
+            _ = self.until_dropped() => true,
+        }
+    }
+
+    /// A listener call starts.
+    pub fn begin(&self) {
+        self.active.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A listener call ended.
+    pub fn end(&self) {
+        self.active.fetch_sub(1, Ordering::AcqRel);
+        self.changed.notify_waiters();
+    }
+
+    /// Waits until no listener call runs on this queue, at most `limit`; true if none runs.
+    pub async fn idle_within(&self, limit: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let notified = self.changed.notified();
+            if self.active.load(Ordering::Acquire) == 0 {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return self.active.load(Ordering::Acquire) == 0;
+            }
+        }
+    }
+
+    /// Records received messages (their offsets) and where the next pull starts.
+    pub fn received(&self, offsets: impl IntoIterator<Item = u64>, next: u64) {
+        let mut o = self.lock();
+        o.outstanding.extend(offsets);
+        o.received_to = next;
+    }
+
+    /// The queue moved (PULL_OFFSET_MOVED): continue from `next`, forgetting nothing that
+    /// is still outstanding.
+    pub fn moved_to(&self, next: u64) {
+        self.lock().received_to = next;
+    }
+
+    /// Acknowledges messages whose listener returned success.
+    pub fn acked(&self, offsets: impl IntoIterator<Item = u64>) {
+        {
+            let mut o = self.lock();
+            for off in offsets {
+                o.outstanding.remove(&off);
+            }
+        }
+        self.changed.notify_waiters();
+    }
+
+    pub fn outstanding(&self) -> usize {
+        self.lock().outstanding.len()
+    }
+
+    /// The offset that may be committed now.
+    pub fn committable(&self) -> u64 {
+        let o = self.lock();
+        o.outstanding
+            .first()
+            .copied()
+            .map_or(o.received_to, |first| first.min(o.received_to))
+    }
+
+    /// The committable offset if it differs from the last one committed.
+    pub fn commit_due(&self) -> Option<u64> {
+        let c = self.committable();
+        (self.lock().committed != Some(c)).then_some(c)
+    }
+
+    pub fn mark_committed(&self, offset: u64) {
+        self.lock().committed = Some(offset);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Offsets> {
+        self.offsets.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commit_never_passes_an_unacked_message() {
+        let q = QueueState::new(MessageQueue::new("t", "b", 0), 10);
+        assert_eq!(q.committable(), 10);
+        q.received([10, 11, 12], 13);
+        assert_eq!(q.committable(), 10);
+        q.acked([11, 12]);
+        assert_eq!(q.committable(), 10, "10 is still with the listener");
+        q.acked([10]);
+        assert_eq!(q.committable(), 13);
+        assert_eq!(q.commit_due(), Some(13));
+        q.mark_committed(13);
+        assert_eq!(q.commit_due(), None);
+        q.received([20], 25);
+        assert_eq!(q.committable(), 20, "filtered offsets 13..20 count as done");
+        q.moved_to(5);
+        assert_eq!(q.committable(), 5);
+    }
+}

@@ -1,0 +1,423 @@
+//! The state one producer or consumer owns: its client id, its connection pool, its route
+//! cache, and calls to name servers and brokers built on them. Nothing is shared between
+//! producers and consumers unless the caller shares them; there is no global state (only a
+//! process-wide sequence that keeps default client ids unique).
+//!
+//! Routes are fetched from the name servers on first use, refreshed every
+//! `route_refresh_interval` by the owner's timer, and at once (throttled to one fetch per
+//! `ROUTE_REFETCH_GAP`) after a routing error.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ringmq_wire::code::{RequestCode, Status};
+use ringmq_wire::codec::{Empty, Encode};
+use ringmq_wire::command::{ClusterInfo, GetRouteRequest, TopicRoute};
+
+use crate::error::{Error, Result};
+use crate::net::{Answer, BrokerHello, Connection, Endpoint, Peer, Pool, PoolConfig};
+use crate::route::{MessageQueue, TopicRouteInfo};
+
+/// A forced route fetch for a topic happens at most this often.
+pub const ROUTE_REFETCH_GAP: Duration = Duration::from_millis(200);
+
+/// Settings shared by producers and consumers.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// Name server addresses, `host:port`.
+    pub name_servers: Vec<String>,
+    /// Names this client instance (client id `host@instance`); default: pid and a sequence.
+    pub instance_name: Option<String>,
+    /// How long one request may wait for its answer (sends, offsets, routes).
+    pub request_timeout: Duration,
+    pub connect_timeout: Duration,
+    /// How often routes are fetched again (RocketMQ `pollNameServerInterval`, 30 s).
+    pub route_refresh_interval: Duration,
+    /// First pause after a failed connection attempt; doubles up to the maximum.
+    pub reconnect_backoff_min: Duration,
+    pub reconnect_backoff_max: Duration,
+    /// Requests in flight per connection (the broker allows 256).
+    pub requests_in_flight_max: usize,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            name_servers: Vec::new(),
+            instance_name: None,
+            request_timeout: Duration::from_secs(3),
+            connect_timeout: Duration::from_secs(3),
+            route_refresh_interval: Duration::from_secs(30),
+            reconnect_backoff_min: Duration::from_millis(100),
+            reconnect_backoff_max: Duration::from_secs(3),
+            requests_in_flight_max: 256,
+        }
+    }
+}
+
+impl ClientConfig {
+    /// Checks the settings.
+    pub fn validate(&self) -> Result<()> {
+        if self.name_servers.is_empty() {
+            return Err(Error::Config("at least one name server is needed".into()));
+        }
+        if self.request_timeout.is_zero() || self.connect_timeout.is_zero() {
+            return Err(Error::Config("timeouts must be above zero".into()));
+        }
+        if self.requests_in_flight_max == 0 {
+            return Err(Error::Config(
+                "requests_in_flight_max must be above zero".into(),
+            ));
+        }
+        if self.route_refresh_interval < Duration::from_millis(10) {
+            return Err(Error::Config(
+                "route_refresh_interval is below 10 ms".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The instance name used for the client id and local offset files.
+    pub fn instance(&self) -> String {
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        match &self.instance_name {
+            Some(n) => n.clone(),
+            None => format!(
+                "{}#{}",
+                std::process::id(),
+                SEQ.fetch_add(1, Ordering::Relaxed)
+            ),
+        }
+    }
+}
+
+struct RouteEntry {
+    info: Arc<TopicRouteInfo>,
+    fetched: Instant,
+}
+
+/// One client's connections and routes.
+pub struct Instance {
+    pub id: String,
+    pub cfg: ClientConfig,
+    pub pool: Pool,
+    name_servers: Vec<SocketAddr>,
+    next_ns: AtomicUsize,
+    routes: Mutex<HashMap<String, RouteEntry>>,
+}
+
+impl std::fmt::Debug for Instance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Instance")
+            .field("id", &self.id)
+            .field("name_servers", &self.name_servers)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Instance {
+    /// Validates the config and resolves the name server addresses.
+    pub async fn new(cfg: ClientConfig) -> Result<Arc<Instance>> {
+        cfg.validate()?;
+        let mut name_servers = Vec::new();
+        for ns in &cfg.name_servers {
+            let found = tokio::net::lookup_host(ns.as_str())
+                .await
+                .map_err(|e| Error::Config(format!("name server {ns}: {e}")))?;
+            let first = found
+                .into_iter()
+                .next()
+                .ok_or_else(|| Error::Config(format!("name server {ns} resolves to nothing")))?;
+            name_servers.push(first);
+        }
+        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".to_string());
+        let id = format!("{host}@{}", cfg.instance());
+        let pool = Pool::new(PoolConfig {
+            client_id: id.clone(),
+            connect_timeout: cfg.connect_timeout,
+            requests_in_flight_max: cfg.requests_in_flight_max,
+            reconnect_backoff_min: cfg.reconnect_backoff_min,
+            reconnect_backoff_max: cfg.reconnect_backoff_max,
+        });
+        Ok(Arc::new(Instance {
+            id,
+            cfg,
+            pool,
+            name_servers,
+            next_ns: AtomicUsize::new(0),
+            routes: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    /// Calls the name servers, starting with the last one that answered and moving on when
+    /// one cannot be reached.
+    pub async fn namesrv_call(
+        &self,
+        code: RequestCode,
+        header: &(impl Encode + ?Sized),
+    ) -> Result<Answer> {
+        let n = self.name_servers.len();
+        let start = self.next_ns.load(Ordering::Relaxed);
+        let mut last = None;
+        for i in 0..n {
+            let idx = (start + i) % n;
+            let ep = Endpoint {
+                addr: self.name_servers[idx],
+                peer: Peer::Namesrv,
+            };
+            let result = match self.pool.get(ep).await {
+                Ok((conn, _)) => conn.call(code, header, &[], self.cfg.request_timeout).await,
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(a) => {
+                    self.next_ns.store(idx, Ordering::Relaxed);
+                    return Ok(a);
+                }
+                Err(e) => {
+                    log::debug!("name server {}: {e}", ep.addr);
+                    last = Some(e);
+                }
+            }
+        }
+        Err(last.unwrap_or(Error::Config("no name server".into())))
+    }
+
+    /// The cached route of `topic`, fetched if absent.
+    pub async fn route(&self, topic: &str) -> Result<Arc<TopicRouteInfo>> {
+        if let Some(e) = self.lock_routes().get(topic) {
+            return Ok(Arc::clone(&e.info));
+        }
+        self.fetch_route(topic).await
+    }
+
+    /// Fetches the route again unless it was fetched within [`ROUTE_REFETCH_GAP`].
+    pub async fn refresh_route(&self, topic: &str) -> Result<Arc<TopicRouteInfo>> {
+        if let Some(e) = self.lock_routes().get(topic) {
+            if e.fetched.elapsed() < ROUTE_REFETCH_GAP {
+                return Ok(Arc::clone(&e.info));
+            }
+        }
+        self.fetch_route(topic).await
+    }
+
+    /// Fetches every cached route again (the periodic refresh).
+    pub async fn refresh_all_routes(&self) {
+        let topics: Vec<String> = self.lock_routes().keys().cloned().collect();
+        for t in topics {
+            if let Err(e) = self.fetch_route(&t).await {
+                log::debug!("refreshing the route of {t}: {e}");
+            }
+        }
+    }
+
+    /// The route as the name servers have it now.
+    pub async fn fetch_route(&self, topic: &str) -> Result<Arc<TopicRouteInfo>> {
+        let answer = self
+            .namesrv_call(
+                RequestCode::GetRouteInfoByTopic,
+                &GetRouteRequest {
+                    topic: topic.to_string(),
+                },
+            )
+            .await?;
+        let status = answer.status()?;
+        if status == Status::TopicNotExist {
+            return Err(Error::NoRoute {
+                topic: topic.to_string(),
+                detail: answer.remark().to_string(),
+            });
+        }
+        let answer = answer.expect(&[Status::Success])?;
+        let route: TopicRoute = answer.decode_body()?;
+        let info = Arc::new(TopicRouteInfo::from_wire(&route));
+        let mut routes = self.lock_routes();
+        if let Some(old) = routes.get(topic) {
+            if *old.info != *info {
+                log::info!(
+                    "route of {topic} changed: {} write / {} read queues",
+                    info.write_queues.len(),
+                    info.read_queues.len()
+                );
+            }
+        }
+        routes.insert(
+            topic.to_string(),
+            RouteEntry {
+                info: Arc::clone(&info),
+                fetched: Instant::now(),
+            },
+        );
+        Ok(info)
+    }
+
+    /// Every broker the name servers know (for topics that have no route yet).
+    pub async fn cluster_info(&self) -> Result<ClusterInfo> {
+        let answer = self
+            .namesrv_call(RequestCode::GetBrokerClusterInfo, &Empty)
+            .await?
+            .expect(&[Status::Success])?;
+        answer.decode_body()
+    }
+
+    /// The connection to a broker's shard.
+    pub async fn broker_conn(
+        &self,
+        addr: SocketAddr,
+        shard: Option<u16>,
+    ) -> Result<(Arc<Connection>, Option<BrokerHello>)> {
+        self.pool
+            .get(Endpoint {
+                addr,
+                peer: Peer::Broker(shard),
+            })
+            .await
+    }
+
+    /// One request to a broker's shard; the answer has any status.
+    pub async fn broker_call(
+        &self,
+        addr: SocketAddr,
+        shard: Option<u16>,
+        code: RequestCode,
+        header: &(impl Encode + ?Sized),
+        body: &[u8],
+        timeout: Duration,
+    ) -> Result<Answer> {
+        let (conn, _) = self.broker_conn(addr, shard).await?;
+        conn.call(code, header, body, timeout).await
+    }
+
+    /// Where a queue's requests go: its broker's master and the queue's shard.
+    pub async fn queue_endpoint(&self, mq: &MessageQueue) -> Result<(SocketAddr, Option<u16>)> {
+        let route = self.route(&mq.topic).await?;
+        let route = if route.master(&mq.broker_name).is_none() {
+            self.refresh_route(&mq.topic).await?
+        } else {
+            route
+        };
+        match route.master(&mq.broker_name) {
+            Some(addr) => Ok((addr, route.shard(mq))),
+            None => Err(Error::NoRoute {
+                topic: mq.topic.clone(),
+                detail: format!("broker {} has no master", mq.broker_name),
+            }),
+        }
+    }
+
+    /// One request about a queue, sent to the shard that owns it. A routing failure
+    /// refreshes the route before the error is returned.
+    pub async fn queue_call(
+        &self,
+        mq: &MessageQueue,
+        code: RequestCode,
+        header: &(impl Encode + ?Sized),
+        timeout: Duration,
+    ) -> Result<Answer> {
+        let (addr, shard) = self.queue_endpoint(mq).await?;
+        let result = self
+            .broker_call(addr, shard, code, header, &[], timeout)
+            .await;
+        let routing = match &result {
+            Err(e) => e.is_routing_error(),
+            Ok(a) => matches!(
+                a.status(),
+                Ok(Status::TopicNotExist | Status::WrongShard | Status::NoPermission)
+            ),
+        };
+        if routing {
+            let _ = self.refresh_route(&mq.topic).await;
+        }
+        result
+    }
+
+    /// Masters of every broker in the cached routes, deduplicated.
+    pub fn known_masters(&self) -> Vec<SocketAddr> {
+        let mut out: Vec<SocketAddr> = self
+            .lock_routes()
+            .values()
+            .flat_map(|e| e.info.masters())
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    fn lock_routes(&self) -> std::sync::MutexGuard<'_, HashMap<String, RouteEntry>> {
+        self.routes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The [`ClientConfig`] setters every builder has (the builder keeps it in `self.client`).
+macro_rules! client_setters {
+    () => {
+        /// One name server (`host:port`); call again to add more.
+        pub fn name_server(mut self, addr: impl Into<String>) -> Self {
+            self.client.name_servers.push(addr.into());
+            self
+        }
+
+        /// Name servers as RocketMQ writes them: `host:port;host:port`.
+        pub fn name_servers(mut self, addrs: &str) -> Self {
+            self.client.name_servers.extend(
+                addrs
+                    .split(';')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(String::from),
+            );
+            self
+        }
+
+        /// The instance name (client id `host@name`; local offset files live under it).
+        pub fn instance_name(mut self, name: impl Into<String>) -> Self {
+            self.client.instance_name = Some(name.into());
+            self
+        }
+
+        /// How long one request waits for its answer (default 3 s).
+        pub fn request_timeout(mut self, t: std::time::Duration) -> Self {
+            self.client.request_timeout = t;
+            self
+        }
+
+        /// How long a TCP connect may take (default 3 s).
+        pub fn connect_timeout(mut self, t: std::time::Duration) -> Self {
+            self.client.connect_timeout = t;
+            self
+        }
+
+        /// How often routes are fetched again (default 30 s).
+        pub fn route_refresh_interval(mut self, t: std::time::Duration) -> Self {
+            self.client.route_refresh_interval = t;
+            self
+        }
+
+        /// Reconnect backoff: first pause and cap (defaults 100 ms and 3 s).
+        pub fn reconnect_backoff(
+            mut self,
+            min: std::time::Duration,
+            max: std::time::Duration,
+        ) -> Self {
+            self.client.reconnect_backoff_min = min;
+            self.client.reconnect_backoff_max = max;
+            self
+        }
+
+        /// Requests in flight per connection (default 256, the broker's limit).
+        pub fn requests_in_flight_max(mut self, n: usize) -> Self {
+            self.client.requests_in_flight_max = n;
+            self
+        }
+
+        /// Replaces every client setting at once.
+        pub fn client_config(mut self, cfg: $crate::instance::ClientConfig) -> Self {
+            self.client = cfg;
+            self
+        }
+    };
+}
+pub(crate) use client_setters;

@@ -1,0 +1,305 @@
+//! Messages: [`Message`] is what a producer sends (topic, body, tag, keys, user properties,
+//! delay level or delivery time); [`ReceivedMessage`] is what a consumer gets (the same plus
+//! the broker's fields: queue, queue offset, message id, store time, reconsume count).
+//!
+//! Tag, keys, unique key, delay and sharding key travel as RocketMQ's reserved properties
+//! ([`ringmq_wire::properties::keys`]); user properties may not use those names.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use ringmq_wire::properties::{self, keys};
+use ringmq_wire::record::{self, RecordView};
+
+use crate::error::{Error, Result};
+
+/// Property names the client sets itself; user properties may not use them.
+pub const RESERVED_PROPERTIES: &[&str] = &[
+    keys::KEYS,
+    keys::TAGS,
+    keys::UNIQ_KEY,
+    keys::DELAY,
+    keys::TIMER_DELIVER_MS,
+    keys::SHARDING_KEY,
+    keys::REAL_TOPIC,
+    keys::REAL_QID,
+    keys::TRAN_MSG,
+    keys::RECONSUME_TIME,
+    keys::MAX_RECONSUME_TIMES,
+];
+
+/// Highest RocketMQ delay level (1 s, 5 s, 10 s, 30 s, 1 m, ... 2 h).
+pub const DELAY_LEVEL_MAX: u32 = 18;
+
+/// A message to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    pub topic: String,
+    pub body: Bytes,
+    /// One tag, for consumers' tag expressions (`TagA || TagB`).
+    pub tag: Option<String>,
+    /// Business keys (indexed for query by key).
+    pub keys: Vec<String>,
+    /// User properties.
+    pub properties: BTreeMap<String, String>,
+    /// RocketMQ's FLAG field, free for the application.
+    pub flag: i32,
+    /// Deliver after RocketMQ delay level 1..=18.
+    pub delay_level: Option<u32>,
+    /// Deliver at this time (ms since the epoch).
+    pub deliver_at_ms: Option<i64>,
+}
+
+impl Message {
+    pub fn new(topic: impl Into<String>, body: impl Into<Bytes>) -> Self {
+        Message {
+            topic: topic.into(),
+            body: body.into(),
+            tag: None,
+            keys: Vec::new(),
+            properties: BTreeMap::new(),
+            flag: 0,
+            delay_level: None,
+            deliver_at_ms: None,
+        }
+    }
+
+    pub fn with_tag(mut self, tag: impl Into<String>) -> Self {
+        self.tag = Some(tag.into());
+        self
+    }
+
+    pub fn with_key(mut self, key: impl Into<String>) -> Self {
+        self.keys.push(key.into());
+        self
+    }
+
+    pub fn with_keys<I, S>(mut self, keys: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.keys.extend(keys.into_iter().map(Into::into));
+        self
+    }
+
+    pub fn with_property(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.properties.insert(key.into(), value.into());
+        self
+    }
+
+    pub fn with_flag(mut self, flag: i32) -> Self {
+        self.flag = flag;
+        self
+    }
+
+    /// Delivery after RocketMQ delay level `level` (1..=18).
+    pub fn with_delay_level(mut self, level: u32) -> Self {
+        self.delay_level = Some(level);
+        self
+    }
+
+    /// Delivery at `at_ms` (ms since the epoch).
+    pub fn with_deliver_at_ms(mut self, at_ms: i64) -> Self {
+        self.deliver_at_ms = Some(at_ms);
+        self
+    }
+
+    /// Checks what the client can check before sending.
+    pub fn validate(&self, body_bytes_max: usize) -> Result<()> {
+        if self.topic.is_empty() {
+            return Err(Error::InvalidMessage("empty topic".into()));
+        }
+        if self.body.is_empty() {
+            return Err(Error::InvalidMessage("empty body".into()));
+        }
+        if self.body.len() > body_bytes_max {
+            return Err(Error::InvalidMessage(format!(
+                "body of {} bytes is over the maximum message size of {body_bytes_max} bytes",
+                self.body.len()
+            )));
+        }
+        if let Some(k) = self
+            .properties
+            .keys()
+            .find(|k| RESERVED_PROPERTIES.contains(&k.as_str()))
+        {
+            return Err(Error::InvalidMessage(format!(
+                "property {k} is reserved; use the message's own field"
+            )));
+        }
+        if let Some(level) = self.delay_level {
+            if level == 0 || level > DELAY_LEVEL_MAX {
+                return Err(Error::InvalidMessage(format!(
+                    "delay level {level} is outside 1..={DELAY_LEVEL_MAX}"
+                )));
+            }
+        }
+        if self.keys.iter().any(|k| k.contains(' ') || k.is_empty()) {
+            return Err(Error::InvalidMessage(
+                "keys may not be empty or contain blanks (they travel blank-separated)".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The encoded properties block: tag, keys, unique key, delay, sharding key, then the
+    /// user properties.
+    pub(crate) fn encode_properties(
+        &self,
+        unique_key: &str,
+        sharding_key: Option<&str>,
+    ) -> Result<Vec<u8>> {
+        let keys_joined = self.keys.join(" ");
+        let delay = self.delay_level.map(|l| l.to_string());
+        let deliver = self.deliver_at_ms.map(|t| t.to_string());
+        let mut pairs: Vec<(&str, &str)> = Vec::with_capacity(6 + self.properties.len());
+        if let Some(t) = &self.tag {
+            pairs.push((keys::TAGS, t));
+        }
+        if !keys_joined.is_empty() {
+            pairs.push((keys::KEYS, &keys_joined));
+        }
+        pairs.push((keys::UNIQ_KEY, unique_key));
+        if let Some(d) = &delay {
+            pairs.push((keys::DELAY, d));
+        }
+        if let Some(d) = &deliver {
+            pairs.push((keys::TIMER_DELIVER_MS, d));
+        }
+        if let Some(s) = sharding_key {
+            pairs.push((keys::SHARDING_KEY, s));
+        }
+        pairs.extend(
+            self.properties
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str())),
+        );
+        let mut out = Vec::new();
+        properties::encode(pairs, &mut out)
+            .map_err(|e| Error::InvalidMessage(format!("properties: {e}")))?;
+        Ok(out)
+    }
+}
+
+/// A message as a consumer receives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceivedMessage {
+    pub topic: String,
+    pub broker_name: String,
+    pub queue_id: u32,
+    pub queue_offset: u64,
+    pub physical_offset: u64,
+    /// Offset message id: store host and physical offset.
+    pub msg_id: String,
+    pub body: Bytes,
+    pub flag: i32,
+    pub sys_flag: u32,
+    pub born_timestamp_ms: i64,
+    pub born_host: SocketAddr,
+    pub store_timestamp_ms: i64,
+    pub store_host: SocketAddr,
+    /// Times this message was handed to a listener before (local redeliveries included).
+    pub reconsume_times: i32,
+    /// Every property, reserved ones included.
+    pub properties: BTreeMap<String, String>,
+}
+
+impl ReceivedMessage {
+    /// Copies a decoded record out of `buf` (the body is shared, not copied).
+    pub(crate) fn from_record(buf: &Bytes, r: &RecordView<'_>, broker_name: &str) -> Self {
+        let properties = properties::iter(r.properties)
+            .filter_map(|p| p.ok())
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        ReceivedMessage {
+            topic: r.topic.to_string(),
+            broker_name: broker_name.to_string(),
+            queue_id: r.queue_id,
+            queue_offset: r.queue_offset,
+            physical_offset: r.physical_offset,
+            msg_id: record::message_id(r.store_host, r.physical_offset),
+            body: buf.slice_ref(r.body),
+            flag: r.flag,
+            sys_flag: r.sys_flag,
+            born_timestamp_ms: r.born_timestamp_ms,
+            born_host: r.born_host,
+            store_timestamp_ms: r.store_timestamp_ms,
+            store_host: r.store_host,
+            reconsume_times: r.reconsume_times,
+            properties,
+        }
+    }
+
+    pub fn property(&self, key: &str) -> Option<&str> {
+        self.properties.get(key).map(String::as_str)
+    }
+
+    pub fn tag(&self) -> Option<&str> {
+        self.property(keys::TAGS)
+    }
+
+    pub fn keys(&self) -> Vec<&str> {
+        self.property(keys::KEYS)
+            .map(|k| k.split(' ').filter(|s| !s.is_empty()).collect())
+            .unwrap_or_default()
+    }
+
+    /// The producer's unique key (`UNIQ_KEY`).
+    pub fn unique_key(&self) -> Option<&str> {
+        self.property(keys::UNIQ_KEY)
+    }
+
+    /// Properties the application set (reserved ones left out).
+    pub fn user_properties(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.properties
+            .iter()
+            .filter(|(k, _)| !RESERVED_PROPERTIES.contains(&k.as_str()))
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+}
+
+/// Decodes a pull body into messages; a record that does not decode ends the list with an
+/// error (the caller decides whether what came before it is usable).
+pub(crate) fn decode_records(body: &Bytes, broker_name: &str) -> Result<Vec<ReceivedMessage>> {
+    let mut out = Vec::new();
+    for r in record::iter(body) {
+        let r = r.map_err(|e| Error::InvalidMessage(format!("pulled record: {e}")))?;
+        out.push(ReceivedMessage::from_record(body, &r, broker_name));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validate_and_properties() {
+        let m = Message::new("t", "hello")
+            .with_tag("TagA")
+            .with_keys(["k1", "k2"])
+            .with_property("color", "red")
+            .with_delay_level(3);
+        m.validate(1024).unwrap();
+        let props = m.encode_properties("U1", Some("order-7")).unwrap();
+        assert_eq!(properties::get(&props, keys::TAGS), Some("TagA"));
+        assert_eq!(properties::get(&props, keys::KEYS), Some("k1 k2"));
+        assert_eq!(properties::get(&props, keys::UNIQ_KEY), Some("U1"));
+        assert_eq!(properties::get(&props, keys::DELAY), Some("3"));
+        assert_eq!(properties::get(&props, keys::SHARDING_KEY), Some("order-7"));
+        assert_eq!(properties::get(&props, "color"), Some("red"));
+        assert!(Message::new("t", "").validate(10).is_err());
+        assert!(Message::new("t", "x".repeat(11)).validate(10).is_err());
+        assert!(Message::new("t", "x")
+            .with_property("TAGS", "a")
+            .validate(10)
+            .is_err());
+        assert!(Message::new("t", "x")
+            .with_delay_level(19)
+            .validate(10)
+            .is_err());
+        assert!(Message::new("t", "x").with_key("a b").validate(10).is_err());
+    }
+}

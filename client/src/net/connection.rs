@@ -1,0 +1,570 @@
+//! One TCP connection to a broker shard or a name server, pipelined: any number of requests
+//! (up to `requests_in_flight_max`) are in flight at once, each matched to its answer by the
+//! frame's request id. A writer task drains a bounded queue of encoded frames (coalescing them
+//! into few writes); a reader task checks each frame's length before buffering it
+//! ([`frame::check`]) and completes the waiting request.
+//!
+//! Invariants:
+//! - A request is *written* only if it is still waited for when the writer reaches it; a
+//!   request that timed out or was cancelled before that is dropped unsent, so
+//!   "not written" always means "the peer never saw it" ([`Error::outcome`]).
+//! - When the connection fails, every waiting request is completed with
+//!   [`Error::ConnectionClosed`] (saying whether it was written), and the connection is
+//!   marked closed so the pool replaces it.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use ringmq_wire::code::{RequestCode, Status};
+use ringmq_wire::codec::{Decode, Encode};
+use ringmq_wire::command::{read_remark, Response as WireResponse};
+use ringmq_wire::frame::{self, Flags, PREFIX_BYTES};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
+use tokio::task::JoinHandle;
+
+use crate::error::{Error, Result};
+
+/// Frames waiting for the writer, per connection (requests also hold an in-flight permit).
+pub const WRITE_QUEUE_FRAMES_MAX: usize = 1024;
+/// Small frames are coalesced into one write up to this many bytes.
+pub const WRITE_COALESCE_BYTES: usize = 256 * 1024;
+/// Bytes asked of the socket per read.
+pub const READ_CHUNK_BYTES: usize = 64 * 1024;
+
+/// An answer: its status code, its header (remark first) and its body.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub addr: SocketAddr,
+    pub code: u16,
+    pub header: Bytes,
+    pub body: Bytes,
+}
+
+impl Answer {
+    /// The status, or [`Error::UnknownStatus`].
+    pub fn status(&self) -> Result<Status> {
+        Status::try_from(self.code).map_err(|_| Error::UnknownStatus {
+            code: self.code,
+            remark: self.remark().to_string(),
+            addr: self.addr,
+        })
+    }
+
+    /// The remark ("" when the header does not decode).
+    pub fn remark(&self) -> &str {
+        read_remark(&self.header).map(|(r, _)| r).unwrap_or("")
+    }
+
+    /// This answer if its status is one of `ok`, else [`Error::Broker`].
+    pub fn expect(self, ok: &[Status]) -> Result<Self> {
+        let status = self.status()?;
+        if ok.contains(&status) {
+            Ok(self)
+        } else {
+            Err(self.error(status))
+        }
+    }
+
+    /// The error this answer stands for.
+    pub fn error(&self, status: Status) -> Error {
+        Error::Broker {
+            status,
+            remark: self.remark().to_string(),
+            addr: self.addr,
+        }
+    }
+
+    /// The command fields of the header (`None` when the peer sent only a remark).
+    pub fn fields<T: Decode>(&self) -> Result<Option<T>> {
+        WireResponse::<T>::decode(&self.header)
+            .map(|r| r.fields)
+            .map_err(|source| Error::Protocol {
+                addr: self.addr,
+                source,
+            })
+    }
+
+    /// The command fields, which must be present.
+    pub fn required_fields<T: Decode>(&self) -> Result<T> {
+        self.fields()?.ok_or(Error::Protocol {
+            addr: self.addr,
+            source: ringmq_wire::WireError::Invalid {
+                what: "response",
+                detail: "fields missing",
+            },
+        })
+    }
+
+    /// The body decoded as `T`.
+    pub fn decode_body<T: Decode>(&self) -> Result<T> {
+        T::decode(&self.body).map_err(|source| Error::Protocol {
+            addr: self.addr,
+            source,
+        })
+    }
+}
+
+struct Waiter {
+    request: &'static str,
+    written: bool,
+    tx: oneshot::Sender<Result<Answer>>,
+}
+
+struct Outgoing {
+    frame: Vec<u8>,
+    /// `None` for ONEWAY frames: always written.
+    request_id: Option<u64>,
+    /// Completed once a ONEWAY frame is written (or dropped if it cannot be).
+    written: Option<oneshot::Sender<()>>,
+}
+
+#[derive(Default)]
+struct Waiters {
+    map: HashMap<u64, Waiter>,
+    closed: bool,
+}
+
+struct Shared {
+    addr: SocketAddr,
+    local_addr: SocketAddr,
+    waiters: Mutex<Waiters>,
+    closed: AtomicBool,
+    /// Woken on any request the peer sends us (e.g. NOTIFY_CONSUMER_IDS_CHANGED).
+    peer_requests: Arc<Notify>,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Waiters> {
+        self.waiters.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn fail_all(&self) {
+        self.closed.store(true, Ordering::Release);
+        let drained: Vec<Waiter> = {
+            let mut w = self.lock();
+            w.closed = true;
+            w.map.drain().map(|(_, v)| v).collect()
+        };
+        for w in drained {
+            let _ = w.tx.send(Err(Error::ConnectionClosed {
+                addr: self.addr,
+                request: w.request,
+                written: w.written,
+            }));
+        }
+    }
+}
+
+/// A live connection. Cheap to share (`Arc`); dropped connections stop their tasks.
+pub struct Connection {
+    shared: Arc<Shared>,
+    out: mpsc::Sender<Outgoing>,
+    next_id: AtomicU64,
+    in_flight: Arc<Semaphore>,
+    in_flight_max: usize,
+    tasks: [JoinHandle<()>; 2],
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("addr", &self.shared.addr)
+            .field("closed", &self.is_closed())
+            .finish()
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+        self.shared.fail_all();
+    }
+}
+
+impl Connection {
+    /// Opens a TCP connection and starts its reader and writer.
+    pub async fn open(
+        addr: SocketAddr,
+        connect_timeout: Duration,
+        in_flight_max: usize,
+        peer_requests: Arc<Notify>,
+    ) -> Result<Connection> {
+        let stream = match tokio::time::timeout(connect_timeout, TcpStream::connect(addr)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(source)) => return Err(Error::Connect { addr, source }),
+            Err(_) => {
+                return Err(Error::Connect {
+                    addr,
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!("no connection within {connect_timeout:?}"),
+                    ),
+                })
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let local_addr = stream
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)));
+        let (rd, wr) = stream.into_split();
+        let shared = Arc::new(Shared {
+            addr,
+            local_addr,
+            waiters: Mutex::new(Waiters::default()),
+            closed: AtomicBool::new(false),
+            peer_requests,
+        });
+        let (tx, rx) = mpsc::channel(WRITE_QUEUE_FRAMES_MAX);
+        let reader = tokio::spawn(read_loop(rd, Arc::clone(&shared)));
+        let writer = tokio::spawn(write_loop(wr, rx, Arc::clone(&shared)));
+        Ok(Connection {
+            shared,
+            out: tx,
+            next_id: AtomicU64::new(1),
+            in_flight: Arc::new(Semaphore::new(in_flight_max)),
+            in_flight_max,
+            tasks: [reader, writer],
+        })
+    }
+
+    /// This side's address (the BORNHOST of records sent on this connection).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.shared.local_addr
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.shared.closed.load(Ordering::Acquire)
+    }
+
+    /// Closes the connection: waiting requests fail with [`Error::ConnectionClosed`].
+    pub fn close(&self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+        self.shared.fail_all();
+    }
+
+    /// Sends a request and waits up to `timeout` for its answer (any status).
+    pub async fn call(
+        &self,
+        code: RequestCode,
+        header: &(impl Encode + ?Sized),
+        body: &[u8],
+        timeout: Duration,
+    ) -> Result<Answer> {
+        let header_len = header.encoded_len()?;
+        let mut frame = Vec::with_capacity(PREFIX_BYTES + header_len + body.len());
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        frame::encode_request(&mut frame, code, false, id, header, body)?;
+        self.call_frame(code, id, frame, timeout).await
+    }
+
+    /// Starts a frame whose body the caller appends: returns the request id and a buffer
+    /// holding the prefix and header (for [`Connection::call_frame`]).
+    pub fn begin_frame(
+        &self,
+        code: RequestCode,
+        oneway: bool,
+        header: &(impl Encode + ?Sized),
+        body_len: usize,
+    ) -> Result<(u64, Vec<u8>)> {
+        let header_len = header.encoded_len()?;
+        let total = frame::frame_len(header_len, body_len)?;
+        let mut buf = Vec::with_capacity(total);
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let flags = if oneway {
+            Flags::ONEWAY
+        } else {
+            Flags::REQUEST
+        };
+        frame::encode_prefix(&mut buf, code, flags, id, header_len, body_len)?;
+        header.encode(&mut buf)?;
+        Ok((id, buf))
+    }
+
+    /// Sends a whole request frame built with [`Connection::begin_frame`] and waits for
+    /// the answer.
+    pub async fn call_frame(
+        &self,
+        code: RequestCode,
+        id: u64,
+        frame: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<Answer> {
+        let addr = self.shared.addr;
+        let request = code.name();
+        let deadline = tokio::time::Instant::now() + timeout;
+        let permit = match tokio::time::timeout_at(deadline, self.in_flight.acquire()).await {
+            Ok(Ok(p)) => p,
+            Ok(Err(_)) => {
+                return Err(Error::ConnectionClosed {
+                    addr,
+                    request,
+                    written: false,
+                })
+            }
+            Err(_) => {
+                return Err(Error::Busy {
+                    addr,
+                    in_flight: self.in_flight_max,
+                })
+            }
+        };
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut w = self.shared.lock();
+            if w.closed {
+                return Err(Error::ConnectionClosed {
+                    addr,
+                    request,
+                    written: false,
+                });
+            }
+            w.map.insert(
+                id,
+                Waiter {
+                    request,
+                    written: false,
+                    tx,
+                },
+            );
+        }
+        let guard = WaiterGuard {
+            shared: &self.shared,
+            id,
+        };
+        let out = Outgoing {
+            frame,
+            request_id: Some(id),
+            written: None,
+        };
+        match tokio::time::timeout_at(deadline, self.out.send(out)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => {
+                return Err(Error::ConnectionClosed {
+                    addr,
+                    request,
+                    written: false,
+                })
+            }
+            Err(_) => {
+                return Err(Error::Busy {
+                    addr,
+                    in_flight: WRITE_QUEUE_FRAMES_MAX,
+                })
+            }
+        }
+        let result = tokio::time::timeout_at(deadline, rx).await;
+        drop(permit);
+        match result {
+            Ok(Ok(answer)) => {
+                std::mem::forget(guard);
+                answer
+            }
+            Ok(Err(_)) => Err(Error::ConnectionClosed {
+                addr,
+                request,
+                written: true,
+            }),
+            Err(_) => {
+                // Take the waiter out: if the writer never reached it, it never will.
+                let written = guard.take().is_none_or(|w| w.written);
+                if written {
+                    Err(Error::Timeout {
+                        addr,
+                        request,
+                        after: timeout,
+                    })
+                } else {
+                    Err(Error::Busy {
+                        addr,
+                        in_flight: self.in_flight_max,
+                    })
+                }
+            }
+        }
+    }
+
+    /// Sends a ONEWAY request; returns once it is written to the socket.
+    pub async fn send_oneway(
+        &self,
+        code: RequestCode,
+        frame: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<()> {
+        let addr = self.shared.addr;
+        let request = code.name();
+        let (tx, rx) = oneshot::channel();
+        let out = Outgoing {
+            frame,
+            request_id: None,
+            written: Some(tx),
+        };
+        let deadline = tokio::time::Instant::now() + timeout;
+        match tokio::time::timeout_at(deadline, self.out.send(out)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => {
+                return Err(Error::ConnectionClosed {
+                    addr,
+                    request,
+                    written: false,
+                })
+            }
+            Err(_) => {
+                return Err(Error::Busy {
+                    addr,
+                    in_flight: WRITE_QUEUE_FRAMES_MAX,
+                })
+            }
+        }
+        match tokio::time::timeout_at(deadline, rx).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(Error::ConnectionClosed {
+                addr,
+                request,
+                written: true,
+            }),
+            Err(_) => Err(Error::Timeout {
+                addr,
+                request,
+                after: timeout,
+            }),
+        }
+    }
+}
+
+/// Removes a request's waiter when the caller stops waiting (timeout or cancellation).
+struct WaiterGuard<'a> {
+    shared: &'a Shared,
+    id: u64,
+}
+
+impl WaiterGuard<'_> {
+    fn take(self) -> Option<Waiter> {
+        let w = self.shared.lock().map.remove(&self.id);
+        std::mem::forget(self);
+        w
+    }
+}
+
+impl Drop for WaiterGuard<'_> {
+    fn drop(&mut self) {
+        self.shared.lock().map.remove(&self.id);
+    }
+}
+
+async fn write_loop(mut wr: OwnedWriteHalf, mut rx: mpsc::Receiver<Outgoing>, shared: Arc<Shared>) {
+    let mut buf: Vec<u8> = Vec::with_capacity(WRITE_COALESCE_BYTES);
+    let mut notify: Vec<oneshot::Sender<()>> = Vec::new();
+    while let Some(first) = rx.recv().await {
+        buf.clear();
+        notify.clear();
+        let mut next = Some(first);
+        while let Some(item) = next.take() {
+            if admit(&shared, &item) {
+                if buf.is_empty() && item.frame.len() >= WRITE_COALESCE_BYTES {
+                    buf = item.frame;
+                } else {
+                    buf.extend_from_slice(&item.frame);
+                }
+                notify.extend(item.written);
+            }
+            if buf.len() < WRITE_COALESCE_BYTES {
+                next = rx.try_recv().ok();
+            }
+        }
+        if buf.is_empty() {
+            continue;
+        }
+        if let Err(e) = wr.write_all(&buf).await {
+            log::debug!("writing to {}: {e}", shared.addr);
+            break;
+        }
+        for n in notify.drain(..) {
+            let _ = n.send(());
+        }
+        if buf.capacity() > 4 * WRITE_COALESCE_BYTES {
+            buf = Vec::with_capacity(WRITE_COALESCE_BYTES);
+        }
+    }
+    shared.fail_all();
+}
+
+/// Marks a request written if its caller still waits; false: drop it unsent.
+fn admit(shared: &Shared, item: &Outgoing) -> bool {
+    let Some(id) = item.request_id else {
+        return true;
+    };
+    match shared.lock().map.get_mut(&id) {
+        Some(w) => {
+            w.written = true;
+            true
+        }
+        None => false,
+    }
+}
+
+async fn read_loop(mut rd: OwnedReadHalf, shared: Arc<Shared>) {
+    let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    'outer: loop {
+        loop {
+            match frame::check(&buf, frame::FRAME_BYTES_MAX) {
+                Ok(Some(n)) => {
+                    let bytes = buf.split_to(n).freeze();
+                    if let Err(e) = deliver(&shared, bytes) {
+                        log::warn!("{}: {e}; closing the connection", shared.addr);
+                        break 'outer;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    log::warn!("{}: bad frame: {e}; closing the connection", shared.addr);
+                    break 'outer;
+                }
+            }
+        }
+        if buf.capacity() - buf.len() < READ_CHUNK_BYTES / 2 {
+            buf.reserve(READ_CHUNK_BYTES);
+        }
+        match rd.read_buf(&mut buf).await {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => {
+                log::debug!("reading from {}: {e}", shared.addr);
+                break;
+            }
+        }
+    }
+    shared.fail_all();
+}
+
+fn deliver(shared: &Shared, bytes: Bytes) -> Result<(), ringmq_wire::WireError> {
+    let f = frame::parse(&bytes)?;
+    if !f.is_response() {
+        // A request from the peer (broker -> client notifications): wake whoever listens.
+        shared.peer_requests.notify_waiters();
+        return Ok(());
+    }
+    let header = bytes.slice_ref(f.header);
+    let body = bytes.slice_ref(f.body);
+    let answer = Answer {
+        addr: shared.addr,
+        code: f.code,
+        header,
+        body,
+    };
+    let waiter = shared.lock().map.remove(&f.request_id);
+    if let Some(w) = waiter {
+        let _ = w.tx.send(Ok(answer));
+    }
+    Ok(())
+}

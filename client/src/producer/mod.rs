@@ -1,0 +1,441 @@
+//! The producer: sync, async (future or callback) and one-way sends, batches, and ordered
+//! sends through a queue selector or a sharding key.
+//!
+//! Every send goes to the shard that owns its queue, on that shard's pipelined connection.
+//! A failed attempt is retried (up to `retries` more times, within `send_timeout` overall)
+//! only when the broker certainly did not store the message ([`Outcome::NotStored`]): no
+//! connection, reconnect backoff, or a refusal status (SYSTEM_BUSY, SERVICE_NOT_AVAILABLE,
+//! DISK_FULL, WRONG_SHARD, SYSTEM_ERROR, TOPIC_NOT_EXIST, NO_PERMISSION, LIMIT_EXCEEDED). A
+//! send whose outcome is unknown (written, then a timeout or a lost connection) is retried
+//! only with [`ProducerBuilder::retry_unknown_outcome`], because the retry can duplicate it.
+//! FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT and SLAVE_NOT_AVAILABLE mean *stored* and are
+//! returned as a [`SendStatus`], never retried. Unordered sends retry on another broker when
+//! there is one; ordered sends retry on the same queue (order is per queue).
+
+mod send;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use ringmq_wire::code::{RequestCode, Status};
+use ringmq_wire::codec::Empty;
+use ringmq_wire::command::HeartbeatData;
+use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
+
+use crate::background::Background;
+use crate::error::{Error, Result};
+use crate::instance::{client_setters, ClientConfig, Instance};
+use crate::message::Message;
+use crate::route::MessageQueue;
+
+pub use send::{SendResult, SendStatus};
+
+/// Largest message body by default (RocketMQ's `maxMessageSize`, 4 MiB).
+pub const MESSAGE_BYTES_MAX_DEFAULT: usize = ringmq_wire::record::BODY_BYTES_MAX;
+/// Most records in one batch (the broker's limit).
+pub const BATCH_RECORDS_MAX: usize = 4096;
+
+/// Picks a queue for a message from the topic's writable queues (in route order); the
+/// result is taken modulo the number of queues.
+pub trait QueueSelector: Send + Sync {
+    fn select(&self, queues: &[MessageQueue], msg: &Message) -> usize;
+}
+
+impl<F> QueueSelector for F
+where
+    F: Fn(&[MessageQueue], &Message) -> usize + Send + Sync,
+{
+    fn select(&self, queues: &[MessageQueue], msg: &Message) -> usize {
+        self(queues, msg)
+    }
+}
+
+/// The queue index a sharding key maps to among `queue_count` queues: FNV-1a (64-bit) of
+/// the key's bytes, modulo the count. Stable across processes and versions, so every
+/// producer sends one key to one queue while the topic's queues do not change.
+pub fn sharding_index(key: &str, queue_count: usize) -> usize {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in key.as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    (h % queue_count.max(1) as u64) as usize
+}
+
+/// Settings of a producer.
+#[derive(Debug, Clone)]
+pub struct ProducerConfig {
+    pub group: String,
+    /// More attempts after the first, for failures that certainly stored nothing (default 2).
+    pub retries: u32,
+    /// Also retry sends whose outcome is unknown (may duplicate). Default false.
+    pub retry_unknown_outcome: bool,
+    /// Overall time for a send, retries included (default 3 s).
+    pub send_timeout: Duration,
+    /// Largest body accepted (default 4 MiB).
+    pub message_bytes_max: usize,
+    /// Async sends not yet answered; `send_async` waits for room past it (default 10 000).
+    pub async_sends_max: usize,
+    /// How often the producer heartbeats its brokers (default 30 s).
+    pub heartbeat_interval: Duration,
+}
+
+/// Builds a [`Producer`].
+#[derive(Debug, Clone)]
+pub struct ProducerBuilder {
+    client: ClientConfig,
+    cfg: ProducerConfig,
+}
+
+impl ProducerBuilder {
+    client_setters!();
+
+    /// The producer group (required).
+    pub fn group(mut self, group: impl Into<String>) -> Self {
+        self.cfg.group = group.into();
+        self
+    }
+
+    pub fn retries(mut self, n: u32) -> Self {
+        self.cfg.retries = n;
+        self
+    }
+
+    /// Retry sends whose outcome is unknown too: they may have been stored, so a retry can
+    /// deliver the message twice.
+    pub fn retry_unknown_outcome(mut self, yes: bool) -> Self {
+        self.cfg.retry_unknown_outcome = yes;
+        self
+    }
+
+    pub fn send_timeout(mut self, t: Duration) -> Self {
+        self.cfg.send_timeout = t;
+        self
+    }
+
+    pub fn message_bytes_max(mut self, n: usize) -> Self {
+        self.cfg.message_bytes_max = n;
+        self
+    }
+
+    pub fn async_sends_max(mut self, n: usize) -> Self {
+        self.cfg.async_sends_max = n;
+        self
+    }
+
+    pub fn heartbeat_interval(mut self, t: Duration) -> Self {
+        self.cfg.heartbeat_interval = t;
+        self
+    }
+
+    /// Validates the settings and starts the producer's timers (route refresh, heartbeat).
+    /// Connections open on first use.
+    pub async fn start(self) -> Result<Producer> {
+        if self.cfg.group.is_empty() {
+            return Err(Error::Config("a producer group is required".into()));
+        }
+        if self.cfg.message_bytes_max == 0 || self.cfg.message_bytes_max > MESSAGE_BYTES_MAX_DEFAULT
+        {
+            return Err(Error::Config(format!(
+                "message_bytes_max must be in 1..={MESSAGE_BYTES_MAX_DEFAULT}"
+            )));
+        }
+        if self.cfg.async_sends_max == 0 || self.cfg.send_timeout.is_zero() {
+            return Err(Error::Config(
+                "async_sends_max and send_timeout must be above zero".into(),
+            ));
+        }
+        let inst = Instance::new(self.client).await?;
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        let uniq_prefix = format!(
+            "{:08X}{:012X}{:04X}",
+            std::process::id(),
+            now_ms & 0xFFFF_FFFF_FFFF,
+            SEQ.fetch_add(1, Ordering::Relaxed) & 0xFFFF
+        );
+        let inner = Arc::new(Inner {
+            async_permits: Arc::new(Semaphore::new(self.cfg.async_sends_max)),
+            cfg: self.cfg,
+            inst,
+            round_robin: AtomicUsize::new(0),
+            uniq_prefix,
+            uniq_seq: AtomicU64::new(0),
+            shut: AtomicBool::new(false),
+            background: Background::default(),
+        });
+        inner
+            .background
+            .push(tokio::spawn(timers(Arc::downgrade(&inner))));
+        Ok(Producer { inner })
+    }
+}
+
+pub(crate) struct Inner {
+    pub(crate) cfg: ProducerConfig,
+    pub(crate) inst: Arc<Instance>,
+    pub(crate) round_robin: AtomicUsize,
+    uniq_prefix: String,
+    uniq_seq: AtomicU64,
+    async_permits: Arc<Semaphore>,
+    shut: AtomicBool,
+    background: Background,
+}
+
+impl Inner {
+    pub(crate) fn unique_key(&self) -> String {
+        let n = self.uniq_seq.fetch_add(1, Ordering::Relaxed);
+        format!("{}{:08X}", self.uniq_prefix, n & 0xFFFF_FFFF)
+    }
+
+    pub(crate) fn check_open(&self) -> Result<()> {
+        if self.shut.load(Ordering::Acquire) {
+            Err(Error::Shutdown)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// A producer. Cheap to clone (all clones share connections and routes); sends from many
+/// tasks at once are pipelined on the same connections.
+#[derive(Clone)]
+pub struct Producer {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Producer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Producer")
+            .field("group", &self.inner.cfg.group)
+            .field("client_id", &self.inner.inst.id)
+            .finish()
+    }
+}
+
+/// How a send picks its queue.
+pub(crate) enum Pick<'a> {
+    /// Round robin over writable queues, avoiding the broker that just failed.
+    Any,
+    /// This queue, every attempt.
+    Queue(&'a MessageQueue),
+    /// The selector's pick (made once, kept for every attempt).
+    Select(&'a dyn QueueSelector),
+}
+
+impl Producer {
+    pub fn builder() -> ProducerBuilder {
+        ProducerBuilder {
+            client: ClientConfig::default(),
+            cfg: ProducerConfig {
+                group: String::new(),
+                retries: 2,
+                retry_unknown_outcome: false,
+                send_timeout: Duration::from_secs(3),
+                message_bytes_max: MESSAGE_BYTES_MAX_DEFAULT,
+                async_sends_max: 10_000,
+                heartbeat_interval: Duration::from_secs(30),
+            },
+        }
+    }
+
+    /// The client id this producer announces.
+    pub fn client_id(&self) -> &str {
+        &self.inner.inst.id
+    }
+
+    /// Sends one message and waits for the broker's answer.
+    pub async fn send(&self, msg: Message) -> Result<SendResult> {
+        send::send(
+            &self.inner,
+            std::slice::from_ref(&msg),
+            Pick::Any,
+            None,
+            false,
+        )
+        .await
+    }
+
+    /// Sends messages of one topic as one batch to one queue, stored contiguously.
+    pub async fn send_batch(&self, msgs: &[Message]) -> Result<SendResult> {
+        send::send(&self.inner, msgs, Pick::Any, None, true).await
+    }
+
+    /// Sends to one queue (retries stay on it).
+    pub async fn send_to_queue(&self, msg: Message, mq: &MessageQueue) -> Result<SendResult> {
+        send::send(
+            &self.inner,
+            std::slice::from_ref(&msg),
+            Pick::Queue(mq),
+            None,
+            false,
+        )
+        .await
+    }
+
+    /// Sends to the queue `selector` picks (ordered send: retries stay on that queue).
+    pub async fn send_with_selector(
+        &self,
+        msg: Message,
+        selector: &dyn QueueSelector,
+    ) -> Result<SendResult> {
+        send::send(
+            &self.inner,
+            std::slice::from_ref(&msg),
+            Pick::Select(selector),
+            None,
+            false,
+        )
+        .await
+    }
+
+    /// Ordered send: every message with the same `sharding_key` goes to the same queue
+    /// ([`sharding_index`]), so a consumer of that queue sees them in send order, provided
+    /// each send is awaited before the next one of that key. The key travels as the
+    /// `__SHARDINGKEY` property.
+    pub async fn send_ordered(&self, msg: Message, sharding_key: &str) -> Result<SendResult> {
+        let key = sharding_key.to_string();
+        let selector =
+            move |queues: &[MessageQueue], _: &Message| sharding_index(&key, queues.len());
+        send::send(
+            &self.inner,
+            std::slice::from_ref(&msg),
+            Pick::Select(&selector),
+            Some(sharding_key),
+            false,
+        )
+        .await
+    }
+
+    /// Sends without waiting for an answer: returns once the frame is written. The broker
+    /// sends nothing back, so nothing tells whether it stored the message.
+    pub async fn send_oneway(&self, msg: Message) -> Result<()> {
+        send::send_oneway(&self.inner, &msg).await
+    }
+
+    /// Starts a send and returns at once (after waiting for room if `async_sends_max`
+    /// sends are outstanding); the handle resolves to the result. Many async sends are in
+    /// flight on one connection at the same time.
+    pub async fn send_async(&self, msg: Message) -> SendHandle {
+        let permit = Arc::clone(&self.inner.async_permits).acquire_owned().await;
+        let producer = self.clone();
+        SendHandle {
+            task: tokio::spawn(async move {
+                let result = producer.send(msg).await;
+                drop(permit);
+                result
+            }),
+        }
+    }
+
+    /// Starts a send and calls `callback` with its result (on a tokio task).
+    pub async fn send_with_callback<F>(&self, msg: Message, callback: F)
+    where
+        F: FnOnce(Result<SendResult>) + Send + 'static,
+    {
+        let permit = Arc::clone(&self.inner.async_permits).acquire_owned().await;
+        let producer = self.clone();
+        tokio::spawn(async move {
+            let result = producer.send(msg).await;
+            drop(permit);
+            callback(result);
+        });
+    }
+
+    /// The writable queues of a topic, in route order (for selectors and `send_to_queue`).
+    pub async fn write_queues(&self, topic: &str) -> Result<Vec<MessageQueue>> {
+        Ok(self.inner.inst.route(topic).await?.write_queues.clone())
+    }
+
+    /// Stops the timers, unregisters from the brokers and closes every connection; later
+    /// sends fail with [`Error::Shutdown`]. Outstanding async sends fail if unanswered.
+    pub async fn shutdown(&self) {
+        if self.inner.shut.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.inner.background.abort_all();
+        send::unregister(&self.inner).await;
+        self.inner.inst.pool.close_all();
+    }
+}
+
+/// The result of [`Producer::send_async`], as a future.
+#[derive(Debug)]
+pub struct SendHandle {
+    task: JoinHandle<Result<SendResult>>,
+}
+
+impl Future for SendHandle {
+    type Output = Result<SendResult>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match Pin::new(&mut self.task).poll(cx) {
+            Poll::Ready(Ok(r)) => Poll::Ready(r),
+            Poll::Ready(Err(_)) => Poll::Ready(Err(Error::Shutdown)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+async fn timers(weak: Weak<Inner>) {
+    let (refresh, heartbeat) = match weak.upgrade() {
+        Some(i) => (i.inst.cfg.route_refresh_interval, i.cfg.heartbeat_interval),
+        None => return,
+    };
+    let mut refresh_tick = tokio::time::interval(refresh);
+    let mut heartbeat_tick = tokio::time::interval(heartbeat.max(Duration::from_millis(10)));
+    refresh_tick.tick().await;
+    heartbeat_tick.tick().await;
+    loop {
+        tokio::select! {
+            _ = refresh_tick.tick() => {
+                let Some(inner) = weak.upgrade() else { return };
+                inner.inst.refresh_all_routes().await;
+            }
+            _ = heartbeat_tick.tick() => {
+                let Some(inner) = weak.upgrade() else { return };
+                heartbeat_all(&inner).await;
+            }
+        }
+    }
+}
+
+async fn heartbeat_all(inner: &Inner) {
+    let hb = HeartbeatData {
+        client_id: inner.inst.id.clone(),
+        producer_groups: vec![inner.cfg.group.clone()],
+        consumer_groups: Vec::new(),
+    };
+    let body = match ringmq_wire::codec::Encode::to_vec(&hb) {
+        Ok(b) => b,
+        Err(e) => {
+            log::warn!("encoding a heartbeat: {e}");
+            return;
+        }
+    };
+    for addr in send::known_masters(inner) {
+        let r = inner
+            .inst
+            .broker_call(
+                addr,
+                None,
+                RequestCode::HeartBeat,
+                &Empty,
+                &body,
+                inner.inst.cfg.request_timeout,
+            )
+            .await
+            .and_then(|a| a.expect(&[Status::Success]));
+        if let Err(e) = r {
+            log::debug!("heartbeat to {addr}: {e}");
+        }
+    }
+}

@@ -1,0 +1,472 @@
+//! One send, attempt by attempt: choose a queue, encode the records straight into the
+//! request frame (no intermediate copy), send on the queue's shard connection, read the
+//! answer, and decide whether a failure may be retried (see the parent module).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use ringmq_wire::code::{RequestCode, Status};
+use ringmq_wire::command::route::MASTER_ID;
+use ringmq_wire::command::{SendRequest, SendResponse, UnregisterClientRequest};
+use ringmq_wire::frame::{self, PREFIX_BYTES};
+use ringmq_wire::record;
+use tokio::time::Instant;
+
+use super::{Inner, Pick, BATCH_RECORDS_MAX};
+use crate::error::{Error, Outcome, Result};
+use crate::message::Message;
+use crate::route::MessageQueue;
+
+/// Pause before retrying after SYSTEM_BUSY and similar refusals.
+pub const BUSY_RETRY_PAUSE: Duration = Duration::from_millis(50);
+
+/// How the broker stored a message (every variant means *stored*).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendStatus {
+    /// Stored with the durability the broker is configured for.
+    Ok,
+    /// SYNC_FLUSH: stored, but the fdatasync did not finish in time.
+    FlushDiskTimeout,
+    /// SYNC_MASTER: stored on the master; the slave did not acknowledge in time.
+    FlushSlaveTimeout,
+    /// SYNC_MASTER: stored on the master; no slave is in sync.
+    SlaveNotAvailable,
+}
+
+impl SendStatus {
+    fn from_status(s: Status) -> Self {
+        match s {
+            Status::FlushDiskTimeout => SendStatus::FlushDiskTimeout,
+            Status::FlushSlaveTimeout => SendStatus::FlushSlaveTimeout,
+            Status::SlaveNotAvailable => SendStatus::SlaveNotAvailable,
+            _ => SendStatus::Ok,
+        }
+    }
+}
+
+/// What the broker answered to a stored send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendResult {
+    pub status: SendStatus,
+    /// Offset message id of the first record (store host + physical offset).
+    pub msg_id: String,
+    /// Offset message ids of every record, in send order.
+    pub msg_ids: Vec<String>,
+    /// The `UNIQ_KEY` given to each record, in send order.
+    pub unique_keys: Vec<String>,
+    pub queue: MessageQueue,
+    /// Queue offset of the first record (record `i` has `queue_offset + i`).
+    pub queue_offset: u64,
+    pub store_timestamp_ms: i64,
+}
+
+/// Where one attempt goes.
+struct Target {
+    mq: MessageQueue,
+    addr: SocketAddr,
+    shard: Option<u16>,
+}
+
+pub(super) async fn send(
+    inner: &Inner,
+    msgs: &[Message],
+    pick: Pick<'_>,
+    sharding_key: Option<&str>,
+    batch: bool,
+) -> Result<SendResult> {
+    inner.check_open()?;
+    validate(inner, msgs, batch)?;
+    let topic = msgs[0].topic.as_str();
+    let deadline = Instant::now() + inner.cfg.send_timeout;
+    let attempts = inner.cfg.retries.saturating_add(1);
+    let mut avoid: Option<String> = None;
+    let mut fixed: Option<MessageQueue> = None;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let mut broker = None;
+        let result = match choose(inner, topic, &pick, &mut fixed, avoid.as_deref(), &msgs[0]).await
+        {
+            Ok(t) => {
+                broker = Some(t.mq.broker_name.clone());
+                send_once(inner, &t, msgs, sharding_key, batch, deadline).await
+            }
+            Err(e) => Err(e),
+        };
+        let e = match result {
+            Ok(r) => return Ok(r),
+            Err(e) => e,
+        };
+        if e.is_routing_error() {
+            let _ = inner.inst.refresh_route(topic).await;
+        }
+        let retriable = match e.outcome() {
+            Outcome::NotStored => true,
+            Outcome::Unknown => inner.cfg.retry_unknown_outcome,
+            Outcome::Rejected => false,
+        };
+        if !retriable || attempt >= attempts || Instant::now() >= deadline {
+            return Err(if attempt > 1 {
+                Error::RetriesExhausted {
+                    attempts: attempt,
+                    last: Box::new(e),
+                }
+            } else {
+                e
+            });
+        }
+        log::debug!("send attempt {attempt} to {topic} failed ({e}); retrying");
+        let pause = match &e {
+            Error::Backoff { retry_in, .. } => *retry_in,
+            Error::Broker { .. } | Error::Busy { .. } => BUSY_RETRY_PAUSE,
+            _ => Duration::ZERO,
+        };
+        let until = (Instant::now() + pause).min(deadline);
+        tokio::time::sleep_until(until).await;
+        avoid = broker;
+    }
+}
+
+pub(super) async fn send_oneway(inner: &Inner, msg: &Message) -> Result<()> {
+    inner.check_open()?;
+    let msgs = std::slice::from_ref(msg);
+    validate(inner, msgs, false)?;
+    let deadline = Instant::now() + inner.cfg.send_timeout;
+    let mut avoid = None;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let mut fixed = None;
+        let t = choose(
+            inner,
+            &msg.topic,
+            &Pick::Any,
+            &mut fixed,
+            avoid.as_deref(),
+            msg,
+        )
+        .await;
+        let result = match &t {
+            Ok(t) => oneway_once(inner, t, msg, deadline).await,
+            Err(_) => Err(Error::Shutdown),
+        };
+        let e = match (t, result) {
+            (Err(e), _) => e,
+            (Ok(_), Ok(())) => return Ok(()),
+            (Ok(t), Err(e)) => {
+                avoid = Some(t.mq.broker_name);
+                e
+            }
+        };
+        if e.outcome() != Outcome::NotStored
+            || attempt > inner.cfg.retries
+            || Instant::now() >= deadline
+        {
+            return Err(e);
+        }
+        if let Error::Backoff { retry_in, .. } = &e {
+            tokio::time::sleep_until((Instant::now() + *retry_in).min(deadline)).await;
+        }
+    }
+}
+
+/// Sends UNREGISTER_CLIENT for the producer group to every known master.
+pub(super) async fn unregister(inner: &Inner) {
+    let req = UnregisterClientRequest {
+        client_id: inner.inst.id.clone(),
+        producer_group: Some(inner.cfg.group.clone()),
+        consumer_group: None,
+    };
+    for addr in inner.inst.known_masters() {
+        let _ = inner
+            .inst
+            .broker_call(
+                addr,
+                None,
+                RequestCode::UnregisterClient,
+                &req,
+                &[],
+                inner.inst.cfg.request_timeout,
+            )
+            .await;
+    }
+}
+
+pub(super) fn known_masters(inner: &Inner) -> Vec<SocketAddr> {
+    inner.inst.known_masters()
+}
+
+fn validate(inner: &Inner, msgs: &[Message], batch: bool) -> Result<()> {
+    let Some(first) = msgs.first() else {
+        return Err(Error::InvalidMessage("no messages to send".into()));
+    };
+    if msgs.len() > BATCH_RECORDS_MAX {
+        return Err(Error::InvalidMessage(format!(
+            "a batch holds at most {BATCH_RECORDS_MAX} messages, got {}",
+            msgs.len()
+        )));
+    }
+    for m in msgs {
+        m.validate(inner.cfg.message_bytes_max)?;
+        if m.topic != first.topic {
+            return Err(Error::InvalidMessage(
+                "every message of a batch must have the same topic".into(),
+            ));
+        }
+        if batch && (m.delay_level.is_some() || m.deliver_at_ms.is_some()) {
+            return Err(Error::InvalidMessage(
+                "delayed messages cannot be sent in a batch".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+async fn choose(
+    inner: &Inner,
+    topic: &str,
+    pick: &Pick<'_>,
+    fixed: &mut Option<MessageQueue>,
+    avoid: Option<&str>,
+    first: &Message,
+) -> Result<Target> {
+    let route = match inner.inst.route(topic).await {
+        Ok(r) => r,
+        Err(Error::NoRoute { .. }) if matches!(pick, Pick::Any) => {
+            return auto_create_target(inner, topic, avoid).await
+        }
+        Err(e) => return Err(e),
+    };
+    let queues = &route.write_queues;
+    if queues.is_empty() {
+        return Err(Error::NoRoute {
+            topic: topic.to_string(),
+            detail: "no writable queue on any master".into(),
+        });
+    }
+    let n = queues.len();
+    let mq = match pick {
+        Pick::Any => {
+            let start = inner
+                .round_robin
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            (0..n)
+                .map(|i| &queues[(start + i) % n])
+                .find(|q| Some(q.broker_name.as_str()) != avoid)
+                .unwrap_or(&queues[start % n])
+                .clone()
+        }
+        Pick::Queue(mq) => (*mq).clone(),
+        Pick::Select(sel) => match fixed {
+            Some(mq) => mq.clone(),
+            None => {
+                let mq = queues[sel.select(queues, first) % n].clone();
+                *fixed = Some(mq.clone());
+                mq
+            }
+        },
+    };
+    let Some(addr) = route.master(&mq.broker_name) else {
+        return Err(Error::NoRoute {
+            topic: topic.to_string(),
+            detail: format!("broker {} has no master", mq.broker_name),
+        });
+    };
+    Ok(Target {
+        shard: route.shard(&mq),
+        mq,
+        addr,
+    })
+}
+
+/// A topic no broker has yet: send its first message to queue 0 of a master, which creates
+/// the topic when `autoCreateTopicEnable` is on (RocketMQ's TBW102 path) and registers it.
+async fn auto_create_target(inner: &Inner, topic: &str, avoid: Option<&str>) -> Result<Target> {
+    let info = inner.inst.cluster_info().await?;
+    let masters: Vec<(String, SocketAddr)> = info
+        .brokers
+        .iter()
+        .filter_map(|b| {
+            let addr = b.replicas.get(&MASTER_ID)?.address.parse().ok()?;
+            Some((b.broker_name.clone(), addr))
+        })
+        .collect();
+    if masters.is_empty() {
+        return Err(Error::NoRoute {
+            topic: topic.to_string(),
+            detail: "the name servers know no master broker".into(),
+        });
+    }
+    let start = inner
+        .round_robin
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let n = masters.len();
+    let (name, addr) = (0..n)
+        .map(|i| &masters[(start + i) % n])
+        .find(|(name, _)| Some(name.as_str()) != avoid)
+        .unwrap_or(&masters[start % n])
+        .clone();
+    Ok(Target {
+        mq: MessageQueue::new(topic, name, 0),
+        addr,
+        shard: None,
+    })
+}
+
+/// What one send carries.
+struct Records<'a> {
+    msgs: &'a [Message],
+    sharding_key: Option<&'a str>,
+    batch: bool,
+    oneway: bool,
+}
+
+/// An encoded send frame.
+struct Encoded {
+    id: u64,
+    frame: Vec<u8>,
+    /// Encoded length of each record (for the message ids).
+    lens: Vec<usize>,
+    unique_keys: Vec<String>,
+}
+
+/// The frame of one send: header, then the records encoded in place.
+fn encode(
+    inner: &Inner,
+    conn: &crate::net::Connection,
+    frame_max: usize,
+    t: &Target,
+    rec: &Records<'_>,
+) -> Result<Encoded> {
+    let (msgs, sharding_key, batch, oneway) = (rec.msgs, rec.sharding_key, rec.batch, rec.oneway);
+    let born_host = conn.local_addr();
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
+    let mut unique_keys = Vec::with_capacity(msgs.len());
+    let mut props = Vec::with_capacity(msgs.len());
+    for m in msgs {
+        let u = inner.unique_key();
+        props.push(m.encode_properties(&u, sharding_key)?);
+        unique_keys.push(u);
+    }
+    let records: Vec<record::Message<'_>> = msgs
+        .iter()
+        .zip(&props)
+        .map(|(m, p)| record::Message {
+            topic: &m.topic,
+            queue_id: t.mq.queue_id,
+            flag: m.flag,
+            sys_flag: 0,
+            born_timestamp_ms: now_ms,
+            born_host,
+            store_host_v6: t.addr.is_ipv6(),
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body: &m.body,
+            properties: p,
+        })
+        .collect();
+    let mut lens = Vec::with_capacity(records.len());
+    for r in &records {
+        lens.push(record::encoded_len(r)?);
+    }
+    let body_len: usize = lens.iter().sum();
+    let header = SendRequest {
+        producer_group: inner.cfg.group.clone(),
+        topic: t.mq.topic.clone(),
+        queue_id: t.mq.queue_id,
+        batch,
+        record_count: records.len() as u32,
+    };
+    let header_len = ringmq_wire::codec::Encode::encoded_len(&header)?;
+    let total = frame::frame_len(header_len, body_len)?;
+    if total > frame_max {
+        return Err(Error::InvalidMessage(format!(
+            "the request is {total} bytes, over the broker's frame maximum of {frame_max}"
+        )));
+    }
+    debug_assert!(total >= PREFIX_BYTES);
+    let code = send_code(batch);
+    let (id, mut frame) = conn.begin_frame(code, oneway, &header, body_len)?;
+    for r in &records {
+        record::encode(r, &mut frame)?;
+    }
+    Ok(Encoded {
+        id,
+        frame,
+        lens,
+        unique_keys,
+    })
+}
+
+fn send_code(batch: bool) -> RequestCode {
+    if batch {
+        RequestCode::SendBatchMessage
+    } else {
+        RequestCode::SendMessage
+    }
+}
+
+async fn send_once(
+    inner: &Inner,
+    t: &Target,
+    msgs: &[Message],
+    sharding_key: Option<&str>,
+    batch: bool,
+    deadline: Instant,
+) -> Result<SendResult> {
+    let (conn, hello) = inner.inst.broker_conn(t.addr, t.shard).await?;
+    let frame_max = hello.map_or(frame::FRAME_BYTES_MAX, |h| h.frame_bytes_max);
+    let rec = Records {
+        msgs,
+        sharding_key,
+        batch,
+        oneway: false,
+    };
+    let Encoded {
+        id,
+        frame: buf,
+        lens,
+        unique_keys,
+    } = encode(inner, &conn, frame_max, t, &rec)?;
+    let timeout = deadline
+        .saturating_duration_since(Instant::now())
+        .min(inner.inst.cfg.request_timeout)
+        .max(Duration::from_millis(1));
+    let answer = conn.call_frame(send_code(batch), id, buf, timeout).await?;
+    let status = answer.status()?;
+    if !status.message_stored() {
+        return Err(answer.error(status));
+    }
+    let resp: SendResponse = answer.required_fields()?;
+    let msg_ids = resp.message_ids(lens);
+    Ok(SendResult {
+        status: SendStatus::from_status(status),
+        msg_id: msg_ids.first().cloned().unwrap_or_default(),
+        msg_ids,
+        unique_keys,
+        queue: MessageQueue::new(&t.mq.topic, &t.mq.broker_name, resp.queue_id),
+        queue_offset: resp.first_queue_offset,
+        store_timestamp_ms: resp.store_timestamp_ms,
+    })
+}
+
+async fn oneway_once(inner: &Inner, t: &Target, msg: &Message, deadline: Instant) -> Result<()> {
+    let (conn, hello) = inner.inst.broker_conn(t.addr, t.shard).await?;
+    let frame_max = hello.map_or(frame::FRAME_BYTES_MAX, |h| h.frame_bytes_max);
+    let msgs = std::slice::from_ref(msg);
+    let rec = Records {
+        msgs,
+        sharding_key: None,
+        batch: false,
+        oneway: true,
+    };
+    let buf = encode(inner, &conn, frame_max, t, &rec)?.frame;
+    let timeout = deadline
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_millis(1));
+    conn.send_oneway(RequestCode::SendMessage, buf, timeout)
+        .await
+}

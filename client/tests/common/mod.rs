@@ -1,0 +1,189 @@
+//! Test harness: a real `ringmq standalone` process in a temporary folder, on loopback, on
+//! ports picked for it (kept across a restart), stopped (SIGTERM, then kill) when dropped.
+//! Its stderr goes to `<data>/ringmq.log`, printed when a test fails to start it.
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use ringmq_client::Admin;
+
+/// How long the node may take to print its ready line.
+pub const START_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The `ringmq` binary of this workspace (`target/debug/ringmq`), built if missing.
+pub fn binary() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let bin = target.join("debug").join("ringmq");
+    if !bin.exists() {
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "-p", "ringmq-node", "--bin", "ringmq"])
+            .current_dir(&root)
+            .status();
+        assert!(
+            bin.exists(),
+            "the ringmq binary is missing at {} and `cargo build -p ringmq-node --bin ringmq` \
+             did not produce it ({status:?}); build the workspace first",
+            bin.display()
+        );
+    }
+    bin
+}
+
+/// A loopback port that was free a moment ago.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A running `ringmq standalone`.
+pub struct Node {
+    child: Option<Child>,
+    pub dir: tempfile::TempDir,
+    pub namesrv_port: u16,
+    pub broker_port: u16,
+    pub shards: usize,
+}
+
+impl Node {
+    /// Starts a node with 2 shards on fresh ports.
+    pub fn start() -> Node {
+        Self::start_with(2)
+    }
+
+    pub fn start_with(shards: usize) -> Node {
+        let dir = tempfile::tempdir().unwrap();
+        let mut node = Node {
+            child: None,
+            dir,
+            namesrv_port: free_port(),
+            broker_port: free_port(),
+            shards,
+        };
+        node.spawn();
+        node
+    }
+
+    /// `127.0.0.1:<namesrv port>`.
+    pub fn namesrv(&self) -> String {
+        format!("127.0.0.1:{}", self.namesrv_port)
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.path().join("ringmq.log")
+    }
+
+    fn spawn(&mut self) {
+        let data = self.dir.path().join("data");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path())
+            .unwrap();
+        let mut child = Command::new(binary())
+            .arg("standalone")
+            .arg("--data")
+            .arg(&data)
+            .args(["--namesrv-port", &self.namesrv_port.to_string()])
+            .args(["--broker-port", &self.broker_port.to_string()])
+            .args(["--shards", &self.shards.to_string()])
+            .args(["--set", "mappedFileSizeCommitLog=8388608"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if line.contains("ready") {
+                    let _ = tx.send(line);
+                }
+            }
+        });
+        match rx.recv_timeout(START_TIMEOUT) {
+            Ok(line) => assert!(line.contains(&format!("broker 127.0.0.1:{}", self.broker_port))),
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "ringmq did not start within {START_TIMEOUT:?}; log:\n{}",
+                    std::fs::read_to_string(self.log_path()).unwrap_or_default()
+                );
+            }
+        }
+        self.child = Some(child);
+    }
+
+    /// Graceful stop: SIGTERM, then kill after 15 s.
+    pub fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Starts the node again on the same ports and data.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.spawn();
+    }
+
+    /// Creates a topic and waits for its route.
+    pub async fn create_topic(&self, topic: &str, queues: u32) {
+        let admin = Admin::connect(&self.namesrv()).await.unwrap();
+        admin
+            .create_topic(topic, queues, Duration::from_secs(10))
+            .await
+            .unwrap();
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Polls `cond` every 20 ms until it holds or `limit` passes; false on timeout.
+pub async fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
