@@ -158,6 +158,13 @@ impl SplicePipe {
 pub struct SharedFile(compio::driver::SharedFd<File>);
 
 impl SharedFile {
+    /// fdatasync on the loop's ring: the shard keeps serving while the disk works.
+    pub async fn sync_data(&self) -> io::Result<()> {
+        let op = compio::driver::op::Sync::new(self.0.clone(), true);
+        compio::runtime::submit(op).await.0?;
+        Ok(())
+    }
+
     /// Opens a duplicate of `file`'s descriptor for this loop.
     pub fn dup(file: &File) -> io::Result<Self> {
         let fd: OwnedFd = file.as_fd().try_clone_to_owned()?;

@@ -69,18 +69,12 @@ impl Flusher {
             drop(listener);
             // Let every append that is ready in this turn join the same fdatasync.
             rt::yield_now().await;
-            let result = shard.store.borrow_mut().sync();
-            match result {
-                Ok(end) => {
-                    f.synced.set(end);
-                    f.done.notify(usize::MAX);
-                }
-                Err(e) => crate::fail_stop(&format!("shard {}: {e}", shard.id)),
-            }
+            let end = sync_log(&shard).await;
+            f.note_synced(end);
         }
     }
 
-    /// Records a sync made elsewhere (the ASYNC_FLUSH timer's checkpoint).
+    /// Records a sync (by the flusher or the ASYNC_FLUSH timer). (the ASYNC_FLUSH timer's checkpoint).
     pub fn note_synced(&self, end: u64) {
         if end > self.synced.get() {
             self.synced.set(end);
@@ -92,4 +86,28 @@ impl Flusher {
     pub fn pending(&self) -> bool {
         self.wanted.get() > self.synced.get()
     }
+}
+
+/// Makes everything appended so far durable without blocking the loop: the fdatasyncs of
+/// the store's sync plan run on the loop's io_uring while other requests are served. A
+/// failed fdatasync stops the broker (fail-stop). Returns the durable log offset.
+pub async fn sync_log(shard: &Shard) -> u64 {
+    let plan = shard.store.borrow().sync_plan();
+    for &seg in &plan.segments {
+        let file = match shard.segment_file(seg) {
+            Ok((file, _)) => file,
+            Err(e) => crate::fail_stop(&format!(
+                "shard {}: segment {seg} for fdatasync: {e}",
+                shard.id
+            )),
+        };
+        if let Err(e) = file.sync_data().await {
+            crate::fail_stop(&format!(
+                "shard {}: fdatasync of segment {seg}: {e}",
+                shard.id
+            ));
+        }
+    }
+    shard.store.borrow_mut().note_synced(plan.target);
+    plan.target
 }

@@ -22,7 +22,7 @@ use crate::net::connection::{self, ReadEnd, Service};
 use crate::net::dispatch::{dispatch, Origin};
 use crate::net::reply::Outcome;
 use crate::shard::mailbox::Mail;
-use crate::shard::{ha, Flusher, Shard};
+use crate::shard::{flusher, ha, Flusher, Shard};
 use crate::store::{Store, StoreConfig};
 
 /// How a broker is started beyond its config file.
@@ -535,12 +535,11 @@ async fn timers(shard: Rc<Shard>) {
         };
         if checkpoint_due {
             since_checkpoint = 0;
-            let res = shard.store.borrow_mut().checkpoint();
-            match res {
-                Ok(()) => shard
-                    .flusher
-                    .note_synced(shard.store.borrow().synced_offset()),
-                Err(e) => crate::fail_stop(&format!("shard {}: flush: {e}", shard.id)),
+            let end = flusher::sync_log(&shard).await;
+            shard.flusher.note_synced(end);
+            let res = shard.store.borrow_mut().checkpoint_synced(end);
+            if let Err(e) = res {
+                crate::fail_stop(&format!("shard {}: checkpoint: {e}", shard.id));
             }
         }
         since_offsets += tick_ms;

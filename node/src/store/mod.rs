@@ -21,6 +21,7 @@ pub mod consume_queue;
 pub mod disk;
 pub mod error;
 pub mod fault_disk;
+pub mod flush;
 pub mod replica;
 
 use std::collections::{BTreeMap, HashMap};
@@ -265,6 +266,14 @@ impl<D: Disk + Clone> Store<D> {
     pub fn checkpoint(&mut self) -> Result<()> {
         self.check_alive()?;
         let end = self.sync()?;
+        self.checkpoint_synced(end)
+    }
+
+    /// Syncs the ConsumeQueues and records a checkpoint for a log known durable through
+    /// `log_synced` (the caller synced it, e.g. asynchronously: see [`Self::sync_plan`]).
+    pub fn checkpoint_synced(&mut self, log_synced: u64) -> Result<()> {
+        self.check_alive()?;
+        let end = log_synced.min(self.log.synced_offset());
         for qs in self.queues.values_mut() {
             for cq in qs.values_mut() {
                 cq.sync().inspect_err(|_| self.poisoned = true)?;

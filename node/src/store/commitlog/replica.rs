@@ -81,3 +81,11 @@ impl<D: Disk + Clone> CommitLog<D> {
         self.truncate_at(end)
     }
 }
+
+impl<D: Disk + Clone> CommitLog<D> {
+    /// Records a sync done outside (see `Store::sync_plan`); never moves backwards or past
+    /// the end.
+    pub fn note_synced(&mut self, target: u64) {
+        self.synced_offset = self.synced_offset.max(target.min(self.write_offset));
+    }
+}
