@@ -37,6 +37,9 @@ pub async fn run(shard: Rc<Shard>) {
         if shard.broker.is_shutting_down() {
             return;
         }
+        // Listen before registering: a topic change notified while the registration is in
+        // flight must start another one at once, not wait for the period.
+        let changed = shard.broker.topics_changed.listen();
         register_all(&shard).await;
         // A slave that has not learned its master yet asks again soon.
         let wait = if shard.broker.master_broker_addr().is_none()
@@ -46,7 +49,6 @@ pub async fn run(shard: Rc<Shard>) {
         } else {
             period
         };
-        let changed = shard.broker.topics_changed.listen();
         rt::timeout(wait, changed).await;
     }
 }

@@ -1,0 +1,912 @@
+//! Shared by the integration tests: a small blocking client for the native protocol over
+//! `std::net::TcpStream` (built only on `ringmq_wire`: frame check/parse, typed request
+//! headers, `Response<T>` decoding), and [`Node`], a guard around a spawned `ringmq` process
+//! (temp dir, ready line parsed from stdout with a timeout, stderr captured to a file that is
+//! printed when a test fails, SIGKILL on drop).
+//!
+//! Every wait here is bounded: socket reads time out, the ready line has a deadline, `term`
+//! gives up after a while. A hung broker fails the test instead of hanging the suite.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use ringmq_wire::code::{RequestCode, Status, PROTOCOL_VERSION};
+use ringmq_wire::codec::{Decode, Empty, Encode};
+use ringmq_wire::command::pull::FilterType;
+use ringmq_wire::command::route::{perm, ClusterInfo, GetRouteRequest, TopicConfig, TopicRoute};
+use ringmq_wire::command::{
+    read_remark, Boundary, BrokerRuntimeInfo, CreateTopicRequest, GetOffsetRequest, HelloRequest,
+    HelloResponse, OffsetResponse, PullRequest, PullResponse, QueryConsumerOffsetRequest,
+    QueryConsumerOffsetResponse, Response, SearchOffsetRequest, SendRequest, SendResponse,
+    UpdateConsumerOffsetRequest, ViewMessageRequest,
+};
+use ringmq_wire::frame;
+use ringmq_wire::properties;
+use ringmq_wire::record::{self, Message, RecordView};
+
+/// `queue_id` of a send whose records each name their own queue (multi-queue batch).
+pub const MULTI_QUEUE: u32 = u32::MAX;
+/// 8 MiB CommitLog segments: the 1 GiB default would pre-write GiBs of zeros per test.
+pub const SEGMENT_SET: &str = "mappedFileSizeCommitLog=8388608";
+/// How long a socket read may block before the test fails.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a node may take to print its ready line.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The `ringmq` binary under test.
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_ringmq")
+}
+
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+// ---------------------------------------------------------------------------------------
+// Records
+// ---------------------------------------------------------------------------------------
+
+/// What a test sends as one message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Msg {
+    pub topic: String,
+    pub queue_id: u32,
+    pub body: Vec<u8>,
+    /// Encoded properties block (TAGS, KEYS, user properties).
+    pub properties: Vec<u8>,
+}
+
+impl Msg {
+    pub fn new(topic: &str, queue_id: u32, body: impl Into<Vec<u8>>) -> Self {
+        Msg {
+            topic: topic.to_string(),
+            queue_id,
+            body: body.into(),
+            properties: Vec::new(),
+        }
+    }
+
+    /// Adds properties (e.g. `("TAGS", "TagA")`, `("KEYS", "k1")`, user keys).
+    pub fn props(mut self, pairs: &[(&str, &str)]) -> Self {
+        properties::encode(pairs.iter().copied(), &mut self.properties)
+            .expect("test properties are valid");
+        self
+    }
+
+    /// The record bytes a producer sends (broker-owned fields zero, IPv4 store host slot).
+    pub fn encode(&self) -> Vec<u8> {
+        let m = Message {
+            topic: &self.topic,
+            queue_id: self.queue_id,
+            flag: 7,
+            sys_flag: 0,
+            born_timestamp_ms: now_ms(),
+            born_host: SocketAddr::from(([127, 0, 0, 1], 40000)),
+            store_host_v6: false,
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body: &self.body,
+            properties: &self.properties,
+        };
+        let mut out = Vec::new();
+        record::encode(&m, &mut out).expect("test record encodes");
+        out
+    }
+}
+
+/// Records back to back, as a batch body.
+pub fn batch_body(msgs: &[Msg]) -> (Vec<u8>, Vec<usize>) {
+    let mut body = Vec::new();
+    let mut lens = Vec::new();
+    for m in msgs {
+        let r = m.encode();
+        lens.push(r.len());
+        body.extend_from_slice(&r);
+    }
+    (body, lens)
+}
+
+/// Decodes every record of a pull or view body; panics on a bad record.
+pub fn decode_records(body: &[u8]) -> Vec<RecordView<'_>> {
+    record::iter(body)
+        .map(|r| r.expect("broker returned a valid record"))
+        .collect()
+}
+
+/// Checks a stored record against what was sent: the same bytes except the broker-owned
+/// fields (queue offset, physical offset, store timestamp, store host), which are patched
+/// into a copy of the sent bytes from the stored record before comparing.
+pub fn assert_same_record(sent: &[u8], got: &RecordView<'_>) {
+    let mut want = sent.to_vec();
+    record::patch_broker_fields(
+        &mut want,
+        &record::BrokerFields {
+            queue_offset: got.queue_offset,
+            physical_offset: got.physical_offset,
+            store_timestamp_ms: got.store_timestamp_ms,
+            store_host: got.store_host,
+        },
+    )
+    .expect("patching the sent record");
+    assert_eq!(
+        want, got.bytes,
+        "stored record differs from the sent one beyond the broker-owned fields \
+         (queue {} offset {})",
+        got.queue_id, got.queue_offset
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Client
+// ---------------------------------------------------------------------------------------
+
+/// One response frame, owned.
+#[derive(Debug, Clone)]
+pub struct Resp {
+    pub request_id: u64,
+    /// The raw status code (an unknown one stays visible).
+    pub code: u16,
+    pub header: Vec<u8>,
+    pub body: Vec<u8>,
+}
+
+impl Resp {
+    pub fn status(&self) -> Status {
+        Status::try_from(self.code)
+            .unwrap_or_else(|_| panic!("response with unknown status code {}", self.code))
+    }
+
+    pub fn remark(&self) -> String {
+        read_remark(&self.header)
+            .map(|(r, _)| r.to_string())
+            .unwrap_or_else(|e| format!("<undecodable header: {e}>"))
+    }
+
+    /// The typed fields of the response header, if the responder sent them.
+    pub fn fields<T: Decode>(&self) -> Option<T> {
+        Response::<T>::decode(&self.header)
+            .unwrap_or_else(|e| panic!("response header does not decode: {e}"))
+            .fields
+    }
+
+    /// Panics with the status and remark unless the status is `want`.
+    #[track_caller]
+    pub fn expect_status(&self, want: Status) -> &Self {
+        assert_eq!(
+            self.status(),
+            want,
+            "want {} got {} (remark: {:?})",
+            want.name(),
+            self.status().name(),
+            self.remark()
+        );
+        self
+    }
+
+    #[track_caller]
+    pub fn ok(&self) -> &Self {
+        self.expect_status(Status::Success)
+    }
+}
+
+/// A blocking connection speaking the native protocol, with request ids and pipelining.
+pub struct Client {
+    pub addr: SocketAddr,
+    stream: TcpStream,
+    next_id: u64,
+    buf: Vec<u8>,
+    /// Responses read while waiting for another request id.
+    early: HashMap<u64, Resp>,
+}
+
+impl Client {
+    pub fn connect(addr: SocketAddr) -> Self {
+        Self::try_connect(addr).unwrap_or_else(|e| panic!("connecting to {addr}: {e}"))
+    }
+
+    pub fn try_connect(addr: SocketAddr) -> std::io::Result<Self> {
+        let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+        stream.set_read_timeout(Some(READ_TIMEOUT))?;
+        stream.set_write_timeout(Some(READ_TIMEOUT))?;
+        stream.set_nodelay(true)?;
+        Ok(Client {
+            addr,
+            stream,
+            next_id: 1,
+            buf: Vec::new(),
+            early: HashMap::new(),
+        })
+    }
+
+    /// The raw socket (for sending garbage).
+    pub fn stream(&mut self) -> &mut TcpStream {
+        &mut self.stream
+    }
+
+    pub fn set_read_timeout(&mut self, d: Duration) {
+        self.stream
+            .set_read_timeout(Some(d))
+            .expect("setting the read timeout");
+    }
+
+    /// Writes one request frame and returns its request id (pipelining: read later).
+    pub fn send_frame(&mut self, code: RequestCode, header: &impl Encode, body: &[u8]) -> u64 {
+        self.try_send_frame(code, header, body)
+            .unwrap_or_else(|e| panic!("sending {}: {e}", code.name()))
+    }
+
+    /// Like [`Client::send_frame`] but a dead connection is an `Err`, not a panic.
+    pub fn try_send_frame(
+        &mut self,
+        code: RequestCode,
+        header: &impl Encode,
+        body: &[u8],
+    ) -> Result<u64, String> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut out = Vec::new();
+        frame::encode_request(&mut out, code, false, id, header, body)
+            .map_err(|e| format!("encoding: {e}"))?;
+        self.stream
+            .write_all(&out)
+            .map_err(|e| format!("write: {e}"))?;
+        Ok(id)
+    }
+
+    /// Writes raw bytes.
+    pub fn send_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.stream.write_all(bytes)
+    }
+
+    /// Reads the next response frame, whatever its id. `Err` on EOF, timeout or a bad frame.
+    pub fn read_any(&mut self) -> Result<Resp, String> {
+        loop {
+            match frame::check(&self.buf, frame::FRAME_BYTES_MAX) {
+                Ok(Some(n)) => {
+                    let f = frame::parse(&self.buf[..n]).map_err(|e| e.to_string())?;
+                    if !f.is_response() {
+                        return Err(format!("server sent a request frame (code {})", f.code));
+                    }
+                    let r = Resp {
+                        request_id: f.request_id,
+                        code: f.code,
+                        header: f.header.to_vec(),
+                        body: f.body.to_vec(),
+                    };
+                    self.buf.drain(..n);
+                    return Ok(r);
+                }
+                Ok(None) => {}
+                Err(e) => return Err(format!("bad frame from the server: {e}")),
+            }
+            let mut chunk = [0u8; 64 * 1024];
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return Err("connection closed".to_string()),
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) => return Err(format!("read: {e}")),
+            }
+        }
+    }
+
+    /// Reads until the response to `id` arrives (others are kept for later).
+    pub fn recv(&mut self, id: u64) -> Resp {
+        self.try_recv(id)
+            .unwrap_or_else(|e| panic!("waiting for the response to request {id}: {e}"))
+    }
+
+    pub fn try_recv(&mut self, id: u64) -> Result<Resp, String> {
+        if let Some(r) = self.early.remove(&id) {
+            return Ok(r);
+        }
+        loop {
+            let r = self.read_any()?;
+            if r.request_id == id {
+                return Ok(r);
+            }
+            self.early.insert(r.request_id, r);
+        }
+    }
+
+    /// One request, one response.
+    pub fn call(&mut self, code: RequestCode, header: &impl Encode, body: &[u8]) -> Resp {
+        let id = self.send_frame(code, header, body);
+        self.recv(id)
+    }
+
+    /// Like [`Client::call`] but a dead connection is an `Err`, not a panic.
+    pub fn try_call(
+        &mut self,
+        code: RequestCode,
+        header: &impl Encode,
+        body: &[u8],
+    ) -> Result<Resp, String> {
+        let id = self.try_send_frame(code, header, body)?;
+        self.try_recv(id)
+    }
+
+    // ---- broker requests --------------------------------------------------------------
+
+    /// HELLO; returns the response fields (panics unless SUCCESS).
+    pub fn hello(&mut self, preferred_shard: Option<u16>) -> HelloResponse {
+        let h = HelloRequest {
+            client_id: format!("127.0.0.1@{}", std::process::id()),
+            protocol_version: PROTOCOL_VERSION,
+            client_version: "ringmq integration tests".to_string(),
+            preferred_shard,
+        };
+        let r = self.call(RequestCode::Hello, &h, &[]);
+        r.ok();
+        r.fields::<HelloResponse>().expect("HELLO response fields")
+    }
+
+    pub fn send_request(topic: &str, queue_id: u32, batch: bool, count: usize) -> SendRequest {
+        SendRequest {
+            producer_group: "it-producers".to_string(),
+            topic: topic.to_string(),
+            queue_id,
+            batch,
+            record_count: count as u32,
+        }
+    }
+
+    /// SEND_MESSAGE of one record; returns the raw response.
+    pub fn send(&mut self, msg: &Msg) -> Resp {
+        let h = Self::send_request(&msg.topic, msg.queue_id, false, 1);
+        self.call(RequestCode::SendMessage, &h, &msg.encode())
+    }
+
+    /// SEND_MESSAGE of pre-encoded record bytes.
+    pub fn send_bytes(&mut self, topic: &str, queue_id: u32, record: &[u8]) -> Resp {
+        let h = Self::send_request(topic, queue_id, false, 1);
+        self.call(RequestCode::SendMessage, &h, record)
+    }
+
+    /// SEND_MESSAGE; panics unless SUCCESS; returns the fields.
+    pub fn send_ok(&mut self, msg: &Msg) -> SendResponse {
+        let r = self.send(msg);
+        r.ok();
+        r.fields::<SendResponse>().expect("send response fields")
+    }
+
+    /// SEND_BATCH_MESSAGE to `queue_id` (or [`MULTI_QUEUE`]).
+    pub fn send_batch(&mut self, topic: &str, queue_id: u32, msgs: &[Msg]) -> Resp {
+        let (body, _) = batch_body(msgs);
+        let h = Self::send_request(topic, queue_id, true, msgs.len());
+        self.call(RequestCode::SendBatchMessage, &h, &body)
+    }
+
+    /// PULL_MESSAGE with a tag filter of `*`.
+    pub fn pull(
+        &mut self,
+        topic: &str,
+        queue_id: u32,
+        offset: u64,
+        max_messages: u32,
+        suspend_timeout_ms: u32,
+    ) -> Resp {
+        let h = pull_request(topic, queue_id, offset, max_messages, suspend_timeout_ms);
+        self.call(RequestCode::PullMessage, &h, &[])
+    }
+
+    /// Pulls `queue` from `offset` until `count` records arrived; panics on anything else.
+    pub fn pull_all(&mut self, topic: &str, queue_id: u32, offset: u64, count: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut got = 0usize;
+        let mut at = offset;
+        while got < count {
+            let r = self.pull(topic, queue_id, at, 256, 0);
+            r.ok();
+            let f = r.fields::<PullResponse>().expect("pull fields");
+            assert!(f.message_count > 0, "pull returned SUCCESS with no records");
+            got += f.message_count as usize;
+            at = f.next_begin_offset;
+            out.extend_from_slice(&r.body);
+        }
+        out
+    }
+
+    pub fn create_topic(&mut self, topic: &str, queues: u32) -> Resp {
+        let h = CreateTopicRequest {
+            topic: topic.to_string(),
+            read_queue_count: queues,
+            write_queue_count: queues,
+            perm: perm::READ_WRITE,
+            attributes: Default::default(),
+        };
+        self.call(RequestCode::UpdateAndCreateTopic, &h, &[])
+    }
+
+    pub fn create_topic_ok(&mut self, topic: &str, queues: u32) -> TopicConfig {
+        let r = self.create_topic(topic, queues);
+        r.ok();
+        r.fields::<TopicConfig>().expect("topic config fields")
+    }
+
+    fn offset_call(&mut self, code: RequestCode, topic: &str, queue_id: u32) -> u64 {
+        let h = GetOffsetRequest {
+            topic: topic.to_string(),
+            queue_id,
+        };
+        let r = self.call(code, &h, &[]);
+        r.ok();
+        r.fields::<OffsetResponse>()
+            .expect("offset response fields")
+            .offset
+    }
+
+    pub fn max_offset(&mut self, topic: &str, queue_id: u32) -> u64 {
+        self.offset_call(RequestCode::GetMaxOffset, topic, queue_id)
+    }
+
+    pub fn min_offset(&mut self, topic: &str, queue_id: u32) -> u64 {
+        self.offset_call(RequestCode::GetMinOffset, topic, queue_id)
+    }
+
+    pub fn search_offset(&mut self, topic: &str, queue_id: u32, timestamp_ms: i64) -> u64 {
+        let h = SearchOffsetRequest {
+            topic: topic.to_string(),
+            queue_id,
+            timestamp_ms,
+            boundary: Boundary::Lower,
+        };
+        let r = self.call(RequestCode::SearchOffsetByTimestamp, &h, &[]);
+        r.ok();
+        r.fields::<OffsetResponse>()
+            .expect("offset response fields")
+            .offset
+    }
+
+    pub fn commit_offset(&mut self, group: &str, topic: &str, queue_id: u32, offset: u64) {
+        let h = UpdateConsumerOffsetRequest {
+            consumer_group: group.to_string(),
+            topic: topic.to_string(),
+            queue_id,
+            offset,
+        };
+        self.call(RequestCode::UpdateConsumerOffset, &h, &[]).ok();
+    }
+
+    /// The committed offset, `None` on QUERY_NOT_FOUND.
+    pub fn query_offset(&mut self, group: &str, topic: &str, queue_id: u32) -> Option<u64> {
+        let h = QueryConsumerOffsetRequest {
+            consumer_group: group.to_string(),
+            topic: topic.to_string(),
+            queue_id,
+        };
+        let r = self.call(RequestCode::QueryConsumerOffset, &h, &[]);
+        if r.status() == Status::QueryNotFound {
+            return None;
+        }
+        r.ok();
+        Some(
+            r.fields::<QueryConsumerOffsetResponse>()
+                .expect("query offset fields")
+                .offset,
+        )
+    }
+
+    pub fn view_message(&mut self, physical_offset: u64) -> Resp {
+        self.call(
+            RequestCode::ViewMessageById,
+            &ViewMessageRequest { physical_offset },
+            &[],
+        )
+    }
+
+    pub fn runtime_info(&mut self) -> BrokerRuntimeInfo {
+        let r = self.call(RequestCode::GetBrokerRuntimeInfo, &Empty, &[]);
+        r.ok();
+        BrokerRuntimeInfo::decode(&r.body).expect("runtime info body")
+    }
+
+    // ---- name server requests ---------------------------------------------------------
+
+    /// The topic's route, `None` on TOPIC_NOT_EXIST.
+    pub fn route(&mut self, topic: &str) -> Option<TopicRoute> {
+        let r = self.call(
+            RequestCode::GetRouteInfoByTopic,
+            &GetRouteRequest {
+                topic: topic.to_string(),
+            },
+            &[],
+        );
+        if r.status() == Status::TopicNotExist {
+            return None;
+        }
+        r.ok();
+        Some(TopicRoute::decode(&r.body).expect("route body"))
+    }
+
+    pub fn cluster_info(&mut self) -> ClusterInfo {
+        let r = self.call(RequestCode::GetBrokerClusterInfo, &Empty, &[]);
+        r.ok();
+        ClusterInfo::decode(&r.body).expect("cluster info body")
+    }
+}
+
+/// A PULL_MESSAGE header (tag filter `*`, 8 MiB max bytes, no commit).
+pub fn pull_request(
+    topic: &str,
+    queue_id: u32,
+    offset: u64,
+    max_messages: u32,
+    suspend_timeout_ms: u32,
+) -> PullRequest {
+    PullRequest {
+        consumer_group: "it-consumers".to_string(),
+        topic: topic.to_string(),
+        queue_id,
+        queue_offset: offset,
+        max_messages,
+        max_bytes: 8 << 20,
+        filter_type: FilterType::Tag,
+        expression: "*".to_string(),
+        suspend_timeout_ms,
+        commit_offset: None,
+    }
+}
+
+/// Retries `f` every 50 ms until it returns `Some` or `timeout` passes.
+pub fn wait_for<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Node: a spawned ringmq process
+// ---------------------------------------------------------------------------------------
+
+/// Addresses a node printed on its ready line.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Ready {
+    pub namesrv: Option<SocketAddr>,
+    pub broker: Option<SocketAddr>,
+    pub shards: u16,
+}
+
+static LOG_SEQ: AtomicUsize = AtomicUsize::new(0);
+
+/// A running `ringmq` process; SIGKILLed on drop if still alive. When the test thread is
+/// panicking, drop prints the tail of the node's stderr log.
+pub struct Node {
+    pub name: String,
+    child: Option<Child>,
+    pub ready: Ready,
+    pub log_path: PathBuf,
+    pub exit: Option<ExitStatus>,
+}
+
+/// How to launch a node.
+#[derive(Debug, Clone, Default)]
+pub struct Launch {
+    /// Programs the binary is run through (e.g. `prlimit ... setpriv ...`); each must exec,
+    /// so the child's pid stays the node's pid.
+    pub prefix: Vec<String>,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+}
+
+impl Node {
+    /// `ringmq standalone` with data under `data`, ephemeral ports, 8 MiB segments, plus
+    /// `extra` args. Logs go next to the data dir.
+    pub fn standalone(data: &Path, extra: &[&str]) -> Node {
+        Node::start(
+            "standalone",
+            data.parent().unwrap_or(data),
+            standalone_launch(data, extra),
+        )
+    }
+
+    /// `ringmq namesrv` on an ephemeral port.
+    pub fn namesrv(log_dir: &Path, extra: &[&str]) -> Node {
+        let mut args: Vec<String> = ["namesrv", "--host", "127.0.0.1", "--port", "0"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        Node::start(
+            "namesrv",
+            log_dir,
+            Launch {
+                args,
+                ..Launch::default()
+            },
+        )
+    }
+
+    /// `ringmq broker -c config --namesrv "ns1;ns2"` (+ 8 MiB segments, extra args).
+    pub fn broker(log_dir: &Path, config: &Path, namesrvs: &[SocketAddr], extra: &[&str]) -> Node {
+        let list = namesrvs
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(";");
+        let mut args: Vec<String> = vec![
+            "broker".into(),
+            "-c".into(),
+            config.display().to_string(),
+            "--namesrv".into(),
+            list,
+            "--host".into(),
+            "127.0.0.1".into(),
+            "--set".into(),
+            SEGMENT_SET.into(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        Node::start(
+            "broker",
+            log_dir,
+            Launch {
+                args,
+                ..Launch::default()
+            },
+        )
+    }
+
+    /// Spawns the binary and waits for its ready line (panics with the log otherwise).
+    pub fn start(name: &str, log_dir: &Path, launch: Launch) -> Node {
+        let seq = LOG_SEQ.fetch_add(1, Ordering::Relaxed);
+        let log_path = log_dir.join(format!("{name}-{seq}.stderr.log"));
+        let log = std::fs::File::create(&log_path).expect("creating the stderr log");
+        let mut cmd = match launch.prefix.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(bin());
+                c
+            }
+            None => Command::new(bin()),
+        };
+        cmd.args(&launch.args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log));
+        for (k, v) in &launch.env {
+            cmd.env(k, v);
+        }
+        if std::env::var_os("RUST_LOG").is_none() {
+            cmd.env("RUST_LOG", "info");
+        }
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawning {} {:?}: {e}", bin(), launch.args));
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            // Keep draining stdout so the node never blocks on a full pipe.
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let _ = tx.send(line);
+            }
+        });
+        let mut node = Node {
+            name: format!("{name}-{seq}"),
+            child: Some(child),
+            ready: Ready::default(),
+            log_path,
+            exit: None,
+        };
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left.min(Duration::from_millis(100))) {
+                Ok(line) => {
+                    if let Some(r) = parse_ready(&line) {
+                        node.ready = r;
+                        return node;
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    std::thread::sleep(Duration::from_millis(100));
+                    let status = node
+                        .child
+                        .as_mut()
+                        .and_then(|c| c.try_wait().ok().flatten());
+                    panic!(
+                        "{} exited before its ready line ({status:?}); stderr:\n{}",
+                        node.name,
+                        node.log()
+                    );
+                }
+            }
+            if let Some(c) = node.child.as_mut() {
+                if let Ok(Some(status)) = c.try_wait() {
+                    std::thread::sleep(Duration::from_millis(50));
+                    panic!(
+                        "{} exited before its ready line ({status}); stderr:\n{}",
+                        node.name,
+                        node.log()
+                    );
+                }
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "{} printed no ready line within {READY_TIMEOUT:?}; stderr:\n{}",
+                    node.name,
+                    node.log()
+                );
+            }
+        }
+    }
+
+    pub fn broker_addr(&self) -> SocketAddr {
+        self.ready.broker.expect("this node runs a broker")
+    }
+
+    pub fn namesrv_addr(&self) -> SocketAddr {
+        self.ready.namesrv.expect("this node runs a name server")
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().map_or(-1, |c| c.id() as i32)
+    }
+
+    /// The node's stderr so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+
+    /// Prints the stderr log to the test output.
+    pub fn dump_log(&self) {
+        eprintln!(
+            "----- {} stderr ({}) -----\n{}\n----- end {} -----",
+            self.name,
+            self.log_path.display(),
+            self.log(),
+            self.name
+        );
+    }
+
+    /// SIGTERM, then waits (at most 30 s) for the exit status.
+    pub fn term(&mut self) -> ExitStatus {
+        self.signal(libc::SIGTERM);
+        self.wait(Duration::from_secs(30))
+            .unwrap_or_else(|| panic!("{} did not exit within 30 s of SIGTERM", self.name))
+    }
+
+    /// SIGKILL, then waits for the process to be gone.
+    pub fn kill9(&mut self) -> ExitStatus {
+        self.signal(libc::SIGKILL);
+        self.wait(Duration::from_secs(10))
+            .unwrap_or_else(|| panic!("{} survived SIGKILL", self.name))
+    }
+
+    fn signal(&self, sig: i32) {
+        let pid = self.pid();
+        if pid > 0 && self.exit.is_none() {
+            nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::try_from(sig).expect("a valid signal"),
+            )
+            .unwrap_or_else(|e| panic!("signal {sig} to {}: {e}", self.name));
+        }
+    }
+
+    /// Waits up to `timeout` for the process to exit.
+    pub fn wait(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        if let Some(s) = self.exit {
+            return Some(s);
+        }
+        let deadline = Instant::now() + timeout;
+        let child = self.child.as_mut()?;
+        loop {
+            if let Ok(Some(s)) = child.try_wait() {
+                self.exit = Some(s);
+                return Some(s);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            if self.exit.is_none() && !matches!(child.try_wait(), Ok(Some(_))) {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+        if std::thread::panicking() {
+            let log = self.log();
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(80)..];
+            eprintln!(
+                "----- {} stderr, last {} lines ({}) -----\n{}\n-----",
+                self.name,
+                tail.len(),
+                self.log_path.display(),
+                tail.join("\n")
+            );
+        }
+    }
+}
+
+/// The launch of `ringmq standalone` on loopback with ephemeral ports.
+pub fn standalone_launch(data: &Path, extra: &[&str]) -> Launch {
+    let mut args: Vec<String> = vec![
+        "standalone".into(),
+        "--data".into(),
+        data.display().to_string(),
+        "--host".into(),
+        "127.0.0.1".into(),
+        "--namesrv-port".into(),
+        "0".into(),
+        "--broker-port".into(),
+        "0".into(),
+        "--set".into(),
+        SEGMENT_SET.into(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    Launch {
+        args,
+        ..Launch::default()
+    }
+}
+
+/// Parses the three ready lines `ringmq` prints on stdout.
+pub fn parse_ready(line: &str) -> Option<Ready> {
+    let addr = |s: &str| s.parse::<SocketAddr>().ok();
+    let shards = |s: &str| s.trim_start_matches('(').parse::<u16>().ok();
+    if let Some(rest) = line.strip_prefix("ringmq standalone ready: ") {
+        // namesrv A broker B (N shards)
+        let w: Vec<&str> = rest.split_whitespace().collect();
+        if w.len() >= 5 && w[0] == "namesrv" && w[2] == "broker" {
+            return Some(Ready {
+                namesrv: addr(w[1]),
+                broker: addr(w[3]),
+                shards: shards(w[4])?,
+            });
+        }
+    } else if let Some(rest) = line.strip_prefix("ringmq namesrv ready: ") {
+        return Some(Ready {
+            namesrv: addr(rest.trim()),
+            broker: None,
+            shards: 0,
+        });
+    } else if let Some(rest) = line.strip_prefix("ringmq broker ready: ") {
+        let w: Vec<&str> = rest.split_whitespace().collect();
+        if w.len() >= 2 {
+            return Some(Ready {
+                namesrv: None,
+                broker: addr(w[0]),
+                shards: shards(w[1])?,
+            });
+        }
+    }
+    None
+}
+
+/// A fresh temp dir for one test (removed on drop; a failing test prints the node logs).
+pub fn tempdir(prefix: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("ringmq-it-{prefix}-"))
+        .tempdir()
+        .expect("creating a temp dir")
+}
+
+/// The log lines containing `needle` (e.g. `clean shutdown last time`).
+pub fn log_lines_containing<'a>(log: &'a str, needle: &str) -> Vec<&'a str> {
+    log.lines().filter(|l| l.contains(needle)).collect()
+}
