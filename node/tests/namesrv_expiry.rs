@@ -1,0 +1,185 @@
+//! Name server leases with real processes: a `ringmq broker -c broker.properties` registers
+//! with two `ringmq namesrv` processes (short scan interval and expiry for the test), its
+//! route appears on both and stays while it re-registers; after `kill -9` both drop it once
+//! it has been silent past the expiry; a restarted broker registers again.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::*;
+use ringmq_wire::command::route::MASTER_ID;
+
+const EXPIRY_MS: u64 = 1500;
+const REGISTER_PERIOD_MS: u64 = 500;
+
+/// A port that was free a moment ago (the broker binds it right after).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Writes broker.properties. `listen_port` 0 would be the natural choice for a test, but
+/// the config refuses it (see `broker_config_accepts_listen_port_zero`), so tests pass a port
+/// that was free a moment ago.
+fn write_config(dir: &Path, listen_port: u16) -> std::path::PathBuf {
+    let store = dir.join("store");
+    let path = dir.join("broker.properties");
+    let text = format!(
+        "# written by namesrv_expiry.rs\n\
+         brokerClusterName=ItCluster\n\
+         brokerName=broker-x\n\
+         brokerId=0\n\
+         listenPort={listen_port}\n\
+         storePathRootDir={}\n\
+         mappedFileSizeCommitLog=8388608\n\
+         flushDiskType=ASYNC_FLUSH\n",
+        store.display()
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn start_broker(dir: &Path, config: &Path, namesrvs: &[SocketAddr]) -> Node {
+    let period = format!("registerNameServerPeriod={REGISTER_PERIOD_MS}");
+    Node::broker(dir, config, namesrvs, &["--shards", "1", "--set", &period])
+}
+
+fn broker_listed(ns: &mut Client, topic: &str, broker: SocketAddr) -> bool {
+    let in_route = ns.route(topic).is_some_and(|r| {
+        r.brokers.iter().any(|b| {
+            b.broker_name == "broker-x"
+                && b.replicas.get(&MASTER_ID).map(|m| m.address.as_str())
+                    == Some(&broker.to_string())
+        })
+    });
+    let in_cluster = ns
+        .cluster_info()
+        .brokers
+        .iter()
+        .any(|b| b.cluster == "ItCluster" && b.broker_name == "broker-x");
+    in_route && in_cluster
+}
+
+#[test]
+fn name_servers_drop_a_killed_broker_after_expiry() {
+    let dir = tempdir("expiry");
+    let ns_args = [
+        "--scan-interval-ms",
+        "200",
+        "--broker-expiry-ms",
+        &EXPIRY_MS.to_string(),
+    ]
+    .map(String::from);
+    let ns_args: Vec<&str> = ns_args.iter().map(String::as_str).collect();
+    let ns_nodes = [
+        Node::namesrv(dir.path(), &ns_args),
+        Node::namesrv(dir.path(), &ns_args),
+    ];
+    let ns_addrs: Vec<SocketAddr> = ns_nodes.iter().map(Node::namesrv_addr).collect();
+    let config = write_config(dir.path(), free_port());
+    let mut broker = start_broker(dir.path(), &config, &ns_addrs);
+    let baddr = broker.broker_addr();
+    let topic = "Expiry";
+    let cfg = Client::connect(baddr).create_topic_ok(topic, 4);
+    assert_eq!(cfg.queue_shards, vec![0, 0, 0, 0]);
+
+    let mut ns: Vec<Client> = ns_addrs.iter().map(|a| Client::connect(*a)).collect();
+    for (i, c) in ns.iter_mut().enumerate() {
+        let appeared = wait_for(Duration::from_secs(10), || {
+            broker_listed(c, topic, baddr).then_some(())
+        });
+        assert!(
+            appeared.is_some(),
+            "name server {i}: the broker's route never appeared"
+        );
+        let route = c.route(topic).unwrap();
+        let q = route
+            .queues
+            .iter()
+            .find(|q| q.broker_name == "broker-x")
+            .unwrap();
+        assert_eq!((q.read_queue_count, q.write_queue_count), (4, 4));
+        assert_eq!(q.queue_shards, vec![0, 0, 0, 0]);
+        let m = &route.brokers[0].replicas[&MASTER_ID];
+        assert_eq!(m.shard_count, 1);
+    }
+
+    // Re-registration keeps the broker alive well past one expiry period.
+    let until = Instant::now() + Duration::from_millis(2 * EXPIRY_MS);
+    while Instant::now() < until {
+        for (i, c) in ns.iter_mut().enumerate() {
+            assert!(
+                broker_listed(c, topic, baddr),
+                "name server {i} dropped a live broker that registers every {REGISTER_PERIOD_MS} ms"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+
+    broker.kill9();
+    let killed = Instant::now();
+    for (i, c) in ns.iter_mut().enumerate() {
+        let gone = wait_for(Duration::from_secs(10), || {
+            (!broker_listed(c, topic, baddr) && c.route(topic).is_none()).then_some(())
+        });
+        assert!(
+            gone.is_some(),
+            "name server {i} still lists the killed broker after 10 s"
+        );
+        assert!(
+            c.cluster_info().brokers.is_empty(),
+            "name server {i}: cluster info still lists a broker"
+        );
+    }
+    let took = killed.elapsed();
+    eprintln!("broker dropped {took:?} after kill -9 (expiry {EXPIRY_MS} ms, scan 200 ms)");
+    // The last registration was at most one period before the kill.
+    assert!(
+        took >= Duration::from_millis(EXPIRY_MS - REGISTER_PERIOD_MS - 200),
+        "dropped after {took:?}, before the broker could have expired"
+    );
+    for n in &ns_nodes {
+        let log = n.log();
+        assert!(
+            log.contains("dropped broker ItCluster/broker-x"),
+            "{}: no drop line in the log:\n{log}",
+            n.name
+        );
+    }
+
+    // A restarted broker registers again (the topic table was persisted).
+    let config = write_config(dir.path(), free_port());
+    let broker = start_broker(dir.path(), &config, &ns_addrs);
+    let baddr = broker.broker_addr();
+    for (i, c) in ns.iter_mut().enumerate() {
+        let back = wait_for(Duration::from_secs(10), || {
+            broker_listed(c, topic, baddr).then_some(())
+        });
+        assert!(
+            back.is_some(),
+            "name server {i}: the restarted broker did not register"
+        );
+    }
+}
+
+/// The brief for these tests (and RocketMQ habit for tests) is `listenPort=0` in
+/// broker.properties = any free port, printed on the ready line, as `--broker-port 0` does
+/// for standalone. `node/src/config/keys.rs` bounds listenPort to 1..=65535, so the broker
+/// exits with "listenPort: expected an integer in 1..=65535, got \"0\"".
+#[test]
+#[ignore = "reason: broker.properties listenPort=0 is refused by node/src/config/keys.rs (bound 1..=65535); config is not this test's to change"]
+fn broker_config_accepts_listen_port_zero() {
+    let dir = tempdir("port0");
+    let ns = Node::namesrv(dir.path(), &[]);
+    let config = write_config(dir.path(), 0);
+    let broker = start_broker(dir.path(), &config, &[ns.namesrv_addr()]);
+    assert_ne!(broker.broker_addr().port(), 0);
+    Client::connect(broker.broker_addr()).hello(None);
+}
