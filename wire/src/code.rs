@@ -38,6 +38,8 @@ crate::wire_enum! {
         NotifyConsumerIdsChanged = 40 => "NOTIFY_CONSUMER_IDS_CHANGED",
         LockBatchMq = 41 => "LOCK_BATCH_MQ",
         UnlockBatchMq = 42 => "UNLOCK_BATCH_MQ",
+        /// Every committed consumer offset of one shard (a slave copies its master's).
+        GetAllConsumerOffset = 43 => "GET_ALL_CONSUMER_OFFSET",
         PutKvConfig = 100 => "PUT_KV_CONFIG",
         GetKvConfig = 101 => "GET_KV_CONFIG",
         DeleteKvConfig = 102 => "DELETE_KV_CONFIG",

@@ -79,6 +79,14 @@ impl ConsumerOffsets {
             .collect()
     }
 
+    /// Every offset: (group, topic, queue, offset).
+    pub fn all(&self) -> Vec<(String, String, u32, u64)> {
+        self.map
+            .iter()
+            .map(|((g, t, q), o)| (g.clone(), t.clone(), *q, *o))
+            .collect()
+    }
+
     /// Forgets every offset of a deleted topic.
     pub fn remove_topic(&mut self, topic: &str) {
         let before = self.map.len();

@@ -2,10 +2,11 @@
 //! store timestamp. All run on the shard that owns the queue.
 
 use ringmq_wire::code::Status;
-use ringmq_wire::codec::Empty;
+use ringmq_wire::codec::{Empty, Encode};
 use ringmq_wire::command::{
-    GetOffsetRequest, OffsetResponse, QueryConsumerOffsetRequest, QueryConsumerOffsetResponse,
-    SearchOffsetRequest, UpdateConsumerOffsetRequest,
+    ConsumerOffsetEntry, ConsumerOffsetTable, GetOffsetRequest, OffsetResponse,
+    QueryConsumerOffsetRequest, QueryConsumerOffsetResponse, SearchOffsetRequest,
+    UpdateConsumerOffsetRequest,
 };
 
 use crate::net::dispatch::store_error;
@@ -26,6 +27,26 @@ pub fn query_offset(shard: &Shard, h: &QueryConsumerOffsetRequest) -> Reply {
                 h.consumer_group, h.topic, h.queue_id
             ),
         ),
+    }
+}
+
+/// Every offset this shard keeps (a slave's shard copies them).
+pub fn all_offsets(shard: &Shard) -> crate::net::reply::Outcome {
+    let entries = shard
+        .offsets
+        .borrow()
+        .all()
+        .into_iter()
+        .map(|(g, t, q, o)| ConsumerOffsetEntry {
+            consumer_group: g,
+            topic: t,
+            queue_id: q,
+            offset: o,
+        })
+        .collect();
+    match (ConsumerOffsetTable { entries }).to_vec() {
+        Ok(body) => Reply::ok_body(Empty, crate::net::reply::Body::Bytes(body)).into(),
+        Err(e) => Reply::error(Status::SystemError, format!("encoding offsets: {e}")).into(),
     }
 }
 

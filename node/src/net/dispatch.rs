@@ -72,6 +72,15 @@ pub fn dispatch(shard: &Rc<Shard>, mut frame_bytes: Vec<u8>, origin: Origin) -> 
             Ok(()) => oh::query_offset(shard, &h).into(),
             Err(o) => o.redirect(shard, frame_bytes, origin),
         },
+        Request::GetAllConsumerOffset(h) => {
+            if h.shard_id == shard.id {
+                oh::all_offsets(shard)
+            } else if h.shard_id < shard.broker.shard_count {
+                forward_or_refuse(shard, h.shard_id, frame_bytes, origin)
+            } else {
+                Reply::error(Status::MessageIllegal, format!("no shard {}", h.shard_id)).into()
+            }
+        }
         Request::UpdateConsumerOffset(h) => match local(&h.topic, h.queue_id) {
             Ok(()) => oh::update_offset(shard, &h).into(),
             Err(o) => o.redirect(shard, frame_bytes, origin),

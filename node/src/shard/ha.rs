@@ -16,7 +16,10 @@ use std::time::Duration;
 
 use ringmq_wire::code::{RequestCode, Status};
 use ringmq_wire::codec::{Decode, Encode};
-use ringmq_wire::command::{HaAck, HaSubscribeRequest, HaSubscribeResponse, HaTransfer, Response};
+use ringmq_wire::command::{
+    ConsumerOffsetTable, GetAllConsumerOffsetRequest, HaAck, HaSubscribeRequest,
+    HaSubscribeResponse, HaTransfer, Response,
+};
 use ringmq_wire::frame::{self, Flags};
 
 use super::mailbox::Mail;
@@ -463,5 +466,32 @@ async fn follow(shard: &Rc<Shard>, addr: SocketAddr) -> Result<(), String> {
             .map_err(|e| e.to_string())?;
         let (res, _) = conn.write_all(out).await;
         res.map_err(|e| e.to_string())?;
+    }
+}
+
+/// How often a slave's shard copies its master's consumer offsets.
+pub const OFFSET_SYNC_MS: u64 = 5_000;
+
+/// Slave role: copy the master's committed consumer offsets for this shard's queues, so a
+/// consumer that moves to the slave (master down) continues where the group was.
+pub async fn sync_offsets_loop(shard: Rc<Shard>) {
+    while !shard.broker.is_shutting_down() {
+        rt::sleep(Duration::from_millis(OFFSET_SYNC_MS)).await;
+        let Some(addr) = shard.broker.master_broker_addr() else {
+            continue;
+        };
+        let req = GetAllConsumerOffsetRequest { shard_id: shard.id };
+        let Ok((Status::Success, _, body)) =
+            crate::broker::register::call(addr, RequestCode::GetAllConsumerOffset, &req, &[]).await
+        else {
+            continue;
+        };
+        let Ok(table) = ConsumerOffsetTable::decode(&body) else {
+            continue;
+        };
+        let mut offsets = shard.offsets.borrow_mut();
+        for e in table.entries {
+            offsets.set(&e.consumer_group, &e.topic, e.queue_id, e.offset);
+        }
     }
 }

@@ -322,6 +322,7 @@ async fn run(
     let ha_accept = ha_listener.map(|l| rt::spawn_joinable(ha::accept_loop(Rc::clone(&shard), l)));
     if !shard.broker.config.broker_role.is_master() {
         rt::spawn(ha::follow_loop(Rc::clone(&shard)));
+        rt::spawn(ha::sync_offsets_loop(Rc::clone(&shard)));
         if shard.id == 0 {
             rt::spawn(register::sync_from_master(Rc::clone(&shard)));
         }

@@ -30,6 +30,34 @@ crate::wire_struct! {
     }
 }
 
+crate::wire_struct! {
+    /// GET_ALL_CONSUMER_OFFSET request header: the offsets kept by one shard (a slave's
+    /// shard asks for its master's same shard). Response: [`ConsumerOffsetTable`] in the body.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct GetAllConsumerOffsetRequest {
+        pub shard_id: u16,
+    }
+}
+
+crate::wire_struct! {
+    /// One committed offset.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct ConsumerOffsetEntry {
+        pub consumer_group: String,
+        pub topic: String,
+        pub queue_id: u32,
+        pub offset: u64,
+    }
+}
+
+crate::wire_struct! {
+    /// GET_ALL_CONSUMER_OFFSET response body.
+    #[derive(Debug, Clone, Default, PartialEq, Eq)]
+    pub struct ConsumerOffsetTable {
+        pub entries: Vec<ConsumerOffsetEntry>,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,6 +18,7 @@
 //! | QUERY_MESSAGE | [`QueryMessageRequest`] | - | [`QueryMessageResponse`] | records |
 //! | QUERY_CONSUMER_OFFSET | [`QueryConsumerOffsetRequest`] | - | [`QueryConsumerOffsetResponse`] | - |
 //! | UPDATE_CONSUMER_OFFSET | [`UpdateConsumerOffsetRequest`] | - | [`Empty`] | - |
+//! | GET_ALL_CONSUMER_OFFSET | [`GetAllConsumerOffsetRequest`] | - | [`Empty`] | [`ConsumerOffsetTable`] |
 //! | GET_MAX_OFFSET, GET_MIN_OFFSET | [`GetOffsetRequest`] | - | [`OffsetResponse`] | - |
 //! | SEARCH_OFFSET_BY_TIMESTAMP | [`SearchOffsetRequest`] | - | [`OffsetResponse`] | - |
 //! | VIEW_MESSAGE_BY_ID | [`ViewMessageRequest`] | - | [`Empty`] | one record |
@@ -141,6 +142,7 @@ requests! {
     PullMessage(PullRequest),
     QueryMessage(QueryMessageRequest),
     QueryConsumerOffset(QueryConsumerOffsetRequest),
+    GetAllConsumerOffset(GetAllConsumerOffsetRequest),
     UpdateConsumerOffset(UpdateConsumerOffsetRequest),
     UpdateAndCreateTopic(CreateTopicRequest),
     GetAllTopicConfig(Empty),
@@ -201,6 +203,8 @@ macro_rules! for_each_wire_type {
             $crate::command::QueryConsumerOffsetRequest,
             $crate::command::Response<$crate::command::QueryConsumerOffsetResponse>,
             $crate::command::UpdateConsumerOffsetRequest,
+            $crate::command::GetAllConsumerOffsetRequest,
+            $crate::command::ConsumerOffsetTable,
             $crate::command::GetOffsetRequest,
             $crate::command::SearchOffsetRequest,
             $crate::command::Response<$crate::command::OffsetResponse>,
