@@ -105,6 +105,18 @@ impl<D: Disk + Clone> ConsumeQueue<D> {
             let file = disk
                 .open(&path, false)
                 .map_err(|e| StoreError::io(&path, e))?;
+            let len = disk.file_len(&file).map_err(|e| StoreError::io(&path, e))?;
+            if len < file_bytes {
+                // A crash (or ENOSPC) between creating the file and sizing it. Units are only
+                // written into a fully sized file, so this one holds none: drop it rather
+                // than allocate on open (the disk may still be full). It is never the queue's
+                // only record of its start: a file is added after an earlier, full one, or
+                // it is file 0.
+                drop(file);
+                disk.remove_file(&path)
+                    .map_err(|e| StoreError::io(&path, e))?;
+                continue;
+            }
             files.insert(byte_offset / CQ_UNIT_BYTES as u64, file);
         }
         let mut cq = ConsumeQueue {
@@ -256,13 +268,17 @@ impl<D: Disk + Clone> ConsumeQueue<D> {
         Ok(())
     }
 
-    /// Drops units at and after the first one whose record does not end below `log_end`,
-    /// zeroing them on disk so they cannot come back.
+    /// Drops the tail of units a crash can leave behind (called after recovery re-dispatched
+    /// every record from the checkpoint on): from the end back to the last unit whose record
+    /// ends below `log_end`, dropping empty units on the way, and zeroes them on disk so they
+    /// cannot come back. Empty units appear below later ones when files are synced apart: an
+    /// unsynced unit of one file is lost while a later file (synced by a failed append's
+    /// undo, say) keeps units whose records the crash cut away.
     pub fn truncate_to_log(&mut self, log_end: u64) -> Result<()> {
         let mut new_max = self.max_offset;
         while new_max > self.min_offset {
             let u = self.unit(new_max - 1)?;
-            if u.physical_offset + u64::from(u.size) <= log_end {
+            if !u.is_empty() && u.physical_offset + u64::from(u.size) <= log_end {
                 break;
             }
             new_max -= 1;
@@ -272,15 +288,18 @@ impl<D: Disk + Clone> ConsumeQueue<D> {
         Ok(())
     }
 
-    /// Deletes files whose every unit points below `log_min`, and moves `min_offset` to the
-    /// first unit at or after it.
+    /// Deletes files whose every unit points below `log_min` (but never the one holding the
+    /// last unit), and moves `min_offset` to the first unit at or after it.
     pub fn retain_from(&mut self, log_min: u64) -> Result<()> {
         while self.files.len() > 1 {
             let Some((&first, _)) = self.files.iter().next() else {
                 break;
             };
             let last_unit = first + self.units_per_file - 1;
-            if last_unit >= self.max_offset {
+            // Keep the file holding the queue's last unit even when every unit has expired:
+            // it is what tells a reopened store the queue's end and its shard (a queue whose
+            // only file holds no unit looks unowned and vanishes at open).
+            if last_unit + 1 >= self.max_offset {
                 break;
             }
             if self.unit(last_unit)?.physical_offset >= log_min {

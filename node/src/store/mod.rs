@@ -33,7 +33,7 @@ use ringmq_wire::record::{self, BrokerFields, RecordView};
 use self::checkpoint::{Checkpoint, CHECKPOINT_FILE_BYTES, SLOT_BYTES};
 use self::commitlog::{shard_of_offset, CommitLog};
 use self::consume_queue::{ConsumeQueue, CqUnit, CQ_UNITS_PER_FILE_DEFAULT, CQ_UNIT_BYTES};
-use self::disk::Disk;
+use self::disk::{Disk, WriteOp};
 pub use self::error::{Result, StoreError};
 
 /// Most ConsumeQueue units one pull examines (matching or not).
@@ -607,10 +607,56 @@ impl<D: Disk + Clone> Store<D> {
                 ops.extend(cq.staged_writes());
             }
         }
-        self.disk
-            .write_all(&ops)
-            .map_err(|e| StoreError::io(self.log.dir(), e))?;
-        Ok(records)
+        let written = self.write_or_undo(&ops);
+        drop(ops);
+        if written.as_ref().is_err_and(StoreError::is_fatal) {
+            self.poisoned = true;
+        }
+        written.map(|()| records)
+    }
+
+    /// Submits the writes of one append. When they fail, some may have landed anyway. Bytes
+    /// past the log's write offset and units past a queue's end must stay zero: the next
+    /// append reuses these offsets, and recovery (after a clean close too: it rescans from
+    /// the checkpoint) would otherwise find these records and units and serve them, mixed
+    /// with the records that reuse their offsets. So the zeros are put back, durably (left
+    /// in the page cache, a crash could keep the failed writes and tear or drop the zeros
+    /// after the offsets were reused). If that fails too, the tail is unknown: `Fatal`, and
+    /// the caller poisons the store.
+    fn write_or_undo(&self, ops: &[WriteOp<'_, D::File>]) -> Result<()> {
+        let Err(e) = self.disk.write_all(ops) else {
+            return Ok(());
+        };
+        if let Err(undo_err) = self.undo_writes(ops) {
+            return Err(StoreError::Fatal {
+                context: format!("undoing a failed append ({e})"),
+                source: undo_err,
+            });
+        }
+        Err(StoreError::io(self.log.dir(), e))
+    }
+
+    /// Overwrites the ranges of `ops` with zeros and fdatasyncs the files they touch.
+    fn undo_writes(&self, ops: &[WriteOp<'_, D::File>]) -> std::io::Result<()> {
+        let longest = ops.iter().map(|op| op.data.len()).max().unwrap_or(0);
+        let zeros = vec![0u8; longest];
+        let undo: Vec<WriteOp<'_, D::File>> = ops
+            .iter()
+            .map(|op| WriteOp {
+                file: op.file,
+                offset: op.offset,
+                data: &zeros[..op.data.len()],
+            })
+            .collect();
+        self.disk.write_all(&undo)?;
+        let mut synced: Vec<&D::File> = Vec::new();
+        for op in ops {
+            if !synced.iter().any(|f| std::ptr::eq(*f, op.file)) {
+                self.disk.sync_data(op.file)?;
+                synced.push(op.file);
+            }
+        }
+        Ok(())
     }
 
     fn check_alive(&self) -> Result<()> {
@@ -720,6 +766,16 @@ fn scan_batch(batch: &[u8]) -> Result<Vec<RecordMeta>> {
     while at < batch.len() {
         let rec = record::decode_one(&batch[at..])
             .map_err(|source| StoreError::BadRecord { at, source })?;
+        if !commitlog::recover::has_intact_end(&rec) {
+            // Recovery would take this record for a torn write.
+            return Err(StoreError::BadRecord {
+                at,
+                source: ringmq_wire::WireError::Invalid {
+                    what: "record",
+                    detail: "empty topic, NUL in the topic, or properties ending in a zero byte",
+                },
+            });
+        }
         let topic_start = rec.topic.as_ptr() as usize - rec.bytes.as_ptr() as usize;
         metas.push(RecordMeta {
             start: at,
@@ -836,5 +892,9 @@ fn redispatch<D: Disk + Clone>(
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_crash;
+#[cfg(test)]
+mod tests_model;
 #[cfg(test)]
 mod tests_replica;

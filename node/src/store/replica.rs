@@ -69,6 +69,12 @@ impl<D: Disk + Clone> Store<D> {
                     continue;
                 }
                 Entry::Record(rec) => {
+                    if !super::commitlog::recover::has_intact_end(&rec) {
+                        // The master refuses such records; recovery would cut the log here.
+                        return Err(StoreError::BadBatch {
+                            detail: format!("record at {phys} ends in zeros"),
+                        });
+                    }
                     if rec.physical_offset != phys {
                         return Err(StoreError::BadBatch {
                             detail: format!(
@@ -124,9 +130,13 @@ impl<D: Disk + Clone> Store<D> {
                 ops.extend(cq.staged_writes());
             }
         }
-        self.disk
-            .write_all(&ops)
-            .map_err(|e| StoreError::io(self.log.dir(), e))
+        // A failed write must not leave bytes behind the log end (see `write_or_undo`).
+        let written = self.write_or_undo(&ops);
+        drop(ops);
+        if written.as_ref().is_err_and(StoreError::is_fatal) {
+            self.poisoned = true;
+        }
+        written
     }
 
     /// Makes an empty store start at `at` (see `CommitLog::start_empty_at`).

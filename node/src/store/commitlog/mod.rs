@@ -114,8 +114,18 @@ impl<D: Disk + Clone> CommitLog<D> {
                 .open(&path, false)
                 .map_err(|e| StoreError::io(&path, e))?;
             let len = disk.file_len(&file).map_err(|e| StoreError::io(&path, e))?;
-            if len < segment_bytes {
-                // A crash while the segment was being prepared: finish preparing it.
+            if len < segment_bytes && i + 1 == starts.len() {
+                // A crash (or ENOSPC) while the next segment was being prepared. The store
+                // writes only into fully prepared segments, so it holds nothing: remove it
+                // instead of allocating on open, which fails while the disk is still full.
+                drop(file);
+                disk.remove_file(&path)
+                    .map_err(|e| StoreError::io(&path, e))?;
+                disk.sync_dir(dir).map_err(|e| StoreError::io(dir, e))?;
+                break;
+            } else if len < segment_bytes {
+                // Cannot come from the store (a later segment exists, so this one was
+                // prepared): finish preparing it.
                 disk.set_len(&file, segment_bytes)
                     .map_err(|e| StoreError::io(&path, e))?;
             } else if len > segment_bytes {

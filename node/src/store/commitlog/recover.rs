@@ -2,10 +2,11 @@
 //! record to the caller (to rebuild ConsumeQueues), and find the end of valid data.
 //!
 //! The end is the first place where the bytes are zero (never written), or where an entry
-//! fails its checks. A failed entry below `durable` (bytes that were fdatasync'd before the
-//! crash) cannot be a torn write: it is corruption, reported with its offset, and nothing is
-//! truncated. Above `durable` it is a torn tail: the log is cut there and the bytes after it
-//! are zeroed, so stale records can never reappear after later appends.
+//! fails its checks ([`has_intact_end`] included). A failed entry below `durable` (bytes
+//! that were fdatasync'd before the crash) cannot be a torn write: it is corruption,
+//! reported with its offset, and nothing is truncated. Above `durable` it is a torn tail:
+//! the log is cut there and the bytes after it are zeroed, so stale records can never
+//! reappear after later appends.
 
 use ringmq_wire::record::{self, Entry, RecordView, BLANK_BYTES, BLANK_MAGIC};
 
@@ -15,6 +16,19 @@ use crate::store::error::{Result, StoreError};
 
 /// Chunk used when zeroing a torn tail.
 const ZERO_CHUNK_BYTES: usize = 1 << 20;
+
+/// Whether a decoded record's end survived: BODYCRC covers only the body, so a write torn
+/// inside the topic or properties still decodes, its missing tail reading as the zeros the
+/// segment was pre-written with. Records are only ever written onto zeros, so a record whose
+/// last non-zero byte is where it should be was not torn (a tear that only drops trailing
+/// zeros loses nothing). The last byte of a non-empty property list is the 0x02 separator;
+/// with no properties the record ends with its topic and the zero PROPLEN. The append path
+/// refuses records that break this (an empty topic, a NUL in the topic, properties ending in
+/// a zero byte), so a stored record failing it is torn.
+pub fn has_intact_end(rec: &RecordView<'_>) -> bool {
+    let topic = rec.topic.as_bytes();
+    !topic.is_empty() && !topic.contains(&0) && rec.properties.last() != Some(&0)
+}
 
 /// What the scan found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,6 +90,9 @@ impl<D: Disk + Clone> CommitLog<D> {
                 }
                 Err(e) => break Some(format!("record at {pos}: {e}")),
             };
+            if !has_intact_end(&rec) {
+                break Some(format!("record at {pos} ends in zeros (torn write)"));
+            }
             if rec.physical_offset != pos {
                 break Some(format!(
                     "record at {pos} claims physical offset {}",
