@@ -54,25 +54,24 @@ impl Admin {
     }
 
     /// Creates (or updates) `topic` with `queues` read and write queues on every master
-    /// the name servers know, then waits (up to `wait`) until the name servers publish a
-    /// route with that many writable queues per master.
+    /// the name servers know (waiting for at least one to register), then waits until the
+    /// name servers publish a route with that many writable queues per master. All within
+    /// `wait`.
     pub async fn create_topic(&self, topic: &str, queues: u32, wait: Duration) -> Result<()> {
-        let info = self.inst.cluster_info().await?;
-        let mut masters = Vec::new();
-        for b in &info.brokers {
-            if let Some(m) = b.replicas.get(&MASTER_ID) {
-                let addr = m.address.parse().map_err(|_| {
-                    Error::Config(format!("broker address {:?} is not ip:port", m.address))
-                })?;
-                masters.push(addr);
+        let deadline = Instant::now() + wait;
+        let masters = loop {
+            let masters = self.masters().await?;
+            if !masters.is_empty() {
+                break masters;
             }
-        }
-        if masters.is_empty() {
-            return Err(Error::NoRoute {
-                topic: topic.to_string(),
-                detail: "the name servers know no master broker".into(),
-            });
-        }
+            if Instant::now() >= deadline {
+                return Err(Error::NoRoute {
+                    topic: topic.to_string(),
+                    detail: "the name servers know no master broker".into(),
+                });
+            }
+            tokio::time::sleep(ROUTE_POLL_PAUSE).await;
+        };
         let req = CreateTopicRequest {
             topic: topic.to_string(),
             read_queue_count: queues,
@@ -94,7 +93,6 @@ impl Admin {
                 .expect(&[Status::Success])?;
         }
         let want = masters.len() * queues as usize;
-        let deadline = Instant::now() + wait;
         loop {
             match self.inst.fetch_route(topic).await {
                 Ok(r) if r.write_queues.len() >= want => return Ok(()),
@@ -109,5 +107,19 @@ impl Admin {
             }
             tokio::time::sleep(ROUTE_POLL_PAUSE).await;
         }
+    }
+
+    async fn masters(&self) -> Result<Vec<std::net::SocketAddr>> {
+        let info = self.inst.cluster_info().await?;
+        let mut masters = Vec::new();
+        for b in &info.brokers {
+            if let Some(m) = b.replicas.get(&MASTER_ID) {
+                let addr = m.address.parse().map_err(|_| {
+                    Error::Config(format!("broker address {:?} is not ip:port", m.address))
+                })?;
+                masters.push(addr);
+            }
+        }
+        Ok(masters)
     }
 }

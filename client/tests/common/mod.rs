@@ -187,3 +187,78 @@ pub async fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Bodies a push consumer's listener saw, in delivery order.
+pub type Seen = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
+/// A push consumer with test-speed timers that records every body it consumes.
+pub async fn collecting_consumer(
+    node: &Node,
+    group: &str,
+    topic: &str,
+    model: ringmq_client::MessageModel,
+    start: ringmq_client::StartPosition,
+    instance: &str,
+) -> (ringmq_client::PushConsumer, Seen) {
+    let seen: Seen = Default::default();
+    let sink = seen.clone();
+    let c = fast_push(node, group, instance)
+        .subscribe(topic, "*")
+        .message_model(model)
+        .start_position(start)
+        .offset_dir(node.dir.path().join("offsets"))
+        .start(move |msgs: Vec<ringmq_client::ReceivedMessage>, _ctx| {
+            let sink = sink.clone();
+            async move {
+                let mut s = sink.lock().unwrap();
+                for m in msgs {
+                    s.push(String::from_utf8(m.body.to_vec()).unwrap());
+                }
+                ringmq_client::ConsumeResult::Success
+            }
+        })
+        .await
+        .unwrap();
+    (c, seen)
+}
+
+/// A push consumer builder with test-speed timers.
+pub fn fast_push(
+    node: &Node,
+    group: &str,
+    instance: &str,
+) -> ringmq_client::consumer::PushConsumerBuilder {
+    ringmq_client::PushConsumer::builder()
+        .group(group)
+        .name_server(node.namesrv())
+        .instance_name(instance)
+        .heartbeat_interval(Duration::from_millis(200))
+        .rebalance_interval(Duration::from_millis(300))
+        .commit_interval(Duration::from_millis(200))
+        .long_poll(Duration::from_secs(2))
+        .redeliver_backoff(Duration::from_millis(100))
+        .pull_error_backoff(Duration::from_millis(100))
+        .reconnect_backoff(Duration::from_millis(50), Duration::from_millis(500))
+}
+
+/// Sends `bodies` one by one (sync) and returns them.
+pub async fn send_all(
+    p: &ringmq_client::Producer,
+    topic: &str,
+    bodies: impl IntoIterator<Item = String>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for b in bodies {
+        p.send(ringmq_client::Message::new(topic, b.clone()))
+            .await
+            .unwrap();
+        out.push(b);
+    }
+    out
+}
+
+/// True once every body of `want` is in `seen`.
+pub fn covers(seen: &Seen, want: &[String]) -> bool {
+    let s: std::collections::HashSet<String> = seen.lock().unwrap().iter().cloned().collect();
+    want.iter().all(|w| s.contains(w))
+}

@@ -1,0 +1,528 @@
+//! Consumers against a real `ringmq standalone`: clustering rebalance as members join and
+//! leave, broadcasting, resuming from committed offsets, start positions, redelivery of
+//! failed batches, and the pull consumer's direct and managed modes.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{collecting_consumer, covers, fast_push, send_all, wait_until, Node};
+use ringmq_client::{
+    ConsumeResult, Message, MessageModel, Producer, PullConsumer, ReceivedMessage, StartPosition,
+};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+async fn producer(node: &Node) -> Producer {
+    Producer::builder()
+        .group("test-producers")
+        .name_server(node.namesrv())
+        .start()
+        .await
+        .unwrap()
+}
+
+fn counts(seen: &common::Seen) -> HashMap<String, usize> {
+    let mut c = HashMap::new();
+    for b in seen.lock().unwrap().iter() {
+        *c.entry(b.clone()).or_insert(0) += 1;
+    }
+    c
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clustering_rebalances_when_members_join_and_leave() {
+    let node = Node::start();
+    let topic = "Rebalance";
+    node.create_topic(topic, 8).await;
+    let p = producer(&node).await;
+    let group = "rebalance-group";
+    let (a, seen_a) = collecting_consumer(
+        &node,
+        group,
+        topic,
+        MessageModel::Clustering,
+        StartPosition::First,
+        "member-a",
+    )
+    .await;
+    assert_eq!(a.assignment().len(), 8, "a lone member owns every queue");
+
+    // A producer sends throughout the joins and leaves.
+    let sending = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let acked: Arc<Mutex<Vec<String>>> = Default::default();
+    let sender = {
+        let (p, sending, acked) = (p.clone(), sending.clone(), acked.clone());
+        tokio::spawn(async move {
+            let mut i = 0;
+            while sending.load(std::sync::atomic::Ordering::Relaxed) {
+                let body = format!("m-{i}");
+                p.send(Message::new(topic, body.clone())).await.unwrap();
+                acked.lock().unwrap().push(body);
+                i += 1;
+                tokio::time::sleep(Duration::from_millis(3)).await;
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // B joins: the queues split 4/4, disjoint, covering all 8.
+    let (b, seen_b) = collecting_consumer(
+        &node,
+        group,
+        topic,
+        MessageModel::Clustering,
+        StartPosition::First,
+        "member-b",
+    )
+    .await;
+    let split = wait_until(WAIT, || {
+        a.assignment().len() == 4 && b.assignment().len() == 4
+    })
+    .await;
+    assert!(split, "a {:?} b {:?}", a.assignment(), b.assignment());
+    let qa: BTreeSet<_> = a.assignment().into_iter().collect();
+    let qb: BTreeSet<_> = b.assignment().into_iter().collect();
+    assert!(qa.is_disjoint(&qb));
+    assert_eq!(qa.union(&qb).count(), 8);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // A leaves: B takes every queue.
+    a.shutdown().await;
+    assert!(wait_until(WAIT, || b.assignment().len() == 8).await);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    sending.store(false, std::sync::atomic::Ordering::Relaxed);
+    sender.await.unwrap();
+    let acked = acked.lock().unwrap().clone();
+    assert!(acked.len() > 100, "sent {}", acked.len());
+
+    // Nothing acknowledged is lost; duplicates only from the two handovers.
+    let all: common::Seen = Default::default();
+    let delivered = wait_until(WAIT, || {
+        let mut v = seen_a.lock().unwrap().clone();
+        v.extend(seen_b.lock().unwrap().iter().cloned());
+        *all.lock().unwrap() = v;
+        covers(&all, &acked)
+    })
+    .await;
+    assert!(delivered, "lost messages");
+    let dups: usize = counts(&all).values().map(|n| n - 1).sum();
+    assert!(
+        dups * 5 < acked.len(),
+        "{dups} duplicates for {} messages",
+        acked.len()
+    );
+
+    // After the rebalance settles, every message is delivered exactly once.
+    let before = seen_b.lock().unwrap().len();
+    let fin = send_all(&p, topic, (0..100).map(|i| format!("final-{i}"))).await;
+    assert!(wait_until(WAIT, || covers(&seen_b, &fin)).await);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let after: Vec<String> = seen_b.lock().unwrap()[before..].to_vec();
+    assert_eq!(after.len(), fin.len(), "exactly once in steady state");
+    b.shutdown().await;
+    p.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broadcasting_gives_every_member_every_message_and_resumes_from_its_file() {
+    let node = Node::start();
+    let topic = "Broadcast";
+    node.create_topic(topic, 4).await;
+    let p = producer(&node).await;
+    let group = "broadcast-group";
+    let (a, seen_a) = collecting_consumer(
+        &node,
+        group,
+        topic,
+        MessageModel::Broadcasting,
+        StartPosition::First,
+        "bc-a",
+    )
+    .await;
+    let (b, seen_b) = collecting_consumer(
+        &node,
+        group,
+        topic,
+        MessageModel::Broadcasting,
+        StartPosition::First,
+        "bc-b",
+    )
+    .await;
+    assert_eq!(a.assignment().len(), 4);
+    assert_eq!(b.assignment().len(), 4);
+    let sent = send_all(&p, topic, (0..60).map(|i| format!("bc-{i}"))).await;
+    assert!(wait_until(WAIT, || covers(&seen_a, &sent) && covers(&seen_b, &sent)).await);
+    a.shutdown().await;
+    let file = node.dir.path().join("offsets/bc-a/broadcast-group.offsets");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(text.lines().count(), 4, "{text}");
+
+    // A restarts with the same instance name: it resumes from its file, no redelivery.
+    let more = send_all(&p, topic, (0..20).map(|i| format!("bc-more-{i}"))).await;
+    let (a2, seen_a2) = collecting_consumer(
+        &node,
+        group,
+        topic,
+        MessageModel::Broadcasting,
+        StartPosition::First,
+        "bc-a",
+    )
+    .await;
+    assert!(wait_until(WAIT, || covers(&seen_a2, &more)).await);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let got: BTreeSet<String> = seen_a2.lock().unwrap().iter().cloned().collect();
+    assert_eq!(got, more.iter().cloned().collect(), "only the new messages");
+    assert!(wait_until(WAIT, || covers(&seen_b, &more)).await);
+    a2.shutdown().await;
+    b.shutdown().await;
+    p.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_resumes_from_the_committed_offset() {
+    let node = Node::start();
+    let topic = "Resume";
+    node.create_topic(topic, 4).await;
+    let p = producer(&node).await;
+    let group = "resume-group";
+    let first = send_all(&p, topic, (0..50).map(|i| format!("r1-{i}"))).await;
+    let (c, seen) = collecting_consumer(
+        &node,
+        group,
+        topic,
+        MessageModel::Clustering,
+        StartPosition::First,
+        "resume-1",
+    )
+    .await;
+    assert!(wait_until(WAIT, || covers(&seen, &first)).await);
+    c.shutdown().await;
+
+    let second = send_all(&p, topic, (0..50).map(|i| format!("r2-{i}"))).await;
+    let (c2, seen2) = collecting_consumer(
+        &node,
+        group,
+        topic,
+        MessageModel::Clustering,
+        StartPosition::First,
+        "resume-2",
+    )
+    .await;
+    assert!(wait_until(WAIT, || covers(&seen2, &second)).await);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let got: BTreeSet<String> = seen2.lock().unwrap().iter().cloned().collect();
+    assert_eq!(
+        got,
+        second.iter().cloned().collect(),
+        "continues where the group left off"
+    );
+    assert_eq!(seen2.lock().unwrap().len(), second.len());
+    c2.shutdown().await;
+    p.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_positions_last_and_timestamp_and_tag_expressions() {
+    let node = Node::start();
+    let topic = "Positions";
+    node.create_topic(topic, 2).await;
+    let p = producer(&node).await;
+    send_all(&p, topic, (0..20).map(|i| format!("old-{i}"))).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mid = send_all(&p, topic, (0..20).map(|i| format!("mid-{i}"))).await;
+
+    let (last, seen_last) = collecting_consumer(
+        &node,
+        "last-group",
+        topic,
+        MessageModel::Clustering,
+        StartPosition::Last,
+        "pos-last",
+    )
+    .await;
+    let (ts, seen_ts) = collecting_consumer(
+        &node,
+        "ts-group",
+        topic,
+        MessageModel::Clustering,
+        StartPosition::Timestamp(t),
+        "pos-ts",
+    )
+    .await;
+    // Tagged messages, and a consumer that only wants TagA.
+    let seen_tag: common::Seen = Default::default();
+    let sink = seen_tag.clone();
+    let tagged = fast_push(&node, "tag-group", "pos-tag")
+        .subscribe(topic, "TagA || TagZ")
+        .start_position(StartPosition::Last)
+        .start(move |msgs: Vec<ReceivedMessage>, _| {
+            let sink = sink.clone();
+            async move {
+                for m in msgs {
+                    sink.lock()
+                        .unwrap()
+                        .push(String::from_utf8(m.body.to_vec()).unwrap());
+                }
+                ConsumeResult::Success
+            }
+        })
+        .await
+        .unwrap();
+    let mut new = Vec::new();
+    let mut tag_a = Vec::new();
+    for i in 0..20 {
+        let tag = if i % 2 == 0 { "TagA" } else { "TagB" };
+        let body = format!("new-{i}");
+        p.send(Message::new(topic, body.clone()).with_tag(tag))
+            .await
+            .unwrap();
+        if tag == "TagA" {
+            tag_a.push(body.clone());
+        }
+        new.push(body);
+    }
+    assert!(wait_until(WAIT, || covers(&seen_last, &new)).await);
+    let mut mid_and_new = mid.clone();
+    mid_and_new.extend(new.iter().cloned());
+    assert!(wait_until(WAIT, || covers(&seen_ts, &mid_and_new)).await);
+    assert!(wait_until(WAIT, || covers(&seen_tag, &tag_a)).await);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let got_last: BTreeSet<String> = seen_last.lock().unwrap().iter().cloned().collect();
+    assert_eq!(got_last, new.iter().cloned().collect());
+    let got_ts: BTreeSet<String> = seen_ts.lock().unwrap().iter().cloned().collect();
+    assert_eq!(got_ts, mid_and_new.iter().cloned().collect());
+    let got_tag: BTreeSet<String> = seen_tag.lock().unwrap().iter().cloned().collect();
+    assert_eq!(got_tag, tag_a.iter().cloned().collect());
+    for c in [last, ts, tagged] {
+        c.shutdown().await;
+    }
+    p.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_batches_are_redelivered_and_hold_the_offset() {
+    let node = Node::start();
+    let topic = "Redeliver";
+    node.create_topic(topic, 1).await;
+    let p = producer(&node).await;
+    // body -> (attempt, reconsume_times) of each delivery
+    type Attempts = Arc<Mutex<HashMap<String, Vec<(u32, i32)>>>>;
+    let attempts: Attempts = Default::default();
+    let sink = attempts.clone();
+    let group = "redeliver-group";
+    let c = fast_push(&node, group, "redeliver-1")
+        .subscribe(topic, "*")
+        .start_position(StartPosition::First)
+        .consume_batch_max(1)
+        .start(
+            move |msgs: Vec<ReceivedMessage>, ctx: ringmq_client::ConsumeContext| {
+                let sink = sink.clone();
+                async move {
+                    let m = &msgs[0];
+                    let body = String::from_utf8(m.body.to_vec()).unwrap();
+                    sink.lock()
+                        .unwrap()
+                        .entry(body.clone())
+                        .or_default()
+                        .push((ctx.attempt, m.reconsume_times));
+                    if body == "poison" && ctx.attempt < 2 {
+                        return ConsumeResult::Retry;
+                    }
+                    if body == "panics" && ctx.attempt == 0 {
+                        panic!("listener bug");
+                    }
+                    ConsumeResult::Success
+                }
+            },
+        )
+        .await
+        .unwrap();
+    let sent = send_all(
+        &p,
+        topic,
+        ["a", "poison", "b", "panics", "c"].map(String::from),
+    )
+    .await;
+    let done = wait_until(WAIT, || {
+        let a = attempts.lock().unwrap();
+        sent.iter().all(|b| a.contains_key(b))
+            && a["poison"].len() == 3
+            && a.get("panics").is_some_and(|v| v.len() == 2)
+    })
+    .await;
+    assert!(done, "{:?}", attempts.lock().unwrap());
+    assert_eq!(
+        attempts.lock().unwrap()["poison"],
+        vec![(0, 0), (1, 1), (2, 2)]
+    );
+    c.shutdown().await;
+    // Everything succeeded in the end: the committed offset is past all five.
+    let reader = PullConsumer::builder()
+        .group(group)
+        .name_server(node.namesrv())
+        .start()
+        .await
+        .unwrap();
+    let mq = reader.fetch_queues(topic).await.unwrap()[0].clone();
+    assert_eq!(reader.committed_offset(&mq).await.unwrap(), Some(5));
+    reader.shutdown().await;
+    p.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_batch_is_not_committed_past() {
+    let node = Node::start();
+    let topic = "Hold";
+    node.create_topic(topic, 1).await;
+    let p = producer(&node).await;
+    let group = "hold-group";
+    let c = fast_push(&node, group, "hold-1")
+        .subscribe(topic, "*")
+        .start_position(StartPosition::First)
+        .consume_batch_max(1)
+        .start(|msgs: Vec<ReceivedMessage>, _| async move {
+            if msgs[0].body.as_ref() == b"stuck" {
+                ConsumeResult::Retry
+            } else {
+                ConsumeResult::Success
+            }
+        })
+        .await
+        .unwrap();
+    send_all(
+        &p,
+        topic,
+        ["ok-0", "ok-1", "stuck", "ok-3"].map(String::from),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    c.shutdown().await;
+    let reader = PullConsumer::builder()
+        .group(group)
+        .name_server(node.namesrv())
+        .start()
+        .await
+        .unwrap();
+    let mq = reader.fetch_queues(topic).await.unwrap()[0].clone();
+    assert_eq!(
+        reader.committed_offset(&mq).await.unwrap(),
+        Some(2),
+        "the offset stops at the message that never succeeded"
+    );
+    reader.shutdown().await;
+    p.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pull_consumer_direct_assigned_and_subscribed() {
+    let node = Node::start();
+    let topic = "PullModes";
+    node.create_topic(topic, 4).await;
+    let p = producer(&node).await;
+    let sent = send_all(&p, topic, (0..40).map(|i| format!("p-{i}"))).await;
+    let group = "pull-group";
+    let new_consumer = |name: &'static str| {
+        PullConsumer::builder()
+            .group(group)
+            .name_server(node.namesrv())
+            .instance_name(name)
+            .start_position(StartPosition::First)
+            .heartbeat_interval(Duration::from_millis(200))
+            .rebalance_interval(Duration::from_millis(300))
+            .start()
+    };
+
+    // Direct: pull one queue from an offset, commit, read the commit back.
+    let c = new_consumer("pull-1").await.unwrap();
+    let queues = c.fetch_queues(topic).await.unwrap();
+    let mq = &queues[0];
+    let max = c.max_offset(mq).await.unwrap();
+    assert!(max > 0);
+    assert_eq!(c.min_offset(mq).await.unwrap(), 0);
+    let r = c.pull(mq, 1, 100, "*").await.unwrap();
+    assert_eq!(r.messages.len() as u64, max - 1);
+    assert_eq!(r.next_offset, max);
+    assert_eq!(c.committed_offset(mq).await.unwrap(), None);
+    c.commit(mq, 2).await.unwrap();
+    assert_eq!(c.committed_offset(mq).await.unwrap(), Some(2));
+    // Long polling: a pull at the end waits for the next message.
+    let waiter = {
+        let (c, mq) = (c.clone(), mq.clone());
+        tokio::spawn(async move {
+            c.pull_blocking(&mq, max, 10, "*", Duration::from_secs(5))
+                .await
+                .unwrap()
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    p.send_to_queue(Message::new(topic, "late"), mq)
+        .await
+        .unwrap();
+    let r = waiter.await.unwrap();
+    assert_eq!(r.messages.len(), 1);
+    assert_eq!(r.messages[0].body.as_ref(), b"late");
+
+    // Assigned: poll resumes from the committed offset (2) on queue 0, from the start
+    // elsewhere; commit_positions stores where poll got to.
+    c.assign(queues.clone());
+    let mut got = Vec::new();
+    let mut expected: BTreeSet<String> = sent.iter().cloned().collect();
+    expected.insert("late".to_string());
+    let skipped: Vec<String> = {
+        let r = c.pull(mq, 0, 2, "*").await.unwrap();
+        r.messages
+            .iter()
+            .map(|m| String::from_utf8(m.body.to_vec()).unwrap())
+            .collect()
+    };
+    for s in &skipped {
+        expected.remove(s);
+    }
+    while got.len() < expected.len() {
+        let batch = c.poll(Duration::from_secs(2)).await.unwrap();
+        assert!(!batch.is_empty(), "poll ran dry at {}", got.len());
+        got.extend(
+            batch
+                .into_iter()
+                .map(|m| String::from_utf8(m.body.to_vec()).unwrap()),
+        );
+    }
+    assert_eq!(got.iter().cloned().collect::<BTreeSet<_>>(), expected);
+    assert_eq!(got.len(), expected.len());
+    assert!(c.poll(Duration::from_millis(100)).await.unwrap().is_empty());
+    c.commit_positions().await.unwrap();
+    for q in &queues {
+        assert_eq!(
+            c.committed_offset(q).await.unwrap(),
+            Some(c.max_offset(q).await.unwrap())
+        );
+    }
+    c.shutdown().await;
+
+    // Subscribed: two members split the queues.
+    let s1 = new_consumer("pull-s1").await.unwrap();
+    let s2 = new_consumer("pull-s2").await.unwrap();
+    s1.subscribe(topic, "*").await.unwrap();
+    s2.subscribe(topic, "*").await.unwrap();
+    let split = wait_until(WAIT, || {
+        s1.assignment().len() == 2 && s2.assignment().len() == 2
+    })
+    .await;
+    assert!(split, "{:?} / {:?}", s1.assignment(), s2.assignment());
+    let a: BTreeSet<_> = s1.assignment().into_iter().collect();
+    let b: BTreeSet<_> = s2.assignment().into_iter().collect();
+    assert!(a.is_disjoint(&b));
+    s2.shutdown().await;
+    assert!(wait_until(WAIT, || s1.assignment().len() == 4).await);
+    s1.shutdown().await;
+    p.shutdown().await;
+}
