@@ -1,8 +1,9 @@
 //! PULL_MESSAGE: ConsumeQueue lookup, then record bytes straight from the log: spliced from
 //! the segment file to the socket (zero copy) for larger responses, copied from the mapping
-//! for small ones or when `transferMsgByHeap` is set. With no data yet the pull is parked on
-//! the shard until an append to its queue or its suspend timeout (long polling); parked pulls
-//! are bounded per shard (`PARKED_PULLS_PER_SHARD_MAX`), past that they answer at once.
+//! for small ones, when `transferMsgByHeap` is set, or on the epoll fallback loop. With no
+//! data yet the pull is parked on the shard until an append to its queue or its suspend
+//! timeout (long polling); parked pulls are bounded per shard (`PARKED_PULLS_PER_SHARD_MAX`),
+//! past that they answer at once.
 
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
@@ -230,7 +231,11 @@ fn respond(shard: &Shard, r: &PullResult, zero_copy: bool) -> Reply {
 
 fn body(shard: &Shard, r: &PullResult, zero_copy: bool) -> Result<Body, Reply> {
     let total = r.bytes as usize;
-    if zero_copy && !shard.broker.rt.transfer_msg_by_heap && total >= SPLICE_MIN_BYTES {
+    if zero_copy
+        && shard.splice_ok
+        && !shard.broker.rt.transfer_msg_by_heap
+        && total >= SPLICE_MIN_BYTES
+    {
         let mut runs = Vec::with_capacity(r.runs.len());
         for run in &r.runs {
             let (file, offset) = shard.segment_file(run.physical_offset).map_err(|e| {

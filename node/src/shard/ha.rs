@@ -221,7 +221,12 @@ async fn push_loop(
     mut cursor: u64,
     closed: &Cell<bool>,
 ) -> Result<(), String> {
-    let pipe = SplicePipe::new().await.ok();
+    // No splicing on the epoll fallback loop (see `Shard::splice_ok`): copy instead.
+    let pipe = if shard.splice_ok {
+        SplicePipe::new().await.ok()
+    } else {
+        None
+    };
     let mut request_id = 0u64;
     while !closed.get() && !shard.broker.is_shutting_down() {
         let listener = shard.log_appended.listen();

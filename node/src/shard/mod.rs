@@ -51,6 +51,10 @@ pub struct Shard {
     pub ha_acked: Event,
     /// The master's log end as last heard (slave role; for lag).
     pub master_end: Cell<u64>,
+    /// Log bytes may be spliced from segment files to sockets (zero copy). Only on the
+    /// io_uring loop: the epoll fallback waits for readiness, which a regular file never
+    /// reports, so a splice from the log would never complete there; that loop copies.
+    pub splice_ok: bool,
 }
 
 impl std::fmt::Debug for Shard {
@@ -65,6 +69,7 @@ impl Shard {
         broker: Arc<Broker>,
         store: Store<RealDisk>,
         offsets: ConsumerOffsets,
+        splice_ok: bool,
     ) -> Self {
         let synced = store.synced_offset();
         Shard {
@@ -81,6 +86,7 @@ impl Shard {
             log_appended: Event::new(),
             ha_acked: Event::new(),
             master_end: Cell::new(0),
+            splice_ok,
         }
     }
 

@@ -16,7 +16,7 @@ use crate::config::{BrokerConfig, FlushDiskType};
 use crate::io::clock;
 use crate::io::disk::RealDisk;
 use crate::io::net::{self as ionet, Conn, Listener};
-use crate::io::rt::{self, EventLoop};
+use crate::io::rt::{self, EventLoop, LoopDriver};
 use crate::limits;
 use crate::net::connection::{self, ReadEnd, Service};
 use crate::net::dispatch::{dispatch, Origin};
@@ -286,7 +286,8 @@ fn shard_thread(
             .map(|t| format!(", torn tail truncated: {t}"))
             .unwrap_or_default(),
     );
-    let shard = Rc::new(Shard::new(id, broker, store, offsets));
+    let splice_ok = event_loop.driver() == LoopDriver::IoUring;
+    let shard = Rc::new(Shard::new(id, broker, store, offsets, splice_ok));
     event_loop.block_on(async move {
         let listener = match Listener::from_std(listener) {
             Ok(l) => l,
