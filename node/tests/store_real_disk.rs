@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -247,6 +248,35 @@ fn segments_roll_with_the_preparer_thread() {
     let store = Store::open(RealDisk::new(), cfg).unwrap();
     assert!(store.recovery().clean);
     assert_eq!(verify(&store, &expected), 800);
+}
+
+/// Regression: the preparer thread used to outlive its disk, still zero-filling a segment
+/// file a reopened store in the same process might already be writing records into.
+#[test]
+fn dropping_a_disk_stops_its_preparer() {
+    use ringmq_node::store::disk::Disk;
+    let dir = temp_dir("ringmq-prepare");
+    let path = dir.path().join(segment_name(0));
+    let disk = RealDisk::new();
+    disk.prepare(&path, 512 << 20);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !path.exists() {
+        assert!(Instant::now() < deadline, "preparation never started");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    drop(disk);
+    let written = |p: &Path| {
+        let m = std::fs::metadata(p).unwrap();
+        (m.len(), m.modified().unwrap(), m.blocks())
+    };
+    let at_drop = written(&path);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        written(&path),
+        at_drop,
+        "the file changed after its disk was dropped"
+    );
 }
 
 /// A tmpfs mounted on a temp dir for one test; unmounted (and the dir removed) on drop,

@@ -14,6 +14,7 @@ use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 
 use io_uring::{opcode, types, IoUring};
@@ -357,8 +358,9 @@ fn allocate(file: &File, len: u64) -> io::Result<()> {
     }
 }
 
-/// Creates, allocates and zero-fills `path` (the slow part of a new segment).
-fn prepare_file(path: &Path, len: u64) -> io::Result<()> {
+/// Creates, allocates and zero-fills `path` (the slow part of a new segment). Stops early,
+/// leaving a full-length file that reads as zeros, when `stop` is set.
+fn prepare_file(path: &Path, len: u64, stop: &AtomicBool) -> io::Result<()> {
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -366,12 +368,26 @@ fn prepare_file(path: &Path, len: u64) -> io::Result<()> {
         .truncate(false)
         .open(path)?;
     let existing = file.metadata()?.len();
-    allocate(&file, len)?;
+    if let Err(e) = allocate(&file, len) {
+        if existing == 0 {
+            // Do not leave an empty segment file behind (ENOSPC): the store would find it
+            // at its next open, on a disk that is still full.
+            drop(file);
+            let _ = std::fs::remove_file(path);
+        }
+        return Err(e);
+    }
     if existing == 0 {
         // Touch every page now so appends land in warm, already-backed pages.
         let zeros = vec![0u8; PREWRITE_CHUNK_BYTES];
         let mut at = 0;
         while at < len {
+            if stop.load(Ordering::Relaxed) {
+                return Err(io::Error::new(
+                    io::ErrorKind::Interrupted,
+                    "segment preparation stopped",
+                ));
+            }
             let n = (len - at).min(PREWRITE_CHUNK_BYTES as u64) as usize;
             file.write_all_at(&zeros[..n], at)?;
             at += n as u64;
@@ -382,10 +398,28 @@ fn prepare_file(path: &Path, len: u64) -> io::Result<()> {
 
 type Prepared = Arc<(Mutex<HashMap<PathBuf, Option<Result<(), String>>>>, Condvar)>;
 
-/// A background thread that prepares segment files ahead of need.
+/// Never set: for preparations made inline on the caller's thread.
+static NEVER_STOP: AtomicBool = AtomicBool::new(false);
+
+/// A background thread that prepares segment files ahead of need. Dropping it stops the
+/// thread and waits for it: a thread that outlived its disk could still be creating or
+/// zero-filling a segment file when a new store opens the same directory (a restart within
+/// one process), and write zeros over records the new store appended there.
 struct Preparer {
     tx: Option<mpsc::Sender<(PathBuf, u64)>>,
     state: Prepared,
+    stop: Arc<AtomicBool>,
+    worker: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Preparer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.tx = None;
+        if let Some(worker) = self.worker.take() {
+            let _ = worker.join();
+        }
+    }
 }
 
 impl Preparer {
@@ -393,11 +427,16 @@ impl Preparer {
         let state: Prepared = Arc::new((Mutex::new(HashMap::new()), Condvar::new()));
         let (tx, rx) = mpsc::channel::<(PathBuf, u64)>();
         let worker_state = Arc::clone(&state);
+        let stop = Arc::new(AtomicBool::new(false));
+        let worker_stop = Arc::clone(&stop);
         let spawned = std::thread::Builder::new()
             .name("ringmq-prepare".to_string())
             .spawn(move || {
                 for (path, len) in rx {
-                    let res = prepare_file(&path, len).map_err(|e| e.to_string());
+                    if worker_stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let res = prepare_file(&path, len, &worker_stop).map_err(|e| e.to_string());
                     let (lock, cv) = &*worker_state;
                     if let Ok(mut map) = lock.lock() {
                         map.insert(path, Some(res));
@@ -405,9 +444,15 @@ impl Preparer {
                     cv.notify_all();
                 }
             });
+        let (tx, worker) = match spawned {
+            Ok(handle) => (Some(tx), Some(handle)),
+            Err(_) => (None, None),
+        };
         Preparer {
-            tx: spawned.ok().map(|_| tx),
+            tx,
             state,
+            stop,
+            worker,
         }
     }
 
@@ -435,7 +480,7 @@ impl Preparer {
             .map_err(|_| io::Error::other("segment preparer state poisoned"))?;
         if !map.contains_key(path) {
             drop(map);
-            return prepare_file(path, len);
+            return prepare_file(path, len, &NEVER_STOP);
         }
         loop {
             match map.get(path) {
@@ -446,7 +491,7 @@ impl Preparer {
                         // A failed background preparation (e.g. ENOSPC then) is retried here.
                         _ => {
                             drop(map);
-                            prepare_file(path, len)
+                            prepare_file(path, len, &NEVER_STOP)
                         }
                     };
                 }
@@ -457,7 +502,7 @@ impl Preparer {
                 }
                 None => {
                     drop(map);
-                    return prepare_file(path, len);
+                    return prepare_file(path, len, &NEVER_STOP);
                 }
             }
         }
