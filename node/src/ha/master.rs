@@ -89,14 +89,15 @@ impl Replicas {
 
     /// Replication lag of the best slave: (bytes behind, milliseconds since it was caught up).
     pub fn lag(&self, log_end: u64, now_ms: i64) -> Option<(u64, i64)> {
-        self.list
-            .iter()
-            .max_by_key(|r| r.acked)
-            .map(|r| {
-                let bytes = log_end.saturating_sub(r.acked);
-                let ms = if bytes == 0 { 0 } else { (now_ms - r.caught_up_ms).max(0) };
-                (bytes, ms)
-            })
+        self.list.iter().max_by_key(|r| r.acked).map(|r| {
+            let bytes = log_end.saturating_sub(r.acked);
+            let ms = if bytes == 0 {
+                0
+            } else {
+                (now_ms - r.caught_up_ms).max(0)
+            };
+            (bytes, ms)
+        })
     }
 }
 
@@ -149,7 +150,11 @@ mod tests {
         assert_eq!(r.sync_decision(10, 10, 100), SyncDecision::Acked);
         r.ack(id, 3, 10, 6);
         assert_eq!(r.max_acked(), Some(10), "acks never move back");
-        assert_eq!(r.sync_decision(500, 500, 100), SyncDecision::NotAvailable, "too far behind");
+        assert_eq!(
+            r.sync_decision(500, 500, 100),
+            SyncDecision::NotAvailable,
+            "too far behind"
+        );
         assert_eq!(r.lag(500, 1000), Some((490, 994)));
         r.remove(id);
         assert!(r.is_empty());
