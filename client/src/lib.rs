@@ -1,4 +1,115 @@
-//! Native Rust client for ringmq (guide below is filled in later).
+//! Native Rust client for ringmq: producers, consumers and a few admin calls, on tokio.
+//!
+//! The client speaks ringmq's native protocol through [`ringmq_wire`] (re-exported as
+//! [`wire`]). It never blocks the caller's runtime and keeps no global state: each
+//! [`Producer`], [`PushConsumer`], [`PullConsumer`] and [`Admin`] owns its connections,
+//! routes and timers, and stops them on `shutdown()` (or when dropped).
+//!
+//! # Producing
+//!
+//! ```no_run
+//! # async fn demo() -> ringmq_client::Result<()> {
+//! use ringmq_client::{Message, Producer};
+//!
+//! let producer = Producer::builder()
+//!     .group("order-service")
+//!     .name_servers("127.0.0.1:9876")
+//!     .start()
+//!     .await?;
+//! let r = producer
+//!     .send(Message::new("Orders", "order 42 created").with_tag("created").with_key("42"))
+//!     .await?;
+//! println!("stored as {} in {} at offset {}", r.msg_id, r.queue, r.queue_offset);
+//!
+//! // Ordered: every message with the same sharding key goes to one queue, in order.
+//! producer.send_ordered(Message::new("Orders", "order 42 paid"), "42").await?;
+//!
+//! // Async: start many sends, await the results later (they are pipelined).
+//! let pending = producer.send_async(Message::new("Orders", "order 43 created")).await;
+//! pending.await?;
+//! producer.shutdown().await;
+//! # Ok(()) }
+//! ```
+//!
+//! Send modes: [`Producer::send`] (waits for the broker), [`Producer::send_async`] (a
+//! future) and [`Producer::send_with_callback`], [`Producer::send_oneway`] (no answer),
+//! [`Producer::send_batch`] (one queue, contiguous offsets), [`Producer::send_to_queue`],
+//! [`Producer::send_with_selector`] and [`Producer::send_ordered`]. Messages carry a tag,
+//! keys, user properties, a flag, and a delay level or delivery time ([`Message`]).
+//!
+//! ## Retries and duplicates
+//!
+//! A send is retried (up to `retries` times within `send_timeout`; on another broker when
+//! there is one, on the same queue for ordered sends) only when the broker **certainly did
+//! not store** the message ([`Outcome::NotStored`]):
+//!
+//! | failure | stored? | retried |
+//! |---|---|---|
+//! | no connection, reconnect backoff, shut down, no route | no | yes |
+//! | SYSTEM_BUSY, SERVICE_NOT_AVAILABLE, SYSTEM_ERROR, DISK_FULL, WRONG_SHARD, TOPIC_NOT_EXIST, NO_PERMISSION, LIMIT_EXCEEDED | no | yes |
+//! | request written, then timeout or connection lost ([`Outcome::Unknown`]) | maybe | only with `retry_unknown_outcome(true)`: may duplicate |
+//! | MESSAGE_ILLEGAL, MALFORMED_REQUEST, FRAME_TOO_LARGE, an invalid message ([`Outcome::Rejected`]) | no | no: retrying cannot help |
+//! | FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE | **yes** | no: returned as a [`SendStatus`] |
+//!
+//! Every error is an [`Error`] that carries the broker's status and remark when the broker
+//! answered ([`Error::status`], [`Error::remark`]) and says whether the request may have
+//! been carried out ([`Error::outcome`]).
+//!
+//! ## Connections
+//!
+//! Routes come from the name servers, are refreshed every `route_refresh_interval` (30 s)
+//! and at once after a routing error. The client opens one connection per broker *shard*
+//! (HELLO asks the broker to hand it to the shard that owns the queue), reuses it for every
+//! request to that shard, with many requests in flight at once matched by request id, and
+//! reconnects with exponential backoff when it breaks.
+//!
+//! # Consuming
+//!
+//! ```no_run
+//! # async fn demo() -> ringmq_client::Result<()> {
+//! use ringmq_client::{ConsumeResult, PushConsumer, ReceivedMessage, StartPosition};
+//!
+//! let consumer = PushConsumer::builder()
+//!     .group("billing")
+//!     .name_servers("127.0.0.1:9876")
+//!     .subscribe("Orders", "created || paid")
+//!     .start_position(StartPosition::First)
+//!     .start(|msgs: Vec<ReceivedMessage>, _ctx| async move {
+//!         for m in &msgs {
+//!             println!("{} {:?}", m.msg_id, m.body);
+//!         }
+//!         ConsumeResult::Success // Retry: the batch comes back after a backoff
+//!     })
+//!     .await?;
+//! // ... later
+//! consumer.shutdown().await; // commits offsets, leaves the group
+//! # Ok(()) }
+//! ```
+//!
+//! The [`PushConsumer`] long-polls each of its queues and calls the listener with batches
+//! (`consume_batch_max`), at most `consume_concurrency` calls at once. Delivery is
+//! at-least-once: a queue's offset is committed only up to the first message whose
+//! listener has not returned [`ConsumeResult::Success`]; a batch that returned
+//! [`ConsumeResult::Retry`] (or panicked) is handed over again after `redeliver_backoff`.
+//! Offsets are committed every `commit_interval`, when a queue moves to another member,
+//! and at shutdown, so a restarted group continues where it left off.
+//!
+//! [`MessageModel::Clustering`] (default) balances a group's queues across its members:
+//! every member takes its share of the sorted queue list by the broker's sorted member list
+//! ([`consumer::allocate_average`]), re-computed every `rebalance_interval` (so two members
+//! read the same queue for at most that long after a change), and members heartbeat every
+//! `heartbeat_interval`. [`MessageModel::Broadcasting`] gives every member every queue and
+//! keeps its offsets in a local file (`offset_dir`). A queue with no committed offset
+//! starts at [`StartPosition::First`], [`StartPosition::Last`] (default) or
+//! [`StartPosition::Timestamp`].
+//!
+//! The [`PullConsumer`] lets the caller pull: directly (any queue, any offset, long polling
+//! optional, explicit commits), or managed ([`PullConsumer::assign`] or
+//! [`PullConsumer::subscribe`], then [`PullConsumer::poll`] and
+//! [`PullConsumer::commit_positions`]).
+//!
+//! See `client/examples/` for runnable programs (`producer`, `ordered_producer`,
+//! `push_consumer`, `pull_consumer`) against `ringmq standalone`.
 #![forbid(unsafe_code)]
 
 pub use ringmq_wire as wire;

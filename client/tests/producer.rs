@@ -10,6 +10,7 @@ use std::time::Duration;
 use common::Node;
 use ringmq_client::consumer::PullStatus;
 use ringmq_client::error::Outcome;
+use ringmq_client::wire::code::Status;
 use ringmq_client::wire::record;
 use ringmq_client::{
     Error, Message, MessageQueue, Producer, PullConsumer, ReceivedMessage, SendStatus,
@@ -253,6 +254,7 @@ async fn ordered_send_keeps_per_key_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_topic_is_created_by_the_first_send() {
     let node = Node::start();
+    node.create_topic("Other", 1).await; // the broker has registered
     let p = producer(&node).await;
     let r = p.send(Message::new("AutoCreated", "first")).await.unwrap();
     assert_eq!(r.status, SendStatus::Ok);
@@ -293,11 +295,11 @@ async fn errors_are_typed() {
         .unwrap_err();
     assert!(matches!(e, Error::InvalidMessage(_)), "{e}");
     // The broker's status and remark come through: an illegal topic name.
+    node.create_topic("Errors", 1).await;
     let e = p.send(Message::new("bad topic!", "x")).await.unwrap_err();
-    assert!(
-        e.status().is_some() || matches!(e, Error::NoRoute { .. }),
-        "{e}"
-    );
+    assert_eq!(e.status(), Some(Status::MessageIllegal), "{e}");
+    assert!(!e.remark().unwrap_or_default().is_empty());
+    assert_eq!(e.outcome(), Outcome::Rejected);
     p.shutdown().await;
     let e = p.send(Message::new("Errors", "x")).await.unwrap_err();
     assert!(matches!(e, Error::Shutdown), "{e}");

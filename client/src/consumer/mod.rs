@@ -4,7 +4,7 @@
 //! broadcasting mode (every member reads every queue, offsets kept in a local file).
 //!
 //! This module holds what both share: settings types, the low-level queue calls (pull,
-//! offsets) and the group membership ([`group`]).
+//! offsets) and the group membership (`group`).
 
 mod allocate;
 pub(crate) mod group;
@@ -28,8 +28,8 @@ use crate::message::{decode_records, ReceivedMessage};
 use crate::route::MessageQueue;
 
 pub use allocate::allocate_average;
-pub use pull::{PullConsumer, PullConsumerBuilder};
-pub use push::{ConsumeContext, MessageListener, PushConsumer, PushConsumerBuilder};
+pub use pull::{PullConfig, PullConsumer, PullConsumerBuilder};
+pub use push::{ConsumeContext, MessageListener, PushConfig, PushConsumer, PushConsumerBuilder};
 
 /// How a group shares messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,13 +85,6 @@ pub struct PullResult {
     /// One past the last stored message.
     pub max_offset: u64,
     pub messages: Vec<ReceivedMessage>,
-}
-
-/// A subscription: a topic and a tag expression (`*` or `TagA || TagB`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Subscription {
-    pub topic: String,
-    pub expression: String,
 }
 
 /// Where broadcasting offsets are kept: `dir/<instance>/<group>.offsets`; default dir

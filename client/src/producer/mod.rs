@@ -3,7 +3,7 @@
 //!
 //! Every send goes to the shard that owns its queue, on that shard's pipelined connection.
 //! A failed attempt is retried (up to `retries` more times, within `send_timeout` overall)
-//! only when the broker certainly did not store the message ([`Outcome::NotStored`]): no
+//! only when the broker certainly did not store the message ([`Outcome::NotStored`](crate::Outcome::NotStored)): no
 //! connection, reconnect backoff, or a refusal status (SYSTEM_BUSY, SERVICE_NOT_AVAILABLE,
 //! DISK_FULL, WRONG_SHARD, SYSTEM_ERROR, TOPIC_NOT_EXIST, NO_PERMISSION, LIMIT_EXCEEDED). A
 //! send whose outcome is unknown (written, then a timeout or a lost connection) is retried

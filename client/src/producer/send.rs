@@ -118,7 +118,7 @@ pub(super) async fn send(
         log::debug!("send attempt {attempt} to {topic} failed ({e}); retrying");
         let pause = match &e {
             Error::Backoff { retry_in, .. } => *retry_in,
-            Error::Broker { .. } | Error::Busy { .. } => BUSY_RETRY_PAUSE,
+            Error::Broker { .. } | Error::Busy { .. } | Error::NoRoute { .. } => BUSY_RETRY_PAUSE,
             _ => Duration::ZERO,
         };
         let until = (Instant::now() + pause).min(deadline);
@@ -234,6 +234,14 @@ async fn choose(
         Ok(r) => r,
         Err(Error::NoRoute { .. }) if matches!(pick, Pick::Any) => {
             return auto_create_target(inner, topic, avoid).await
+        }
+        Err(Error::NoRoute { topic, detail }) => {
+            return Err(Error::NoRoute {
+                topic,
+                detail: format!(
+                "{detail} (sends to a chosen queue need the topic's route: create the topic first)"
+            ),
+            })
         }
         Err(e) => return Err(e),
     };
