@@ -21,6 +21,8 @@ crate::wire_enum! {
         QueryConsumerOffset = 14 => "QUERY_CONSUMER_OFFSET",
         UpdateConsumerOffset = 15 => "UPDATE_CONSUMER_OFFSET",
         UpdateAndCreateTopic = 17 => "UPDATE_AND_CREATE_TOPIC",
+        UpdateBrokerConfig = 25 => "UPDATE_BROKER_CONFIG",
+        GetBrokerConfig = 26 => "GET_BROKER_CONFIG",
         GetAllTopicConfig = 21 => "GET_ALL_TOPIC_CONFIG",
         GetBrokerRuntimeInfo = 28 => "GET_BROKER_RUNTIME_INFO",
         SearchOffsetByTimestamp = 29 => "SEARCH_OFFSET_BY_TIMESTAMP",
@@ -47,6 +49,8 @@ crate::wire_enum! {
         UnregisterBroker = 104 => "UNREGISTER_BROKER",
         GetRouteInfoByTopic = 105 => "GET_ROUTEINFO_BY_TOPIC",
         GetBrokerClusterInfo = 106 => "GET_BROKER_CLUSTER_INFO",
+        /// ringmq: the consumer groups a broker knows (live members, subscriptions).
+        GetAllSubscriptionGroupConfig = 201 => "GET_ALL_SUBSCRIPTIONGROUP_CONFIG",
         GetAllTopicListFromNameserver = 206 => "GET_ALL_TOPIC_LIST_FROM_NAMESERVER",
         DeleteTopicInBroker = 215 => "DELETE_TOPIC_IN_BROKER",
         DeleteTopicInNamesrv = 216 => "DELETE_TOPIC_IN_NAMESRV",

@@ -18,6 +18,9 @@
 //! | QUERY_MESSAGE | [`QueryMessageRequest`] | - | [`QueryMessageResponse`] | records |
 //! | QUERY_CONSUMER_OFFSET | [`QueryConsumerOffsetRequest`] | - | [`QueryConsumerOffsetResponse`] | - |
 //! | UPDATE_CONSUMER_OFFSET | [`UpdateConsumerOffsetRequest`] | - | [`Empty`] | - |
+//! | GET_BROKER_CONFIG | [`Empty`] | - | [`Empty`] | [`BrokerConfigTable`] |
+//! | UPDATE_BROKER_CONFIG | [`Empty`] | [`BrokerConfigTable`] (keys to change) | [`Empty`] | - |
+//! | GET_ALL_SUBSCRIPTIONGROUP_CONFIG | [`Empty`] | - | [`Empty`] | [`ConsumerGroupList`] |
 //! | GET_ALL_CONSUMER_OFFSET | [`GetAllConsumerOffsetRequest`] | - | [`Empty`] | [`ConsumerOffsetTable`] |
 //! | GET_MAX_OFFSET, GET_MIN_OFFSET | [`GetOffsetRequest`] | - | [`OffsetResponse`] | - |
 //! | SEARCH_OFFSET_BY_TIMESTAMP | [`SearchOffsetRequest`] | - | [`OffsetResponse`] | - |
@@ -55,6 +58,7 @@ use crate::codec::{Decode, Empty, Encode, Reader, Writer};
 use crate::error::Result;
 use crate::frame::Frame;
 
+pub mod broker_admin;
 pub mod consumer_list;
 pub mod consumer_offset;
 pub mod ha;
@@ -74,6 +78,7 @@ pub mod topic;
 pub mod transaction;
 pub mod view;
 
+pub use broker_admin::*;
 pub use consumer_list::*;
 pub use consumer_offset::*;
 pub use ha::*;
@@ -142,6 +147,9 @@ requests! {
     PullMessage(PullRequest),
     QueryMessage(QueryMessageRequest),
     QueryConsumerOffset(QueryConsumerOffsetRequest),
+    UpdateBrokerConfig(Empty),
+    GetBrokerConfig(Empty),
+    GetAllSubscriptionGroupConfig(Empty),
     GetAllConsumerOffset(GetAllConsumerOffsetRequest),
     UpdateConsumerOffset(UpdateConsumerOffsetRequest),
     UpdateAndCreateTopic(CreateTopicRequest),
@@ -204,6 +212,8 @@ macro_rules! for_each_wire_type {
             $crate::command::Response<$crate::command::QueryConsumerOffsetResponse>,
             $crate::command::UpdateConsumerOffsetRequest,
             $crate::command::GetAllConsumerOffsetRequest,
+            $crate::command::BrokerConfigTable,
+            $crate::command::ConsumerGroupList,
             $crate::command::ConsumerOffsetTable,
             $crate::command::GetOffsetRequest,
             $crate::command::SearchOffsetRequest,
