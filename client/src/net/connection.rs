@@ -568,3 +568,141 @@ fn deliver(shared: &Shared, bytes: Bytes) -> Result<(), ringmq_wire::WireError> 
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Outcome;
+    use ringmq_wire::codec::Empty;
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::TcpListener;
+
+    /// Reads `n` request frames: (request id, body).
+    async fn read_frames(s: &mut TcpStream, n: usize) -> Vec<(u64, Vec<u8>)> {
+        let mut buf = BytesMut::new();
+        let mut out = Vec::new();
+        while out.len() < n {
+            if s.read_buf(&mut buf).await.unwrap() == 0 {
+                break;
+            }
+            while let Some(len) = frame::check(&buf, frame::FRAME_BYTES_MAX).unwrap() {
+                let bytes = buf.split_to(len);
+                let f = frame::parse(&bytes).unwrap();
+                out.push((f.request_id, f.body.to_vec()));
+            }
+        }
+        out
+    }
+
+    async fn open(addr: SocketAddr) -> Arc<Connection> {
+        Arc::new(
+            Connection::open(addr, Duration::from_secs(1), 16, Arc::new(Notify::new()))
+                .await
+                .unwrap(),
+        )
+    }
+
+    #[tokio::test]
+    async fn pipelined_answers_are_matched_by_request_id() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let reqs = read_frames(&mut s, 8).await;
+            // Answer in reverse order, echoing each body.
+            for (id, body) in reqs.iter().rev() {
+                let mut out = Vec::new();
+                let header = WireResponse::<Empty>::remark("echo");
+                frame::encode_response(&mut out, Status::Success, *id, &header, body).unwrap();
+                s.write_all(&out).await.unwrap();
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        });
+        let conn = open(addr).await;
+        let calls: Vec<_> = (0..8)
+            .map(|i| {
+                let c = Arc::clone(&conn);
+                tokio::spawn(async move {
+                    let body = format!("request {i}");
+                    let a = c
+                        .call(
+                            RequestCode::GetMaxOffset,
+                            &Empty,
+                            body.as_bytes(),
+                            Duration::from_secs(5),
+                        )
+                        .await
+                        .unwrap();
+                    (body, a)
+                })
+            })
+            .collect();
+        for c in calls {
+            let (body, answer) = c.await.unwrap();
+            assert_eq!(answer.body, body.as_bytes());
+            assert_eq!(answer.remark(), "echo");
+            assert_eq!(answer.status().unwrap(), Status::Success);
+        }
+        server.abort();
+    }
+
+    #[tokio::test]
+    async fn lost_connection_and_timeout_are_unknown_outcomes() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            // First connection: read one request and hang up.
+            let (mut s, _) = listener.accept().await.unwrap();
+            read_frames(&mut s, 1).await;
+            drop(s);
+            // Second: read and never answer.
+            let (mut s, _) = listener.accept().await.unwrap();
+            read_frames(&mut s, 1).await;
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        });
+        let conn = open(addr).await;
+        let e = conn
+            .call(
+                RequestCode::SendMessage,
+                &Empty,
+                b"x",
+                Duration::from_secs(5),
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e, Error::ConnectionClosed { written: true, .. }),
+            "{e}"
+        );
+        assert_eq!(e.outcome(), Outcome::Unknown);
+        assert!(conn.is_closed());
+        let e = conn
+            .call(
+                RequestCode::SendMessage,
+                &Empty,
+                b"x",
+                Duration::from_secs(1),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(
+            e.outcome(),
+            Outcome::NotStored,
+            "a closed connection sends nothing: {e}"
+        );
+
+        let conn = open(addr).await;
+        let e = conn
+            .call(
+                RequestCode::SendMessage,
+                &Empty,
+                b"x",
+                Duration::from_millis(200),
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(e, Error::Timeout { .. }), "{e}");
+        assert_eq!(e.outcome(), Outcome::Unknown);
+        server.abort();
+    }
+}
