@@ -219,6 +219,23 @@ fn restart_keeps_data_and_consumer_offsets() {
     // New sends continue after the old offsets.
     let s = c.send_ok(&Msg::new(topic, 0, "after restart"));
     assert_eq!(s.first_queue_offset, 25);
+
+    // The shard count cannot change under existing data: a clear refusal, not a mix-up.
+    let mut node = node;
+    assert_eq!(node.term().code(), Some(0));
+    let (status, log) = Node::start_expect_exit(
+        "reshard",
+        dir.path(),
+        standalone_launch(&data, &["--shards", "1"]),
+    );
+    assert!(
+        !status.success(),
+        "a start with another shard count must fail"
+    );
+    assert!(
+        log.contains("2 shards") && log.contains("--shards 2"),
+        "the refusal names the shard count to use:\n{log}"
+    );
 }
 
 #[test]
@@ -227,92 +244,153 @@ fn kill9_mid_load_with_sync_flush_loses_no_acknowledged_record() {
     let data = dir.path().join("data");
     let topic = "Crash";
     let queues = 8u32;
-    let mut node = Node::standalone(&data, &["--shards", "2", "--flush", "sync"]);
-    let addr = node.broker_addr();
-    Client::connect(addr).create_topic_ok(topic, queues);
-    let stop = Arc::new(AtomicBool::new(false));
-    let producers: Vec<_> = (0..4)
-        .map(|i| {
-            producer(
-                addr,
-                topic,
-                i,
-                vec![i as u32, i as u32 + 4],
-                Arc::clone(&stop),
-            )
-        })
-        .collect();
-    std::thread::sleep(Duration::from_millis(1500));
-    let killed_at = Instant::now();
-    node.kill9();
-    let results: Vec<Produced> = producers.into_iter().map(|p| p.join().unwrap()).collect();
-    assert!(killed_at.elapsed() < Duration::from_secs(20));
-    let acked: Vec<Acked> = results
-        .iter()
-        .flat_map(|r| r.acked.iter().cloned())
-        .collect();
-    for (i, r) in results.iter().enumerate() {
-        assert!(
-            r.ended_by.is_some(),
-            "producer {i} should have seen the connection die"
-        );
-        assert!(
-            r.refused.is_empty(),
-            "producer {i}: refused sends {:?}",
-            r.refused
-        );
-        assert!(
-            !r.acked.is_empty(),
-            "producer {i} got no acknowledgement in 1.5 s"
-        );
-    }
+    let args = ["--shards", "2", "--flush", "sync"];
+    let mut node = Node::standalone(&data, &args);
+    Client::connect(node.broker_addr()).create_topic_ok(topic, queues);
+    let mut acked: Vec<Acked> = Vec::new();
+    // Three kill -9 / recover rounds on the same data, each killed at a different moment;
+    // every round checks everything acknowledged so far.
+    for round in 0..3usize {
+        let addr = node.broker_addr();
+        let stop = Arc::new(AtomicBool::new(false));
+        let producers: Vec<_> = (0..4)
+            .map(|i| {
+                producer(
+                    addr,
+                    topic,
+                    round * 10 + i,
+                    vec![i as u32, i as u32 + 4],
+                    Arc::clone(&stop),
+                )
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(700 + 250 * round as u64));
+        let killed_at = Instant::now();
+        node.kill9();
+        let results: Vec<Produced> = producers.into_iter().map(|p| p.join().unwrap()).collect();
+        assert!(killed_at.elapsed() < Duration::from_secs(20));
+        let before = acked.len();
+        acked.extend(results.iter().flat_map(|r| r.acked.iter().cloned()));
+        for (i, r) in results.iter().enumerate() {
+            assert!(
+                r.ended_by.is_some(),
+                "round {round}: producer {i} should have seen the connection die"
+            );
+            assert!(
+                r.refused.is_empty(),
+                "round {round}: producer {i}: refused sends {:?}",
+                r.refused
+            );
+            assert!(
+                !r.acked.is_empty(),
+                "round {round}: producer {i} got no acknowledgement"
+            );
+        }
 
-    let node = Node::standalone(&data, &["--shards", "2", "--flush", "sync"]);
-    let log = node.log();
-    let shard_lines = log_lines_containing(&log, "shutdown last time");
-    assert_eq!(shard_lines.len(), 2, "one line per shard:\n{log}");
-    for l in &shard_lines {
-        assert!(
-            l.contains("unclean"),
-            "kill -9 is not a clean shutdown: {l}"
+        let restart = Instant::now();
+        node = Node::standalone(&data, &args);
+        let restart_took = restart.elapsed();
+        let log = node.log();
+        let shard_lines = log_lines_containing(&log, "shutdown last time");
+        assert_eq!(shard_lines.len(), 2, "one line per shard:\n{log}");
+        for l in &shard_lines {
+            assert!(
+                l.contains("unclean"),
+                "kill -9 is not a clean shutdown: {l}"
+            );
+        }
+        let mut c = Client::connect(node.broker_addr());
+        let stored = verify_acked(&mut c, topic, queues, &acked);
+        assert!(stored >= acked.len());
+        eprintln!(
+            "kill -9 round {round} under SYNC_FLUSH: {} acknowledged this round, {} in all, {} \
+             stored after recovery ({} of them unacknowledged: in flight at a kill, or \
+             probes), 0 lost; restart took {restart_took:?}",
+            acked.len() - before,
+            acked.len(),
+            stored,
+            stored - acked.len()
         );
-    }
-    let mut c = Client::connect(node.broker_addr());
-    let stored = verify_acked(&mut c, topic, queues, &acked);
-    assert!(stored >= acked.len());
-    eprintln!(
-        "kill -9 under SYNC_FLUSH: {} acknowledged, {} stored after recovery, {} stored but \
-         unacknowledged (in flight at the kill), 0 lost",
-        acked.len(),
-        stored,
-        stored - acked.len()
-    );
-    // The recovered broker keeps appending after the recovered tail.
-    for q in 0..queues {
-        let max = c.max_offset(topic, q);
-        let s = c.send_ok(&Msg::new(topic, q, "after recovery"));
-        assert_eq!(s.first_queue_offset, max);
+        // The recovered broker appends right after the recovered tail.
+        for q in 0..queues {
+            let max = c.max_offset(topic, q);
+            let s = c.send_ok(&Msg::new(topic, q, format!("after recovery {round}")));
+            assert_eq!(s.first_queue_offset, max);
+        }
     }
 }
 
 #[test]
 fn sigterm_under_load_exits_zero_and_restarts_clean() {
+    for flush in ["async", "sync"] {
+        sigterm_under_load(flush);
+    }
+}
+
+fn sigterm_under_load(flush: &str) {
     let dir = tempdir("sigterm");
     let data = dir.path().join("data");
     let topic = "Graceful";
     let queues = 4u32;
-    let mut node = Node::standalone(&data, &["--shards", "2"]);
+    let args = ["--shards", "2", "--flush", flush];
+    let mut node = Node::standalone(&data, &args);
     let addr = node.broker_addr();
-    Client::connect(addr).create_topic_ok(topic, queues);
+    let mut admin = Client::connect(addr);
+    admin.create_topic_ok(topic, queues);
+    admin.create_topic_ok("Idle", 1);
+    // A long poll parked for 30 s must not hold the stop up.
+    let mut waiter = Client::connect(addr);
+    let wid = waiter.send_frame(
+        RequestCode::PullMessage,
+        &pull_request("Idle", 0, 0, 1, 30_000),
+        &[],
+    );
+    let waiter = std::thread::spawn(move || {
+        let r = waiter.try_recv(wid).map(|r| r.status());
+        (r, Instant::now())
+    });
+    let parked = wait_for(Duration::from_secs(3), || {
+        let n: u32 = admin
+            .runtime_info()
+            .shards
+            .iter()
+            .map(|s| s.parked_pulls)
+            .sum();
+        (n >= 1).then_some(())
+    });
+    assert!(parked.is_some(), "the long poll was never parked");
     let stop = Arc::new(AtomicBool::new(false));
     let producers: Vec<_> = (0..3)
         .map(|i| producer(addr, topic, i, (0..queues).collect(), Arc::clone(&stop)))
         .collect();
-    std::thread::sleep(Duration::from_millis(1000));
+    std::thread::sleep(Duration::from_millis(800));
+    let t_term = Instant::now();
     let status = node.term();
+    let term_took = t_term.elapsed();
     stop.store(true, Ordering::Relaxed);
     let results: Vec<Produced> = producers.into_iter().map(|p| p.join().unwrap()).collect();
-    assert_eq!(status.code(), Some(0), "SIGTERM under load exits 0");
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "{flush}: SIGTERM under load exits 0"
+    );
+    assert!(
+        term_took < Duration::from_secs(10),
+        "{flush}: stopping took {term_took:?} (a parked pull held it up?)"
+    );
+    let (parked_answer, answered_at) = waiter.join().unwrap();
+    assert!(
+        answered_at.duration_since(t_term) < Duration::from_secs(10),
+        "{flush}: the parked pull was not released by the stop"
+    );
+    match &parked_answer {
+        Ok(s) => assert!(
+            matches!(s, Status::PullNotFound | Status::ServiceNotAvailable),
+            "{flush}: the parked pull was answered {}",
+            s.name()
+        ),
+        Err(e) => assert!(e.contains("closed") || e.contains("reset"), "{flush}: {e}"),
+    }
     let log = node.log();
     assert!(
         log.contains("SIGTERM: stopping"),
@@ -325,29 +403,33 @@ fn sigterm_under_load_exits_zero_and_restarts_clean() {
         .collect();
     let refused: u64 = results.iter().flat_map(|r| r.refused.values()).sum();
     for (i, r) in results.iter().enumerate() {
-        assert!(!r.acked.is_empty(), "producer {i} got no acknowledgement");
+        assert!(
+            !r.acked.is_empty(),
+            "{flush}: producer {i} got no acknowledgement"
+        );
         for s in r.refused.keys() {
             assert_eq!(
                 *s, "SERVICE_NOT_AVAILABLE",
-                "producer {i}: unexpected refusal"
+                "{flush}: producer {i}: unexpected refusal"
             );
         }
     }
 
-    let node = Node::standalone(&data, &["--shards", "2"]);
+    let node = Node::standalone(&data, &args);
     let log = node.log();
     let shard_lines = log_lines_containing(&log, "shutdown last time");
     assert_eq!(shard_lines.len(), 2, "one line per shard:\n{log}");
     for l in &shard_lines {
         assert!(
             l.contains("clean shutdown last time") && !l.contains("unclean"),
-            "{l}"
+            "{flush}: {l}"
         );
     }
     let mut c = Client::connect(node.broker_addr());
     let stored = verify_acked(&mut c, topic, queues, &acked);
     eprintln!(
-        "SIGTERM under load: {} acknowledged, {refused} refused while stopping, {} stored, 0 lost",
+        "SIGTERM under load ({flush} flush): {} acknowledged, {refused} refused while stopping, \
+         {} stored, 0 lost; stop took {term_took:?}, the parked pull got {parked_answer:?}",
         acked.len(),
         stored
     );

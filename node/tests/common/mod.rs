@@ -664,6 +664,7 @@ impl Node {
     /// Spawns the binary and waits for its ready line (panics with the log otherwise).
     pub fn start(name: &str, log_dir: &Path, launch: Launch) -> Node {
         let seq = LOG_SEQ.fetch_add(1, Ordering::Relaxed);
+        std::fs::create_dir_all(log_dir).expect("creating the log dir");
         let log_path = log_dir.join(format!("{name}-{seq}.stderr.log"));
         let log = std::fs::File::create(&log_path).expect("creating the stderr log");
         let mut cmd = match launch.prefix.split_first() {
@@ -745,6 +746,49 @@ impl Node {
                 );
             }
         }
+    }
+
+    /// Runs the binary expecting it to refuse to start: waits (at most 30 s) for it to exit
+    /// without a ready line and returns its exit status and stderr.
+    pub fn start_expect_exit(name: &str, log_dir: &Path, launch: Launch) -> (ExitStatus, String) {
+        std::fs::create_dir_all(log_dir).expect("creating the log dir");
+        let log_path = log_dir.join(format!(
+            "{name}-{}.stderr.log",
+            LOG_SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        let log = std::fs::File::create(&log_path).expect("creating the stderr log");
+        let out = Command::new(bin())
+            .args(&launch.args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("spawning the binary");
+        let mut child = out;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Ok(Some(s)) = child.try_wait() {
+                break s;
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{name} did not exit within 30 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut stdout = String::new();
+        if let Some(mut o) = child.stdout.take() {
+            let _ = o.read_to_string(&mut stdout);
+        }
+        assert!(
+            parse_ready(stdout.lines().next().unwrap_or("")).is_none(),
+            "{name} printed a ready line: {stdout}"
+        );
+        (
+            status,
+            std::fs::read_to_string(&log_path).unwrap_or_default(),
+        )
     }
 
     pub fn broker_addr(&self) -> SocketAddr {
