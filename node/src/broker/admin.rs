@@ -4,11 +4,11 @@
 use std::sync::atomic::Ordering;
 
 use ringmq_wire::code::{Status, PROTOCOL_VERSION};
-use ringmq_wire::codec::{Empty, Encode};
+use ringmq_wire::codec::{Decode, Empty, Encode};
 use ringmq_wire::command::route::perm;
 use ringmq_wire::command::{
-    BrokerRuntimeInfo, CreateTopicRequest, HeartbeatData, HelloRequest, HelloResponse,
-    UnregisterClientRequest,
+    BrokerConfigTable, BrokerRuntimeInfo, ConsumerGroupInfo, ConsumerGroupList, CreateTopicRequest,
+    HeartbeatData, HelloRequest, HelloResponse, UnregisterClientRequest,
 };
 
 use crate::broker::Broker;
@@ -94,6 +94,14 @@ pub fn runtime_info(shard: &Shard) -> Reply {
         b.connections.load(Ordering::Relaxed).to_string(),
     );
     for (i, c) in b.counters.iter().enumerate() {
+        extra.insert(
+            format!("shard.{i}.msgs_in_per_s"),
+            c.msgs_in_per_s.load(Ordering::Relaxed).to_string(),
+        );
+        extra.insert(
+            format!("shard.{i}.msgs_out_per_s"),
+            c.msgs_out_per_s.load(Ordering::Relaxed).to_string(),
+        );
         if b.config.broker_role.is_master() {
             extra.insert(
                 format!("shard.{i}.ha_slaves"),
@@ -121,6 +129,53 @@ pub fn runtime_info(shard: &Shard) -> Reply {
         shards,
         extra,
     })
+}
+
+pub fn broker_config(shard: &Shard) -> Reply {
+    let table = BrokerConfigTable {
+        entries: crate::broker::live::entries(&shard.broker.live.config()),
+    };
+    encoded_body(table)
+}
+
+pub fn update_broker_config(shard: &Shard, body: &[u8]) -> Reply {
+    let changes = match BrokerConfigTable::decode(body) {
+        Ok(t) => t.entries,
+        Err(e) => return Reply::error(Status::MalformedRequest, format!("config body: {e}")),
+    };
+    let old_perm = shard.broker.live.permission();
+    match shard.broker.live.update(&changes) {
+        Ok(()) => {
+            log::info!("broker config changed: {changes:?}");
+            if shard.broker.live.permission() != old_perm {
+                // The route carries the permission: re-register at once.
+                shard.broker.topics_changed.notify(usize::MAX);
+            }
+            Reply::ok(Empty)
+        }
+        Err(e) => Reply::error(Status::MessageIllegal, e),
+    }
+}
+
+pub fn consumer_groups(shard: &Shard) -> Reply {
+    let groups = shard
+        .broker
+        .groups
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    let now = Broker::now_ms();
+    let list = ConsumerGroupList {
+        groups: groups
+            .names()
+            .into_iter()
+            .map(|g| ConsumerGroupInfo {
+                members: groups.members(&g, now),
+                subscriptions: groups.subscriptions(&g),
+                group: g,
+            })
+            .collect(),
+    };
+    encoded_body(list)
 }
 
 pub fn create_topic(shard: &Shard, h: &CreateTopicRequest) -> Reply {

@@ -5,6 +5,7 @@
 
 pub mod admin;
 pub mod groups;
+pub mod live;
 pub mod offsets;
 pub mod produce;
 pub mod pull;
@@ -43,6 +44,9 @@ pub struct ShardCounters {
     pub ha_lag_bytes: AtomicU64,
     /// Milliseconds since the best slave last had everything (master role).
     pub ha_lag_ms: AtomicU64,
+    /// Messages per second in and out over the last counter tick.
+    pub msgs_in_per_s: AtomicU64,
+    pub msgs_out_per_s: AtomicU64,
 }
 
 impl ShardCounters {
@@ -68,10 +72,6 @@ impl ShardCounters {
 pub struct Runtime {
     pub flush: FlushDiskType,
     pub frame_bytes_max: usize,
-    pub max_message_size_bytes: usize,
-    pub sync_flush_timeout_ms: u64,
-    pub auto_create_topic: bool,
-    pub default_queue_count: u32,
     /// Copy record bytes into pull responses instead of splicing them from the log file
     /// (RocketMQ's `transferMsgByHeap`).
     pub transfer_msg_by_heap: bool,
@@ -83,6 +83,8 @@ pub struct Runtime {
 pub struct Broker {
     pub config: BrokerConfig,
     pub rt: Runtime,
+    /// Settings UPDATE_BROKER_CONFIG may change while running.
+    pub live: live::Live,
     /// Address clients and name servers see (`brokerIP1:listenPort`); also the store host.
     pub addr: SocketAddr,
     pub shard_count: u16,

@@ -33,8 +33,8 @@ pub fn ensure_topic(shard: &Rc<Shard>, h: &SendRequest) -> Result<(), Outcome> {
     let table = broker.topics.snapshot();
     let cfg = match table.get(&h.topic) {
         Some(cfg) => cfg.clone(),
-        None if broker.rt.auto_create_topic => {
-            let n = broker.rt.default_queue_count;
+        None if broker.live.auto_create_topic() => {
+            let n = broker.live.default_queue_count();
             match broker.topics.upsert(
                 &h.topic,
                 n,
@@ -62,7 +62,7 @@ pub fn ensure_topic(shard: &Rc<Shard>, h: &SendRequest) -> Result<(), Outcome> {
             .into())
         }
     };
-    if !perm::is_writeable(cfg.perm) || !perm::is_writeable(broker.config.broker_permission) {
+    if !perm::is_writeable(cfg.perm) || !perm::is_writeable(broker.live.permission()) {
         return Err(Reply::error(
             Status::NoPermission,
             format!("topic {} is not writable on this broker", h.topic),
@@ -131,13 +131,13 @@ pub fn owner_of_batch(shard: &Rc<Shard>, h: &SendRequest, body: &[u8]) -> Result
                 ),
             ));
         }
-        if rec.body.len() > broker.rt.max_message_size_bytes {
+        if rec.body.len() > broker.live.max_message_size_bytes() {
             return Err(Reply::error(
                 Status::MessageIllegal,
                 format!(
                     "body of {} bytes is over maxMessageSize ({} bytes)",
                     rec.body.len(),
-                    broker.rt.max_message_size_bytes
+                    broker.live.max_message_size_bytes()
                 ),
             ));
         }
@@ -222,7 +222,7 @@ pub fn send(shard: &Rc<Shard>, h: SendRequest, body: &mut [u8]) -> Outcome {
     }
     let shard = Rc::clone(shard);
     let end = out.end_offset;
-    let timeout = Duration::from_millis(broker.rt.sync_flush_timeout_ms);
+    let timeout = Duration::from_millis(broker.live.sync_flush_timeout_ms());
     Outcome::later(async move {
         if sync_disk && !shard.flusher.wait_synced(end, timeout).await {
             return Reply::status_fields(

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use ringmq_wire::code::{RequestCode, Status};
 use ringmq_wire::codec::{Decode, Empty, Encode};
-use ringmq_wire::command::route::{BrokerRegistration, TopicConfigTable};
+use ringmq_wire::command::route::{perm, BrokerRegistration, TopicConfigTable};
 use ringmq_wire::command::HelloRequest;
 use ringmq_wire::command::{RegisterBrokerResponse, Response};
 use ringmq_wire::frame;
@@ -71,7 +71,16 @@ pub async fn register_all(shard: &Shard) {
         version: crate::VERSION.to_string(),
         heartbeat_timeout_ms: 120_000,
         data_version: table.version,
-        topics: table.topics.values().cloned().collect(),
+        // The broker's own permission limits every topic's (read-only broker: no writes).
+        topics: table
+            .topics
+            .values()
+            .map(|t| {
+                let mut t = t.clone();
+                t.perm &= b.live.permission() | !(perm::READ | perm::WRITE);
+                t
+            })
+            .collect(),
     };
     let body = match reg.to_vec() {
         Ok(b) => b,

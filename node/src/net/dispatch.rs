@@ -110,6 +110,9 @@ pub fn dispatch(shard: &Rc<Shard>, mut frame_bytes: Vec<u8>, origin: Origin) -> 
         Request::UnregisterClient(h) => admin::unregister_client(shard, &h).into(),
         Request::GetConsumerListByGroup(h) => admin::consumer_list(shard, &h.consumer_group).into(),
         Request::GetBrokerRuntimeInfo(_) => admin::runtime_info(shard).into(),
+        Request::GetBrokerConfig(_) => admin::broker_config(shard).into(),
+        Request::UpdateBrokerConfig(_) => admin::update_broker_config(shard, body).into(),
+        Request::GetAllSubscriptionGroupConfig(_) => admin::consumer_groups(shard).into(),
         Request::UpdateAndCreateTopic(h) => admin::create_topic(shard, &h).into(),
         Request::DeleteTopicInBroker(h) => admin::delete_topic(shard, &h.topic).into(),
         Request::GetAllTopicConfig(_) => admin::all_topics(shard).into(),
@@ -131,7 +134,7 @@ pub fn dispatch(shard: &Rc<Shard>, mut frame_bytes: Vec<u8>, origin: Origin) -> 
 /// checks their records once, on the data path.
 fn check_before_auto_create(shard: &Shard, h: &SendRequest, body: &[u8]) -> Result<(), Reply> {
     let broker = &shard.broker;
-    if !broker.rt.auto_create_topic || broker.topics.snapshot().get(&h.topic).is_some() {
+    if !broker.live.auto_create_topic() || broker.topics.snapshot().get(&h.topic).is_some() {
         return Ok(());
     }
     let illegal = |detail: String| Reply::error(Status::MessageIllegal, detail);
@@ -144,12 +147,12 @@ fn check_before_auto_create(shard: &Shard, h: &SendRequest, body: &[u8]) -> Resu
                 rec.topic, h.topic
             )));
         }
-        if rec.queue_id >= broker.rt.default_queue_count
+        if rec.queue_id >= broker.live.default_queue_count()
             || (h.queue_id != produce::MULTI_QUEUE && rec.queue_id != h.queue_id)
         {
             return Err(illegal(format!(
                 "record {count} is for queue {} (request: queue {}, a new topic gets {} queues)",
-                rec.queue_id, h.queue_id, broker.rt.default_queue_count
+                rec.queue_id, h.queue_id, broker.live.default_queue_count()
             )));
         }
         count += 1;

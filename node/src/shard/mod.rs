@@ -51,6 +51,8 @@ pub struct Shard {
     pub ha_acked: Event,
     /// The master's log end as last heard (slave role; for lag).
     pub master_end: Cell<u64>,
+    /// (msgs in, msgs out, when) at the last rate computation.
+    pub rate_sample: Cell<Option<(u64, u64, std::time::Instant)>>,
     /// Log bytes may be spliced from segment files to sockets (zero copy). Only on the
     /// io_uring loop: the epoll fallback waits for readiness, which a regular file never
     /// reports, so a splice from the log would never complete there; that loop copies.
@@ -86,6 +88,7 @@ impl Shard {
             log_appended: Event::new(),
             ha_acked: Event::new(),
             master_end: Cell::new(0),
+            rate_sample: Cell::new(None),
             splice_ok,
         }
     }

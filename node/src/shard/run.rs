@@ -74,10 +74,6 @@ pub fn start(config: BrokerConfig, opts: StartOptions) -> Result<BrokerHandle, S
     let rt_cfg = Runtime {
         flush: config.flush_disk_type,
         frame_bytes_max: limits::FRAME_BYTES_MAX,
-        max_message_size_bytes: config.max_message_size_bytes,
-        sync_flush_timeout_ms: config.sync_flush_timeout_ms,
-        auto_create_topic: config.auto_create_topic_enable,
-        default_queue_count: config.default_topic_queue_nums,
         transfer_msg_by_heap: opts.transfer_msg_by_heap,
         long_polling: config.long_polling_enable,
     };
@@ -98,6 +94,7 @@ pub fn start(config: BrokerConfig, opts: StartOptions) -> Result<BrokerHandle, S
     };
     let broker = Arc::new(Broker {
         rt: rt_cfg,
+        live: crate::broker::live::Live::new(&config),
         addr,
         shard_count,
         topics,
@@ -519,9 +516,8 @@ impl Service for ShardService {
 /// Periodic work of a shard: ASYNC_FLUSH checkpoints, offset persistence, retention,
 /// counters.
 async fn timers(shard: Rc<Shard>) {
-    let cfg = &shard.broker.config;
-    let flush_ms = cfg.flush_interval_commit_log_ms.max(1);
-    let tick_ms = flush_ms.min(1000);
+    let mut flush_ms = shard.broker.live.flush_interval_commit_log_ms().max(1);
+    let mut tick_ms = flush_ms.min(1000);
     let mut since_offsets = 0u64;
     let mut since_retention = 0u64;
     let mut since_checkpoint = 0u64;
@@ -530,6 +526,8 @@ async fn timers(shard: Rc<Shard>) {
         if shard.broker.is_shutting_down() {
             return;
         }
+        flush_ms = shard.broker.live.flush_interval_commit_log_ms().max(1);
+        tick_ms = flush_ms.min(1000);
         since_checkpoint += tick_ms;
         let checkpoint_due = match shard.broker.rt.flush {
             FlushDiskType::AsyncFlush => since_checkpoint >= flush_ms,
@@ -561,17 +559,17 @@ async fn timers(shard: Rc<Shard>) {
 }
 
 fn retention(shard: &Shard) {
-    let cfg = &shard.broker.config;
+    let live = &shard.broker.live;
     let now = Broker::now_ms();
     let used = shard.store.borrow().disk_used_ratio().unwrap_or(0.0) * 100.0;
-    let pressure = used > f64::from(cfg.disk_max_used_space_ratio);
+    let pressure = used > f64::from(live.disk_max_used_space_ratio());
     let forced =
-        cfg.clean_file_forcibly_enable && used > f64::from(cfg.disk_space_clean_forcibly_ratio);
-    let hour_due = cfg.delete_when_hours.contains(&clock::local_hour(now));
+        live.clean_file_forcibly() && used > f64::from(live.disk_space_clean_forcibly_ratio());
+    let hour_due = live.delete_when_hours().contains(&clock::local_hour(now));
     if !(hour_due || pressure) {
         return;
     }
-    let reserved_ms = i64::from(cfg.file_reserved_time_hours) * 3_600_000;
+    let reserved_ms = i64::from(live.file_reserved_time_hours()) * 3_600_000;
     let res = shard
         .store
         .borrow_mut()
@@ -596,6 +594,23 @@ fn retention(shard: &Shard) {
 fn update_counters(shard: &Shard) {
     let store = shard.store.borrow();
     let c = shard.counters();
+    let now = std::time::Instant::now();
+    let (msgs_in, msgs_out) = (
+        c.msgs_in.load(Ordering::Relaxed),
+        c.msgs_out.load(Ordering::Relaxed),
+    );
+    match shard.rate_sample.get() {
+        Some((i, o, at)) if now.duration_since(at).as_millis() >= 1000 => {
+            let secs = now.duration_since(at).as_secs_f64();
+            c.msgs_in_per_s
+                .store(((msgs_in - i) as f64 / secs) as u64, Ordering::Relaxed);
+            c.msgs_out_per_s
+                .store(((msgs_out - o) as f64 / secs) as u64, Ordering::Relaxed);
+            shard.rate_sample.set(Some((msgs_in, msgs_out, now)));
+        }
+        Some(_) => {}
+        None => shard.rate_sample.set(Some((msgs_in, msgs_out, now))),
+    }
     c.store_bytes
         .store(store.log_disk_bytes(), Ordering::Relaxed);
     c.min_offset.store(store.min_offset(), Ordering::Relaxed);
