@@ -289,7 +289,7 @@ impl<D: Disk + Clone> ConsumeQueue<D> {
     }
 
     /// Deletes files whose every unit points below `log_min` (but never the one holding the
-    /// last unit), and moves `min_offset` to the first unit at or after it.
+    /// last unit), and moves `min_offset` to the first non-empty unit at or after it.
     pub fn retain_from(&mut self, log_min: u64) -> Result<()> {
         while self.files.len() > 1 {
             let Some((&first, _)) = self.files.iter().next() else {
@@ -314,7 +314,13 @@ impl<D: Disk + Clone> ConsumeQueue<D> {
         }
         let mut min = self.files.keys().next().copied().unwrap_or(self.min_offset);
         min = min.max(self.min_offset);
-        while min < self.max_offset && self.unit(min)?.physical_offset < log_min {
+        // Leading empty units are not units: recovery re-dispatching into a queue whose files
+        // are gone (a crash during a topic delete) starts writing mid-file.
+        while min < self.max_offset {
+            let unit = self.unit(min)?;
+            if !unit.is_empty() && unit.physical_offset >= log_min {
+                break;
+            }
             min += 1;
         }
         self.min_offset = min;

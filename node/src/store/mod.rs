@@ -483,12 +483,15 @@ impl<D: Disk + Clone> Store<D> {
         Ok(out)
     }
 
-    /// Drops a topic's ConsumeQueues (its log bytes go with retention).
+    /// Drops a topic's ConsumeQueues (its log bytes go with retention). Checkpoints after:
+    /// otherwise crash recovery, re-dispatching the log from the previous checkpoint, would
+    /// bring back the topic's newer records.
     pub fn delete_topic(&mut self, topic: &str) -> Result<()> {
         if let Some(qs) = self.queues.remove(topic) {
             for cq in qs.into_values() {
                 cq.remove()?;
             }
+            self.checkpoint()?;
         }
         Ok(())
     }
