@@ -39,11 +39,19 @@ pub fn binary() -> PathBuf {
 
 /// A loopback port that was free a moment ago.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    free_ports::<1>()[0]
+}
+
+/// `N` distinct loopback ports that were free a moment ago (all held while choosing).
+pub fn free_ports<const N: usize>() -> [u16; N] {
+    let held: Vec<TcpListener> = (0..N)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let mut out = [0u16; N];
+    for (o, l) in out.iter_mut().zip(&held) {
+        *o = l.local_addr().unwrap().port();
+    }
+    out
 }
 
 /// A running `ringmq standalone`.
@@ -61,17 +69,30 @@ impl Node {
         Self::start_with(2)
     }
 
+    /// Starts a node on fresh ports; a start that fails (a port taken in the meantime) is
+    /// tried again on other ports.
     pub fn start_with(shards: usize) -> Node {
         let dir = tempfile::tempdir().unwrap();
+        let [namesrv_port, broker_port] = free_ports();
         let mut node = Node {
             child: None,
             dir,
-            namesrv_port: free_port(),
-            broker_port: free_port(),
+            namesrv_port,
+            broker_port,
             shards,
         };
-        node.spawn();
-        node
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match node.try_spawn() {
+                Ok(()) => return node,
+                Err(e) if attempt < 3 => {
+                    eprintln!("ringmq start attempt {attempt} failed: {e}");
+                    [node.namesrv_port, node.broker_port] = free_ports();
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
     }
 
     /// `127.0.0.1:<namesrv port>`.
@@ -84,6 +105,12 @@ impl Node {
     }
 
     fn spawn(&mut self) {
+        if let Err(e) = self.try_spawn() {
+            panic!("{e}");
+        }
+    }
+
+    fn try_spawn(&mut self) -> Result<(), String> {
         let data = self.dir.path().join("data");
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -117,14 +144,15 @@ impl Node {
             Ok(line) => assert!(line.contains(&format!("broker 127.0.0.1:{}", self.broker_port))),
             Err(_) => {
                 let _ = child.kill();
-                let _ = child.wait();
-                panic!(
-                    "ringmq did not start within {START_TIMEOUT:?}; log:\n{}",
+                let status = child.wait();
+                return Err(format!(
+                    "ringmq did not start within {START_TIMEOUT:?} ({status:?}); log:\n{}",
                     std::fs::read_to_string(self.log_path()).unwrap_or_default()
-                );
+                ));
             }
         }
         self.child = Some(child);
+        Ok(())
     }
 
     /// Graceful stop: SIGTERM, then kill after 15 s.
