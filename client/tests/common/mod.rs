@@ -54,13 +54,16 @@ pub fn free_ports<const N: usize>() -> [u16; N] {
     out
 }
 
-/// A running `ringmq standalone`.
+/// A running `ringmq standalone`, or (see [`Node::start_broker`]) a `ringmq broker` that
+/// registers with another node's name server.
 pub struct Node {
     child: Option<Child>,
     pub dir: tempfile::TempDir,
     pub namesrv_port: u16,
     pub broker_port: u16,
     pub shards: usize,
+    /// `Some(name)`: an extra broker of this name, not a standalone node.
+    broker_name: Option<String>,
 }
 
 impl Node {
@@ -80,6 +83,7 @@ impl Node {
             namesrv_port,
             broker_port,
             shards,
+            broker_name: None,
         };
         let mut attempt = 0;
         loop {
@@ -92,6 +96,29 @@ impl Node {
                 }
                 Err(e) => panic!("{e}"),
             }
+        }
+    }
+
+    /// A second broker (`broker_name`, 2 shards) registering with `standalone`'s name
+    /// server.
+    pub fn start_broker(standalone: &Node, broker_name: &str) -> Node {
+        let mut node = Node {
+            child: None,
+            dir: tempfile::tempdir().unwrap(),
+            namesrv_port: standalone.namesrv_port,
+            broker_port: free_port(),
+            shards: 2,
+            broker_name: Some(broker_name.to_string()),
+        };
+        node.spawn();
+        node
+    }
+
+    /// Kills the process at once (SIGKILL): no clean shutdown, no unregistering.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
         }
     }
 
@@ -117,12 +144,35 @@ impl Node {
             .append(true)
             .open(self.log_path())
             .unwrap();
-        let mut child = Command::new(binary())
-            .arg("standalone")
-            .arg("--data")
-            .arg(&data)
-            .args(["--namesrv-port", &self.namesrv_port.to_string()])
-            .args(["--broker-port", &self.broker_port.to_string()])
+        let mut cmd = Command::new(binary());
+        match &self.broker_name {
+            None => {
+                cmd.arg("standalone")
+                    .arg("--data")
+                    .arg(&data)
+                    .args(["--namesrv-port", &self.namesrv_port.to_string()])
+                    .args(["--broker-port", &self.broker_port.to_string()]);
+            }
+            Some(name) => {
+                let conf = self.dir.path().join("broker.properties");
+                std::fs::write(
+                    &conf,
+                    format!(
+                        "brokerClusterName=DefaultCluster\nbrokerName={name}\nbrokerId=0\n\
+                         namesrvAddr=127.0.0.1:{}\nlistenPort={}\nstorePathRootDir={}\n",
+                        self.namesrv_port,
+                        self.broker_port,
+                        data.display()
+                    ),
+                )
+                .unwrap();
+                cmd.arg("broker")
+                    .arg("-c")
+                    .arg(&conf)
+                    .args(["--host", "127.0.0.1"]);
+            }
+        }
+        let mut child = cmd
             .args(["--shards", &self.shards.to_string()])
             .args(["--set", "mappedFileSizeCommitLog=8388608"])
             .stdin(Stdio::null())
@@ -141,7 +191,10 @@ impl Node {
             }
         });
         match rx.recv_timeout(START_TIMEOUT) {
-            Ok(line) => assert!(line.contains(&format!("broker 127.0.0.1:{}", self.broker_port))),
+            Ok(line) => assert!(
+                line.contains(&format!("127.0.0.1:{}", self.broker_port)),
+                "{line}"
+            ),
             Err(_) => {
                 let _ = child.kill();
                 let status = child.wait();
