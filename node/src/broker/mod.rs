@@ -10,6 +10,7 @@ pub mod offsets;
 pub mod produce;
 pub mod pull;
 pub mod queries;
+pub mod query;
 pub mod register;
 pub mod topics;
 

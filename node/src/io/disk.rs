@@ -270,14 +270,19 @@ impl Disk for RealDisk {
         allocate(&file.file, len)
     }
 
+    fn set_len_sparse(&self, file: &RealFile, len: u64) -> io::Result<()> {
+        file.file.set_len(len)
+    }
+
     fn write_at(&self, file: &RealFile, offset: u64, data: &[u8]) -> io::Result<()> {
         self.write_all(&[WriteOp { file, offset, data }])
     }
 
     fn write_all(&self, ops: &[WriteOp<'_, RealFile>]) -> io::Result<()> {
+        let total: usize = ops.iter().map(|op| op.data.len()).sum();
         match &self.inner.ring {
-            Some(ring) => self.uring_writes(ring, ops),
-            None => {
+            Some(ring) if total > INLINE_WRITE_BYTES_MAX => self.uring_writes(ring, ops),
+            _ => {
                 for op in ops {
                     op.file.file.write_all_at(op.data, op.offset)?;
                 }

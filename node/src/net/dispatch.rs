@@ -110,6 +110,7 @@ pub fn dispatch(shard: &Rc<Shard>, mut frame_bytes: Vec<u8>, origin: Origin) -> 
         Request::UnregisterClient(h) => admin::unregister_client(shard, &h).into(),
         Request::GetConsumerListByGroup(h) => admin::consumer_list(shard, &h.consumer_group).into(),
         Request::GetBrokerRuntimeInfo(_) => admin::runtime_info(shard).into(),
+        Request::QueryMessage(h) => crate::broker::query::query(shard, h, frame_bytes, origin),
         Request::GetBrokerConfig(_) => admin::broker_config(shard).into(),
         Request::UpdateBrokerConfig(_) => admin::update_broker_config(shard, body).into(),
         Request::GetAllSubscriptionGroupConfig(_) => admin::consumer_groups(shard).into(),

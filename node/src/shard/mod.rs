@@ -25,6 +25,7 @@ use crate::broker::{Broker, ShardCounters};
 use crate::ha::master::Replicas;
 use crate::io::disk::RealDisk;
 use crate::io::net::SharedFile;
+use crate::store::index::KeyIndex;
 use crate::store::Store;
 
 pub use flusher::Flusher;
@@ -53,6 +54,9 @@ pub struct Shard {
     pub master_end: Cell<u64>,
     /// (msgs in, msgs out, when) at the last rate computation.
     pub rate_sample: Cell<Option<(u64, u64, std::time::Instant)>>,
+    /// The key index (query by key), built behind the log; `None` when
+    /// `messageIndexEnable=false`.
+    pub index: Option<RefCell<KeyIndex<RealDisk>>>,
     /// Log bytes may be spliced from segment files to sockets (zero copy). Only on the
     /// io_uring loop: the epoll fallback waits for readiness, which a regular file never
     /// reports, so a splice from the log would never complete there; that loop copies.
@@ -89,6 +93,7 @@ impl Shard {
             ha_acked: Event::new(),
             master_end: Cell::new(0),
             rate_sample: Cell::new(None),
+            index: None,
             splice_ok,
         }
     }
@@ -119,6 +124,31 @@ impl Shard {
             .and_then(|qs| qs.get(&queue_id))
         {
             ev.notify(usize::MAX);
+        }
+    }
+
+    /// Indexes what the log holds beyond the key index (bounded per call).
+    pub fn index_pending(&self) {
+        let Some(index) = &self.index else {
+            return;
+        };
+        let store = self.store.borrow();
+        let res = crate::store::index::index_pending(
+            &store,
+            &mut index.borrow_mut(),
+            crate::store::index::INDEX_BATCH_RECORDS_MAX,
+        );
+        if let Err(e) = res {
+            log::warn!("shard {}: key index: {e}", self.id);
+        }
+    }
+
+    /// Writes the key index headers and syncs them.
+    pub fn flush_index(&self) {
+        if let Some(index) = &self.index {
+            if let Err(e) = index.borrow_mut().flush() {
+                log::warn!("shard {}: key index flush: {e}", self.id);
+            }
         }
     }
 

@@ -284,7 +284,26 @@ fn shard_thread(
             .unwrap_or_default(),
     );
     let splice_ok = event_loop.driver() == LoopDriver::IoUring;
-    let shard = Rc::new(Shard::new(id, broker, store, offsets, splice_ok));
+    let index = if cfg.message_index_enable {
+        let dir = cfg.store_path_root_dir.join("index").join(id.to_string());
+        match crate::store::index::KeyIndex::open(
+            store.disk(),
+            &dir,
+            cfg.max_hash_slot_num,
+            cfg.max_index_num,
+        ) {
+            Ok(i) => Some(std::cell::RefCell::new(i)),
+            Err(e) => {
+                let _ = ready.send((id, Err(format!("opening the key index: {e}"))));
+                return;
+            }
+        }
+    } else {
+        None
+    };
+    let mut shard = Shard::new(id, broker, store, offsets, splice_ok);
+    shard.index = index;
+    let shard = Rc::new(shard);
     event_loop.block_on(async move {
         let listener = match Listener::from_std(listener) {
             Ok(l) => l,
@@ -537,6 +556,7 @@ async fn timers(shard: Rc<Shard>) {
             since_checkpoint = 0;
             let end = flusher::sync_log(&shard).await;
             shard.flusher.note_synced(end);
+            shard.flush_index();
             let res = shard.store.borrow_mut().checkpoint_synced(end);
             if let Err(e) = res {
                 crate::fail_stop(&format!("shard {}: checkpoint: {e}", shard.id));
@@ -554,6 +574,7 @@ async fn timers(shard: Rc<Shard>) {
             since_retention = 0;
             retention(&shard);
         }
+        shard.index_pending();
         update_counters(&shard);
     }
 }
@@ -642,6 +663,8 @@ async fn stop(shard: &Rc<Shard>) {
         }
         rt::sleep(Duration::from_millis(10)).await;
     }
+    shard.index_pending();
+    shard.flush_index();
     let closed = shard.store.borrow_mut().shutdown();
     match closed {
         Ok(()) => shard

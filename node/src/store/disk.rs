@@ -51,6 +51,11 @@ pub trait Disk {
     /// Sets the length; growing allocates real blocks (fallocate) so later writes inside the
     /// file cannot fail for lack of space.
     fn set_len(&self, file: &Self::File, len: u64) -> io::Result<()>;
+    /// Sets the length without allocating blocks (a sparse file: the key index is large and
+    /// mostly empty).
+    fn set_len_sparse(&self, file: &Self::File, len: u64) -> io::Result<()> {
+        self.set_len(file, len)
+    }
     fn write_at(&self, file: &Self::File, offset: u64, data: &[u8]) -> io::Result<()>;
     /// Several writes submitted together (one io_uring submission on the real disk).
     fn write_all(&self, ops: &[WriteOp<'_, Self::File>]) -> io::Result<()> {

@@ -30,6 +30,11 @@ impl<D: Disk + Clone> Store<D> {
         SyncPlan { target, segments }
     }
 
+    /// The disk this store writes through (for companions such as the key index).
+    pub fn disk(&self) -> &D {
+        &self.disk
+    }
+
     /// Records that the syncs of a plan succeeded: the log is durable through `target`.
     pub fn note_synced(&mut self, target: u64) {
         self.log.note_synced(target);

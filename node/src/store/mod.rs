@@ -22,6 +22,7 @@ pub mod disk;
 pub mod error;
 pub mod fault_disk;
 pub mod flush;
+pub mod index;
 pub mod replica;
 
 use std::collections::{BTreeMap, HashMap};

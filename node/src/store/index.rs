@@ -1,0 +1,547 @@
+//! The key index of one shard: RocketMQ's IndexFile layout, so query by key (`KEYS` tokens
+//! and `UNIQ_KEY`) finds records without a scan. Files live in `index/<shard>/`, named by the
+//! 20-digit physical offset of the first record they index.
+//!
+//! | part    | bytes            | content                                                        |
+//! |---------|------------------|----------------------------------------------------------------|
+//! | header  | 40               | beginTimestamp 8, endTimestamp 8, beginPhyOffset 8, endPhyOffset 8, hashSlotCount 4, indexCount 4 |
+//! | slots   | slots × 4        | index number (1-based) of the newest entry in the bucket, 0 = empty |
+//! | entries | max × 20         | keyHash 4, phyOffset 8, timeDiff 4 (s since beginTimestamp), prevIndex 4 |
+//!
+//! The key is `topic#key`, hashed with Java's `String.hashCode()` (absolute value); the
+//! bucket is `hash % slots`. Entries chain backwards through `prevIndex`. The index is built
+//! behind the log (like RocketMQ's dispatch), is rebuildable from it, and is only a hint:
+//! a query reads every candidate record and keeps those whose topic and key really match,
+//! so hash collisions and entries left behind by a truncated log are harmless.
+
+use std::path::{Path, PathBuf};
+
+use super::disk::Disk;
+use super::error::{Result, StoreError};
+
+pub const INDEX_HEADER_BYTES: u64 = 40;
+pub const INDEX_SLOT_BYTES: u64 = 4;
+pub const INDEX_ENTRY_BYTES: u64 = 20;
+
+const _: () = assert!(INDEX_HEADER_BYTES == 8 + 8 + 8 + 8 + 4 + 4);
+const _: () = assert!(INDEX_ENTRY_BYTES == 4 + 8 + 4 + 4);
+
+/// Java `String.hashCode()` of `topic#key`, made non-negative as RocketMQ does.
+pub fn key_hash(topic: &str, key: &str) -> u32 {
+    let mut h: i32 = 0;
+    for unit in topic
+        .encode_utf16()
+        .chain("#".encode_utf16())
+        .chain(key.encode_utf16())
+    {
+        h = h.wrapping_mul(31).wrapping_add(i32::from(unit));
+    }
+    h.unsigned_abs()
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Header {
+    begin_ts: i64,
+    end_ts: i64,
+    begin_phys: u64,
+    end_phys: u64,
+    slot_count: u32,
+    index_count: u32,
+}
+
+impl Header {
+    fn encode(&self) -> [u8; INDEX_HEADER_BYTES as usize] {
+        let mut b = [0u8; INDEX_HEADER_BYTES as usize];
+        b[0..8].copy_from_slice(&self.begin_ts.to_be_bytes());
+        b[8..16].copy_from_slice(&self.end_ts.to_be_bytes());
+        b[16..24].copy_from_slice(&self.begin_phys.to_be_bytes());
+        b[24..32].copy_from_slice(&self.end_phys.to_be_bytes());
+        b[32..36].copy_from_slice(&self.slot_count.to_be_bytes());
+        b[36..40].copy_from_slice(&self.index_count.to_be_bytes());
+        b
+    }
+
+    fn decode(b: &[u8; INDEX_HEADER_BYTES as usize]) -> Self {
+        let u64_at = |i: usize| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&b[i..i + 8]);
+            u64::from_be_bytes(a)
+        };
+        let u32_at = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        Header {
+            begin_ts: u64_at(0) as i64,
+            end_ts: u64_at(8) as i64,
+            begin_phys: u64_at(16),
+            end_phys: u64_at(24),
+            slot_count: u32_at(32),
+            index_count: u32_at(36),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct IndexFile<F> {
+    file: F,
+    header: Header,
+    dirty: bool,
+}
+
+/// The key index of one shard.
+#[derive(Debug)]
+pub struct KeyIndex<D: Disk> {
+    disk: D,
+    dir: PathBuf,
+    slots: u32,
+    max_entries: u32,
+    files: Vec<IndexFile<D::File>>,
+}
+
+impl<D: Disk + Clone> KeyIndex<D> {
+    /// Opens the index files in `dir` (created when missing).
+    pub fn open(disk: &D, dir: &Path, slots: u32, max_entries: u32) -> Result<Self> {
+        disk.create_dir_all(dir)
+            .map_err(|e| StoreError::io(dir, e))?;
+        let mut names: Vec<String> = disk
+            .list_dir(dir)
+            .map_err(|e| StoreError::io(dir, e))?
+            .into_iter()
+            .filter(|n| n.len() == 20 && n.bytes().all(|b| b.is_ascii_digit()))
+            .collect();
+        names.sort();
+        let mut files = Vec::new();
+        for name in names {
+            let path = dir.join(&name);
+            let file = disk
+                .open(&path, false)
+                .map_err(|e| StoreError::io(&path, e))?;
+            let len = disk.file_len(&file).map_err(|e| StoreError::io(&path, e))?;
+            if len < file_bytes(slots, max_entries) {
+                // Another slot/entry configuration, or torn at creation: rebuilt from the log.
+                drop(file);
+                disk.remove_file(&path)
+                    .map_err(|e| StoreError::io(&path, e))?;
+                continue;
+            }
+            let mut head = [0u8; INDEX_HEADER_BYTES as usize];
+            disk.read_at(&file, 0, &mut head)
+                .map_err(|e| StoreError::io(&path, e))?;
+            files.push(IndexFile {
+                file,
+                header: Header::decode(&head),
+                dirty: false,
+            });
+        }
+        Ok(KeyIndex {
+            disk: disk.clone(),
+            dir: dir.to_path_buf(),
+            slots: slots.max(1),
+            max_entries: max_entries.max(1),
+            files,
+        })
+    }
+
+    /// The log is indexed below this physical offset (0 = nothing yet).
+    pub fn end_offset(&self) -> u64 {
+        self.files.last().map_or(0, |f| f.header.end_phys)
+    }
+
+    /// Indexes `key` of `topic` for the record at `phys` that ends at `record_end`, stored
+    /// at `store_ts_ms`.
+    pub fn put(
+        &mut self,
+        topic: &str,
+        key: &str,
+        phys: u64,
+        record_end: u64,
+        store_ts_ms: i64,
+    ) -> Result<()> {
+        let full = self
+            .files
+            .last()
+            .is_none_or(|f| f.header.index_count >= self.max_entries);
+        if full {
+            self.new_file(phys, store_ts_ms)?;
+        }
+        let slots = self.slots;
+        let Some(f) = self.files.last_mut() else {
+            return Ok(());
+        };
+        let hash = key_hash(topic, key);
+        let slot_at = INDEX_HEADER_BYTES + u64::from(hash % slots) * INDEX_SLOT_BYTES;
+        let mut slot = [0u8; 4];
+        self.disk
+            .read_at(&f.file, slot_at, &mut slot)
+            .map_err(|e| StoreError::io(&self.dir, e))?;
+        let prev = u32::from_be_bytes(slot);
+        let n = f.header.index_count.max(1);
+        let time_diff = ((store_ts_ms - f.header.begin_ts).max(0) / 1000) as u32;
+        let mut entry = [0u8; INDEX_ENTRY_BYTES as usize];
+        entry[0..4].copy_from_slice(&hash.to_be_bytes());
+        entry[4..12].copy_from_slice(&phys.to_be_bytes());
+        entry[12..16].copy_from_slice(&time_diff.to_be_bytes());
+        entry[16..20].copy_from_slice(&prev.to_be_bytes());
+        let entry_at = INDEX_HEADER_BYTES
+            + u64::from(slots) * INDEX_SLOT_BYTES
+            + u64::from(n) * INDEX_ENTRY_BYTES;
+        self.disk
+            .write_at(&f.file, entry_at, &entry)
+            .and_then(|()| self.disk.write_at(&f.file, slot_at, &n.to_be_bytes()))
+            .map_err(|e| StoreError::io(&self.dir, e))?;
+        if prev == 0 {
+            f.header.slot_count += 1;
+        }
+        f.header.index_count = n + 1;
+        f.header.end_ts = f.header.end_ts.max(store_ts_ms);
+        f.header.end_phys = f.header.end_phys.max(record_end);
+        f.dirty = true;
+        Ok(())
+    }
+
+    /// Marks the log indexed through `end` (records without keys advance it too).
+    pub fn advance(&mut self, end: u64) {
+        if let Some(f) = self.files.last_mut() {
+            if end > f.header.end_phys {
+                f.header.end_phys = end;
+                f.dirty = true;
+            }
+        }
+    }
+
+    /// Physical offsets of candidate records for `topic#key` stored within
+    /// `[begin_ts, end_ts]`, newest first, at most `max`.
+    pub fn candidates(
+        &self,
+        topic: &str,
+        key: &str,
+        max: usize,
+        begin_ts: i64,
+        end_ts: i64,
+    ) -> Result<Vec<u64>> {
+        let hash = key_hash(topic, key);
+        let mut out = Vec::new();
+        for f in self.files.iter().rev() {
+            if out.len() >= max {
+                break;
+            }
+            if f.header.index_count == 0 || f.header.end_ts < begin_ts || f.header.begin_ts > end_ts
+            {
+                continue;
+            }
+            let slot_at = INDEX_HEADER_BYTES + u64::from(hash % self.slots) * INDEX_SLOT_BYTES;
+            let mut slot = [0u8; 4];
+            self.disk
+                .read_at(&f.file, slot_at, &mut slot)
+                .map_err(|e| StoreError::io(&self.dir, e))?;
+            let mut n = u32::from_be_bytes(slot);
+            let mut steps = 0u32;
+            while n != 0 && n < f.header.index_count && out.len() < max && steps <= self.max_entries
+            {
+                steps += 1;
+                let at = INDEX_HEADER_BYTES
+                    + u64::from(self.slots) * INDEX_SLOT_BYTES
+                    + u64::from(n) * INDEX_ENTRY_BYTES;
+                let mut e = [0u8; INDEX_ENTRY_BYTES as usize];
+                self.disk
+                    .read_at(&f.file, at, &mut e)
+                    .map_err(|err| StoreError::io(&self.dir, err))?;
+                let h = u32::from_be_bytes([e[0], e[1], e[2], e[3]]);
+                let mut p = [0u8; 8];
+                p.copy_from_slice(&e[4..12]);
+                let diff = i64::from(u32::from_be_bytes([e[12], e[13], e[14], e[15]]));
+                let prev = u32::from_be_bytes([e[16], e[17], e[18], e[19]]);
+                let ts = f.header.begin_ts + diff * 1000;
+                // Second resolution: widen the window by one second on each side.
+                if h == hash && ts + 1000 >= begin_ts && ts <= end_ts.saturating_add(1000) {
+                    out.push(u64::from_be_bytes(p));
+                }
+                if prev >= n {
+                    break;
+                }
+                n = prev;
+            }
+        }
+        out.dedup();
+        Ok(out)
+    }
+
+    /// Forgets everything indexed at or past `end` (the log was truncated there): whole
+    /// files that begin past it go; the rest is re-indexed from `end` (stale entries are
+    /// filtered by every query).
+    pub fn truncate(&mut self, end: u64) -> Result<()> {
+        while self
+            .files
+            .last()
+            .is_some_and(|f| f.header.begin_phys >= end && f.header.index_count > 0)
+        {
+            if let Some(f) = self.files.pop() {
+                let path = self.dir.join(format!("{:020}", f.header.begin_phys));
+                drop(f);
+                self.disk
+                    .remove_file(&path)
+                    .map_err(|e| StoreError::io(&path, e))?;
+            }
+        }
+        if let Some(f) = self.files.last_mut() {
+            if f.header.end_phys > end {
+                f.header.end_phys = end;
+                f.dirty = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the headers that changed and fdatasyncs their files.
+    pub fn flush(&mut self) -> Result<()> {
+        for f in self.files.iter_mut().filter(|f| f.dirty) {
+            self.disk
+                .write_at(&f.file, 0, &f.header.encode())
+                .and_then(|()| self.disk.sync_data(&f.file))
+                .map_err(|e| StoreError::io(&self.dir, e))?;
+            f.dirty = false;
+        }
+        Ok(())
+    }
+
+    fn new_file(&mut self, phys: u64, store_ts_ms: i64) -> Result<()> {
+        self.flush()?;
+        let path = self.dir.join(format!("{phys:020}"));
+        let file = self
+            .disk
+            .open(&path, true)
+            .map_err(|e| StoreError::io(&path, e))?;
+        self.disk
+            .set_len_sparse(&file, file_bytes(self.slots, self.max_entries))
+            .map_err(|e| StoreError::io(&path, e))?;
+        let header = Header {
+            begin_ts: store_ts_ms,
+            end_ts: store_ts_ms,
+            begin_phys: phys,
+            end_phys: phys,
+            slot_count: 0,
+            index_count: 1,
+        };
+        self.disk
+            .write_at(&file, 0, &header.encode())
+            .map_err(|e| StoreError::io(&path, e))?;
+        self.disk
+            .sync_dir(&self.dir)
+            .map_err(|e| StoreError::io(&self.dir, e))?;
+        self.files.push(IndexFile {
+            file,
+            header,
+            dirty: true,
+        });
+        Ok(())
+    }
+}
+
+fn file_bytes(slots: u32, max_entries: u32) -> u64 {
+    INDEX_HEADER_BYTES
+        + u64::from(slots) * INDEX_SLOT_BYTES
+        + (u64::from(max_entries) + 1) * INDEX_ENTRY_BYTES
+}
+
+/// Most records indexed by one [`index_pending`] call.
+pub const INDEX_BATCH_RECORDS_MAX: usize = 10_000;
+
+/// Indexes the records appended since the index's end (at most `max_records`); returns how
+/// many it read. Keys are the space-separated `KEYS` tokens and `UNIQ_KEY`.
+pub fn index_pending<D: Disk + Clone>(
+    store: &super::Store<D>,
+    index: &mut KeyIndex<D>,
+    max_records: usize,
+) -> Result<usize> {
+    use ringmq_wire::properties::keys;
+    use ringmq_wire::record;
+    let end = store.write_offset();
+    let seg = store.config().segment_bytes;
+    let mut pos = index.end_offset().max(store.min_offset());
+    if pos > end {
+        index.truncate(end)?;
+        pos = index.end_offset().max(store.min_offset());
+    }
+    let mut n = 0;
+    while pos < end && n < max_records {
+        let mut head = [0u8; record::BLANK_BYTES];
+        store.read(pos, &mut head)?;
+        let (size, magic) = record::peek_header(&head).unwrap_or((0, 0));
+        if magic == record::BLANK_MAGIC || size == 0 {
+            pos = pos - pos % seg + seg;
+            index.advance(pos.min(end));
+            continue;
+        }
+        let bytes = store.read_record(pos)?;
+        let rec = record::decode_one(&bytes).map_err(|e| StoreError::NotFound {
+            detail: format!("record at {pos}: {e}"),
+        })?;
+        let next = pos + bytes.len() as u64;
+        let mut keys_of = Vec::new();
+        if let Some(ks) = rec.property(keys::KEYS) {
+            keys_of.extend(ks.split(' ').filter(|k| !k.is_empty()));
+        }
+        if let Some(u) = rec.property(keys::UNIQ_KEY) {
+            keys_of.push(u);
+        }
+        for k in keys_of {
+            index.put(rec.topic, k, pos, next, rec.store_timestamp_ms)?;
+        }
+        index.advance(next);
+        pos = next;
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// Records of `topic` whose `KEYS` or `UNIQ_KEY` is `key`, stored within
+/// `[begin_ts, end_ts]`, newest first, at most `max` (each candidate is read and checked).
+pub fn query_by_key<D: Disk + Clone>(
+    store: &super::Store<D>,
+    index: &KeyIndex<D>,
+    topic: &str,
+    key: &str,
+    max: usize,
+    begin_ts: i64,
+    end_ts: i64,
+) -> Result<Vec<Vec<u8>>> {
+    use ringmq_wire::properties::keys;
+    use ringmq_wire::record;
+    let mut out = Vec::new();
+    for phys in index.candidates(topic, key, max.saturating_mul(4).max(16), begin_ts, end_ts)? {
+        if out.len() >= max {
+            break;
+        }
+        let Ok(bytes) = store.read_record(phys) else {
+            continue;
+        };
+        let Ok(rec) = record::decode_one(&bytes) else {
+            continue;
+        };
+        let matches = rec.topic == topic
+            && (rec.property(keys::UNIQ_KEY) == Some(key)
+                || rec
+                    .property(keys::KEYS)
+                    .is_some_and(|ks| ks.split(' ').any(|k| k == key)))
+            && rec.store_timestamp_ms >= begin_ts
+            && rec.store_timestamp_ms <= end_ts;
+        if matches {
+            out.push(bytes);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::fault_disk::FaultDisk;
+
+    #[test]
+    fn query_by_key_over_a_store() {
+        use ringmq_wire::{properties, record};
+        let disk = FaultDisk::new();
+        let mut store =
+            crate::store::Store::open(disk.clone(), crate::store::tests::small_config("/s"))
+                .unwrap();
+        for i in 0..30u32 {
+            let mut props = Vec::new();
+            let keys = format!("order-{} cust-{}", i, i % 3);
+            let uniq = format!("U{i}");
+            properties::encode(
+                [("KEYS", keys.as_str()), ("UNIQ_KEY", uniq.as_str())],
+                &mut props,
+            )
+            .unwrap();
+            let body = vec![b'x'; 300];
+            let msg = record::Message {
+                topic: if i % 5 == 0 { "Other" } else { "T" },
+                queue_id: i % 2,
+                flag: 0,
+                sys_flag: 0,
+                born_timestamp_ms: 1,
+                born_host: "127.0.0.1:1".parse().unwrap(),
+                store_host_v6: false,
+                reconsume_times: 0,
+                prepared_transaction_offset: 0,
+                body: &body,
+                properties: &props,
+            };
+            let mut buf = Vec::new();
+            record::encode(&msg, &mut buf).unwrap();
+            store
+                .append(&mut buf, 10_000 + i64::from(i) * 1000)
+                .unwrap();
+        }
+        let mut idx = KeyIndex::open(&disk, Path::new("/s/index/0"), 11, 8).unwrap();
+        assert_eq!(index_pending(&store, &mut idx, 10).unwrap(), 10);
+        assert_eq!(index_pending(&store, &mut idx, 1000).unwrap(), 20);
+        assert_eq!(idx.end_offset(), store.write_offset());
+        let found = query_by_key(&store, &idx, "T", "cust-1", 100, 0, i64::MAX).unwrap();
+        let expected = (0..30).filter(|i| i % 3 == 1 && i % 5 != 0).count();
+        assert_eq!(found.len(), expected);
+        assert_eq!(
+            query_by_key(&store, &idx, "T", "U7", 10, 0, i64::MAX)
+                .unwrap()
+                .len(),
+            1
+        );
+        assert!(
+            query_by_key(&store, &idx, "T", "U5", 10, 0, i64::MAX)
+                .unwrap()
+                .is_empty(),
+            "U5 is in topic Other"
+        );
+        assert_eq!(
+            query_by_key(&store, &idx, "T", "cust-1", 100, 20_000, 25_000)
+                .unwrap()
+                .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn java_hash_of_topic_and_key() {
+        // "T#k".hashCode() = ((84 * 31) + 35) * 31 + 107
+        assert_eq!(key_hash("T", "k"), ((84 * 31 + 35) * 31 + 107) as u32);
+    }
+
+    #[test]
+    fn put_query_roll_reopen_truncate() {
+        let disk = FaultDisk::new();
+        let dir = Path::new("/r/index/0");
+        let mut idx = KeyIndex::open(&disk, dir, 7, 5).unwrap();
+        for i in 0..12u64 {
+            let key = if i % 2 == 0 { "even" } else { "odd" };
+            idx.put(
+                "T",
+                key,
+                i * 100,
+                i * 100 + 100,
+                1_000_000 + i as i64 * 1000,
+            )
+            .unwrap();
+        }
+        idx.flush().unwrap();
+        let even = idx.candidates("T", "even", 100, 0, i64::MAX).unwrap();
+        for p in [0, 200, 400, 600, 800, 1000] {
+            assert!(even.contains(&p), "{p} in {even:?}");
+        }
+        assert!(idx.candidates("T", "even", 2, 0, i64::MAX).unwrap().len() <= 2);
+        assert_eq!(idx.end_offset(), 1200);
+        let reopened = KeyIndex::open(&disk, dir, 7, 5).unwrap();
+        assert_eq!(reopened.end_offset(), 1200);
+        assert_eq!(
+            reopened
+                .candidates("T", "odd", 100, 0, i64::MAX)
+                .unwrap()
+                .len(),
+            6
+        );
+        let mut idx = reopened;
+        idx.truncate(650).unwrap();
+        assert!(idx.end_offset() <= 650);
+        let late = idx
+            .candidates("T", "even", 100, 1_011_000, i64::MAX)
+            .unwrap();
+        assert!(late.iter().all(|&p| !(650..1000).contains(&p)));
+    }
+}
