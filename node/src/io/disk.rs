@@ -279,10 +279,9 @@ impl Disk for RealDisk {
     }
 
     fn write_all(&self, ops: &[WriteOp<'_, RealFile>]) -> io::Result<()> {
-        let total: usize = ops.iter().map(|op| op.data.len()).sum();
         match &self.inner.ring {
-            Some(ring) if total > INLINE_WRITE_BYTES_MAX => self.uring_writes(ring, ops),
-            _ => {
+            Some(ring) => self.uring_writes(ring, ops),
+            None => {
                 for op in ops {
                     op.file.file.write_all_at(op.data, op.offset)?;
                 }
