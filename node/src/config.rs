@@ -303,7 +303,7 @@ impl BrokerConfig {
                     .to_owned(),
             );
         }
-        if self.ha_listen_port() == Some(self.listen_port) {
+        if self.listen_port != 0 && self.ha_listen_port() == Some(self.listen_port) {
             return invalid(
                 "haListenPort",
                 format!("equals listenPort ({})", self.listen_port),
@@ -335,7 +335,11 @@ impl BrokerConfig {
 
     /// The HA (replication) port: `haListenPort`, or `listenPort + 1`. `None` only when
     /// `listenPort` is 65535 and no `haListenPort` is set, which `validate()` refuses.
+    /// With `listenPort=0` (any free port) the default HA port is any free port too.
     pub fn ha_listen_port(&self) -> Option<u16> {
+        if self.ha_listen_port.is_none() && self.listen_port == 0 {
+            return Some(0);
+        }
         self.ha_listen_port
             .or_else(|| self.listen_port.checked_add(1))
     }

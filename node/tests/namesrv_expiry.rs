@@ -169,12 +169,9 @@ fn name_servers_drop_a_killed_broker_after_expiry() {
     }
 }
 
-/// The brief for these tests (and RocketMQ habit for tests) is `listenPort=0` in
-/// broker.properties = any free port, printed on the ready line, as `--broker-port 0` does
-/// for standalone. `node/src/config/keys.rs` bounds listenPort to 1..=65535, so the broker
-/// exits with "listenPort: expected an integer in 1..=65535, got \"0\"".
+/// `listenPort=0` in broker.properties = any free port (and the HA port too), printed on the
+/// ready line, as `--broker-port 0` does for standalone.
 #[test]
-#[ignore = "reason: broker.properties listenPort=0 is refused by node/src/config/keys.rs (bound 1..=65535); config is not this test's to change"]
 fn broker_config_accepts_listen_port_zero() {
     let dir = tempdir("port0");
     let ns = Node::namesrv(dir.path(), &[]);

@@ -58,10 +58,11 @@ const BROKER_KEYS: &[Key<BrokerConfig>] = &[
         namesrv_addrs(v)?),
     key!("brokerIP1", |c, v| c.broker_ip1 = host(v)?),
     key!("brokerIP2", |c, v| c.broker_ip2 = host(v)?),
+    // 0 = any free port (printed at start), for tests and local clusters.
     key!("listenPort", |c, v| c.listen_port =
-        num(v, 1, u16::MAX.into())?),
+        num(v, 0, u16::MAX.into())?),
     key!("haListenPort", |c, v| c.ha_listen_port =
-        Some(num(v, 1, u16::MAX.into())?)),
+        Some(num(v, 0, u16::MAX.into())?)),
     key!("haMasterAddress", |c, v| c.ha_master_address = opt_addr(v)?),
     key!("registerNameServerPeriod", |c, v| {
         c.register_name_server_period_ms = num(v, 100, 600_000)?

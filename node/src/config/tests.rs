@@ -210,7 +210,7 @@ fn bad_values_name_key_and_expectation() {
         ),
         (
             "listenPort=70000",
-            "broker.properties:1: listenPort: expected an integer in 1..=65535, got \"70000\"",
+            "broker.properties:1: listenPort: expected an integer in 0..=65535, got \"70000\"",
         ),
         (
             "brokerId=-1",

@@ -180,11 +180,7 @@ fn bind_ha(
     if !config.broker_role.is_master() {
         return Ok(Vec::new());
     }
-    let port = if config.listen_port == 0 {
-        0
-    } else {
-        config.ha_listen_port().unwrap_or(0)
-    };
+    let port = config.ha_listen_port().unwrap_or(0);
     let first = ionet::bind_reuseport(SocketAddr::new(listen.ip(), port))
         .map_err(|e| format!("binding the HA port {port}: {e}"))?;
     let port = first.local_addr().map_err(|e| e.to_string())?.port();
