@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use common::{collecting_consumer, covers, fast_push, send_all, wait_until, Node};
 use ringmq_client::{
-    ConsumeResult, Message, MessageModel, Producer, PullConsumer, ReceivedMessage, StartPosition,
+    ConsumeResult, Message, MessageModel, Producer, PullConsumer, PullStatus, ReceivedMessage,
+    StartPosition,
 };
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -451,6 +452,9 @@ async fn pull_consumer_direct_assigned_and_subscribed() {
     let r = c.pull(mq, 1, 100, "*").await.unwrap();
     assert_eq!(r.messages.len() as u64, max - 1);
     assert_eq!(r.next_offset, max);
+    let r = c.pull(mq, max + 100, 10, "*").await.unwrap();
+    assert_eq!(r.status, PullStatus::OffsetIllegal);
+    assert_eq!(r.next_offset, max, "past the end: continue at the end");
     assert_eq!(c.committed_offset(mq).await.unwrap(), None);
     c.commit(mq, 2).await.unwrap();
     assert_eq!(c.committed_offset(mq).await.unwrap(), Some(2));

@@ -15,26 +15,44 @@ use ringmq_client::Admin;
 /// How long the node may take to print its ready line.
 pub const START_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// The `ringmq` binary of this workspace (`target/debug/ringmq`), built if missing.
+/// The `ringmq` binary of this workspace: `target/debug/ringmq` (which `cargo test
+/// --workspace` builds for the node's own tests). When it is missing (e.g. `cargo test -p
+/// ringmq-client` on a fresh checkout) it is built once into `target/client-tests`, a target
+/// directory of its own, because the running `cargo test` holds the lock of `target/`.
+/// `RINGMQ_BIN` overrides the path.
 pub fn binary() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    let bin = target.join("debug").join("ringmq");
-    if !bin.exists() {
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "-p", "ringmq-node", "--bin", "ringmq"])
-            .current_dir(&root)
-            .status();
-        assert!(
-            bin.exists(),
-            "the ringmq binary is missing at {} and `cargo build -p ringmq-node --bin ringmq` \
-             did not produce it ({status:?}); build the workspace first",
-            bin.display()
-        );
-    }
-    bin
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+            let target = std::env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| root.join("target"));
+            let bin = target.join("debug").join("ringmq");
+            if bin.exists() {
+                return bin;
+            }
+            let own = target.join("client-tests");
+            let built = own.join("debug").join("ringmq");
+            eprintln!(
+                "{} is missing: building ringmq into {}",
+                bin.display(),
+                own.display()
+            );
+            let status = Command::new(env!("CARGO"))
+                .args(["build", "-p", "ringmq-node", "--bin", "ringmq"])
+                .env("CARGO_TARGET_DIR", &own)
+                .current_dir(&root)
+                .status();
+            assert!(
+                built.exists(),
+                "the ringmq binary is missing at {} and `cargo build -p ringmq-node --bin ringmq` \
+             did not produce one ({status:?}); build the workspace first",
+                bin.display()
+            );
+            built
+        })
+        .clone()
 }
 
 /// A loopback port that was free a moment ago.
