@@ -180,7 +180,11 @@ impl<D: Disk + Clone> Store<D> {
         })?;
         for qs in queues.values_mut() {
             for cq in qs.values_mut() {
-                cq.truncate_to_log(scan.end)?;
+                // After a clean shutdown every unit is below the log end and the bytes after
+                // the last one are zero (the invariant), so the tail need not be read.
+                if !clean || scan.torn.is_some() {
+                    cq.truncate_to_log(scan.end)?;
+                }
                 cq.retain_from(log.min_offset())?;
             }
         }
