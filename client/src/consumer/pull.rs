@@ -76,6 +76,12 @@ impl PullConsumerBuilder {
         self
     }
 
+    /// Most bytes one pull may return (default 4 MiB; at least one message is returned).
+    pub fn pull_bytes_max(mut self, n: u32) -> Self {
+        self.cfg.pull_bytes_max = n;
+        self
+    }
+
     pub fn poll_batch_max(mut self, n: u32) -> Self {
         self.cfg.poll_batch_max = n;
         self

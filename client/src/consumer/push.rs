@@ -163,6 +163,13 @@ impl PushConsumerBuilder {
         self
     }
 
+    /// Most bytes one pull may return (default 4 MiB; at least one message is returned).
+    pub fn pull_bytes_max(mut self, n: u32) -> Self {
+        self.cfg.pull_bytes_max = n;
+        self
+    }
+
+    /// How long the broker may hold a pull that finds nothing (default 15 s).
     pub fn long_poll(mut self, d: Duration) -> Self {
         self.cfg.long_poll = d;
         self
