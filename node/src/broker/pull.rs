@@ -58,8 +58,7 @@ impl TagFilter {
 pub fn pull(shard: &Rc<Shard>, h: PullRequest, zero_copy: bool) -> Outcome {
     let table = shard.broker.topics.snapshot();
     if let Some(cfg) = table.get(&h.topic) {
-        if !perm::is_readable(cfg.perm) || !perm::is_readable(shard.broker.live.permission())
-        {
+        if !perm::is_readable(cfg.perm) || !perm::is_readable(shard.broker.live.permission()) {
             return Reply::error(
                 Status::NoPermission,
                 format!("topic {} is not readable", h.topic),

@@ -153,7 +153,9 @@ fn check_before_auto_create(shard: &Shard, h: &SendRequest, body: &[u8]) -> Resu
         {
             return Err(illegal(format!(
                 "record {count} is for queue {} (request: queue {}, a new topic gets {} queues)",
-                rec.queue_id, h.queue_id, broker.live.default_queue_count()
+                rec.queue_id,
+                h.queue_id,
+                broker.live.default_queue_count()
             )));
         }
         count += 1;

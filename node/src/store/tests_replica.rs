@@ -51,7 +51,10 @@ fn slave_log_is_byte_identical_across_rolls() {
     let n = ship_all(&master, &mut slave, 1500);
     assert!(n > 0);
     assert_eq!(slave.write_offset(), master.write_offset());
-    assert!(master.log_disk_bytes() > 4096 * 3, "several segments rolled");
+    assert!(
+        master.log_disk_bytes() > 4096 * 3,
+        "several segments rolled"
+    );
     assert_eq!(log_bytes(&slave), log_bytes(&master));
     for q in 0..3 {
         assert_eq!(slave.queue_range("T", q), master.queue_range("T", q));
@@ -79,7 +82,10 @@ fn bad_shipments_are_refused_whole() {
     bad[90] ^= 1;
     assert!(slave.append_replicated(0, &bad, 1).is_err());
     assert_eq!(slave.write_offset(), 0);
-    assert_eq!(slave.queue_range("T", 0), None.or(slave.queue_range("T", 0)));
+    assert_eq!(
+        slave.queue_range("T", 0),
+        None.or(slave.queue_range("T", 0))
+    );
     slave.append_replicated(0, &bytes, 1).unwrap();
     assert_eq!(slave.queue_range("T", 0), Some((0, 2)));
 }
