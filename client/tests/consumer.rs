@@ -530,3 +530,50 @@ async fn pull_consumer_direct_assigned_and_subscribed() {
     s1.shutdown().await;
     p.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_queues_of_a_topic_are_taken_after_a_route_refresh() {
+    let node = Node::start();
+    let topic = "Growing";
+    node.create_topic(topic, 2).await;
+    let seen: common::Seen = Default::default();
+    let sink = seen.clone();
+    let c = fast_push(&node, "growing-group", "growing-1")
+        .route_refresh_interval(Duration::from_millis(200))
+        .subscribe(topic, "*")
+        .start_position(StartPosition::First)
+        .start(move |msgs: Vec<ReceivedMessage>, _| {
+            let sink = sink.clone();
+            async move {
+                for m in msgs {
+                    sink.lock()
+                        .unwrap()
+                        .push(String::from_utf8(m.body.to_vec()).unwrap());
+                }
+                ConsumeResult::Success
+            }
+        })
+        .await
+        .unwrap();
+    assert_eq!(c.assignment().len(), 2);
+    node.create_topic(topic, 6).await;
+    assert!(
+        wait_until(WAIT, || c.assignment().len() == 6).await,
+        "{:?}",
+        c.assignment()
+    );
+    let p = producer(&node).await;
+    let queues = p.write_queues(topic).await.unwrap();
+    assert_eq!(queues.len(), 6);
+    let mut sent = Vec::new();
+    for (i, q) in queues.iter().enumerate() {
+        let body = format!("q{i}");
+        p.send_to_queue(Message::new(topic, body.clone()), q)
+            .await
+            .unwrap();
+        sent.push(body);
+    }
+    assert!(wait_until(WAIT, || covers(&seen, &sent)).await);
+    c.shutdown().await;
+    p.shutdown().await;
+}
