@@ -57,7 +57,11 @@ pub fn unregister_client(shard: &Shard, h: &UnregisterClientRequest) -> Reply {
         .groups
         .lock()
         .unwrap_or_else(|p| p.into_inner());
-    groups.unregister(&h.client_id, h.consumer_group.as_deref());
+    // Only the group named: a producer leaving (consumer_group None) must not take the
+    // same client id out of its consumer groups.
+    if let Some(group) = h.consumer_group.as_deref() {
+        groups.unregister(&h.client_id, Some(group));
+    }
     Reply::ok(Empty)
 }
 

@@ -95,6 +95,8 @@ pub struct Broker {
     pub mailboxes: Vec<flume::Sender<Mail>>,
     pub connections: AtomicUsize,
     pub shutting_down: AtomicBool,
+    /// At least one name server accepted a registration (the ready line waits for it).
+    pub registered: AtomicBool,
     /// Woken when the topic table changes, so registration runs at once.
     pub topics_changed: event_listener::Event,
     pub started_ms: i64,

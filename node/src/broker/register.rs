@@ -97,6 +97,8 @@ pub async fn register_all(shard: &Shard) {
         match call(addr, RequestCode::RegisterBroker, &Empty, &body).await {
             Ok((Status::Success, header, _)) => {
                 log::debug!("registered with name server {ns}");
+                b.registered
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
                 if !b.config.broker_role.is_master() {
                     learn_master(b, &header);
                 }

@@ -103,6 +103,7 @@ pub fn start(config: BrokerConfig, opts: StartOptions) -> Result<BrokerHandle, S
         mailboxes,
         connections: Default::default(),
         shutting_down: Default::default(),
+        registered: Default::default(),
         topics_changed: event_listener::Event::new(),
         started_ms: Broker::now_ms(),
         master: Mutex::new(master),
@@ -153,6 +154,19 @@ pub fn start(config: BrokerConfig, opts: StartOptions) -> Result<BrokerHandle, S
     if !errors.is_empty() {
         handle.stop();
         return Err(errors.join("; "));
+    }
+    // Routes name this broker only once a name server has its registration: wait a moment
+    // for the first one, so "ready" means clients can find it.
+    if !handle.broker.config.namesrv_addr.is_empty() {
+        let deadline = std::time::Instant::now() + Duration::from_secs(3);
+        while !handle.broker.registered.load(Ordering::SeqCst)
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if !handle.broker.registered.load(Ordering::SeqCst) {
+            log::warn!("no name server accepted the registration yet; retrying in the background");
+        }
     }
     Ok(handle)
 }

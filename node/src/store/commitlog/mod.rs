@@ -72,6 +72,8 @@ pub struct CommitLog<D: Disk> {
     segments: VecDeque<Segment<D::File>>,
     write_offset: u64,
     synced_offset: u64,
+    /// Start of the next segment already asked for (see `prepare_when_half_full`).
+    next_prepared: u64,
 }
 
 impl<D: Disk + Clone> CommitLog<D> {
@@ -147,6 +149,7 @@ impl<D: Disk + Clone> CommitLog<D> {
             segments,
             write_offset: first,
             synced_offset: first,
+            next_prepared: 0,
         })
     }
 
@@ -219,6 +222,7 @@ impl<D: Disk + Clone> CommitLog<D> {
         }
         let physical_offset = self.write_offset;
         self.write_offset += len;
+        self.prepare_when_half_full();
         Ok(Placement {
             physical_offset,
             blank_at,
@@ -381,22 +385,30 @@ impl<D: Disk + Clone> CommitLog<D> {
             .sync_dir(&self.dir)
             .map_err(|e| StoreError::io(&self.dir, e))?;
         self.segments.push_back(Segment { start, file });
-        let next = self.dir.join(segment_name(start + self.segment_bytes));
-        self.disk.prepare(&next, self.segment_bytes);
         Ok(())
     }
 
-    /// Starts preparing the segment that the next append will write (when it does not exist
-    /// yet) and the one after it (called after open).
-    pub fn prepare_next(&self) {
+    /// Once the active segment is half full, starts preparing the next one (off the append
+    /// path), so it is ready when needed without holding two idle segments per shard.
+    fn prepare_when_half_full(&mut self) {
+        let start = self.segment_start(self.write_offset);
+        let next = start + self.segment_bytes;
+        if self.next_prepared < next && self.write_offset - start >= self.segment_bytes / 2 {
+            self.next_prepared = next;
+            self.disk
+                .prepare(&self.dir.join(segment_name(next)), self.segment_bytes);
+        }
+    }
+
+    /// Starts preparing the segment that the next append will write when it does not exist
+    /// yet, and the one after it when the active one is already half full (called after open).
+    pub fn prepare_next(&mut self) {
         let current = self.segment_start(self.write_offset);
         if self.segments.back().is_none_or(|s| s.start < current) {
             self.disk
                 .prepare(&self.dir.join(segment_name(current)), self.segment_bytes);
         }
-        let next = self.segment_end(self.write_offset);
-        self.disk
-            .prepare(&self.dir.join(segment_name(next)), self.segment_bytes);
+        self.prepare_when_half_full();
     }
 }
 
