@@ -1,6 +1,7 @@
 //! `RealDisk`: the store's [`Disk`] on real files. Writes and fdatasyncs go through an
 //! io_uring owned by the disk (one per shard store; submissions batch every write of an
-//! append into one `io_uring_enter`). Where io_uring is refused (seccomp, old kernel, memlock
+//! append into one `io_uring_enter`), except small appends, written inline with pwrite (see
+//! [`INLINE_WRITE_BYTES_MAX`]). Where io_uring is refused (seccomp, old kernel, memlock
 //! limit) the same calls fall back to pwrite/fdatasync, and [`RealDisk::driver`] says which.
 //! Reads copy from a read-only memory map of the file. Segment files are prepared (created,
 //! fallocated, pre-written with zeros) by a background thread so the append path never waits
@@ -26,6 +27,17 @@ use crate::store::disk::{Disk, SpaceInfo, WriteOp};
 pub const RING_ENTRIES: u32 = 64;
 /// Size of each zero-filled write when pre-writing a segment.
 pub const PREWRITE_CHUNK_BYTES: usize = 1 << 20;
+/// Appends of at most this many bytes are written with pwrite on the calling thread, not the
+/// ring. File systems without async buffered writes (ext4 here) make io_uring hand every
+/// buffered write to a kernel worker thread; for a caller that waits anyway, that hand-off is
+/// pure cost: measured 16.5 µs vs 6.5 µs p50 for a 1-record append (`benches/store.rs`).
+/// Larger batches still go through the ring, where the two were within noise.
+pub const INLINE_WRITE_BYTES_MAX: usize = 16 << 10;
+/// Slice of a segment being prepared whose writeback is started (and the previous one's
+/// awaited) at once.
+pub const PREWRITE_SYNC_BYTES: u64 = 8 << 20;
+
+const _: () = assert!(PREWRITE_SYNC_BYTES % PREWRITE_CHUNK_BYTES as u64 == 0);
 
 /// Which mechanism carries the store's writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -279,9 +291,10 @@ impl Disk for RealDisk {
     }
 
     fn write_all(&self, ops: &[WriteOp<'_, RealFile>]) -> io::Result<()> {
+        let total: usize = ops.iter().map(|op| op.data.len()).sum();
         match &self.inner.ring {
-            Some(ring) => self.uring_writes(ring, ops),
-            None => {
+            Some(ring) if total > INLINE_WRITE_BYTES_MAX => self.uring_writes(ring, ops),
+            _ => {
                 for op in ops {
                     op.file.file.write_all_at(op.data, op.offset)?;
                 }
@@ -395,9 +408,42 @@ fn prepare_file(path: &Path, len: u64, stop: &AtomicBool) -> io::Result<()> {
             let n = (len - at).min(PREWRITE_CHUNK_BYTES as u64) as usize;
             file.write_all_at(&zeros[..n], at)?;
             at += n as u64;
+            // Put the zeros (and ext4's unwritten-to-written extent conversion) on disk here,
+            // off the append path: otherwise the first fdatasync of the segment once it is
+            // active writes back every still-dirty zero page of the whole file (measured: a
+            // ~0.6 s SYNC_FLUSH ack and a ~1 s flush-timer stall per 256 MiB roll). Streamed:
+            // start writeback of each slice and wait for the one before, so zero-filling and
+            // disk writes overlap and at most two slices are queued ahead of an appender's
+            // fdatasync.
+            if at % PREWRITE_SYNC_BYTES == 0 || at == len {
+                let slice = (at - 1) / PREWRITE_SYNC_BYTES * PREWRITE_SYNC_BYTES;
+                sync_range(&file, slice, at - slice, libc::SYNC_FILE_RANGE_WRITE)?;
+                if let Some(prev) = slice.checked_sub(PREWRITE_SYNC_BYTES) {
+                    let wait = libc::SYNC_FILE_RANGE_WAIT_BEFORE
+                        | libc::SYNC_FILE_RANGE_WRITE
+                        | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+                    sync_range(&file, prev, PREWRITE_SYNC_BYTES, wait)?;
+                }
+            }
         }
+        // The data is written back; this commits the extent conversions (and reports any
+        // write-back error).
+        file.sync_data()?;
     }
     Ok(())
+}
+
+/// `sync_file_range(2)`: data writeback of a byte range, no metadata (see its man page).
+fn sync_range(file: &File, offset: u64, len: u64, flags: libc::c_uint) -> io::Result<()> {
+    let off = i64::try_from(offset).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let n = i64::try_from(len).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: the call takes only integers; the descriptor stays open for its duration.
+    let rc = unsafe { libc::sync_file_range(file.as_raw_fd(), off, n, flags) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 type Prepared = Arc<(Mutex<HashMap<PathBuf, Option<Result<(), String>>>>, Condvar)>;
