@@ -1,17 +1,86 @@
-//! `ringmq-ctl`: cluster operations. The commands arrive with the ctl/perf issue.
+//! `ringmq-ctl`: cluster operations, the `mqadmin` of ringmq. Command line ([`cli`]) ->
+//! admin calls (`ringmq_client::admin`, through [`cmd`]) -> a [`output::Report`] printed as
+//! tables or JSON. A failure prints one line `ringmq-ctl: <reason>` on stderr and exits
+//! non-zero ([`error`]).
 #![forbid(unsafe_code)]
 
-use clap::Parser;
+mod cli;
+mod cmd;
+mod error;
+mod output;
 
-/// Cluster operations for ringmq (the mqadmin of this project).
-///
-/// No commands exist yet: they arrive once the broker and the client do.
-#[derive(Parser, Debug)]
-#[command(name = "ringmq-ctl", version, about, long_about = None)]
-struct Args {}
+use std::io::Write;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::Parser;
+use ringmq_client::admin::split_name_servers;
+use ringmq_client::{Admin, ClientConfig};
+
+use crate::cli::Cli;
+use crate::error::{Context, CtlError};
+use crate::output::Report;
+
+/// Longest a TCP connect may take, whatever `--timeout` says: an unreachable address
+/// should fail within seconds.
+const CONNECT_TIMEOUT_MAX: Duration = Duration::from_secs(3);
 
 fn main() {
-    let _args = Args::parse();
-    eprintln!("ringmq-ctl: no commands yet (see `ringmq-ctl --help`)");
-    std::process::exit(2);
+    let cli = Cli::parse();
+    let name_servers: Vec<SocketAddr> = split_name_servers(&cli.namesrv)
+        .iter()
+        .filter_map(|s| s.parse().ok())
+        .collect();
+    let code = match run(&cli) {
+        Ok(report) => print(&report, cli.json),
+        Err(e) => {
+            eprintln!("ringmq-ctl: {}", e.line(&name_servers));
+            e.exit_code()
+        }
+    };
+    std::process::exit(code);
+}
+
+fn run(cli: &Cli) -> Result<Report, CtlError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CtlError::Refused(format!("starting the runtime: {e}")))?;
+    let cfg = ClientConfig {
+        name_servers: split_name_servers(&cli.namesrv),
+        request_timeout: cli.timeout,
+        connect_timeout: cli.timeout.min(CONNECT_TIMEOUT_MAX),
+        ..ClientConfig::default()
+    };
+    rt.block_on(async {
+        let admin = Admin::with_config(cfg.clone())
+            .await
+            .doing(|| format!("name servers {:?}", cli.namesrv))?;
+        let report = cmd::run(&admin, &cfg, &cli.command).await;
+        admin.close();
+        report
+    })
+}
+
+/// Prints the report; the exit code (0, or 1 when stdout is gone).
+fn print(report: &Report, json: bool) -> i32 {
+    for n in &report.notes {
+        eprintln!("ringmq-ctl: {n}");
+    }
+    let text = if json {
+        let mut s = report.to_json().to_string();
+        s.push('\n');
+        s
+    } else {
+        report.to_table()
+    };
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => 0,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
+        Err(e) => {
+            eprintln!("ringmq-ctl: writing the output: {e}");
+            1
+        }
+    }
 }

@@ -1,0 +1,486 @@
+//! The command line: every command, its flags and its `--help` text (clap derive). The
+//! mqadmin aliases reuse the argument structs of the commands they stand for, so they take
+//! the same flags; RocketMQ's short flags (`-t` topic, `-c` cluster, `-b` broker, `-g`
+//! group, `-i` message id, `-k` key) work wherever the command has that argument, as an
+//! alternative to the positional one.
+
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+const ABOUT: &str = "Cluster operations for ringmq (the mqadmin of this project)";
+
+const LONG_ABOUT: &str = "\
+Cluster operations for ringmq (the mqadmin of this project).
+
+Every command asks the name servers (-n/--namesrv, default 127.0.0.1:9876, or RINGMQ_NAMESRV)
+where things are, then the brokers. Output is an aligned table (units in the column headers,
+times in RFC 3339 UTC, '-' for none) or, with --json, one JSON object whose keys are the
+table's sections. On failure the command prints one line `ringmq-ctl: <reason>` to stderr
+and exits 1 (2 for a bad command line).";
+
+const AFTER_HELP: &str = "\
+mqadmin aliases: clusterList, updateTopic, deleteTopic, topicList, topicRoute, topicStatus,
+consumerProgress, queryMsgById, queryMsgByKey (same flags; -t/-c/-b/-g/-i/-k work too).
+
+Examples:
+  ringmq-ctl cluster list
+  ringmq-ctl topic create Orders --queues 8 --cluster DefaultCluster
+  ringmq-ctl group progress billing --topic Orders --json
+  ringmq-ctl broker readonly 127.0.0.1:10911 on";
+
+/// The whole command line.
+#[derive(Parser, Debug)]
+#[command(name = "ringmq-ctl", version, about = ABOUT, long_about = LONG_ABOUT, after_help = AFTER_HELP)]
+pub struct Cli {
+    /// Name servers, `host:port;host:port`.
+    #[arg(
+        short = 'n',
+        long = "namesrv",
+        env = "RINGMQ_NAMESRV",
+        default_value = "127.0.0.1:9876",
+        global = true,
+        value_name = "ADDRS"
+    )]
+    pub namesrv: String,
+
+    /// Print one JSON object instead of tables.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// How long one request may wait for its answer (`5s`, `500ms`, `1m`; a bare number is
+    /// seconds). Connecting waits at most 3 s of it.
+    #[arg(long, global = true, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
+    pub timeout: Duration,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Every command.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Clusters and their brokers.
+    #[command(subcommand)]
+    Cluster(ClusterCmd),
+    /// Create, change, delete and inspect topics.
+    #[command(subcommand)]
+    Topic(TopicCmd),
+    /// Consumer groups: list, progress (lag), offset reset.
+    #[command(subcommand)]
+    Group(GroupCmd),
+    /// Find and read messages: by id, by key, by queue offset.
+    #[command(subcommand)]
+    Msg(MsgCmd),
+    /// Send one message and print where it was stored.
+    Send(SendArgs),
+    /// Read messages of a topic (from the start, or from a group's committed offsets).
+    Consume(ConsumeArgs),
+    /// One broker: runtime status, configuration, read-only switch.
+    #[command(subcommand)]
+    Broker(BrokerCmd),
+
+    /// mqadmin alias of `cluster list`.
+    #[command(name = "clusterList")]
+    ClusterList(ClusterListArgs),
+    /// mqadmin alias of `topic create`/`topic update`: creates the topic, or updates it
+    /// where it exists.
+    #[command(name = "updateTopic")]
+    UpdateTopic(TopicPutArgs),
+    /// mqadmin alias of `topic delete`.
+    #[command(name = "deleteTopic")]
+    DeleteTopic(TopicDeleteArgs),
+    /// mqadmin alias of `topic list`.
+    #[command(name = "topicList")]
+    TopicList(TopicListArgs),
+    /// mqadmin alias of `topic route`.
+    #[command(name = "topicRoute")]
+    TopicRoute(TopicArgs),
+    /// mqadmin alias of `topic status`.
+    #[command(name = "topicStatus")]
+    TopicStatus(TopicArgs),
+    /// mqadmin alias of `group progress`.
+    #[command(name = "consumerProgress")]
+    ConsumerProgress(GroupProgressArgs),
+    /// mqadmin alias of `msg id`.
+    #[command(name = "queryMsgById")]
+    QueryMsgById(MsgIdArgs),
+    /// mqadmin alias of `msg key`.
+    #[command(name = "queryMsgByKey")]
+    QueryMsgByKey(MsgKeyArgs),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ClusterCmd {
+    /// Brokers by cluster and name: address, role, shards, version, messages per second in
+    /// and out, disk use, and replication lag (bytes, ms) for slaves.
+    ///
+    /// Rates come from the brokers' per-shard rates, or from two samples of their counters
+    /// `--sample` apart where a broker does not publish rates. JSON: {"brokers": [...]}.
+    List(ClusterListArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ClusterListArgs {
+    /// Only this cluster.
+    #[arg(short = 'c', long)]
+    pub cluster: Option<String>,
+    /// Time between two counter samples when a broker publishes no rates (0 = no rates).
+    #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
+    pub sample: Duration,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TopicCmd {
+    /// Create a topic on every master (default), the masters of one cluster (-c), or one
+    /// broker (-b). Fails if a target broker already has it (see `topic update`).
+    ///
+    /// Waits until the name servers publish the new route. JSON: {"topic": [one row per
+    /// broker]}.
+    Create(TopicPutArgs),
+    /// Change queue counts or permission of an existing topic on the brokers that have it
+    /// (or the -c/-b targets). Unspecified settings keep their current values.
+    Update(TopicPutArgs),
+    /// Delete a topic from its brokers (all masters, or those of -c) and the name servers.
+    ///
+    /// Stored messages stay on disk until retention removes them. JSON: {"deleted": [...]}.
+    Delete(TopicDeleteArgs),
+    /// Every topic the name servers know, with its kind (normal, retry, dlq, system).
+    /// JSON: {"topics": [...]}.
+    List(TopicListArgs),
+    /// Where a topic lives: brokers (every replica) and per broker its queue counts,
+    /// permission and the shard of each queue. JSON: {"brokers": [...], "queues": [...]}.
+    Route(TopicArgs),
+    /// Per queue: min and max offset and the store time of the newest message.
+    /// JSON: {"queues": [...]}.
+    Status(TopicArgs),
+}
+
+/// A topic, positional or `-t`.
+#[derive(Args, Debug)]
+pub struct TopicArgs {
+    /// Topic name.
+    #[arg(
+        value_name = "TOPIC",
+        required_unless_present = "topic_opt",
+        conflicts_with = "topic_opt"
+    )]
+    pub topic: Option<String>,
+    /// Topic name (mqadmin's -t), instead of TOPIC.
+    #[arg(short = 't', long = "topic", value_name = "TOPIC")]
+    pub topic_opt: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct TopicPutArgs {
+    #[command(flatten)]
+    pub topic: TopicArgs,
+    /// Read and write queues per broker (create default: 8).
+    #[arg(long, short = 'q', value_name = "N")]
+    pub queues: Option<u32>,
+    /// Read queues per broker (overrides --queues; mqadmin's -r).
+    #[arg(short = 'r', long, value_name = "N")]
+    pub read_queues: Option<u32>,
+    /// Write queues per broker (overrides --queues; mqadmin's -w).
+    #[arg(short = 'w', long, value_name = "N")]
+    pub write_queues: Option<u32>,
+    /// Permission: rw (6, default), r (4, read only), w (2, write only).
+    #[arg(short = 'p', long, value_parser = parse_perm, value_name = "PERM")]
+    pub perm: Option<u8>,
+    /// Only the masters of this cluster.
+    #[arg(short = 'c', long, conflicts_with = "broker")]
+    pub cluster: Option<String>,
+    /// Only this broker (name, or master address ip:port).
+    #[arg(short = 'b', long)]
+    pub broker: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct TopicDeleteArgs {
+    #[command(flatten)]
+    pub topic: TopicArgs,
+    /// Only from the masters of this cluster (and its name server entries).
+    #[arg(short = 'c', long)]
+    pub cluster: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct TopicListArgs {}
+
+#[derive(Subcommand, Debug)]
+pub enum GroupCmd {
+    /// Every consumer group the masters know: live members, subscriptions, and topics
+    /// with committed offsets (groups without live members too). JSON: {"groups": [...]}.
+    List(GroupListArgs),
+    /// Per queue: broker max offset, committed offset and lag; the live members and the
+    /// queues each owns (average allocation, as the clients compute it).
+    ///
+    /// Without --topic: every topic the group subscribes to or has offsets for.
+    /// JSON: {"queues": [...], "members": [...], "summary": {...}}.
+    Progress(GroupProgressArgs),
+    /// Move a group's committed offsets of a topic to the earliest or latest message, or
+    /// to the first message stored at or after a time.
+    ///
+    /// Stop the group's consumers first: running consumers commit their own positions over
+    /// the reset. JSON: {"offsets": [...]}.
+    ResetOffset(ResetOffsetArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct GroupListArgs {}
+
+/// A group, positional or `-g`.
+#[derive(Args, Debug)]
+pub struct GroupArg {
+    /// Consumer group.
+    #[arg(
+        value_name = "GROUP",
+        required_unless_present = "group_opt",
+        conflicts_with = "group_opt"
+    )]
+    pub group: Option<String>,
+    /// Consumer group (mqadmin's -g), instead of GROUP.
+    #[arg(short = 'g', long = "group", value_name = "GROUP")]
+    pub group_opt: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct GroupProgressArgs {
+    #[command(flatten)]
+    pub group: GroupArg,
+    /// Only this topic.
+    #[arg(short = 't', long)]
+    pub topic: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct ResetOffsetArgs {
+    #[command(flatten)]
+    pub group: GroupArg,
+    /// The topic whose offsets move.
+    #[arg(short = 't', long)]
+    pub topic: String,
+    /// earliest, latest, or a time: ms since the epoch or RFC 3339
+    /// (2025-01-31T12:00:00Z, 2025-01-31T13:00:00+01:00).
+    #[arg(long, value_name = "earliest|latest|TIMESTAMP")]
+    pub to: String,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum MsgCmd {
+    /// One message by its offset message id (as `send` and consumers print it): every
+    /// field, properties and body. JSON: {"message": {...}}.
+    Id(MsgIdArgs),
+    /// Messages of a topic by key (KEYS or the unique key), from every broker's index.
+    /// JSON: {"messages": [...]}.
+    Key(MsgKeyArgs),
+    /// Messages of one queue from an offset. JSON: {"messages": [...]}.
+    Dump(DumpArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct MsgIdArgs {
+    /// Offset message id (32 hex characters, 56 for IPv6 brokers).
+    #[arg(
+        value_name = "ID",
+        required_unless_present = "id_opt",
+        conflicts_with = "id_opt"
+    )]
+    pub id: Option<String>,
+    /// Message id (mqadmin's -i), instead of ID.
+    #[arg(short = 'i', long = "msg-id", value_name = "ID")]
+    pub id_opt: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct MsgKeyArgs {
+    /// TOPIC KEY (or give them with -t and -k).
+    #[arg(value_name = "TOPIC KEY", num_args = 0..=2)]
+    pub args: Vec<String>,
+    /// Topic (mqadmin's -t).
+    #[arg(short = 't', long, value_name = "TOPIC")]
+    pub topic: Option<String>,
+    /// Key (mqadmin's -k).
+    #[arg(short = 'k', long, value_name = "KEY")]
+    pub key: Option<String>,
+    /// At most this many messages per broker.
+    #[arg(long, default_value_t = 32, value_name = "N")]
+    pub max: u32,
+}
+
+#[derive(Args, Debug)]
+pub struct DumpArgs {
+    #[command(flatten)]
+    pub topic: TopicArgs,
+    /// Queue id.
+    #[arg(long, short = 'q', value_name = "Q")]
+    pub queue: u32,
+    /// First queue offset to print.
+    #[arg(long, short = 'o', value_name = "O")]
+    pub offset: u64,
+    /// How many messages.
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub count: u32,
+    /// The broker (name or master address) when several have the topic.
+    #[arg(short = 'b', long)]
+    pub broker: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct SendArgs {
+    /// Topic.
+    pub topic: String,
+    /// Message body (UTF-8 text).
+    pub body: String,
+    /// Tag.
+    #[arg(long)]
+    pub tag: Option<String>,
+    /// Key (repeatable; indexed for `msg key`).
+    #[arg(short = 'k', long = "key", value_name = "KEY")]
+    pub keys: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct ConsumeArgs {
+    /// Topic.
+    pub topic: String,
+    /// Read from this group's committed offsets (the earliest message where none) and
+    /// commit what was printed. Without it: read from the earliest message, commit nothing.
+    #[arg(short = 'g', long)]
+    pub group: Option<String>,
+    /// Stop after this many messages.
+    #[arg(long, default_value_t = 32, value_name = "N")]
+    pub count: u32,
+    /// Stop when no message came for this long.
+    #[arg(long, default_value = "3s", value_parser = parse_duration, value_name = "DURATION")]
+    pub wait: Duration,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BrokerCmd {
+    /// A broker's runtime status: role, version, uptime, disk use, and per shard its
+    /// counters, rates, store size and replication lag. JSON: {"broker": {...},
+    /// "shards": [...], "extra": [...]}.
+    Status(BrokerArgs),
+    /// A broker's effective configuration; with --set, change runtime keys first (an
+    /// allow-list: never paths, ports or anything that starts a process) and print the
+    /// changed keys. JSON: {"config": [...]}.
+    Config(BrokerConfigArgs),
+    /// Stop (on) or resume (off) accepting writes: sends answer NO_PERMISSION, reads go on.
+    /// Use before taking a broker down. JSON: {"broker": {...}}.
+    Readonly(ReadonlyArgs),
+}
+
+/// A broker, positional or `-b`.
+#[derive(Args, Debug)]
+pub struct BrokerArgs {
+    /// Broker address (ip:port) or broker name (its master).
+    #[arg(
+        value_name = "ADDR",
+        required_unless_present = "broker_opt",
+        conflicts_with = "broker_opt"
+    )]
+    pub broker: Option<String>,
+    /// Broker (mqadmin's -b), instead of ADDR.
+    #[arg(short = 'b', long = "broker", value_name = "ADDR")]
+    pub broker_opt: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct BrokerConfigArgs {
+    #[command(flatten)]
+    pub broker: BrokerArgs,
+    /// key=value to change (repeatable), e.g. --set brokerPermission=4.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct ReadonlyArgs {
+    /// [ADDR] on|off (ADDR may be given with -b instead).
+    #[arg(value_name = "ADDR on|off", num_args = 1..=2, required = true)]
+    pub args: Vec<String>,
+    /// Broker (mqadmin's -b), instead of ADDR.
+    #[arg(short = 'b', long = "broker", value_name = "ADDR")]
+    pub broker: Option<String>,
+}
+
+/// `5s`, `500ms`, `2m`, `1h`, or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (e.g. 5s, 500ms)"))?;
+    let secs = match unit.trim() {
+        "" | "s" => n,
+        "ms" => n / 1000.0,
+        "m" | "min" => n * 60.0,
+        "h" => n * 3600.0,
+        other => return Err(format!("unknown duration unit {other:?} (ms, s, m, h)")),
+    };
+    Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"))
+}
+
+/// `rw`/`6`, `r`/`4`, `w`/`2`.
+pub fn parse_perm(s: &str) -> Result<u8, String> {
+    match s {
+        "rw" | "wr" | "6" => Ok(6),
+        "r" | "4" => Ok(4),
+        "w" | "2" => Ok(2),
+        _ => Err(format!("{s:?}: use rw (6), r (4) or w (2)")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn durations_and_perms() {
+        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
+        assert!(parse_duration("5x").is_err());
+        assert_eq!(parse_perm("r"), Ok(4));
+        assert!(parse_perm("x").is_err());
+    }
+
+    #[test]
+    fn aliases_take_short_flags() {
+        let cli = Cli::try_parse_from([
+            "ringmq-ctl",
+            "updateTopic",
+            "-t",
+            "T",
+            "-c",
+            "C",
+            "-n",
+            "h:1",
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(cli.namesrv, "h:1");
+        match cli.command {
+            Command::UpdateTopic(a) => {
+                assert_eq!(a.topic.topic_opt.as_deref(), Some("T"));
+                assert_eq!(a.cluster.as_deref(), Some("C"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(Cli::try_parse_from(["ringmq-ctl", "topic", "status"]).is_err());
+        assert!(
+            Cli::try_parse_from(["ringmq-ctl", "consumerProgress", "-g", "G", "-t", "T"]).is_ok()
+        );
+        assert!(Cli::try_parse_from(["ringmq-ctl", "queryMsgByKey", "-t", "T", "-k", "K"]).is_ok());
+    }
+}

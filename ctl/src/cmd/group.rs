@@ -1,0 +1,177 @@
+//! `group list|progress|reset-offset` and `consumerProgress`.
+
+use ringmq_client::admin::ResetTo;
+use ringmq_client::Admin;
+use serde_json::json;
+
+use super::{group_of, usage};
+use crate::cli::ResetOffsetArgs;
+use crate::error::{Context, Result};
+use crate::output::{int, json_only, text, Report, Section};
+
+pub async fn list(admin: &Admin) -> Result<Report> {
+    let groups = admin
+        .group_list()
+        .await
+        .doing(|| "listing consumer groups".into())?;
+    let mut s = Section::list(
+        "groups",
+        vec![
+            text("GROUP", "group"),
+            int("MEMBERS", "member_count"),
+            text("SUBSCRIPTIONS", "subscriptions"),
+            text("OFFSET_TOPICS", "offset_topics"),
+            text("BROKERS", "brokers"),
+            json_only("members"),
+        ],
+    );
+    for g in groups {
+        s.push(vec![
+            json!(g.group),
+            json!(g.members.len()),
+            json!(g.subscriptions),
+            json!(g.offset_topics),
+            json!(g.brokers),
+            json!(g.members),
+        ]);
+    }
+    Ok(Report::one(s))
+}
+
+pub async fn progress(admin: &Admin, group: &str, topic: Option<&str>) -> Result<Report> {
+    let p = admin
+        .group_progress(group, topic)
+        .await
+        .doing(|| format!("reading the progress of group {group}"))?;
+    let mut queues = Section::list(
+        "queues",
+        vec![
+            text("TOPIC", "topic"),
+            text("BROKER", "broker"),
+            int("QUEUE", "queue"),
+            int("BROKER_OFFSET[msg]", "broker_offset"),
+            int("CONSUMER_OFFSET[msg]", "consumer_offset"),
+            int("LAG[msg]", "lag"),
+            text("MEMBER", "member"),
+        ],
+    );
+    for q in &p.queues {
+        queues.push(vec![
+            json!(q.queue.topic),
+            json!(q.queue.broker_name),
+            json!(q.queue.queue_id),
+            json!(q.broker_max_offset),
+            json!(q.committed_offset),
+            json!(q.lag),
+            json!(q.member),
+        ]);
+    }
+    let mut members = Section::list(
+        "members",
+        vec![
+            text("MEMBER", "member"),
+            int("QUEUES", "queue_count"),
+            text("ASSIGNED", "queues"),
+        ],
+    );
+    for (m, qs) in p.assignment() {
+        let names: Vec<String> = qs.iter().map(ToString::to_string).collect();
+        members.push(vec![json!(m), json!(qs.len()), json!(names)]);
+    }
+    let summary = Section::record(
+        "summary",
+        vec![
+            text("GROUP", "group"),
+            int("MEMBERS", "member_count"),
+            int("TOTAL_LAG[msg]", "total_lag"),
+        ],
+        vec![json!(p.group), json!(p.members.len()), json!(p.total_lag())],
+    );
+    Ok(Report::one(queues).with(members).with(summary))
+}
+
+pub async fn reset(admin: &Admin, a: &ResetOffsetArgs) -> Result<Report> {
+    let group = group_of(&a.group);
+    let to = parse_reset_to(&a.to)?;
+    let route = admin
+        .topic_route(&a.topic)
+        .await
+        .doing(|| format!("reading the route of {}", a.topic))?;
+    let members = admin
+        .group_members(&group, &route.masters())
+        .await
+        .doing(|| format!("reading the members of group {group}"))?;
+    let changes = admin
+        .reset_offset(&group, &a.topic, to)
+        .await
+        .doing(|| format!("resetting the offsets of group {group} on {}", a.topic))?;
+    let mut s = Section::list(
+        "offsets",
+        vec![
+            text("TOPIC", "topic"),
+            text("BROKER", "broker"),
+            int("QUEUE", "queue"),
+            int("OLD_OFFSET[msg]", "old_offset"),
+            int("NEW_OFFSET[msg]", "new_offset"),
+        ],
+    );
+    for c in changes {
+        s.push(vec![
+            json!(c.queue.topic),
+            json!(c.queue.broker_name),
+            json!(c.queue.queue_id),
+            json!(c.old),
+            json!(c.new),
+        ]);
+    }
+    let mut report = Report::one(s);
+    if !members.is_empty() {
+        report.notes.push(format!(
+            "warning: group {group} has {} live member(s); they will commit their own positions over this reset unless stopped",
+            members.len()
+        ));
+    }
+    Ok(report)
+}
+
+/// `earliest`, `latest`, ms since the epoch, or RFC 3339.
+pub fn parse_reset_to(s: &str) -> Result<ResetTo> {
+    match s {
+        "earliest" | "first" => return Ok(ResetTo::Earliest),
+        "latest" | "last" => return Ok(ResetTo::Latest),
+        _ => {}
+    }
+    if let Ok(ms) = s.parse::<i64>() {
+        return Ok(ResetTo::Timestamp(ms));
+    }
+    match s.parse::<jiff::Timestamp>() {
+        Ok(t) => Ok(ResetTo::Timestamp(t.as_millisecond())),
+        Err(e) => Err(usage(format!(
+            "--to {s:?}: use earliest, latest, ms since the epoch or RFC 3339 ({e})"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reset_targets() {
+        assert!(matches!(parse_reset_to("earliest"), Ok(ResetTo::Earliest)));
+        assert!(matches!(parse_reset_to("latest"), Ok(ResetTo::Latest)));
+        assert!(matches!(
+            parse_reset_to("1700000000000"),
+            Ok(ResetTo::Timestamp(1_700_000_000_000))
+        ));
+        assert!(matches!(
+            parse_reset_to("2023-11-14T22:13:20Z"),
+            Ok(ResetTo::Timestamp(1_700_000_000_000))
+        ));
+        assert!(matches!(
+            parse_reset_to("2023-11-14T23:13:20+01:00"),
+            Ok(ResetTo::Timestamp(1_700_000_000_000))
+        ));
+        assert!(parse_reset_to("yesterday").is_err());
+    }
+}

@@ -1,0 +1,81 @@
+//! Command -> admin calls -> [`Report`]. Each file turns one area's results into sections;
+//! the calls themselves live in `ringmq_client::admin`.
+
+mod broker;
+mod cluster;
+mod group;
+mod msg;
+mod topic;
+
+use ringmq_client::{Admin, ClientConfig};
+
+use crate::cli::{BrokerArgs, Command, GroupArg, TopicArgs};
+use crate::error::{CtlError, Result};
+use crate::output::Report;
+
+pub use topic::PutMode;
+
+/// Runs one command.
+pub async fn run(admin: &Admin, cfg: &ClientConfig, command: &Command) -> Result<Report> {
+    use crate::cli::{BrokerCmd, ClusterCmd, GroupCmd, MsgCmd, TopicCmd};
+    match command {
+        Command::Cluster(ClusterCmd::List(a)) | Command::ClusterList(a) => {
+            cluster::list(admin, a).await
+        }
+        Command::Topic(TopicCmd::Create(a)) => topic::put(admin, a, PutMode::Create).await,
+        Command::Topic(TopicCmd::Update(a)) => topic::put(admin, a, PutMode::Update).await,
+        Command::UpdateTopic(a) => topic::put(admin, a, PutMode::Upsert).await,
+        Command::Topic(TopicCmd::Delete(a)) | Command::DeleteTopic(a) => {
+            topic::delete(admin, a).await
+        }
+        Command::Topic(TopicCmd::List(_)) | Command::TopicList(_) => topic::list(admin).await,
+        Command::Topic(TopicCmd::Route(a)) | Command::TopicRoute(a) => {
+            topic::route(admin, &topic_of(a)).await
+        }
+        Command::Topic(TopicCmd::Status(a)) | Command::TopicStatus(a) => {
+            topic::status(admin, &topic_of(a)).await
+        }
+        Command::Group(GroupCmd::List(_)) => group::list(admin).await,
+        Command::Group(GroupCmd::Progress(a)) | Command::ConsumerProgress(a) => {
+            group::progress(admin, &group_of(&a.group), a.topic.as_deref()).await
+        }
+        Command::Group(GroupCmd::ResetOffset(a)) => group::reset(admin, a).await,
+        Command::Msg(MsgCmd::Id(a)) | Command::QueryMsgById(a) => msg::by_id(admin, a).await,
+        Command::Msg(MsgCmd::Key(a)) | Command::QueryMsgByKey(a) => msg::by_key(admin, a).await,
+        Command::Msg(MsgCmd::Dump(a)) => msg::dump(admin, a).await,
+        Command::Send(a) => msg::send(cfg, a).await,
+        Command::Consume(a) => msg::consume(admin, cfg, a).await,
+        Command::Broker(BrokerCmd::Status(a)) => broker::status(admin, &broker_of(a)).await,
+        Command::Broker(BrokerCmd::Config(a)) => broker::config(admin, a).await,
+        Command::Broker(BrokerCmd::Readonly(a)) => broker::readonly(admin, a).await,
+    }
+}
+
+/// The topic, positional or `-t` (clap makes sure exactly one is there).
+pub fn topic_of(a: &TopicArgs) -> String {
+    a.topic
+        .clone()
+        .or_else(|| a.topic_opt.clone())
+        .unwrap_or_default()
+}
+
+/// The group, positional or `-g`.
+pub fn group_of(a: &GroupArg) -> String {
+    a.group
+        .clone()
+        .or_else(|| a.group_opt.clone())
+        .unwrap_or_default()
+}
+
+/// The broker, positional or `-b`.
+pub fn broker_of(a: &BrokerArgs) -> String {
+    a.broker
+        .clone()
+        .or_else(|| a.broker_opt.clone())
+        .unwrap_or_default()
+}
+
+/// A usage error.
+pub fn usage(s: impl Into<String>) -> CtlError {
+    CtlError::Usage(s.into())
+}

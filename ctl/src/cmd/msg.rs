@@ -1,0 +1,276 @@
+//! `msg id|key|dump`, `send`, `consume`, `queryMsgById`, `queryMsgByKey`: messages in and
+//! out. Every message prints with the same columns ([`message_columns`]).
+
+use std::collections::BTreeMap;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use ringmq_client::{
+    Admin, ClientConfig, Message, MessageQueue, Producer, PullConsumer, ReceivedMessage,
+    SendStatus, StartPosition,
+};
+use serde_json::{json, Value};
+
+use super::usage;
+use crate::cli::{ConsumeArgs, DumpArgs, MsgIdArgs, MsgKeyArgs, SendArgs};
+use crate::error::{Context, CtlError, Result};
+use crate::output::{body, int, json_only, text, time, Column, Report, Section};
+
+/// Producer group of `send` (RocketMQ's tools use the same name).
+pub const TOOLS_PRODUCER_GROUP: &str = "TOOLS_PRODUCER";
+
+/// Most messages one `consume` poll returns.
+pub const CONSUME_BATCH_MAX: u32 = 32;
+
+pub async fn by_id(admin: &Admin, a: &MsgIdArgs) -> Result<Report> {
+    let id =
+        a.id.clone()
+            .or_else(|| a.id_opt.clone())
+            .unwrap_or_default();
+    let m = admin
+        .view_message(&id)
+        .await
+        .doing(|| format!("reading message {id}"))?;
+    Ok(Report::one(Section::record(
+        "message",
+        message_columns(true),
+        message_row(&m),
+    )))
+}
+
+pub async fn by_key(admin: &Admin, a: &MsgKeyArgs) -> Result<Report> {
+    let mut pos = a.args.iter().cloned();
+    let topic = a.topic.clone().or_else(|| pos.next());
+    let key = a.key.clone().or_else(|| pos.next());
+    let (Some(topic), Some(key)) = (topic, key) else {
+        return Err(usage("give TOPIC and KEY (or -t TOPIC -k KEY)"));
+    };
+    if pos.next().is_some() {
+        return Err(usage("too many arguments: TOPIC KEY"));
+    }
+    let msgs = admin
+        .query_by_key(&topic, &key, a.max)
+        .await
+        .doing(|| format!("looking up key {key} in {topic}"))?;
+    Ok(messages_report(&msgs))
+}
+
+pub async fn dump(admin: &Admin, a: &DumpArgs) -> Result<Report> {
+    let topic = super::topic_of(&a.topic);
+    let route = admin
+        .topic_route(&topic)
+        .await
+        .doing(|| format!("reading the route of {topic}"))?;
+    let names: Vec<&String> = route.brokers.keys().collect();
+    let broker = match &a.broker {
+        Some(b) => match route
+            .brokers
+            .values()
+            .find(|e| &e.name == b || e.master.is_some_and(|m| m.to_string() == *b))
+        {
+            Some(e) => e.name.clone(),
+            None => {
+                return Err(CtlError::Refused(format!(
+                    "broker {b} does not have topic {topic} (brokers: {})",
+                    join(&names)
+                )))
+            }
+        },
+        None if names.len() == 1 => names[0].clone(),
+        None => {
+            return Err(usage(format!(
+                "topic {topic} is on several brokers ({}): pick one with --broker",
+                join(&names)
+            )))
+        }
+    };
+    let mq = MessageQueue::new(&topic, &broker, a.queue);
+    let msgs = admin
+        .read_messages(&mq, a.offset, a.count)
+        .await
+        .doing(|| format!("reading {mq} from offset {}", a.offset))?;
+    Ok(messages_report(&msgs))
+}
+
+pub async fn send(cfg: &ClientConfig, a: &SendArgs) -> Result<Report> {
+    let producer = Producer::builder()
+        .client_config(cfg.clone())
+        .group(TOOLS_PRODUCER_GROUP)
+        .send_timeout(cfg.request_timeout)
+        .start()
+        .await
+        .doing(|| "starting a producer".into())?;
+    let mut msg =
+        Message::new(&a.topic, a.body.clone().into_bytes()).with_keys(a.keys.iter().cloned());
+    if let Some(t) = &a.tag {
+        msg = msg.with_tag(t);
+    }
+    let result = producer.send(msg).await;
+    producer.shutdown().await;
+    let r = result.doing(|| format!("sending to {}", a.topic))?;
+    let status = match r.status {
+        SendStatus::Ok => "SEND_OK",
+        SendStatus::FlushDiskTimeout => "FLUSH_DISK_TIMEOUT",
+        SendStatus::FlushSlaveTimeout => "FLUSH_SLAVE_TIMEOUT",
+        SendStatus::SlaveNotAvailable => "SLAVE_NOT_AVAILABLE",
+    };
+    Ok(Report::one(Section::record(
+        "sent",
+        vec![
+            text("MSG_ID", "msg_id"),
+            text("UNIQ_KEY", "unique_key"),
+            text("TOPIC", "topic"),
+            text("BROKER", "broker"),
+            int("QUEUE", "queue"),
+            int("OFFSET[msg]", "queue_offset"),
+            time("STORE_TIME[UTC]", "store_time_ms"),
+            text("STATUS", "status"),
+        ],
+        vec![
+            json!(r.msg_id),
+            json!(r.unique_keys.first()),
+            json!(r.queue.topic),
+            json!(r.queue.broker_name),
+            json!(r.queue.queue_id),
+            json!(r.queue_offset),
+            json!(r.store_timestamp_ms),
+            json!(status),
+        ],
+    )))
+}
+
+pub async fn consume(admin: &Admin, cfg: &ClientConfig, a: &ConsumeArgs) -> Result<Report> {
+    let commit = a.group.is_some();
+    let group = a.group.clone().unwrap_or_else(|| {
+        let ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or(0);
+        format!("ringmq-ctl-{}-{ms}", std::process::id())
+    });
+    let route = admin
+        .topic_route(&a.topic)
+        .await
+        .doing(|| format!("reading the route of {}", a.topic))?;
+    let consumer = PullConsumer::builder()
+        .client_config(cfg.clone())
+        .group(&group)
+        .start_position(StartPosition::First)
+        .poll_batch_max(a.count.clamp(1, CONSUME_BATCH_MAX))
+        .start()
+        .await
+        .doing(|| "starting a consumer".into())?;
+    consumer.assign(route.read_queues.clone());
+    let mut got: Vec<ReceivedMessage> = Vec::new();
+    let mut poll_error = None;
+    while (got.len() as u32) < a.count {
+        match consumer.poll(a.wait).await {
+            Ok(batch) if batch.is_empty() => break,
+            Ok(batch) => {
+                let room = a.count as usize - got.len();
+                got.extend(batch.into_iter().take(room));
+            }
+            Err(e) => {
+                poll_error = Some(e);
+                break;
+            }
+        }
+    }
+    let mut commit_error = None;
+    if commit {
+        let mut next: BTreeMap<MessageQueue, u64> = BTreeMap::new();
+        for m in &got {
+            let mq = MessageQueue::new(&m.topic, &m.broker_name, m.queue_id);
+            let e = next.entry(mq).or_insert(0);
+            *e = (*e).max(m.queue_offset + 1);
+        }
+        for (mq, offset) in next {
+            if let Err(e) = consumer.commit(&mq, offset).await {
+                commit_error.get_or_insert((mq, e));
+            }
+        }
+    }
+    consumer.shutdown().await;
+    if let Some(e) = poll_error {
+        return Err(e).doing(|| format!("consuming {}", a.topic));
+    }
+    if let Some((mq, e)) = commit_error {
+        return Err(e).doing(|| format!("committing the offset of {mq} for group {group}"));
+    }
+    let mut report = messages_report(&got);
+    if commit {
+        report.notes.push(format!(
+            "{} message(s); offsets committed for group {group}",
+            got.len()
+        ));
+    }
+    Ok(report)
+}
+
+fn messages_report(msgs: &[ReceivedMessage]) -> Report {
+    let mut s = Section::list("messages", message_columns(false));
+    for m in msgs {
+        s.push(message_row(m));
+    }
+    Report::one(s)
+}
+
+/// The columns of a message; `full` shows every field in the table (one message), else
+/// the extra fields are JSON-only.
+pub fn message_columns(full: bool) -> Vec<Column> {
+    vec![
+        text("MSG_ID", "msg_id"),
+        text("TOPIC", "topic"),
+        text("BROKER", "broker"),
+        int("QUEUE", "queue"),
+        int("OFFSET[msg]", "queue_offset"),
+        time("STORE_TIME[UTC]", "store_time_ms"),
+        text("TAG", "tag"),
+        text("KEYS", "keys"),
+        int("BODY_SIZE[B]", "body_bytes"),
+        body("BODY", "body"),
+        text("UNIQ_KEY", "unique_key").shown(full),
+        time("BORN_TIME[UTC]", "born_time_ms").shown(full),
+        text("BORN_HOST", "born_host").shown(full),
+        text("STORE_HOST", "store_host").shown(full),
+        int("PHYSICAL_OFFSET[B]", "physical_offset").shown(full),
+        int("RECONSUME_TIMES", "reconsume_times").shown(full),
+        int("FLAG", "flag").shown(full),
+        int("SYS_FLAG", "sys_flag").shown(full),
+        text("PROPERTIES", "properties").shown(full),
+        json_only("body_utf8"),
+    ]
+}
+
+fn message_row(m: &ReceivedMessage) -> Vec<Value> {
+    let utf8 = std::str::from_utf8(&m.body).is_ok();
+    vec![
+        json!(m.msg_id),
+        json!(m.topic),
+        json!(m.broker_name),
+        json!(m.queue_id),
+        json!(m.queue_offset),
+        json!(m.store_timestamp_ms),
+        json!(m.tag()),
+        json!(m.keys()),
+        json!(m.body.len()),
+        json!(String::from_utf8_lossy(&m.body)),
+        json!(m.unique_key()),
+        json!(m.born_timestamp_ms),
+        json!(m.born_host.to_string()),
+        json!(m.store_host.to_string()),
+        json!(m.physical_offset),
+        json!(m.reconsume_times),
+        json!(m.flag),
+        json!(m.sys_flag),
+        json!(m.properties),
+        json!(utf8),
+    ]
+}
+
+fn join(names: &[&String]) -> String {
+    names
+        .iter()
+        .map(|s| s.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
