@@ -1,18 +1,76 @@
-//! `ringmq-perf`: benchmark and verification harness. Produce/consume modes arrive with the
-//! ctl/perf issue; the store benchmark lives in `cargo bench -p ringmq-node --bench store`.
+//! `ringmq-perf`: benchmark and verification harness. Args -> (embedded node) -> runtime ->
+//! mode; the modes live in `modes`, the halves of a run in `produce` and `consume`.
+//!
+//! Threads: the load generator is a tokio runtime with `--threads` workers (default 2), plus
+//! one pacer thread under `--rate`; `--embedded` adds the node's own threads (one pinned per
+//! shard, the name server, the segment preparer). The final report says how much CPU each
+//! side used, because on a small machine they compete for the same cores.
 #![forbid(unsafe_code)]
+
+mod args;
+mod broker_info;
+mod consume;
+mod embedded;
+mod modes;
+mod payload;
+mod produce;
+mod report;
+mod stats;
+mod threads;
+mod verify;
 
 use clap::Parser;
 
-/// Benchmark and verification harness for ringmq.
-///
-/// No modes exist yet. The store benchmark runs with `cargo bench -p ringmq-node --bench store`.
-#[derive(Parser, Debug)]
-#[command(name = "ringmq-perf", version, about, long_about = None)]
-struct Args {}
+use crate::args::{Cli, Mode};
 
 fn main() {
-    let _args = Args::parse();
-    eprintln!("ringmq-perf: no modes yet (see `ringmq-perf --help`)");
-    std::process::exit(2);
+    let cli = Cli::parse();
+    let env = env_logger::Env::default().default_filter_or("warn");
+    env_logger::Builder::from_env(env)
+        .format_timestamp_millis()
+        .format_target(false)
+        .init();
+    let common = match &cli.mode {
+        Mode::Produce(a) => &a.common,
+        Mode::Consume(a) => &a.common,
+        Mode::E2e(a) => &a.common,
+    };
+    let threads = usize::from(common.threads);
+    let node = if common.embedded.embedded {
+        match embedded::Embedded::start(&common.embedded) {
+            Ok(n) => {
+                eprintln!(
+                    "ringmq-perf: embedded node started (name server {}, {} shards)",
+                    n.namesrv, n.shards
+                );
+                Some(n)
+            }
+            Err(e) => {
+                eprintln!("ringmq-perf: {e}");
+                std::process::exit(modes::EXIT_FAILED);
+            }
+        }
+    } else {
+        None
+    };
+    let namesrv = node
+        .as_ref()
+        .map_or_else(|| common.namesrv.clone(), |n| n.namesrv.clone());
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .thread_name("perf-worker")
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("ringmq-perf: starting the runtime: {e}");
+            std::process::exit(modes::EXIT_FAILED);
+        }
+    };
+    let code = rt.block_on(modes::run(cli.mode, namesrv, node.is_some()));
+    // Clients first (their connections close), then the node (a graceful stop).
+    rt.shutdown_timeout(std::time::Duration::from_secs(2));
+    drop(node);
+    std::process::exit(code);
 }

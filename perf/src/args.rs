@@ -1,0 +1,283 @@
+//! Command line: three modes (`produce`, `consume`, `e2e`) sharing the target, embedded-node,
+//! run-length and output options. Parsing only; `main` turns these into runs.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::payload::HEAD_BYTES;
+
+/// Benchmark and verification harness for ringmq.
+///
+/// Prints a progress line every second (stderr), then a table (stdout) and, with --json, the
+/// same as JSON. Every result names the durability the broker acknowledged with ("acked
+/// from page cache", "acked after fdatasync", "acked after slave").
+#[derive(Parser, Debug)]
+#[command(name = "ringmq-perf", version, about, long_about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub mode: Mode,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Mode {
+    /// Send messages: throughput and send latency (closed loop, or open loop with --rate).
+    Produce(ProduceArgs),
+    /// Consume a topic as a consumer group: throughput, delivery latency, --verify checks.
+    Consume(ConsumeArgs),
+    /// Producers and consumers together: end-to-end latency (send timestamp in the body to
+    /// the consumer's receipt).
+    E2e(E2eArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ProduceArgs {
+    #[command(flatten)]
+    pub common: Common,
+    #[command(flatten)]
+    pub send: SendOpts,
+    #[command(flatten)]
+    pub length: RunLength,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ConsumeArgs {
+    #[command(flatten)]
+    pub common: Common,
+    #[command(flatten)]
+    pub recv: RecvOpts,
+    #[command(flatten)]
+    pub length: RunLength,
+    /// Stop after no message arrived for this long (also with --count or --duration).
+    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    pub idle_exit: Duration,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct E2eArgs {
+    #[command(flatten)]
+    pub common: Common,
+    #[command(flatten)]
+    pub send: SendOpts,
+    #[command(flatten)]
+    pub recv: RecvOpts,
+    #[command(flatten)]
+    pub length: RunLength,
+    /// After the producers stop: wait at most this long for the last deliveries.
+    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    pub idle_exit: Duration,
+}
+
+/// Where to send, and what to print.
+#[derive(Args, Debug, Clone)]
+pub struct Common {
+    /// Name servers, "h1:9876;h2:9876" (ignored with --embedded).
+    #[arg(
+        short = 'n',
+        long = "namesrv",
+        env = "RINGMQ_NAMESRV",
+        default_value = "127.0.0.1:9876"
+    )]
+    pub namesrv: String,
+    /// Topic (created with --queues queues on every master if it does not exist).
+    #[arg(long, default_value = "PerfTopic")]
+    pub topic: String,
+    /// Queues per master when perf creates the topic.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub queues: u32,
+    /// Verify file. produce: every acknowledged message (producer, sequence, queue, offset)
+    /// is appended as its acknowledgement arrives. consume: check delivery against it (lost,
+    /// duplicates, out of order; exit code 3 if anything acknowledged was lost). e2e: both.
+    #[arg(long, value_name = "FILE")]
+    pub verify: Option<PathBuf>,
+    /// Write the result as JSON to FILE as well.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Worker threads of the load generator's runtime (count them: they share the cores
+    /// with the broker when it runs on this machine).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub threads: u16,
+    /// No progress lines.
+    #[arg(short, long)]
+    pub quiet: bool,
+    #[command(flatten)]
+    pub embedded: EmbeddedArgs,
+}
+
+/// The in-process node.
+#[derive(Args, Debug, Clone)]
+pub struct EmbeddedArgs {
+    /// Start a standalone node (name server + broker) in this process on a temporary
+    /// directory, and run against it.
+    #[arg(long)]
+    pub embedded: bool,
+    /// Data directory of the embedded node (default: a temporary directory, removed at exit).
+    #[arg(long, value_name = "DIR", requires = "embedded")]
+    pub embedded_dir: Option<PathBuf>,
+    /// Shards of the embedded broker (default: one per core).
+    #[arg(long, value_name = "N", requires = "embedded")]
+    pub embedded_shards: Option<usize>,
+    /// Flush policy of the embedded broker.
+    #[arg(long, value_enum, default_value_t = FlushArg::Async, requires = "embedded")]
+    pub embedded_flush: FlushArg,
+    /// A broker key for the embedded node, RocketMQ spelling (repeatable):
+    /// --embedded-set mappedFileSizeCommitLog=67108864
+    #[arg(long, value_name = "KEY=VALUE", requires = "embedded")]
+    pub embedded_set: Vec<String>,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlushArg {
+    /// Acknowledge from the page cache (ASYNC_FLUSH).
+    Async,
+    /// Acknowledge after the fdatasync that covers the message (SYNC_FLUSH).
+    Sync,
+}
+
+/// How long a run lasts. Neither flag: produce and e2e run 30 s; consume runs until idle.
+#[derive(Args, Debug, Clone)]
+pub struct RunLength {
+    /// Stop after this many messages (all producers, or all consumers, together).
+    #[arg(long, conflicts_with = "duration")]
+    pub count: Option<u64>,
+    /// Stop after this long: 30s, 500ms, 2m, 1h (a bare number is seconds).
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+}
+
+/// How producers send.
+#[derive(Args, Debug, Clone)]
+pub struct SendOpts {
+    /// Body bytes per message (at least 32: the perf head).
+    #[arg(long, default_value_t = 1024, value_parser = parse_size)]
+    pub size: usize,
+    /// Messages per send (1: SEND_MESSAGE; more: one SEND_BATCH_MESSAGE to one queue).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub batch: u32,
+    /// Producers (each its own client: its own connections).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub producers: u32,
+    /// Sends in flight per producer (pipelined on its connections).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub inflight: u32,
+    /// Open loop: this many messages per second in total, on a fixed schedule; latency is
+    /// measured from each send's intended time, so a stall is not hidden by sending less
+    /// (coordinated omission).
+    #[arg(long, value_name = "MSGS_PER_S")]
+    pub rate: Option<f64>,
+    /// Count a send the broker stored but could not make durable in time
+    /// (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE) as an error, and exit
+    /// non-zero if there was any. Without it such sends count as sent and are reported
+    /// apart. Either way they are never written to --verify.
+    #[arg(long)]
+    pub flush_check: bool,
+    /// Send timeout per request (retries included).
+    #[arg(long, value_parser = parse_duration, default_value = "3s")]
+    pub send_timeout: Duration,
+}
+
+/// How consumers receive.
+#[derive(Args, Debug, Clone)]
+pub struct RecvOpts {
+    /// Consumer group (default: a new group per run, so it starts with no offsets).
+    #[arg(long)]
+    pub group: Option<String>,
+    /// Consumers in the group (each its own client; queues balanced across them).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub consumers: u32,
+    /// Where a queue with no committed offset starts (consume default: first; e2e always
+    /// starts at the end, before the producers start).
+    #[arg(long, value_enum, default_value_t = FromArg::First)]
+    pub from: FromArg,
+    /// Messages per pull (the broker allows up to 1024).
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub pull_batch: u32,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FromArg {
+    First,
+    Last,
+}
+
+/// `30s`, `500ms`, `2m`, `1h`, `1.5s`, or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?}: expected a number with an optional unit (ms, s, m, h)"))?;
+    let secs = match unit.trim() {
+        "ms" => n / 1000.0,
+        "" | "s" => n,
+        "m" | "min" => n * 60.0,
+        "h" => n * 3600.0,
+        u => return Err(format!("{s:?}: unknown unit {u:?} (ms, s, m, h)")),
+    };
+    if !secs.is_finite() || !(0.0..=1e9).contains(&secs) {
+        return Err(format!("{s:?} is out of range"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Bytes, with an optional k/KiB/m/MiB suffix (binary units).
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: usize = num.parse().map_err(|_| format!("{s:?}: expected bytes"))?;
+    let mult = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" | "kb" => 1024,
+        "m" | "mib" | "mb" => 1024 * 1024,
+        u => return Err(format!("{s:?}: unknown unit {u:?} (k, m)")),
+    };
+    let bytes = n.checked_mul(mult).ok_or(format!("{s:?} is too large"))?;
+    if bytes < HEAD_BYTES {
+        return Err(format!(
+            "{s:?}: a perf message needs at least {HEAD_BYTES} bytes (its head)"
+        ));
+    }
+    if bytes > ringmq_client::wire::record::BODY_BYTES_MAX {
+        return Err(format!(
+            "{s:?} is over the largest body ({} bytes)",
+            ringmq_client::wire::record::BODY_BYTES_MAX
+        ));
+    }
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("7"), Ok(Duration::from_secs(7)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("1024"), Ok(1024));
+        assert_eq!(parse_size("16k"), Ok(16384));
+        assert_eq!(parse_size("1KiB"), Ok(1024));
+        assert!(parse_size("8").is_err());
+        assert!(parse_size("64m").is_err());
+    }
+
+    #[test]
+    fn cli_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,238 @@
+//! The receiving half: `consumers` push consumers of one group (queues balanced across
+//! them, each queue long-polled, `pull_batch` messages per pull). The listener reads each
+//! message's perf head: delivery latency (receipt minus the send time in the head), and in
+//! verify mode a [`Delivery`] record for the check.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ringmq_client::{ConsumeContext, ConsumeResult, PushConsumer, ReceivedMessage, StartPosition};
+
+use crate::payload;
+use crate::stats::Meter;
+use crate::verify::{Delivery, QueueNames};
+
+/// How long perf waits for a group's queues to be spread over its consumers.
+const BALANCE_WAIT: Duration = Duration::from_secs(15);
+
+/// How to consume.
+#[derive(Debug, Clone)]
+pub struct RecvPlan {
+    pub namesrv: String,
+    pub topic: String,
+    pub group: String,
+    pub consumers: u32,
+    pub from: StartPosition,
+    pub pull_batch: u32,
+    /// Keep a delivery record per message for the verify check.
+    pub verify: bool,
+    /// Instance names are `perf-<run id>-c<i>`.
+    pub run_id: u64,
+}
+
+/// What the listener sees, shared by every consumer of the run.
+#[derive(Debug)]
+pub struct Deliveries {
+    pub meter: Arc<Meter>,
+    /// Messages without a perf head (someone else's).
+    pub foreign: AtomicU64,
+    started: Instant,
+    /// µs after `started` of the last delivery (0: none yet).
+    last_us: AtomicU64,
+    record: Option<Mutex<(QueueNames, Vec<Delivery>)>>,
+}
+
+impl Deliveries {
+    pub fn new(meter: Arc<Meter>, verify: bool) -> Deliveries {
+        Deliveries {
+            meter,
+            foreign: AtomicU64::new(0),
+            started: Instant::now(),
+            last_us: AtomicU64::new(0),
+            record: verify.then(|| Mutex::new((QueueNames::default(), Vec::new()))),
+        }
+    }
+
+    fn on_batch(&self, msgs: &[ReceivedMessage]) {
+        let now = payload::now_us();
+        let mut lats = Vec::with_capacity(msgs.len());
+        let mut bytes = 0u64;
+        let mut mine = Vec::new();
+        for m in msgs {
+            bytes += m.body.len() as u64;
+            match payload::parse(&m.body) {
+                Some(h) => {
+                    lats.push(now.saturating_sub(h.send_us));
+                    if self.record.is_some() {
+                        mine.push((h, m.broker_name.as_str(), m.queue_id, m.queue_offset));
+                    }
+                }
+                None => {
+                    self.foreign.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        self.meter.count(msgs.len() as u64, bytes);
+        self.meter.record_latencies(&lats);
+        if let Some(rec) = &self.record {
+            let mut g = rec.lock().unwrap_or_else(|p| p.into_inner());
+            let (names, list) = &mut *g;
+            for (h, broker, queue, offset) in mine {
+                let queue = names.intern(broker, queue);
+                list.push(Delivery {
+                    producer: h.producer,
+                    seq: h.seq,
+                    queue,
+                    offset,
+                });
+            }
+        }
+        let at = (self.started.elapsed().as_micros() as u64).max(1);
+        self.last_us.fetch_max(at, Ordering::Relaxed);
+    }
+
+    /// Time since the last delivery (since the start when none came).
+    pub fn idle(&self) -> Duration {
+        let last = Duration::from_micros(self.last_us.load(Ordering::Relaxed));
+        self.started.elapsed().saturating_sub(last)
+    }
+
+    /// From the start to the last delivery (the idle tail is not part of the run).
+    pub fn active(&self) -> Duration {
+        match self.last_us.load(Ordering::Relaxed) {
+            0 => self.started.elapsed(),
+            us => Duration::from_micros(us),
+        }
+    }
+
+    /// When the last delivery arrived.
+    pub fn last_at(&self) -> Option<Instant> {
+        match self.last_us.load(Ordering::Relaxed) {
+            0 => None,
+            us => Some(self.started + Duration::from_micros(us)),
+        }
+    }
+
+    /// The delivery records (verify mode), taken out.
+    pub fn take_record(&self) -> (QueueNames, Vec<Delivery>) {
+        match &self.record {
+            Some(rec) => std::mem::take(&mut *rec.lock().unwrap_or_else(|p| p.into_inner())),
+            None => Default::default(),
+        }
+    }
+}
+
+/// Started consumers.
+#[derive(Debug)]
+pub struct Consumers {
+    list: Vec<PushConsumer>,
+}
+
+impl Consumers {
+    /// Starts the group's consumers, then waits until its queues are spread over them
+    /// (each queue owned by exactly one member), so no queue changes hands mid-run.
+    pub async fn start(plan: &RecvPlan, sink: Arc<Deliveries>) -> Result<Consumers, String> {
+        let mut list = Vec::new();
+        for i in 0..plan.consumers {
+            let sink = Arc::clone(&sink);
+            let c = PushConsumer::builder()
+                .group(&plan.group)
+                .name_servers(&plan.namesrv)
+                .instance_name(format!("perf-{:012x}-c{i}", plan.run_id))
+                .subscribe(&plan.topic, "*")
+                .start_position(plan.from)
+                .pull_batch_max(plan.pull_batch)
+                .consume_batch_max(plan.pull_batch as usize)
+                .queue_outstanding_max((plan.pull_batch as usize * 4).max(1000))
+                .rebalance_interval(Duration::from_secs(2))
+                .heartbeat_interval(Duration::from_secs(5))
+                .long_poll(Duration::from_secs(5))
+                .start(move |msgs: Vec<ReceivedMessage>, _ctx: ConsumeContext| {
+                    let sink = Arc::clone(&sink);
+                    async move {
+                        sink.on_batch(&msgs);
+                        ConsumeResult::Success
+                    }
+                })
+                .await
+                .map_err(|e| format!("starting consumer {i} of group {}: {e}", plan.group))?;
+            list.push(c);
+        }
+        let cs = Consumers { list };
+        cs.balance().await;
+        Ok(cs)
+    }
+
+    async fn balance(&self) {
+        if self.list.len() < 2 {
+            return;
+        }
+        let deadline = Instant::now() + BALANCE_WAIT;
+        loop {
+            for c in &self.list {
+                c.rebalance().await;
+            }
+            let mut all: Vec<_> = self.list.iter().flat_map(|c| c.assignment()).collect();
+            let n = all.len();
+            all.sort();
+            all.dedup();
+            let spread = self
+                .list
+                .iter()
+                .filter(|c| !c.assignment().is_empty())
+                .count();
+            if n == all.len() && spread == self.list.len().min(n) {
+                return;
+            }
+            if Instant::now() >= deadline {
+                eprintln!("ringmq-perf: the group's queues did not settle within {BALANCE_WAIT:?}");
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Queues assigned across the group.
+    pub fn queues(&self) -> usize {
+        self.list.iter().map(|c| c.assignment().len()).sum()
+    }
+
+    /// Commits offsets and leaves the group.
+    pub async fn shutdown(&self) {
+        for c in &self.list {
+            c.shutdown().await;
+        }
+    }
+}
+
+/// When a consume run ends.
+#[derive(Debug, Clone, Copy)]
+pub struct StopWhen {
+    pub count: Option<u64>,
+    pub duration: Option<Duration>,
+    pub idle: Duration,
+}
+
+/// Waits until `when` says stop (or `stop` is set).
+pub async fn wait(sink: &Deliveries, when: StopWhen, stop: &AtomicBool) {
+    let started = Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        if when
+            .count
+            .is_some_and(|n| sink.meter.counts().messages >= n)
+        {
+            return;
+        }
+        if when.duration.is_some_and(|d| started.elapsed() >= d) {
+            return;
+        }
+        if sink.idle() >= when.idle {
+            return;
+        }
+    }
+}

@@ -1,0 +1,493 @@
+//! The three modes, each: set up (topic, brokers and their durability, Ctrl-C), start the
+//! clients, measure, report (table, JSON), and choose the exit code.
+//!
+//! Exit codes: 0 done; 1 could not run (bad address, no topic, verify log unwritable);
+//! 3 `--verify` found acknowledged messages lost; 4 `--flush-check` saw sends stored without
+//! the promised durability.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ringmq_client::{Admin, StartPosition};
+use serde_json::{json, Value};
+
+use crate::args::{Common, ConsumeArgs, E2eArgs, FromArg, Mode, ProduceArgs, SendOpts};
+use crate::broker_info::{self, BrokerView, LagSampler};
+use crate::consume::{self, Consumers, Deliveries, RecvPlan, StopWhen};
+use crate::produce::{self, Producers, SendOutcome, SendPlan};
+use crate::report::{self, Context};
+use crate::stats::Meter;
+use crate::threads::{self, CpuSample};
+use crate::verify::{self, AckLog, Acked};
+
+/// Produce and e2e run this long when neither --count nor --duration is given.
+pub const DEFAULT_DURATION: Duration = Duration::from_secs(30);
+/// How long creating a topic may take.
+const TOPIC_WAIT: Duration = Duration::from_secs(15);
+
+pub const EXIT_FAILED: i32 = 1;
+pub const EXIT_LOST: i32 = 3;
+pub const EXIT_NOT_DURABLE: i32 = 4;
+
+/// Runs a mode against `namesrv`; returns the exit code.
+pub async fn run(mode: Mode, namesrv: String, embedded: bool) -> i32 {
+    let r = match mode {
+        Mode::Produce(a) => produce_mode(a, namesrv, embedded).await,
+        Mode::Consume(a) => consume_mode(a, namesrv, embedded).await,
+        Mode::E2e(a) => e2e_mode(a, namesrv, embedded).await,
+    };
+    r.unwrap_or_else(|e| {
+        eprintln!("ringmq-perf: {e}");
+        EXIT_FAILED
+    })
+}
+
+/// What every mode starts with.
+struct Setup {
+    brokers: Vec<BrokerView>,
+    durability: String,
+    stop: Arc<AtomicBool>,
+    run_id: u64,
+    cpu0: CpuSample,
+    wall0: Instant,
+}
+
+impl Setup {
+    async fn new(c: &Common, namesrv: &str, create_topic: bool) -> Result<Setup, String> {
+        if create_topic {
+            ensure_topic(namesrv, &c.topic, c.queues).await?;
+        } else {
+            topic_exists(namesrv, &c.topic).await?;
+        }
+        let brokers = broker_info::discover(namesrv).await?;
+        let durability = broker_info::durability(&brokers);
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = Arc::clone(&stop);
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("ringmq-perf: interrupted; finishing (Ctrl-C again to quit at once)");
+                s.store(true, Ordering::Relaxed);
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    std::process::exit(130);
+                }
+            }
+        });
+        Ok(Setup {
+            brokers,
+            durability,
+            stop,
+            run_id: run_id(),
+            cpu0: threads::sample(),
+            wall0: Instant::now(),
+        })
+    }
+
+    /// Restarts the CPU and wall clocks (when the measured phase begins).
+    fn mark(&mut self) {
+        self.cpu0 = threads::sample();
+        self.wall0 = Instant::now();
+    }
+
+    fn context(&self, mode: &'static str, c: &Common, config: Value, embedded: bool) -> Context {
+        Context {
+            mode,
+            topic: c.topic.clone(),
+            brokers: self.brokers.clone(),
+            durability: self.durability.clone(),
+            config,
+            cpu: threads::used(&self.cpu0, &threads::sample()),
+            wall: self.wall0.elapsed(),
+            embedded,
+        }
+    }
+}
+
+async fn produce_mode(a: ProduceArgs, namesrv: String, embedded: bool) -> Result<i32, String> {
+    let c = &a.common;
+    let mut setup = Setup::new(c, &namesrv, true).await?;
+    let plan = send_plan(
+        &a.send,
+        &namesrv,
+        c,
+        a.length.count,
+        a.length.duration,
+        setup.run_id,
+    );
+    let acks = open_ack_log(c.verify.as_deref())?;
+    let producers = Producers::start(&plan).await?;
+    let meter = Arc::new(Meter::default());
+    let lag = Arc::new(LagSampler::start(&setup.brokers));
+    let progress_stop = Arc::new(AtomicBool::new(false));
+    let progress = progress(c, vec![("send", Arc::clone(&meter))], &lag, &progress_stop);
+    setup.mark();
+    let outcome = produce::run(
+        &plan,
+        &producers,
+        Arc::clone(&meter),
+        acks,
+        Arc::clone(&setup.stop),
+    )
+    .await;
+    let ctx = setup.context("produce", c, send_config(&a.send, c, &plan), embedded);
+    progress_stop.store(true, Ordering::Relaxed);
+    let _ = progress.await;
+    let lag_report = lag.finish();
+    producers.shutdown().await;
+    let summary = meter.summary(outcome.elapsed);
+    let mut notes = send_notes(&outcome);
+    let mut extra = send_extra(&outcome);
+    if let Some(l) = &lag_report {
+        notes.push(lag_note(l));
+        extra.insert("replication".into(), report::lag_json(l));
+    }
+    print!("{}", report::table(&ctx, &[("send", &summary)], &notes));
+    write_json(c, report::document(&ctx, &summary, Value::Object(extra)))?;
+    if outcome.verify_error.is_some() {
+        return Ok(EXIT_FAILED);
+    }
+    if a.send.flush_check && outcome.not_durable > 0 {
+        return Ok(EXIT_NOT_DURABLE);
+    }
+    Ok(0)
+}
+
+async fn consume_mode(a: ConsumeArgs, namesrv: String, embedded: bool) -> Result<i32, String> {
+    let c = &a.common;
+    let setup = Setup::new(c, &namesrv, false).await?;
+    let plan = RecvPlan {
+        namesrv: namesrv.clone(),
+        topic: c.topic.clone(),
+        group: a
+            .recv
+            .group
+            .clone()
+            .unwrap_or_else(|| format!("perf-{:012x}", setup.run_id)),
+        consumers: a.recv.consumers,
+        from: match a.recv.from {
+            FromArg::First => StartPosition::First,
+            FromArg::Last => StartPosition::Last,
+        },
+        pull_batch: a.recv.pull_batch,
+        verify: c.verify.is_some(),
+        run_id: setup.run_id,
+    };
+    let meter = Arc::new(Meter::default());
+    let sink = Arc::new(Deliveries::new(Arc::clone(&meter), plan.verify));
+    let lag = Arc::new(LagSampler::start(&[]));
+    let progress_stop = Arc::new(AtomicBool::new(false));
+    let progress = progress(c, vec![("recv", Arc::clone(&meter))], &lag, &progress_stop);
+    let consumers = Consumers::start(&plan, Arc::clone(&sink)).await?;
+    let when = StopWhen {
+        count: a.length.count,
+        duration: a.length.duration,
+        idle: a.idle_exit,
+    };
+    consume::wait(&sink, when, &setup.stop).await;
+    let config = json!({
+        "group": plan.group, "consumers": plan.consumers, "from": format!("{:?}", a.recv.from).to_lowercase(),
+        "pull_batch": plan.pull_batch, "queues_assigned": consumers.queues(),
+        "idle_exit_s": a.idle_exit.as_secs_f64(), "threads": c.threads,
+    });
+    let ctx = setup.context("consume", c, config, embedded);
+    consumers.shutdown().await;
+    progress_stop.store(true, Ordering::Relaxed);
+    let _ = progress.await;
+    let summary = meter.summary(sink.active());
+    let mut notes = vec![format!(
+        "latency: delivery time minus the send time in the message (catching up: the messages' age)"
+    )];
+    let verdict = match &c.verify {
+        Some(path) => Some(check(path, &sink)?),
+        None => None,
+    };
+    let mut extra = serde_json::Map::new();
+    if let Some(v) = &verdict {
+        notes.extend(report::verify_lines(v));
+    }
+    extra.extend(as_map(report::verify_json(verdict.as_ref())));
+    extra.insert(
+        "foreign".into(),
+        json!(sink.foreign.load(Ordering::Relaxed)),
+    );
+    print!("{}", report::table(&ctx, &[("recv", &summary)], &notes));
+    write_json(c, report::document(&ctx, &summary, Value::Object(extra)))?;
+    Ok(if verdict.is_some_and(|v| v.total.lost > 0) {
+        EXIT_LOST
+    } else {
+        0
+    })
+}
+
+async fn e2e_mode(a: E2eArgs, namesrv: String, embedded: bool) -> Result<i32, String> {
+    let c = &a.common;
+    let mut setup = Setup::new(c, &namesrv, true).await?;
+    let plan = send_plan(
+        &a.send,
+        &namesrv,
+        c,
+        a.length.count,
+        a.length.duration,
+        setup.run_id,
+    );
+    let recv_plan = RecvPlan {
+        namesrv: namesrv.clone(),
+        topic: c.topic.clone(),
+        group: a
+            .recv
+            .group
+            .clone()
+            .unwrap_or_else(|| format!("perf-{:012x}", setup.run_id)),
+        consumers: a.recv.consumers,
+        from: StartPosition::Last,
+        pull_batch: a.recv.pull_batch,
+        verify: c.verify.is_some(),
+        run_id: setup.run_id,
+    };
+    let acks = open_ack_log(c.verify.as_deref())?;
+    let send_meter = Arc::new(Meter::default());
+    let recv_meter = Arc::new(Meter::default());
+    let sink = Arc::new(Deliveries::new(Arc::clone(&recv_meter), recv_plan.verify));
+    let consumers = Consumers::start(&recv_plan, Arc::clone(&sink)).await?;
+    let producers = Producers::start(&plan).await?;
+    let lag = Arc::new(LagSampler::start(&setup.brokers));
+    let progress_stop = Arc::new(AtomicBool::new(false));
+    let meters = vec![
+        ("send", Arc::clone(&send_meter)),
+        ("e2e", Arc::clone(&recv_meter)),
+    ];
+    let progress = progress(c, meters, &lag, &progress_stop);
+    setup.mark();
+    let send_start = Instant::now();
+    let outcome = produce::run(
+        &plan,
+        &producers,
+        Arc::clone(&send_meter),
+        acks,
+        Arc::clone(&setup.stop),
+    )
+    .await;
+    // The last deliveries: until everything sent arrived, or nothing arrived for idle_exit.
+    let sent = send_meter.counts().messages;
+    let drain_until = Instant::now() + a.idle_exit;
+    while recv_meter.counts().messages < sent
+        && Instant::now() < drain_until
+        && !setup.stop.load(Ordering::Relaxed)
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut config = send_config(&a.send, c, &plan);
+    if let Some(o) = config.as_object_mut() {
+        o.insert("group".into(), json!(recv_plan.group));
+        o.insert("consumers".into(), json!(recv_plan.consumers));
+        o.insert("pull_batch".into(), json!(recv_plan.pull_batch));
+    }
+    let ctx = setup.context("e2e", c, config, embedded);
+    progress_stop.store(true, Ordering::Relaxed);
+    let _ = progress.await;
+    let lag_report = lag.finish();
+    consumers.shutdown().await;
+    producers.shutdown().await;
+    let send = send_meter.summary(outcome.elapsed);
+    let window = sink
+        .last_at()
+        .map_or(outcome.elapsed, |t| t.saturating_duration_since(send_start));
+    let e2e = recv_meter.summary(window);
+    let mut notes = send_notes(&outcome);
+    notes.push("e2e latency: consumer receipt minus the send time in the message (its intended time under --rate)".into());
+    let mut extra = send_extra(&outcome);
+    extra.insert("send".into(), report::summary_json(&send));
+    if let Some(l) = &lag_report {
+        notes.push(lag_note(l));
+        extra.insert("replication".into(), report::lag_json(l));
+    }
+    let verdict = match &c.verify {
+        Some(path) => Some(check(path, &sink)?),
+        None => None,
+    };
+    if let Some(v) = &verdict {
+        notes.extend(report::verify_lines(v));
+    }
+    extra.extend(as_map(report::verify_json(verdict.as_ref())));
+    print!(
+        "{}",
+        report::table(&ctx, &[("send", &send), ("e2e", &e2e)], &notes)
+    );
+    write_json(c, report::document(&ctx, &e2e, Value::Object(extra)))?;
+    if verdict.is_some_and(|v| v.total.lost > 0) {
+        return Ok(EXIT_LOST);
+    }
+    if a.send.flush_check && outcome.not_durable > 0 {
+        return Ok(EXIT_NOT_DURABLE);
+    }
+    Ok(if outcome.verify_error.is_some() {
+        EXIT_FAILED
+    } else {
+        0
+    })
+}
+
+fn send_plan(
+    s: &SendOpts,
+    namesrv: &str,
+    c: &Common,
+    count: Option<u64>,
+    duration: Option<Duration>,
+    run_id: u64,
+) -> SendPlan {
+    SendPlan {
+        namesrv: namesrv.to_string(),
+        topic: c.topic.clone(),
+        size: s.size,
+        batch: s.batch,
+        producers: s.producers,
+        inflight: s.inflight,
+        rate: s.rate,
+        count,
+        duration: if count.is_none() {
+            Some(duration.unwrap_or(DEFAULT_DURATION))
+        } else {
+            duration
+        },
+        flush_check: s.flush_check,
+        send_timeout: s.send_timeout,
+        run_id,
+    }
+}
+
+fn send_config(s: &SendOpts, c: &Common, plan: &SendPlan) -> Value {
+    json!({
+        "size": s.size, "batch": s.batch, "producers": s.producers, "inflight": s.inflight,
+        "rate": s.rate, "loop": if s.rate.is_some() { "open" } else { "closed" },
+        "count": plan.count, "duration_s": plan.duration.map(|d| d.as_secs_f64()),
+        "flush_check": s.flush_check, "queues": c.queues, "threads": c.threads,
+        "verify": c.verify.as_ref().map(|p| p.display().to_string()),
+    })
+}
+
+fn send_notes(o: &SendOutcome) -> Vec<String> {
+    let mut notes = Vec::new();
+    if o.not_durable > 0 {
+        notes.push(format!(
+            "stored but not durable in time (FLUSH_DISK_TIMEOUT / FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE): {}",
+            o.not_durable
+        ));
+    }
+    for (k, n) in &o.error_kinds {
+        notes.push(format!("errors {k}: {n} messages"));
+    }
+    if let Some(l) = &o.start_lag_us {
+        notes.push(format!(
+            "open loop: latency counted from each send's intended time; sends began after it (all in-flight slots busy, or the generator behind) by p50 {} / p99 {} / max {} µs",
+            l.p50, l.p99, l.max
+        ));
+    }
+    if let Some(e) = &o.verify_error {
+        notes.push(format!("verify log: {e} (the run stopped)"));
+    }
+    notes
+}
+
+fn send_extra(o: &SendOutcome) -> serde_json::Map<String, Value> {
+    let mut m = serde_json::Map::new();
+    m.insert("not_durable".into(), json!(o.not_durable));
+    m.insert("error_kinds".into(), json!(o.error_kinds));
+    m.insert(
+        "start_lag_us".into(),
+        o.start_lag_us
+            .as_ref()
+            .map_or(Value::Null, report::percentiles_json),
+    );
+    m
+}
+
+fn lag_note(l: &broker_info::LagReport) -> String {
+    format!(
+        "replication lag (max over shards, sampled every second, {} samples, {} slave links): bytes p50 {} p99 {} max {}; ms p50 {} p99 {} max {}",
+        l.samples, l.slaves, l.bytes_p50, l.bytes_p99, l.bytes_max, l.ms_p50, l.ms_p99, l.ms_max
+    )
+}
+
+fn progress(
+    c: &Common,
+    meters: Vec<(&'static str, Arc<Meter>)>,
+    lag: &Arc<LagSampler>,
+    stop: &Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<()> {
+    if c.quiet {
+        return tokio::spawn(async {});
+    }
+    let l = Arc::clone(lag);
+    report::spawn_progress(
+        meters,
+        Some(Arc::new(move || l.last_bytes())),
+        Arc::clone(stop),
+    )
+}
+
+fn open_ack_log(path: Option<&Path>) -> Result<Option<Arc<AckLog>>, String> {
+    path.map(|p| {
+        AckLog::create(p)
+            .map(Arc::new)
+            .map_err(|e| format!("verify log {}: {e}", p.display()))
+    })
+    .transpose()
+}
+
+fn check(path: &Path, sink: &Deliveries) -> Result<verify::Report, String> {
+    let acked = Acked::load(path)?;
+    let (names, deliveries) = sink.take_record();
+    Ok(verify::check(&acked, &names, &deliveries))
+}
+
+fn write_json(c: &Common, doc: Value) -> Result<(), String> {
+    let Some(path) = &c.json else {
+        return Ok(());
+    };
+    let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+    std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn as_map(v: Value) -> serde_json::Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => serde_json::Map::new(),
+    }
+}
+
+/// Creates the topic on every master unless the name servers already route it.
+async fn ensure_topic(namesrv: &str, topic: &str, queues: u32) -> Result<(), String> {
+    let admin = Admin::connect(namesrv)
+        .await
+        .map_err(|e| format!("name servers {namesrv}: {e}"))?;
+    if let Ok(r) = admin.topic_route(topic).await {
+        if !r.write_queues.is_empty() {
+            return Ok(());
+        }
+    }
+    admin
+        .create_topic(topic, queues, TOPIC_WAIT)
+        .await
+        .map_err(|e| format!("creating topic {topic}: {e}"))
+}
+
+async fn topic_exists(namesrv: &str, topic: &str) -> Result<(), String> {
+    let admin = Admin::connect(namesrv)
+        .await
+        .map_err(|e| format!("name servers {namesrv}: {e}"))?;
+    match admin.topic_route(topic).await {
+        Ok(r) if !r.read_queues.is_empty() => Ok(()),
+        Ok(_) => Err(format!("topic {topic} has no readable queue")),
+        Err(e) => Err(format!("topic {topic}: {e}")),
+    }
+}
+
+/// 48 bits that differ between runs: the clock's µs mixed with the process id.
+fn run_id() -> u64 {
+    let mut x = crate::payload::now_us() ^ (u64::from(std::process::id()) << 24);
+    // splitmix64 finalizer: spreads nearby inputs over all bits.
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (x ^ (x >> 31)) & 0xFFFF_FFFF_FFFF
+}

@@ -1,0 +1,385 @@
+//! The sending half: `producers` clients, each with `inflight` lanes (tasks) that keep that
+//! many sends outstanding on the producer's pipelined connections.
+//!
+//! Closed loop (default): a lane sends again as soon as its previous send is answered;
+//! latency is each request's round trip. Open loop (`--rate`): a pacer thread issues sends
+//! on a fixed schedule (send k is due at `start + k * batch / rate`) to the producers in
+//! turn; a lane takes the next due send, and its latency is measured from the *due* time,
+//! so when the broker stalls, the sends that queue up behind it count their wait
+//! (coordinated omission is not hidden). How late sends began (intended time to the moment
+//! a lane started the send: every in-flight slot busy, or the generator behind schedule) is
+//! reported apart as `start_lag`.
+//!
+//! Only sends answered SEND_OK are "acknowledged" (written to the verify log). A send the
+//! broker stored but could not make durable in time (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT,
+//! SLAVE_NOT_AVAILABLE) is counted in `not_durable`, and as an error under `--flush-check`.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use ringmq_client::{Error, Message, Producer, SendResult, SendStatus};
+
+use crate::payload::{self, BodyMaker, Head};
+use crate::stats::{new_histogram, percentiles, us_since, Meter, Percentiles};
+use crate::verify::AckLog;
+
+/// Producer group perf's producers announce.
+pub const PRODUCER_GROUP: &str = "ringmq-perf";
+/// Sends due but not yet taken by a lane, per producer, before the pacer waits (the
+/// schedule still holds: waiting sends keep their due time).
+const DUE_SENDS_MAX: usize = 1 << 16;
+
+/// What to send and for how long.
+#[derive(Debug, Clone)]
+pub struct SendPlan {
+    pub namesrv: String,
+    pub topic: String,
+    pub size: usize,
+    pub batch: u32,
+    pub producers: u32,
+    pub inflight: u32,
+    pub rate: Option<f64>,
+    pub count: Option<u64>,
+    pub duration: Option<Duration>,
+    pub flush_check: bool,
+    pub send_timeout: Duration,
+    /// High 48 bits of every producer id of this run.
+    pub run_id: u64,
+}
+
+/// What the sends came to (besides the meter).
+#[derive(Debug, Clone, Default)]
+pub struct SendOutcome {
+    /// Messages stored without the promised durability.
+    pub not_durable: u64,
+    /// Failed messages by kind (status name or error kind).
+    pub error_kinds: BTreeMap<String, u64>,
+    /// Open loop: intended send time to the moment a lane started it, µs.
+    pub start_lag_us: Option<Percentiles>,
+    /// The verify log could not be written (the run stopped).
+    pub verify_error: Option<String>,
+    pub elapsed: Duration,
+}
+
+/// Started producers.
+#[derive(Debug)]
+pub struct Producers {
+    list: Vec<(u64, Producer)>,
+}
+
+impl Producers {
+    /// Starts `plan.producers` clients and fetches the topic's route in each.
+    pub async fn start(plan: &SendPlan) -> Result<Producers, String> {
+        let mut list = Vec::new();
+        for i in 0..plan.producers {
+            let id = (plan.run_id << 16) | u64::from(i);
+            let p = Producer::builder()
+                .group(PRODUCER_GROUP)
+                .name_servers(&plan.namesrv)
+                .instance_name(format!("perf-{id:016x}"))
+                .send_timeout(plan.send_timeout)
+                .start()
+                .await
+                .map_err(|e| format!("starting producer {i}: {e}"))?;
+            p.write_queues(&plan.topic)
+                .await
+                .map_err(|e| format!("route of {}: {e}", plan.topic))?;
+            list.push((id, p));
+        }
+        Ok(Producers { list })
+    }
+
+    pub async fn shutdown(&self) {
+        for (_, p) in &self.list {
+            p.shutdown().await;
+        }
+    }
+}
+
+/// One send the pacer made due.
+#[derive(Debug, Clone, Copy)]
+struct Due {
+    at: Instant,
+    send_us: u64,
+    messages: u32,
+}
+
+/// Shared by every lane of a run.
+struct Run {
+    plan: SendPlan,
+    maker: BodyMaker,
+    meter: Arc<Meter>,
+    acks: Option<Arc<AckLog>>,
+    stop: Arc<AtomicBool>,
+    remaining: AtomicU64,
+    deadline: Option<Instant>,
+    not_durable: AtomicU64,
+    errors: Mutex<BTreeMap<String, u64>>,
+    start_lag: Mutex<Histogram<u64>>,
+    verify_error: Mutex<Option<String>>,
+}
+
+impl Run {
+    /// Claims up to `batch` messages of the count; 0 when the run is over.
+    fn claim(&self) -> u32 {
+        if self.stop.load(Ordering::Relaxed) || self.deadline.is_some_and(|d| Instant::now() >= d) {
+            return 0;
+        }
+        let want = u64::from(self.plan.batch);
+        let mut cur = self.remaining.load(Ordering::Relaxed);
+        loop {
+            let take = cur.min(want);
+            if take == 0 {
+                return 0;
+            }
+            match self.remaining.compare_exchange_weak(
+                cur,
+                cur - take,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return take as u32,
+                Err(now) => cur = now,
+            }
+        }
+    }
+}
+
+/// Sends until the count, the duration or `stop` ends the run, recording into `meter`.
+pub async fn run(
+    plan: &SendPlan,
+    producers: &Producers,
+    meter: Arc<Meter>,
+    acks: Option<Arc<AckLog>>,
+    stop: Arc<AtomicBool>,
+) -> SendOutcome {
+    let started = Instant::now();
+    let run = Arc::new(Run {
+        maker: BodyMaker::new(plan.size),
+        plan: plan.clone(),
+        meter,
+        acks,
+        stop,
+        remaining: AtomicU64::new(plan.count.unwrap_or(u64::MAX)),
+        deadline: plan.duration.map(|d| started + d),
+        not_durable: AtomicU64::new(0),
+        errors: Mutex::new(BTreeMap::new()),
+        start_lag: Mutex::new(new_histogram()),
+        verify_error: Mutex::new(None),
+    });
+    let mut lanes = Vec::new();
+    let mut pacer = None;
+    if let Some(rate) = plan.rate {
+        let mut txs = Vec::new();
+        for (id, p) in &producers.list {
+            let (tx, rx) = flume::bounded::<Due>(DUE_SENDS_MAX);
+            txs.push(tx);
+            let seq = Arc::new(AtomicU64::new(0));
+            for _ in 0..plan.inflight {
+                let (run, p, rx, seq) = (Arc::clone(&run), p.clone(), rx.clone(), Arc::clone(&seq));
+                lanes.push(tokio::spawn(paced_lane(run, *id, p, rx, seq)));
+            }
+        }
+        let r = Arc::clone(&run);
+        pacer = Some(std::thread::spawn(move || pace(&r, rate, started, &txs)));
+    } else {
+        for (id, p) in &producers.list {
+            let seq = Arc::new(AtomicU64::new(0));
+            for _ in 0..plan.inflight {
+                let (run, p, seq) = (Arc::clone(&run), p.clone(), Arc::clone(&seq));
+                lanes.push(tokio::spawn(closed_lane(run, *id, p, seq)));
+            }
+        }
+    }
+    for l in lanes {
+        let _ = l.await;
+    }
+    if let Some(p) = pacer {
+        let _ = tokio::task::spawn_blocking(move || p.join()).await;
+    }
+    let elapsed = started.elapsed();
+    let start_lag_us = plan
+        .rate
+        .map(|_| percentiles(&run.start_lag.lock().unwrap_or_else(|p| p.into_inner())));
+    let error_kinds = run.errors.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let verify_error = run
+        .verify_error
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    SendOutcome {
+        not_durable: run.not_durable.load(Ordering::Relaxed),
+        error_kinds,
+        start_lag_us,
+        verify_error,
+        elapsed,
+    }
+}
+
+/// The open-loop schedule: send k is due at `start + k * batch / rate`, handed to the
+/// producers in turn. Runs on its own thread (sleeps with µs resolution, not the async
+/// timer's ms).
+fn pace(run: &Run, rate: f64, start: Instant, txs: &[flume::Sender<Due>]) {
+    let start_us = payload::now_us();
+    let interval_s = f64::from(run.plan.batch) / rate.max(1e-9);
+    let mut k: u64 = 0;
+    loop {
+        let offset = Duration::from_secs_f64(interval_s * k as f64);
+        let at = start + offset;
+        if run.deadline.is_some_and(|d| at >= d) {
+            break;
+        }
+        let now = Instant::now();
+        if at > now {
+            std::thread::sleep(at - now);
+        }
+        let messages = run.claim();
+        if messages == 0 {
+            break;
+        }
+        let due = Due {
+            at,
+            send_us: start_us + offset.as_micros() as u64,
+            messages,
+        };
+        if txs[(k % txs.len() as u64) as usize].send(due).is_err() {
+            break;
+        }
+        k += 1;
+    }
+}
+
+async fn closed_lane(run: Arc<Run>, id: u64, p: Producer, seq: Arc<AtomicU64>) {
+    loop {
+        let n = run.claim();
+        if n == 0 {
+            return;
+        }
+        let seq0 = seq.fetch_add(u64::from(n), Ordering::Relaxed);
+        let t0 = Instant::now();
+        if !send_one(&run, id, &p, seq0, n, payload::now_us(), t0).await {
+            return;
+        }
+    }
+}
+
+async fn paced_lane(
+    run: Arc<Run>,
+    id: u64,
+    p: Producer,
+    rx: flume::Receiver<Due>,
+    seq: Arc<AtomicU64>,
+) {
+    while let Ok(due) = rx.recv_async().await {
+        if run.stop.load(Ordering::Relaxed) {
+            continue; // drain what is due; the pacer stops on its own
+        }
+        let lag = us_since(due.at);
+        run.start_lag
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .saturating_record(lag.max(1));
+        let seq0 = seq.fetch_add(u64::from(due.messages), Ordering::Relaxed);
+        if !send_one(&run, id, &p, seq0, due.messages, due.send_us, due.at).await {
+            return;
+        }
+    }
+}
+
+/// One send of `n` messages; latency from `origin`. False when the run must stop.
+async fn send_one(
+    run: &Run,
+    id: u64,
+    p: &Producer,
+    seq0: u64,
+    n: u32,
+    send_us: u64,
+    origin: Instant,
+) -> bool {
+    let topic = &run.plan.topic;
+    let mut msgs: Vec<Message> = (0..u64::from(n))
+        .map(|i| {
+            let head = Head {
+                producer: id,
+                seq: seq0 + i,
+                send_us,
+            };
+            Message::new(topic.clone(), run.maker.body(head))
+        })
+        .collect();
+    let result = if run.plan.batch == 1 {
+        match msgs.pop() {
+            Some(m) => p.send(m).await,
+            None => return true,
+        }
+    } else {
+        p.send_batch(&msgs).await
+    };
+    let n64 = u64::from(n);
+    let bytes = n64 * run.maker.size() as u64;
+    match result {
+        Ok(r) => on_stored(run, id, seq0, n64, bytes, us_since(origin), &r),
+        Err(e) => {
+            run.meter.error(n64);
+            note_error(run, error_kind(&e), n64, &e.to_string());
+            true
+        }
+    }
+}
+
+fn on_stored(run: &Run, id: u64, seq0: u64, n: u64, bytes: u64, lat: u64, r: &SendResult) -> bool {
+    if r.status != SendStatus::Ok {
+        run.not_durable.fetch_add(n, Ordering::Relaxed);
+        if run.plan.flush_check {
+            run.meter.error(n);
+            note_error(
+                run,
+                format!("{:?}", r.status),
+                n,
+                "stored, not durable in time",
+            );
+        } else {
+            run.meter.record(n, bytes, lat);
+        }
+        return true;
+    }
+    run.meter.record(n, bytes, lat);
+    let Some(acks) = &run.acks else {
+        return true;
+    };
+    let q = &r.queue;
+    if let Err(e) = acks.append(id, seq0, n, &q.broker_name, q.queue_id, r.queue_offset) {
+        let mut v = run.verify_error.lock().unwrap_or_else(|p| p.into_inner());
+        if v.is_none() {
+            eprintln!("ringmq-perf: writing the verify log: {e}; stopping");
+            *v = Some(e.to_string());
+        }
+        run.stop.store(true, Ordering::Relaxed);
+        return false;
+    }
+    true
+}
+
+fn note_error(run: &Run, kind: String, n: u64, detail: &str) {
+    let mut m = run.errors.lock().unwrap_or_else(|p| p.into_inner());
+    let slot = m.entry(kind.clone()).or_insert(0);
+    if *slot == 0 {
+        eprintln!("ringmq-perf: send failed ({kind}): {detail}");
+    }
+    *slot += n;
+}
+
+/// A short name for an error: the broker's status, else the error's variant.
+fn error_kind(e: &Error) -> String {
+    if let Some(s) = e.status() {
+        return s.to_string();
+    }
+    let dbg = format!("{e:?}");
+    let end = dbg
+        .find(|c: char| !c.is_alphanumeric() && c != '_')
+        .unwrap_or(dbg.len());
+    dbg[..end].to_string()
+}
