@@ -94,6 +94,10 @@ impl Flusher {
 pub async fn sync_log(shard: &Shard) -> u64 {
     let plan = shard.store.borrow().sync_plan();
     for &seg in &plan.segments {
+        if seg < shard.store.borrow().min_offset() {
+            // Retention removed it while an earlier sync ran: nothing left to make durable.
+            continue;
+        }
         let file = match shard.segment_file(seg) {
             Ok((file, _)) => file,
             Err(e) => crate::fail_stop(&format!(

@@ -566,6 +566,11 @@ async fn timers(shard: Rc<Shard>) {
             since_checkpoint = 0;
             let end = flusher::sync_log(&shard).await;
             shard.flusher.note_synced(end);
+            if shard.broker.is_shutting_down() {
+                // The stop sequence may have closed the store while the sync ran; it
+                // checkpoints itself.
+                return;
+            }
             shard.flush_index();
             let res = shard.store.borrow_mut().checkpoint_synced(end);
             if let Err(e) = res {
