@@ -3,9 +3,11 @@
 //! writes of the same number of bytes to the same disk.
 //!
 //! Cases (each run `RINGMQ_BENCH_RUNS` times, round-robin; medians are printed):
-//! - ASYNC_FLUSH, batches of 1, 32, 256 records: acked when `append` returns (page cache); a
-//!   `checkpoint` (fdatasync of log and ConsumeQueues) every 500 ms of wall time, like
-//!   RocketMQ's `flushIntervalCommitLog`, and one at the end, all inside the timed region.
+//! - ASYNC_FLUSH, batches of 1, 32, 256 records: acked when `append` returns (page cache).
+//!   Every 500 ms (RocketMQ's `flushIntervalCommitLog`) a timer flush runs as the broker's
+//!   does: the log's fdatasyncs (`Store::sync_plan`) on another thread while appends go on,
+//!   then `note_synced` and `checkpoint_synced` (ConsumeQueue fdatasyncs and the checkpoint
+//!   write) inline. A final `checkpoint` makes everything durable; all of it is timed.
 //! - SYNC_FLUSH, batches of 1, 32, 256: acked after the `sync` that follows the batch.
 //! - Group commit: k = 1, 4, 16, 64 appenders, each with a 1-record batch, simulated as k
 //!   `append`s then ONE `sync`; every ack's latency runs from the start of its group (all k
@@ -14,12 +16,13 @@
 //!   into a new file and into a pre-written (and synced) file; and 1-record-sized writes into
 //!   a pre-written file (the per-syscall floor for batch 1).
 //!
-//! Store cases also checkpoint every 500 ms under SYNC_FLUSH (the ConsumeQueues still need
-//! their flush timer). Segments are 256 MiB so the default volume rolls the log twice.
-//! Each store case opens a fresh store and appends one untimed warm-up batch first: on a
-//! fresh store that append prepares (allocates and zero-fills) the first segment inline, a
+//! Under SYNC_FLUSH the store also checkpoints every second, inline, as the broker does (the
+//! ConsumeQueues still need their flush). Segments are 256 MiB so the default volume rolls
+//! the log twice.
+//! Each store case opens a fresh store and appends one untimed warm-up batch first, which
+//! waits for the first segment to be prepared (allocated, zero-filled, written back): a
 //! one-time cost printed separately. Later segments are prepared by the disk's background
-//! thread during the timed region, as in a running broker.
+//! thread (from when the active one is half full) during the timed region, as in a broker.
 //!
 //! Environment: `RINGMQ_BENCH_BYTES` (record bytes per case, default 512 MiB),
 //! `RINGMQ_BENCH_SYNCS` (most fdatasyncs per SYNC_FLUSH case, default 5000: at ~0.2-0.5 ms each a
@@ -32,6 +35,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write as _;
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hdrhistogram::Histogram;
@@ -42,6 +46,8 @@ use ringmq_wire::{properties, record};
 const BODY_BYTES: usize = 1024;
 const SEGMENT_BYTES: u64 = 256 << 20;
 const FLUSH_INTERVAL: Duration = Duration::from_millis(500);
+/// The broker checkpoints every second under SYNC_FLUSH (`shard/run.rs`).
+const SYNC_CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
 const PLAIN_CHUNK_BYTES: usize = 1 << 20;
 const QUEUES: u32 = 4;
 const TOPIC: &str = "BenchTopic";
@@ -93,6 +99,8 @@ struct Sample {
     checkpoints: u64,
     checkpoint_max_ms: f64,
     checkpoint_total_ms: f64,
+    log_flush_max_ms: f64,
+    final_flush_ms: f64,
     warmup_ms: f64,
 }
 
@@ -252,7 +260,13 @@ fn run_store(p: &Params, dir: &Path, batch: usize, group: usize, sync_each: bool
         ..Sample::default()
     };
     let start = Instant::now();
-    let mut next_flush = start + FLUSH_INTERVAL;
+    let interval = if sync_each {
+        SYNC_CHECKPOINT_INTERVAL
+    } else {
+        FLUSH_INTERVAL
+    };
+    let mut next_flush = start + interval;
+    let mut flusher = BackgroundSync::start();
     let mut n = 0usize;
     for _ in 0..steps {
         let t0 = Instant::now();
@@ -269,14 +283,28 @@ fn run_store(p: &Params, dir: &Path, batch: usize, group: usize, sync_each: bool
             store.sync().expect("sync");
             s.syncs += 1;
             hist.saturating_record_n(nanos(t0.elapsed()), group as u64);
+            if Instant::now() >= next_flush {
+                // The log is synced already: this syncs the ConsumeQueues, writes the checkpoint.
+                inline(&mut s, || store.checkpoint().expect("checkpoint"));
+                next_flush = Instant::now() + interval;
+            }
+            continue;
+        }
+        if let Some(done) = flusher.poll(false) {
+            finish_flush(&mut store, &mut s, done);
         }
         let now = Instant::now();
-        if now >= next_flush {
-            checkpoint(&mut store, &mut s);
-            next_flush = Instant::now() + FLUSH_INTERVAL;
+        if !flusher.in_flight && now >= next_flush {
+            flusher.submit(&store);
+            next_flush = now + interval;
         }
     }
-    checkpoint(&mut store, &mut s);
+    if let Some(done) = flusher.poll(true) {
+        finish_flush(&mut store, &mut s, done);
+    }
+    let t = Instant::now();
+    store.checkpoint().expect("final checkpoint");
+    s.final_flush_ms = t.elapsed().as_secs_f64() * 1e3;
     s.secs = start.elapsed().as_secs_f64();
     store.close().expect("closing the store");
     s.records = steps * per_step;
@@ -285,13 +313,102 @@ fn run_store(p: &Params, dir: &Path, batch: usize, group: usize, sync_each: bool
     s
 }
 
-fn checkpoint(store: &mut Store<RealDisk>, s: &mut Sample) {
+/// A timer flush whose log fdatasyncs finished: record it, then the part that runs inline
+/// on the appending thread (ConsumeQueue fdatasyncs and the checkpoint write).
+fn finish_flush(store: &mut Store<RealDisk>, s: &mut Sample, (target, took): (u64, Duration)) {
+    s.log_flush_max_ms = s.log_flush_max_ms.max(took.as_secs_f64() * 1e3);
+    store.note_synced(target);
+    inline(s, || store.checkpoint_synced(target).expect("checkpoint"));
+}
+
+/// Runs flush work on the appending thread, where it delays every append behind it.
+fn inline(s: &mut Sample, f: impl FnOnce()) {
     let t = Instant::now();
-    store.checkpoint().expect("checkpoint");
+    f();
     let ms = t.elapsed().as_secs_f64() * 1e3;
     s.checkpoints += 1;
     s.checkpoint_max_ms = s.checkpoint_max_ms.max(ms);
     s.checkpoint_total_ms += ms;
+}
+
+/// The ASYNC_FLUSH timer as the broker runs it (`shard/flusher.rs`): the fdatasyncs of
+/// `Store::sync_plan` run off the appending thread (the broker submits them to its io_uring,
+/// which runs fsync on a kernel worker) while appends continue; then `note_synced`.
+struct BackgroundSync {
+    jobs: Option<mpsc::Sender<(u64, Vec<File>)>>,
+    done: mpsc::Receiver<std::io::Result<(u64, Duration)>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    in_flight: bool,
+}
+
+impl BackgroundSync {
+    fn start() -> Self {
+        let (jobs, job_rx) = mpsc::channel::<(u64, Vec<File>)>();
+        let (done_tx, done) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("bench-flush".into())
+            .spawn(move || {
+                for (target, files) in job_rx {
+                    let t = Instant::now();
+                    let res = files
+                        .iter()
+                        .try_for_each(File::sync_data)
+                        .map(|()| (target, t.elapsed()));
+                    if done_tx.send(res).is_err() {
+                        return;
+                    }
+                }
+            })
+            .expect("spawning the flush thread");
+        BackgroundSync {
+            jobs: Some(jobs),
+            done,
+            thread: Some(thread),
+            in_flight: false,
+        }
+    }
+
+    fn submit(&mut self, store: &Store<RealDisk>) {
+        let plan = store.sync_plan();
+        let files = plan
+            .segments
+            .iter()
+            .map(|&seg| {
+                let (file, _) = store.locate(seg).expect("a segment of the sync plan");
+                file.std().try_clone().expect("dup of a segment descriptor")
+            })
+            .collect();
+        self.jobs
+            .as_ref()
+            .expect("set until drop")
+            .send((plan.target, files))
+            .expect("the flush thread is running");
+        self.in_flight = true;
+    }
+
+    fn poll(&mut self, wait: bool) -> Option<(u64, Duration)> {
+        if !self.in_flight {
+            return None;
+        }
+        let res = if wait {
+            self.done.recv().ok()
+        } else {
+            self.done.try_recv().ok()
+        };
+        res.map(|r| {
+            self.in_flight = false;
+            r.expect("fdatasync of a segment (fatal in the broker)")
+        })
+    }
+}
+
+impl Drop for BackgroundSync {
+    fn drop(&mut self) {
+        self.jobs = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// Sequential `write_all` of the case's volume in `chunk`-byte writes, then one fdatasync.
@@ -469,8 +586,14 @@ fn print_progress(run: usize, runs: usize, case: &Case, s: &Sample) {
     let extra = match case.kind {
         Kind::Plain { .. } => format!("prewrite {:.0} ms", s.warmup_ms),
         _ => format!(
-            "syncs {}, checkpoints {} (total {:.0} ms, max {:.0} ms), open+warm-up {:.0} ms",
-            s.syncs, s.checkpoints, s.checkpoint_total_ms, s.checkpoint_max_ms, s.warmup_ms
+            "syncs {}, flushes {} (log fdatasync max {:.0} ms off-thread; inline total {:.0} ms, max {:.0} ms), final flush {:.0} ms, open+warm-up {:.0} ms",
+            s.syncs,
+            s.checkpoints,
+            s.log_flush_max_ms,
+            s.checkpoint_total_ms,
+            s.checkpoint_max_ms,
+            s.final_flush_ms,
+            s.warmup_ms
         ),
     };
     println!(
