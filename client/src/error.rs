@@ -7,7 +7,8 @@
 //!   left this process (no connection, reconnect backoff, shut down, invalid message), or the
 //!   broker answered a status that refuses before storing (SYSTEM_BUSY,
 //!   SERVICE_NOT_AVAILABLE, DISK_FULL, TOPIC_NOT_EXIST, NO_PERMISSION, ...). Resending cannot
-//!   duplicate.
+//!   duplicate. An admin lookup that found nothing ([`Error::NotFound`]) is here too: it
+//!   changed nothing.
 //! - [`Outcome::Unknown`]: the frame was written but no answer came (timeout, connection lost):
 //!   the broker may have stored it. Resending may duplicate.
 
@@ -97,6 +98,11 @@ pub enum Error {
     /// No broker serves the topic (or none can be written/read).
     #[error("no route for topic {topic}: {detail}")]
     NoRoute { topic: String, detail: String },
+    /// An admin lookup found nothing: no such broker, cluster, consumer group or offset.
+    /// `what` names what was looked for and where (and, when short, what exists instead);
+    /// it is the whole message. Nothing was carried out.
+    #[error("{what}")]
+    NotFound { what: String },
     /// A builder was given an invalid setting.
     #[error("invalid configuration: {0}")]
     Config(String),
@@ -149,6 +155,7 @@ impl Error {
             | Error::Backoff { .. }
             | Error::Busy { .. }
             | Error::NoRoute { .. }
+            | Error::NotFound { .. }
             | Error::Shutdown => Outcome::NotStored,
             Error::ConnectionClosed { written, .. } => {
                 if *written {
@@ -240,6 +247,15 @@ mod tests {
         };
         assert_eq!(wrapped.status(), Some(Status::SystemBusy));
         assert_eq!(wrapped.remark(), Some("busy"));
+        let missing = Error::NotFound {
+            what: "no broker \"b9\" is registered with the name servers".into(),
+        };
+        assert_eq!(missing.outcome(), Outcome::NotStored);
+        assert!(!missing.is_routing_error());
+        assert_eq!(
+            missing.to_string(),
+            "no broker \"b9\" is registered with the name servers"
+        );
         assert!(!refused_before_storing(Status::FlushDiskTimeout));
         assert!(refused_before_storing(Status::TopicNotExist));
     }

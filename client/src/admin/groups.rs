@@ -1,0 +1,324 @@
+//! Consumer groups: what the masters know of them (subscriptions, live members, committed
+//! offsets), a group's progress per queue (lag and owning member, by the client's average
+//! allocation) and resetting its offsets.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+
+use ringmq_wire::code::{RequestCode, Status};
+use ringmq_wire::codec::Empty;
+use ringmq_wire::command::{
+    ConsumerGroupList, ConsumerList, ConsumerOffsetEntry, ConsumerOffsetTable,
+    GetAllConsumerOffsetRequest, GetConsumerListRequest,
+};
+
+use super::{Admin, BrokerRef};
+use crate::consumer::allocate_average;
+use crate::error::{Error, Result};
+use crate::route::MessageQueue;
+
+/// A consumer group as the brokers know it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GroupSummary {
+    pub group: String,
+    /// Live members (client ids, sorted), over every master.
+    pub members: Vec<String>,
+    /// Subscribed topics and their tag expressions.
+    pub subscriptions: BTreeMap<String, String>,
+    /// Topics for which the group has committed offsets.
+    pub offset_topics: BTreeSet<String>,
+    /// Broker names that know the group.
+    pub brokers: BTreeSet<String>,
+}
+
+/// A consumer group's progress on one queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueProgress {
+    pub queue: MessageQueue,
+    /// One past the newest message on the broker.
+    pub broker_max_offset: u64,
+    /// The group's committed offset (`None`: never committed).
+    pub committed_offset: Option<u64>,
+    /// Messages not yet consumed: `broker_max_offset - committed_offset` (`None` without a
+    /// committed offset).
+    pub lag: Option<u64>,
+    /// The member that owns the queue now (average allocation, as the client computes it).
+    pub member: Option<String>,
+}
+
+/// A consumer group's progress on its topics.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GroupProgress {
+    pub group: String,
+    /// Live members (sorted), over the topics' masters.
+    pub members: Vec<String>,
+    pub queues: Vec<QueueProgress>,
+}
+
+impl GroupProgress {
+    /// Sum of the queues' lags.
+    pub fn total_lag(&self) -> u64 {
+        self.queues.iter().filter_map(|q| q.lag).sum()
+    }
+
+    /// The queues each live member owns (members without queues included).
+    pub fn assignment(&self) -> BTreeMap<String, Vec<MessageQueue>> {
+        let mut out: BTreeMap<String, Vec<MessageQueue>> = self
+            .members
+            .iter()
+            .map(|m| (m.clone(), Vec::new()))
+            .collect();
+        for q in &self.queues {
+            if let Some(m) = &q.member {
+                out.entry(m.clone()).or_default().push(q.queue.clone());
+            }
+        }
+        out
+    }
+}
+
+/// Where [`Admin::reset_offset`] moves a group's offsets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResetTo {
+    /// The oldest message still stored.
+    Earliest,
+    /// After the newest message (skip everything stored so far).
+    Latest,
+    /// The first message stored at or after this time (ms since the epoch).
+    Timestamp(i64),
+}
+
+/// One queue's offset change made by [`Admin::reset_offset`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OffsetReset {
+    pub queue: MessageQueue,
+    pub old: Option<u64>,
+    pub new: u64,
+}
+
+impl Admin {
+    /// The consumer groups one broker knows: live members and subscriptions.
+    pub async fn subscription_groups(&self, addr: SocketAddr) -> Result<ConsumerGroupList> {
+        self.call(
+            addr,
+            RequestCode::GetAllSubscriptionGroupConfig,
+            &Empty,
+            &[],
+        )
+        .await?
+        .expect(&[Status::Success])?
+        .decode_body()
+    }
+
+    /// Every committed offset one shard of a broker keeps.
+    pub async fn consumer_offsets(
+        &self,
+        addr: SocketAddr,
+        shard: u16,
+    ) -> Result<Vec<ConsumerOffsetEntry>> {
+        let table: ConsumerOffsetTable = self
+            .call(
+                addr,
+                RequestCode::GetAllConsumerOffset,
+                &GetAllConsumerOffsetRequest { shard_id: shard },
+                &[],
+            )
+            .await?
+            .expect(&[Status::Success])?
+            .decode_body()?;
+        Ok(table.entries)
+    }
+
+    /// Every consumer group the masters know: live ones (with members and subscriptions)
+    /// and groups that only have committed offsets. Sorted by name.
+    pub async fn group_list(&self) -> Result<Vec<GroupSummary>> {
+        let mut groups: BTreeMap<String, GroupSummary> = BTreeMap::new();
+        for b in self
+            .brokers()
+            .await?
+            .into_iter()
+            .filter(BrokerRef::is_master)
+        {
+            for g in self.subscription_groups(b.addr).await?.groups {
+                let e = group_entry(&mut groups, &g.group);
+                e.members.extend(g.members);
+                for s in g.subscriptions {
+                    e.subscriptions.insert(s.topic, s.expression);
+                }
+                e.brokers.insert(b.name.clone());
+            }
+            for shard in 0..b.shard_count {
+                for o in self.consumer_offsets(b.addr, shard).await? {
+                    let e = group_entry(&mut groups, &o.consumer_group);
+                    e.offset_topics.insert(o.topic);
+                    e.brokers.insert(b.name.clone());
+                }
+            }
+        }
+        let mut out: Vec<GroupSummary> = groups.into_values().collect();
+        for g in &mut out {
+            g.members.sort();
+            g.members.dedup();
+        }
+        Ok(out)
+    }
+
+    /// A group's live members (sorted), asked of the first of `masters` that answers, as
+    /// the client's rebalance does.
+    pub async fn group_members(&self, group: &str, masters: &[SocketAddr]) -> Result<Vec<String>> {
+        let req = GetConsumerListRequest {
+            consumer_group: group.to_string(),
+        };
+        let mut last = None;
+        for addr in masters {
+            let answer = self
+                .call(*addr, RequestCode::GetConsumerListByGroup, &req, &[])
+                .await
+                .and_then(|a| a.expect(&[Status::Success]));
+            match answer {
+                Ok(a) => {
+                    let mut list: ConsumerList = a.decode_body()?;
+                    list.client_ids.sort();
+                    return Ok(list.client_ids);
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or(Error::NotFound {
+            what: format!("no master to ask for the members of group {group}"),
+        }))
+    }
+
+    /// A group's progress per queue: broker max offset, committed offset, lag and the member
+    /// that owns the queue. Topics: `topic`, or else every topic the group subscribes to or
+    /// has committed offsets for.
+    pub async fn group_progress(&self, group: &str, topic: Option<&str>) -> Result<GroupProgress> {
+        let topics: Vec<String> = match topic {
+            Some(t) => vec![t.to_string()],
+            None => {
+                let summary = self
+                    .group_list()
+                    .await?
+                    .into_iter()
+                    .find(|g| g.group == group)
+                    .ok_or_else(|| Error::NotFound {
+                        what: format!(
+                            "no broker knows consumer group {group} (no live member, no committed offset)"
+                        ),
+                    })?;
+                let mut t: BTreeSet<String> = summary.subscriptions.into_keys().collect();
+                t.extend(summary.offset_topics);
+                t.into_iter().collect()
+            }
+        };
+        let mut progress = GroupProgress {
+            group: group.to_string(),
+            ..GroupProgress::default()
+        };
+        let mut all_members = BTreeSet::new();
+        for topic in topics {
+            let route = self.inst.fetch_route(&topic).await?;
+            let members = self.group_members(group, &route.masters()).await?;
+            let queues = route.read_queues.clone();
+            let mut owner: BTreeMap<MessageQueue, String> = BTreeMap::new();
+            for m in &members {
+                for q in allocate_average(&queues, &members, m) {
+                    owner.insert(q, m.clone());
+                }
+            }
+            for mq in queues {
+                let broker_max_offset = self.max_offset(&mq).await?;
+                let committed_offset = self.committed_offset(group, &mq).await?;
+                progress.queues.push(QueueProgress {
+                    lag: committed_offset.map(|c| broker_max_offset.saturating_sub(c)),
+                    member: owner.get(&mq).cloned(),
+                    queue: mq,
+                    broker_max_offset,
+                    committed_offset,
+                });
+            }
+            all_members.extend(members);
+        }
+        progress.members = all_members.into_iter().collect();
+        Ok(progress)
+    }
+
+    /// Moves a group's committed offsets of every readable queue of `topic` to `to`.
+    /// Stop the group's consumers first: running ones commit their positions over it.
+    pub async fn reset_offset(
+        &self,
+        group: &str,
+        topic: &str,
+        to: ResetTo,
+    ) -> Result<Vec<OffsetReset>> {
+        let route = self.inst.fetch_route(topic).await?;
+        if route.read_queues.is_empty() {
+            return Err(Error::NoRoute {
+                topic: topic.to_string(),
+                detail: "no readable queue".into(),
+            });
+        }
+        let mut out = Vec::new();
+        for mq in route.read_queues.iter() {
+            let new = match to {
+                ResetTo::Earliest => self.min_offset(mq).await?,
+                ResetTo::Latest => self.max_offset(mq).await?,
+                ResetTo::Timestamp(t) => self.offset_at(mq, t).await?,
+            };
+            let old = self.committed_offset(group, mq).await?;
+            self.commit_offset(group, mq, new).await?;
+            out.push(OffsetReset {
+                queue: mq.clone(),
+                old,
+                new,
+            });
+        }
+        Ok(out)
+    }
+}
+
+fn group_entry<'a>(
+    groups: &'a mut BTreeMap<String, GroupSummary>,
+    name: &str,
+) -> &'a mut GroupSummary {
+    groups
+        .entry(name.to_string())
+        .or_insert_with(|| GroupSummary {
+            group: name.to_string(),
+            ..GroupSummary::default()
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_totals_and_assignment() {
+        let q = |id| MessageQueue::new("t", "b", id);
+        let p = GroupProgress {
+            group: "g".into(),
+            members: vec!["c1".into(), "c2".into()],
+            queues: vec![
+                QueueProgress {
+                    queue: q(0),
+                    broker_max_offset: 10,
+                    committed_offset: Some(4),
+                    lag: Some(6),
+                    member: Some("c1".into()),
+                },
+                QueueProgress {
+                    queue: q(1),
+                    broker_max_offset: 3,
+                    committed_offset: None,
+                    lag: None,
+                    member: Some("c1".into()),
+                },
+            ],
+        };
+        assert_eq!(p.total_lag(), 6);
+        let a = p.assignment();
+        assert_eq!(a["c1"], vec![q(0), q(1)]);
+        assert!(a["c2"].is_empty());
+    }
+}

@@ -1,0 +1,134 @@
+//! One queue's offsets and messages: min, max and by-timestamp offsets, a group's committed
+//! offset (read and set), and pulls under [`TOOLS_GROUP`], which never commits.
+
+use std::time::Duration;
+
+use ringmq_wire::code::{RequestCode, Status};
+use ringmq_wire::command::{
+    QueryConsumerOffsetRequest, QueryConsumerOffsetResponse, UpdateConsumerOffsetRequest,
+};
+
+use super::{Admin, PULL_BYTES_MAX, READ_BATCH_MAX, TOOLS_GROUP};
+use crate::consumer::{self, PullResult, PullStatus};
+use crate::error::{Error, Result};
+use crate::message::ReceivedMessage;
+use crate::route::MessageQueue;
+
+impl Admin {
+    /// The oldest offset a queue still stores.
+    pub async fn min_offset(&self, mq: &MessageQueue) -> Result<u64> {
+        consumer::queue_offset(&self.inst, mq, false).await
+    }
+
+    /// One past the newest message of a queue.
+    pub async fn max_offset(&self, mq: &MessageQueue) -> Result<u64> {
+        consumer::queue_offset(&self.inst, mq, true).await
+    }
+
+    /// The first offset stored at or after `timestamp_ms`.
+    pub async fn offset_at(&self, mq: &MessageQueue, timestamp_ms: i64) -> Result<u64> {
+        consumer::search_offset(&self.inst, mq, timestamp_ms).await
+    }
+
+    /// A group's committed offset of a queue (`None`: never committed).
+    pub async fn committed_offset(&self, group: &str, mq: &MessageQueue) -> Result<Option<u64>> {
+        let header = QueryConsumerOffsetRequest {
+            consumer_group: group.to_string(),
+            topic: mq.topic.clone(),
+            queue_id: mq.queue_id,
+        };
+        let answer = self
+            .inst
+            .queue_call(
+                mq,
+                RequestCode::QueryConsumerOffset,
+                &header,
+                self.inst.cfg.request_timeout,
+            )
+            .await?
+            .expect(&[Status::Success, Status::QueryNotFound])?;
+        if answer.status()? == Status::QueryNotFound {
+            return Ok(None);
+        }
+        Ok(Some(
+            answer
+                .required_fields::<QueryConsumerOffsetResponse>()?
+                .offset,
+        ))
+    }
+
+    /// Sets a group's committed offset of a queue.
+    pub async fn commit_offset(&self, group: &str, mq: &MessageQueue, offset: u64) -> Result<()> {
+        let header = UpdateConsumerOffsetRequest {
+            consumer_group: group.to_string(),
+            topic: mq.topic.clone(),
+            queue_id: mq.queue_id,
+            offset,
+        };
+        self.inst
+            .queue_call(
+                mq,
+                RequestCode::UpdateConsumerOffset,
+                &header,
+                self.inst.cfg.request_timeout,
+            )
+            .await?
+            .expect(&[Status::Success])?;
+        Ok(())
+    }
+
+    /// Up to `max` messages of a queue from `offset` (no long polling, nothing committed).
+    pub async fn pull(&self, mq: &MessageQueue, offset: u64, max: u32) -> Result<PullResult> {
+        consumer::pull_queue(
+            &self.inst,
+            TOOLS_GROUP,
+            mq,
+            offset,
+            max.max(1),
+            PULL_BYTES_MAX,
+            "*",
+            Duration::ZERO,
+            None,
+        )
+        .await
+    }
+
+    /// Up to `count` messages of a queue from `offset`, in order (several pulls if needed);
+    /// fewer when the queue ends. An offset below the queue's minimum is an error naming it.
+    pub async fn read_messages(
+        &self,
+        mq: &MessageQueue,
+        offset: u64,
+        count: u32,
+    ) -> Result<Vec<ReceivedMessage>> {
+        let mut out = Vec::new();
+        let mut at = offset;
+        while (out.len() as u32) < count {
+            let want = (count - out.len() as u32).min(READ_BATCH_MAX);
+            let r = self.pull(mq, at, want).await?;
+            match r.status {
+                PullStatus::Found => {
+                    if r.next_offset <= at {
+                        break;
+                    }
+                    out.extend(r.messages.into_iter().take((count as usize) - out.len()));
+                    at = r.next_offset;
+                }
+                PullStatus::NoMatchedMessage => at = r.next_offset.max(at + 1),
+                PullStatus::NoNewMessage => break,
+                PullStatus::OffsetIllegal => {
+                    if out.is_empty() {
+                        return Err(Error::NotFound {
+                            what: format!(
+                                "offset {at} is outside {mq} (min {}, max {})",
+                                r.min_offset, r.max_offset
+                            ),
+                        });
+                    }
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+}
