@@ -135,11 +135,12 @@ pub enum FlushArg {
     Sync,
 }
 
-/// How long a run lasts. Neither flag: produce and e2e run 30 s; consume runs until idle.
+/// How long a run lasts: whichever of --count and --duration comes first. Neither: produce
+/// and e2e run 30 s; consume runs until idle.
 #[derive(Args, Debug, Clone)]
 pub struct RunLength {
     /// Stop after this many messages (all producers, or all consumers, together).
-    #[arg(long, conflicts_with = "duration")]
+    #[arg(long)]
     pub count: Option<u64>,
     /// Stop after this long: 30s, 500ms, 2m, 1h (a bare number is seconds).
     #[arg(long, value_parser = parse_duration)]

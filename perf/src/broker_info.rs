@@ -1,7 +1,7 @@
-//! What perf asks the brokers themselves: GET_BROKER_RUNTIME_INFO (the client library has no
-//! call for it, so perf speaks the one frame itself, on a short-lived connection), to name the
-//! durability a result was acknowledged with (`flushDiskType` and `role` in `extra`) and to
-//! sample replication lag (`shard.N.ha_lag_bytes`, `shard.N.ha_lag_ms`) during a run.
+//! What perf asks the brokers themselves (GET_BROKER_RUNTIME_INFO through the client's
+//! [`Admin`]): the durability a result was acknowledged with (`flushDiskType` and `role` in
+//! `extra`), and the replication lag (`shard.N.ha_lag_bytes`, `shard.N.ha_lag_ms`) sampled
+//! every second during a run.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,17 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use ringmq_client::wire::code::{RequestCode, Status};
-use ringmq_client::wire::codec::{Decode, Empty};
-use ringmq_client::wire::command::{read_remark, BrokerRuntimeInfo};
-use ringmq_client::wire::frame;
 use ringmq_client::Admin;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-/// How long one runtime-info call may take.
-pub const CALL_TIMEOUT: Duration = Duration::from_secs(3);
-/// Largest runtime-info response perf reads.
-const RESPONSE_BYTES_MAX: usize = 4 << 20;
 
 /// One broker replica as perf reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,8 +57,9 @@ pub fn durability(brokers: &[BrokerView]) -> String {
     }
 }
 
-/// Every replica the name servers know, with its role and flush policy.
-pub async fn discover(namesrv: &str) -> Result<Vec<BrokerView>, String> {
+/// Every replica the name servers know, with its role and flush policy, and the admin
+/// client that asked.
+pub async fn discover(namesrv: &str) -> Result<(Admin, Vec<BrokerView>), String> {
     let admin = Admin::connect(namesrv)
         .await
         .map_err(|e| format!("name servers {namesrv}: {e}"))?;
@@ -87,7 +78,7 @@ pub async fn discover(namesrv: &str) -> Result<Vec<BrokerView>, String> {
                 );
                 continue;
             };
-            match runtime_info(addr).await {
+            match admin.runtime_info(addr).await {
                 Ok(rt) => out.push(BrokerView {
                     name: b.broker_name.clone(),
                     id: *id,
@@ -101,49 +92,7 @@ pub async fn discover(namesrv: &str) -> Result<Vec<BrokerView>, String> {
         }
     }
     out.sort_by(|a, b| (&a.name, a.id).cmp(&(&b.name, b.id)));
-    Ok(out)
-}
-
-/// GET_BROKER_RUNTIME_INFO from one broker.
-pub async fn runtime_info(addr: SocketAddr) -> Result<BrokerRuntimeInfo, String> {
-    match tokio::time::timeout(CALL_TIMEOUT, call(addr)).await {
-        Ok(r) => r,
-        Err(_) => Err(format!("no answer within {CALL_TIMEOUT:?}")),
-    }
-}
-
-async fn call(addr: SocketAddr) -> Result<BrokerRuntimeInfo, String> {
-    let mut s = tokio::net::TcpStream::connect(addr)
-        .await
-        .map_err(|e| format!("connecting: {e}"))?;
-    let mut req = Vec::new();
-    frame::encode_request(
-        &mut req,
-        RequestCode::GetBrokerRuntimeInfo,
-        false,
-        1,
-        &Empty,
-        &[],
-    )
-    .map_err(|e| e.to_string())?;
-    s.write_all(&req).await.map_err(|e| e.to_string())?;
-    let mut buf = Vec::with_capacity(64 * 1024);
-    let len = loop {
-        if let Some(n) = frame::check(&buf, RESPONSE_BYTES_MAX).map_err(|e| e.to_string())? {
-            break n;
-        }
-        let got = s.read_buf(&mut buf).await.map_err(|e| e.to_string())?;
-        if got == 0 {
-            return Err("connection closed before the answer".into());
-        }
-    };
-    let f = frame::parse(&buf[..len]).map_err(|e| e.to_string())?;
-    let status = f.status().map_err(|e| e.to_string())?;
-    if status != Status::Success {
-        let remark = read_remark(f.header).map(|(r, _)| r).unwrap_or("");
-        return Err(format!("{status}: {remark}"));
-    }
-    BrokerRuntimeInfo::decode(f.body).map_err(|e| e.to_string())
+    Ok((admin, out))
 }
 
 /// Replication lag of the masters, sampled every second while a run lasts.
@@ -180,7 +129,7 @@ pub struct LagReport {
 
 impl LagSampler {
     /// Starts sampling the masters of `brokers` (none: nothing is sampled).
-    pub fn start(brokers: &[BrokerView]) -> LagSampler {
+    pub fn start(admin: Option<Admin>, brokers: &[BrokerView]) -> LagSampler {
         let masters: Vec<SocketAddr> = brokers
             .iter()
             .filter(|b| b.is_master())
@@ -194,7 +143,15 @@ impl LagSampler {
             slaves: 0,
         }));
         let stop = Arc::new(AtomicBool::new(false));
-        let task = tokio::spawn(sample_loop(masters, Arc::clone(&state), Arc::clone(&stop)));
+        let task = match admin {
+            Some(admin) => tokio::spawn(sample_loop(
+                admin,
+                masters,
+                Arc::clone(&state),
+                Arc::clone(&stop),
+            )),
+            None => tokio::spawn(async {}),
+        };
         LagSampler { stop, task, state }
     }
 
@@ -232,7 +189,12 @@ impl LagSampler {
     }
 }
 
-async fn sample_loop(masters: Vec<SocketAddr>, state: Arc<Mutex<LagState>>, stop: Arc<AtomicBool>) {
+async fn sample_loop(
+    admin: Admin,
+    masters: Vec<SocketAddr>,
+    state: Arc<Mutex<LagState>>,
+    stop: Arc<AtomicBool>,
+) {
     if masters.is_empty() {
         return;
     }
@@ -241,7 +203,7 @@ async fn sample_loop(masters: Vec<SocketAddr>, state: Arc<Mutex<LagState>>, stop
         tick.tick().await;
         let (mut bytes, mut ms, mut slaves) = (0u64, 0u64, 0u64);
         for &m in &masters {
-            let Ok(info) = runtime_info(m).await else {
+            let Ok(info) = admin.runtime_info(m).await else {
                 continue;
             };
             for (k, v) in &info.extra {

@@ -46,6 +46,7 @@ pub async fn run(mode: Mode, namesrv: String, embedded: bool) -> i32 {
 
 /// What every mode starts with.
 struct Setup {
+    admin: Admin,
     brokers: Vec<BrokerView>,
     durability: String,
     stop: Arc<AtomicBool>,
@@ -61,7 +62,7 @@ impl Setup {
         } else {
             topic_exists(namesrv, &c.topic).await?;
         }
-        let brokers = broker_info::discover(namesrv).await?;
+        let (admin, brokers) = broker_info::discover(namesrv).await?;
         let durability = broker_info::durability(&brokers);
         let stop = Arc::new(AtomicBool::new(false));
         let s = Arc::clone(&stop);
@@ -75,6 +76,7 @@ impl Setup {
             }
         });
         Ok(Setup {
+            admin,
             brokers,
             durability,
             stop,
@@ -118,7 +120,7 @@ async fn produce_mode(a: ProduceArgs, namesrv: String, embedded: bool) -> Result
     let acks = open_ack_log(c.verify.as_deref())?;
     let producers = Producers::start(&plan).await?;
     let meter = Arc::new(Meter::default());
-    let lag = Arc::new(LagSampler::start(&setup.brokers));
+    let lag = Arc::new(LagSampler::start(Some(setup.admin.clone()), &setup.brokers));
     let progress_stop = Arc::new(AtomicBool::new(false));
     let progress = progress(c, vec![("send", Arc::clone(&meter))], &lag, &progress_stop);
     setup.mark();
@@ -175,7 +177,7 @@ async fn consume_mode(a: ConsumeArgs, namesrv: String, embedded: bool) -> Result
     };
     let meter = Arc::new(Meter::default());
     let sink = Arc::new(Deliveries::new(Arc::clone(&meter), plan.verify));
-    let lag = Arc::new(LagSampler::start(&[]));
+    let lag = Arc::new(LagSampler::start(None, &[]));
     let progress_stop = Arc::new(AtomicBool::new(false));
     let progress = progress(c, vec![("recv", Arc::clone(&meter))], &lag, &progress_stop);
     let consumers = Consumers::start(&plan, Arc::clone(&sink)).await?;
@@ -251,7 +253,7 @@ async fn e2e_mode(a: E2eArgs, namesrv: String, embedded: bool) -> Result<i32, St
     let sink = Arc::new(Deliveries::new(Arc::clone(&recv_meter), recv_plan.verify));
     let consumers = Consumers::start(&recv_plan, Arc::clone(&sink)).await?;
     let producers = Producers::start(&plan).await?;
-    let lag = Arc::new(LagSampler::start(&setup.brokers));
+    let lag = Arc::new(LagSampler::start(Some(setup.admin.clone()), &setup.brokers));
     let progress_stop = Arc::new(AtomicBool::new(false));
     let meters = vec![
         ("send", Arc::clone(&send_meter)),

@@ -81,6 +81,7 @@ impl Producers {
                 .name_servers(&plan.namesrv)
                 .instance_name(format!("perf-{id:016x}"))
                 .send_timeout(plan.send_timeout)
+                .request_timeout(plan.send_timeout)
                 .start()
                 .await
                 .map_err(|e| format!("starting producer {i}: {e}"))?;
