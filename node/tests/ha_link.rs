@@ -1,0 +1,359 @@
+//! The master-slave link under SYNC_MASTER, with real processes and a TCP proxy the test
+//! controls between the slave and the master's HA port (the slave's `haMasterAddress` is the
+//! proxy). While the link is stalled (bytes held, connections open) or cut (connections
+//! closed, new ones refused), sends answer FLUSH_SLAVE_TIMEOUT within about
+//! `syncFlushTimeout` or SLAVE_NOT_AVAILABLE, never OK, and the records stay on the master;
+//! once the link is back the slave catches up and sends are OK again. A SYNC_MASTER with no
+//! slave at all answers SLAVE_NOT_AVAILABLE and keeps the record.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::*;
+use ringmq_wire::code::{RequestCode, Status};
+use ringmq_wire::command::SendResponse;
+
+const SHARDS: u16 = 2;
+const QUEUES: u32 = 4;
+const SYNC_FLUSH_TIMEOUT_MS: u64 = 1_000;
+
+const FORWARD: u8 = 0;
+/// Connections stay open, no byte moves either way (a silent partition).
+const STALL: u8 = 1;
+/// Connections are closed and new ones refused.
+const REFUSE: u8 = 2;
+
+/// A TCP proxy to `upstream` whose forwarding the test switches.
+struct Proxy {
+    addr: SocketAddr,
+    mode: Arc<AtomicU8>,
+    conns: Arc<Mutex<Vec<TcpStream>>>,
+    stop: Arc<AtomicBool>,
+    accepted: Arc<Mutex<u32>>,
+}
+
+impl Proxy {
+    fn start(upstream: SocketAddr) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let p = Proxy {
+            addr,
+            mode: Arc::new(AtomicU8::new(FORWARD)),
+            conns: Arc::default(),
+            stop: Arc::default(),
+            accepted: Arc::default(),
+        };
+        let (mode, conns, stop, accepted) = (
+            Arc::clone(&p.mode),
+            Arc::clone(&p.conns),
+            Arc::clone(&p.stop),
+            Arc::clone(&p.accepted),
+        );
+        std::thread::spawn(move || {
+            for down in listener.incoming() {
+                if stop.load(Ordering::Relaxed) {
+                    return;
+                }
+                let Ok(down) = down else { continue };
+                *accepted.lock().unwrap() += 1;
+                if mode.load(Ordering::Relaxed) == REFUSE {
+                    continue; // dropped: closed at once
+                }
+                let Ok(up) = TcpStream::connect_timeout(&upstream, Duration::from_secs(2)) else {
+                    continue;
+                };
+                let mut list = conns.lock().unwrap();
+                list.push(down.try_clone().unwrap());
+                list.push(up.try_clone().unwrap());
+                drop(list);
+                for (from, to) in [
+                    (down.try_clone().unwrap(), up.try_clone().unwrap()),
+                    (up, down),
+                ] {
+                    let (mode, stop) = (Arc::clone(&mode), Arc::clone(&stop));
+                    std::thread::spawn(move || pump(from, to, &mode, &stop));
+                }
+            }
+        });
+        p
+    }
+
+    fn set(&self, mode: u8) {
+        self.mode.store(mode, Ordering::SeqCst);
+        if mode == REFUSE {
+            for c in self.conns.lock().unwrap().drain(..) {
+                let _ = c.shutdown(Shutdown::Both);
+            }
+        }
+    }
+
+    fn accepted(&self) -> u32 {
+        *self.accepted.lock().unwrap()
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.set(REFUSE);
+        let _ = TcpStream::connect(self.addr); // wakes the accept loop
+    }
+}
+
+/// Copies `from` to `to` while the mode is FORWARD; holds what it read while STALL; ends on
+/// REFUSE, EOF or an error.
+fn pump(mut from: TcpStream, mut to: TcpStream, mode: &AtomicU8, stop: &AtomicBool) {
+    from.set_read_timeout(Some(Duration::from_millis(20)))
+        .unwrap();
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        if stop.load(Ordering::Relaxed) || mode.load(Ordering::Relaxed) == REFUSE {
+            break;
+        }
+        if mode.load(Ordering::Relaxed) == STALL {
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        }
+        let n = match from.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue
+            }
+            Err(_) => break,
+        };
+        // Bytes read just as the link stalled are held until it is back (or cut).
+        while mode.load(Ordering::Relaxed) == STALL {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if mode.load(Ordering::Relaxed) == REFUSE || to.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = from.shutdown(Shutdown::Both);
+    let _ = to.shutdown(Shutdown::Both);
+}
+
+/// One answered send of [`send_round`]: queue, status, response fields, time to the answer,
+/// body.
+type Answer = (u32, Status, Option<SendResponse>, Duration, Vec<u8>);
+
+/// Sends one record to each queue, pipelined on one connection; returns (queue, status,
+/// response fields, time to the answer) per send.
+fn send_round(c: &mut Client, topic: &str, tag: &str) -> Vec<Answer> {
+    let t0 = Instant::now();
+    let ids: Vec<(u32, u64, Vec<u8>)> = (0..QUEUES)
+        .map(|q| {
+            let body = format!("{tag} q{q}").into_bytes();
+            let h = Client::send_request(topic, q, false, 1);
+            let id = c.send_frame(
+                RequestCode::SendMessage,
+                &h,
+                &Msg::new(topic, q, body.clone()).encode(),
+            );
+            (q, id, body)
+        })
+        .collect();
+    ids.into_iter()
+        .map(|(q, id, body)| {
+            let r = c.recv(id);
+            let took = t0.elapsed();
+            (q, r.status(), r.fields::<SendResponse>(), took, body)
+        })
+        .collect()
+}
+
+/// The record at `offset` of `topic`/`queue` on `c` has `body`.
+fn stored_on(c: &mut Client, topic: &str, queue: u32, offset: u64, body: &[u8]) {
+    let got = c.pull_all(topic, queue, offset, 1);
+    let recs = decode_records(&got);
+    assert_eq!(recs[0].queue_offset, offset);
+    assert_eq!(recs[0].body, body, "{topic}/{queue} offset {offset}");
+}
+
+#[test]
+fn sync_master_link_cut_never_acknowledges_and_slave_catches_up() {
+    let topic = "HaLink";
+    let dir = tempdir("ha-link");
+    let ns = Node::namesrv(dir.path(), &[]);
+    let nsa = ns.namesrv_addr();
+    let mut mcfg = HaBroker::master(&dir.path().join("master"), "SYNC_MASTER", SHARDS);
+    mcfg.sync_flush_timeout_ms = SYNC_FLUSH_TIMEOUT_MS;
+    let master = mcfg.start(nsa);
+    let maddr = master.broker_addr();
+    let proxy = Proxy::start(registered_ha_address(nsa, &mcfg.broker_name));
+    let slave = HaBroker::slave(&dir.path().join("slave"), SHARDS, Some(proxy.addr)).start(nsa);
+    let saddr = slave.broker_addr();
+    Client::connect(maddr).create_topic_ok(topic, QUEUES);
+    assert!(wait_slaves_connected(
+        maddr,
+        SHARDS.into(),
+        Duration::from_secs(10)
+    ));
+    assert!(wait_topic_on(saddr, topic, Duration::from_secs(10)));
+    let mut c = Client::connect(maddr);
+    let mut statuses: BTreeMap<(&str, &str), u32> = BTreeMap::new();
+
+    // Link up: OK.
+    for i in 0..5 {
+        for (q, st, _, _, _) in send_round(&mut c, topic, &format!("up {i}")) {
+            assert_eq!(st, Status::Success, "queue {q}, link up");
+            *statuses.entry(("up", st.name())).or_default() += 1;
+        }
+    }
+
+    // Stalled link: no acknowledgement arrives; each send times out after syncFlushTimeout.
+    proxy.set(STALL);
+    std::thread::sleep(Duration::from_millis(100));
+    let mut worst = Duration::ZERO;
+    for i in 0..2 {
+        for (q, st, f, took, body) in send_round(&mut c, topic, &format!("stalled {i}")) {
+            *statuses.entry(("stalled", st.name())).or_default() += 1;
+            assert_eq!(st, Status::FlushSlaveTimeout, "queue {q}, link stalled");
+            assert!(
+                took >= Duration::from_millis(SYNC_FLUSH_TIMEOUT_MS - 100)
+                    && took <= Duration::from_millis(SYNC_FLUSH_TIMEOUT_MS + 1_500),
+                "FLUSH_SLAVE_TIMEOUT after {took:?}, syncFlushTimeout is {SYNC_FLUSH_TIMEOUT_MS} ms"
+            );
+            worst = worst.max(took);
+            let f =
+                f.expect("FLUSH_SLAVE_TIMEOUT carries the send's fields (the record is stored)");
+            stored_on(&mut c, topic, q, f.first_queue_offset, &body);
+        }
+    }
+    eprintln!("stalled link: FLUSH_SLAVE_TIMEOUT after at most {worst:?} (syncFlushTimeout {SYNC_FLUSH_TIMEOUT_MS} ms)");
+    // The master sees its slave fall behind (counters refresh every 500 ms).
+    std::thread::sleep(Duration::from_millis(600));
+    let info = Client::connect(maddr).runtime_info();
+    for s in 0..usize::from(SHARDS) {
+        let (bytes, ms) = (
+            shard_extra(&info, s, "ha_lag_bytes").unwrap(),
+            shard_extra(&info, s, "ha_lag_ms").unwrap(),
+        );
+        eprintln!("stalled link: shard {s} lag {bytes} bytes, {ms} ms");
+        assert!(
+            bytes > 0 && ms >= 1_000,
+            "shard {s}: lag {bytes} bytes {ms} ms while stalled"
+        );
+    }
+
+    // Cut link: the master sees the slave go; sends answer at once.
+    let cut_at = Instant::now();
+    proxy.set(REFUSE);
+    let mut mc = Client::connect(maddr);
+    let gone = wait_for(Duration::from_secs(5), || {
+        let info = mc.runtime_info();
+        (0..usize::from(SHARDS))
+            .all(|s| shard_extra(&info, s, "ha_slaves") == Some(0))
+            .then_some(())
+    });
+    assert!(
+        gone.is_some(),
+        "the master still counts a slave 5 s after the link was cut"
+    );
+    eprintln!(
+        "link cut: the master dropped the slave after {:?}",
+        cut_at.elapsed()
+    );
+    let mut worst = Duration::ZERO;
+    for i in 0..3 {
+        for (q, st, f, took, body) in send_round(&mut c, topic, &format!("cut {i}")) {
+            *statuses.entry(("cut", st.name())).or_default() += 1;
+            assert!(
+                st == Status::SlaveNotAvailable || st == Status::FlushSlaveTimeout,
+                "queue {q}, link cut: {}",
+                st.name()
+            );
+            worst = worst.max(took);
+            stored_on(
+                &mut c,
+                topic,
+                q,
+                f.expect("fields").first_queue_offset,
+                &body,
+            );
+        }
+    }
+    eprintln!("cut link: answers within {worst:?}");
+    std::thread::sleep(Duration::from_millis(1_500));
+    let refused_links = proxy.accepted();
+
+    // Link back: the slave reconnects, catches up, sends are OK again.
+    let back_at = Instant::now();
+    proxy.set(FORWARD);
+    assert!(
+        wait_slaves_connected(maddr, SHARDS.into(), Duration::from_secs(10)),
+        "the slave did not reconnect within 10 s of the link coming back"
+    );
+    let reconnected = back_at.elapsed();
+    let took = wait_caught_up(maddr, saddr, Duration::from_secs(10))
+        .expect("the slave did not catch up within 10 s of reconnecting");
+    let n = assert_same_queues(maddr, saddr, topic, QUEUES);
+    let info = Client::connect(saddr).runtime_info();
+    for s in 0..usize::from(SHARDS) {
+        assert_eq!(
+            shard_extra(&info, s, "ha_lag_bytes"),
+            Some(0),
+            "slave shard {s}"
+        );
+    }
+    for i in 0..5 {
+        for (q, st, _, _, _) in send_round(&mut c, topic, &format!("back {i}")) {
+            *statuses.entry(("back", st.name())).or_default() += 1;
+            assert_eq!(st, Status::Success, "queue {q}, link back");
+        }
+    }
+    eprintln!(
+        "link back: slave reconnected after {reconnected:?} (proxy saw {refused_links} connection attempts so far), caught up (lag 0, same ends) {took:?} later; {n} records identical on both"
+    );
+    eprintln!("answers by phase: {statuses:?}");
+    let info = Client::connect(maddr).runtime_info();
+    for s in 0..usize::from(SHARDS) {
+        assert_eq!(shard_extra(&info, s, "ha_slaves"), Some(1), "shard {s}");
+    }
+    drop(slave);
+    drop(proxy);
+    drop(ns);
+}
+
+#[test]
+fn sync_master_without_slave_answers_slave_not_available_and_keeps_the_record() {
+    let topic = "HaAlone";
+    let dir = tempdir("ha-alone");
+    let ns = Node::namesrv(dir.path(), &[]);
+    let mut mcfg = HaBroker::master(&dir.path().join("master"), "SYNC_MASTER", SHARDS);
+    mcfg.sync_flush_timeout_ms = SYNC_FLUSH_TIMEOUT_MS;
+    let master = mcfg.start(ns.namesrv_addr());
+    let mut c = Client::connect(master.broker_addr());
+    c.create_topic_ok(topic, QUEUES);
+    let mut worst = Duration::ZERO;
+    for i in 0..3 {
+        for (q, st, f, took, body) in send_round(&mut c, topic, &format!("alone {i}")) {
+            assert_eq!(st, Status::SlaveNotAvailable, "queue {q}");
+            assert!(
+                took < Duration::from_millis(SYNC_FLUSH_TIMEOUT_MS),
+                "answered after {took:?}"
+            );
+            worst = worst.max(took);
+            let f = f.expect("SLAVE_NOT_AVAILABLE carries the send's fields");
+            assert_eq!(f.first_queue_offset, i);
+            stored_on(&mut c, topic, q, f.first_queue_offset, &body);
+        }
+    }
+    for q in 0..QUEUES {
+        assert_eq!(c.max_offset(topic, q), 3);
+    }
+    eprintln!("no slave: 12 sends answered SLAVE_NOT_AVAILABLE within {worst:?}, all 12 stored");
+}
