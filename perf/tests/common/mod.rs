@@ -14,7 +14,11 @@ pub const SEGMENT_BYTES: u64 = 8 << 20;
 
 pub fn ringmq_bin() -> PathBuf {
     static BUILD: Once = Once::new();
-    let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/debug/ringmq");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let bin = target.join("debug").join("ringmq");
     BUILD.call_once(|| {
         if !bin.exists() {
             let status = Command::new(env!("CARGO"))
