@@ -108,6 +108,38 @@
 //! [`PullConsumer::subscribe`], then [`PullConsumer::poll`] and
 //! [`PullConsumer::commit_positions`]).
 //!
+//! ## Masters and slaves
+//!
+//! A broker name may have slaves (`brokerRole=SLAVE`, broker id 1, 2, ...): they replicate
+//! their master and hold the same queues at the same offsets. **Producers only ever send to
+//! masters.** Consumers (push, and pull in every mode) read a queue from its master while
+//! the master is reachable and listed by the name servers. When it is not (connection
+//! refused, lost or timed out, SERVICE_NOT_AVAILABLE, or the master expired from the
+//! route) they move that broker's reads to its slave with the lowest broker id, at once (the
+//! failed request is sent to the slave right away):
+//!
+//! - each queue keeps its in-memory position, so nothing is read again; a queue taken while
+//!   the master is down starts from the group's committed offset as the slave has it (it
+//!   copies its master's every 5 s) or from the start position;
+//! - offsets are committed to the slave while the master is down (UPDATE_CONSUMER_OFFSET
+//!   and the offset carried by pulls), and to the master again once reads are back on it
+//!   (every queue commits again after a switch);
+//! - a slave that is behind the consumer (it has not replicated what was already read from
+//!   the master) is treated as having nothing new: the consumer waits for it (or for the
+//!   master) and never rewinds to the slave's end;
+//! - while any broker is read from a slave, the consumer fetches its routes again and tries
+//!   the master's shards every `master_probe_interval` (5 s): reads go back to the master as
+//!   soon as it accepts connections again or the name servers list it again. A pull already
+//!   parked on the slave finishes first (at most `long_poll`).
+//!
+//! Heartbeats go to every replica, and the group's member list is asked of a slave when no
+//! master answers, so rebalancing keeps working while masters are down; the consumable
+//! queues ([`route::TopicRouteInfo::consume_queues`]) include those of a broker that has only
+//! a slave left. Delivery stays at-least-once: a batch in flight at a switch may come again.
+//! Offsets committed to a slave are not copied back to the master (the slave copies the
+//! master's, never the reverse): a member that takes a queue after the master returned, and
+//! before the running members committed to it again, starts from the master's older offset.
+//!
 //! See `client/examples/` for runnable programs (`producer`, `ordered_producer`,
 //! `push_consumer`, `pull_consumer`) against `ringmq standalone`.
 #![forbid(unsafe_code)]

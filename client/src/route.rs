@@ -1,9 +1,15 @@
 //! Topic routes as the client uses them: the queues a producer may write and a consumer may
-//! read, each broker group's master address, and the shard that owns each queue (so every
-//! request goes straight to the right shard's connection).
+//! read, each broker group's master and slave addresses, and the shard that owns each queue
+//! (so every request goes straight to the right shard's connection).
 //!
 //! Queues are ordered by (broker name, queue id): the order queue selectors, sharding-key
 //! hashing and rebalancing index into, identical in every client.
+//!
+//! Writes go to masters only: [`TopicRouteInfo::write_queues`] lists the queues of broker
+//! groups with a registered master. Reads may also go to a slave (which holds the same
+//! queues at the same offsets): [`TopicRouteInfo::consume_queues`] lists the readable queues
+//! of every broker group with any registered replica, so a group whose master is down (and
+//! expired from the name server) keeps its queues while its slave serves them.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -41,6 +47,8 @@ pub struct BrokerEntry {
     pub name: String,
     /// The master's client address, if a master is registered.
     pub master: Option<SocketAddr>,
+    /// Registered slaves' client addresses by broker id (1, 2, ...), lowest id first.
+    pub slaves: BTreeMap<u64, SocketAddr>,
     pub shard_count: u16,
     /// Shard of each queue of the topic on this broker.
     pub queue_shards: Vec<u16>,
@@ -52,9 +60,24 @@ pub struct TopicRouteInfo {
     pub topic: String,
     /// Queues a producer may write: writable queues of brokers with a master, in order.
     pub write_queues: Vec<MessageQueue>,
-    /// Queues a consumer may read, in order.
+    /// Readable queues of brokers with a master, in order.
     pub read_queues: Vec<MessageQueue>,
+    /// Readable queues of brokers with a master or a slave, in order: what consumers
+    /// balance and read (from the master, or from a slave while the master is down).
+    pub consume_queues: Vec<MessageQueue>,
     pub brokers: BTreeMap<String, BrokerEntry>,
+}
+
+impl BrokerEntry {
+    /// The slave reads fall back to: the one with the lowest broker id.
+    pub fn first_slave(&self) -> Option<SocketAddr> {
+        self.slaves.values().next().copied()
+    }
+
+    /// True when any replica (master or slave) is registered.
+    pub fn has_replica(&self) -> bool {
+        self.master.is_some() || !self.slaves.is_empty()
+    }
 }
 
 impl TopicRouteInfo {
@@ -62,57 +85,65 @@ impl TopicRouteInfo {
     pub fn from_wire(route: &TopicRoute) -> Self {
         let mut brokers = BTreeMap::new();
         for b in &route.brokers {
-            let master = b.replicas.get(&MASTER_ID);
-            let addr = master.and_then(|m| match m.address.parse::<SocketAddr>() {
-                Ok(a) => Some(a),
-                Err(_) => {
-                    log::warn!(
-                        "broker {} publishes address {:?}, which is not ip:port",
-                        b.broker_name,
-                        m.address
-                    );
-                    None
+            let mut master = None;
+            let mut slaves = BTreeMap::new();
+            for (&id, r) in &b.replicas {
+                let Some(addr) = parse_address(&b.broker_name, id, &r.address) else {
+                    continue;
+                };
+                if id == MASTER_ID {
+                    master = Some(addr);
+                } else {
+                    slaves.insert(id, addr);
                 }
-            });
+            }
+            let shard_count = b
+                .replicas
+                .get(&MASTER_ID)
+                .or_else(|| b.replicas.values().next())
+                .map_or(1, |r| r.shard_count.max(1));
             brokers.insert(
                 b.broker_name.clone(),
                 BrokerEntry {
                     name: b.broker_name.clone(),
-                    master: addr,
-                    shard_count: master.map_or(1, |m| m.shard_count.max(1)),
+                    master,
+                    slaves,
+                    shard_count,
                     queue_shards: Vec::new(),
                 },
             );
         }
         let mut write_queues = Vec::new();
         let mut read_queues = Vec::new();
+        let mut consume_queues = Vec::new();
         for q in &route.queues {
             let Some(entry) = brokers.get_mut(&q.broker_name) else {
                 continue;
             };
             entry.queue_shards = q.queue_shards.clone();
+            let queues =
+                |n: u32| (0..n).map(|i| MessageQueue::new(&route.topic, &q.broker_name, i));
+            if perm::is_readable(q.perm) && entry.has_replica() {
+                consume_queues.extend(queues(q.read_queue_count));
+            }
             if entry.master.is_none() {
                 continue;
             }
             if perm::is_writeable(q.perm) {
-                write_queues.extend(
-                    (0..q.write_queue_count)
-                        .map(|i| MessageQueue::new(&route.topic, &q.broker_name, i)),
-                );
+                write_queues.extend(queues(q.write_queue_count));
             }
             if perm::is_readable(q.perm) {
-                read_queues.extend(
-                    (0..q.read_queue_count)
-                        .map(|i| MessageQueue::new(&route.topic, &q.broker_name, i)),
-                );
+                read_queues.extend(queues(q.read_queue_count));
             }
         }
         write_queues.sort();
         read_queues.sort();
+        consume_queues.sort();
         TopicRouteInfo {
             topic: route.topic.clone(),
             write_queues,
             read_queues,
+            consume_queues,
             brokers,
         }
     }
@@ -132,6 +163,26 @@ impl TopicRouteInfo {
     /// Masters of every broker group of the route.
     pub fn masters(&self) -> Vec<SocketAddr> {
         self.brokers.values().filter_map(|b| b.master).collect()
+    }
+
+    /// Slaves of every broker group of the route.
+    pub fn slaves(&self) -> Vec<SocketAddr> {
+        self.brokers
+            .values()
+            .flat_map(|b| b.slaves.values().copied())
+            .collect()
+    }
+}
+
+fn parse_address(broker_name: &str, id: u64, address: &str) -> Option<SocketAddr> {
+    match address.parse::<SocketAddr>() {
+        Ok(a) => Some(a),
+        Err(_) => {
+            log::warn!(
+                "broker {broker_name} (id {id}) publishes address {address:?}, which is not ip:port"
+            );
+            None
+        }
     }
 }
 
@@ -190,5 +241,59 @@ mod tests {
         assert_eq!(info.shard(&MessageQueue::new("t", "a", 0)), Some(1));
         assert_eq!(info.master("b"), Some("127.0.0.1:2".parse().unwrap()));
         assert_eq!(info.masters().len(), 2);
+        assert_eq!(info.consume_queues, info.read_queues);
+    }
+
+    fn replica(port: u16, role: BrokerRole, shard_count: u16) -> BrokerReplica {
+        BrokerReplica {
+            address: format!("127.0.0.1:{port}"),
+            ha_address: String::new(),
+            role,
+            shard_count,
+            version: "0".into(),
+        }
+    }
+
+    #[test]
+    fn slaves_serve_reads_never_writes() {
+        let mut a = broker("a", 1);
+        a.replicas.insert(2, replica(13, BrokerRole::Slave, 2));
+        a.replicas.insert(1, replica(12, BrokerRole::Slave, 2));
+        // broker b's master expired: only its slave is registered.
+        let b = BrokerData {
+            cluster: "c".into(),
+            broker_name: "b".into(),
+            replicas: BTreeMap::from([(1, replica(22, BrokerRole::Slave, 4))]),
+        };
+        let queues = |name: &str| QueueData {
+            broker_name: name.into(),
+            read_queue_count: 2,
+            write_queue_count: 2,
+            perm: perm::READ_WRITE,
+            queue_shards: vec![0, 1],
+        };
+        let route = TopicRoute {
+            topic: "t".into(),
+            brokers: vec![a, b],
+            queues: vec![queues("a"), queues("b")],
+        };
+        let info = TopicRouteInfo::from_wire(&route);
+        let of = |name: &str| {
+            vec![
+                MessageQueue::new("t", name, 0),
+                MessageQueue::new("t", name, 1),
+            ]
+        };
+        assert_eq!(info.write_queues, of("a"), "no writes without a master");
+        assert_eq!(info.read_queues, of("a"));
+        assert_eq!(info.consume_queues, [of("a"), of("b")].concat());
+        let a = &info.brokers["a"];
+        assert_eq!(a.first_slave(), Some("127.0.0.1:12".parse().unwrap()));
+        let b = &info.brokers["b"];
+        assert_eq!(b.master, None);
+        assert_eq!(b.first_slave(), Some("127.0.0.1:22".parse().unwrap()));
+        assert_eq!(b.shard_count, 4, "from the slave when no master is listed");
+        assert_eq!(info.masters(), vec!["127.0.0.1:1".parse().unwrap()]);
+        assert_eq!(info.slaves().len(), 3);
     }
 }

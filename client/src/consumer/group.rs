@@ -1,8 +1,10 @@
 //! Group membership of one consumer: heartbeats (who we are, what we subscribe to) to every
-//! master of the subscribed topics, the member list, and the assignment the member list
-//! gives us. In clustering mode the assignment is [`allocate_average`] over the topic's
-//! readable queues and the broker's sorted member list; in broadcasting mode it is every
-//! readable queue.
+//! replica, master and slave, of the brokers of the subscribed topics (as RocketMQ's
+//! consumers do), the member list, and the assignment the member list gives us. In
+//! clustering mode the assignment is [`allocate_average`] over the topic's consumable
+//! queues (those of every broker with a master or a slave) and the sorted member list, asked
+//! of a master, or of a slave when no master answers; in broadcasting mode it is every
+//! consumable queue.
 //!
 //! A topic whose route or member list cannot be read keeps its current assignment: a
 //! transient error never drops queues.
@@ -19,6 +21,7 @@ use ringmq_wire::command::heartbeat::{
 use ringmq_wire::command::pull::FilterType;
 use ringmq_wire::command::{ConsumerList, GetConsumerListRequest, UnregisterClientRequest};
 
+use super::replica::ReadPath;
 use super::{allocate_average, MessageModel, StartPosition};
 use crate::error::Result;
 use crate::instance::Instance;
@@ -28,6 +31,8 @@ use crate::route::MessageQueue;
 #[derive(Debug)]
 pub struct Group {
     pub inst: Arc<Instance>,
+    /// The replica each broker's reads go to (shared with the offset store).
+    pub reads: Arc<ReadPath>,
     pub name: String,
     pub model: MessageModel,
     pub start: StartPosition,
@@ -40,6 +45,7 @@ pub struct Group {
 impl Group {
     pub fn new(
         inst: Arc<Instance>,
+        reads: Arc<ReadPath>,
         name: &str,
         model: MessageModel,
         start: StartPosition,
@@ -47,6 +53,7 @@ impl Group {
     ) -> Self {
         Group {
             inst,
+            reads,
             name: name.to_string(),
             model,
             start,
@@ -75,7 +82,7 @@ impl Group {
             .unwrap_or_else(|| "*".to_string())
     }
 
-    /// Sends a heartbeat to every master of every subscribed topic.
+    /// Sends a heartbeat to every replica (master and slaves) of every subscribed topic.
     pub async fn heartbeat(&self) {
         let body = match self.heartbeat_data().to_vec() {
             Ok(b) => b,
@@ -84,7 +91,7 @@ impl Group {
                 return;
             }
         };
-        for addr in self.masters().await {
+        for addr in self.replicas().await {
             let r = self
                 .inst
                 .broker_call(
@@ -103,15 +110,15 @@ impl Group {
         }
     }
 
-    /// Leaves the group on every master (so the others rebalance without waiting for the
-    /// broker to expire us).
+    /// Leaves the group on every replica (so the others rebalance without waiting for the
+    /// brokers to expire us).
     pub async fn unregister(&self) {
         let req = UnregisterClientRequest {
             client_id: self.inst.id.clone(),
             producer_group: None,
             consumer_group: Some(self.name.clone()),
         };
-        for addr in self.masters().await {
+        for addr in self.replicas().await {
             let _ = self
                 .inst
                 .broker_call(
@@ -147,21 +154,23 @@ impl Group {
 
     async fn topic_assignment(&self, topic: &str) -> Result<Vec<MessageQueue>> {
         let route = self.inst.route(topic).await?;
-        let queues = route.read_queues.clone();
+        let queues = route.consume_queues.clone();
         if self.model == MessageModel::Broadcasting {
             return Ok(queues);
         }
-        let members = self.members(&route.masters()).await?;
+        let mut ask = route.masters();
+        ask.extend(route.slaves());
+        let members = self.members(&ask).await?;
         Ok(allocate_average(&queues, &members, &self.inst.id))
     }
 
-    /// The group's members (sorted by the broker), asked of the first master that answers.
-    pub async fn members(&self, masters: &[std::net::SocketAddr]) -> Result<Vec<String>> {
+    /// The group's members (sorted), asked of the first of `brokers` that answers.
+    pub async fn members(&self, brokers: &[std::net::SocketAddr]) -> Result<Vec<String>> {
         let req = GetConsumerListRequest {
             consumer_group: self.name.clone(),
         };
         let mut last = None;
-        for addr in masters {
+        for addr in brokers {
             let answer = self
                 .inst
                 .broker_call(
@@ -185,15 +194,17 @@ impl Group {
         }
         Err(last.unwrap_or(crate::error::Error::NoRoute {
             topic: String::new(),
-            detail: "no master to ask for the member list".into(),
+            detail: "no broker to ask for the member list".into(),
         }))
     }
 
-    async fn masters(&self) -> Vec<std::net::SocketAddr> {
+    /// Masters and slaves of the brokers of the subscribed topics.
+    async fn replicas(&self) -> Vec<std::net::SocketAddr> {
         let mut out = Vec::new();
         for topic in self.subscriptions().keys() {
             if let Ok(route) = self.inst.route(topic).await {
                 out.extend(route.masters());
+                out.extend(route.slaves());
             }
         }
         out.sort();

@@ -4,7 +4,8 @@
 //! broadcasting mode (every member reads every queue, offsets kept in a local file).
 //!
 //! This module holds what both share: settings types, the low-level queue calls (pull,
-//! offsets) and the group membership (`group`).
+//! offsets), the group membership (`group`) and the choice of replica reads go to
+//! (`replica`: the master, or a slave of the same broker name while the master is down).
 
 mod allocate;
 pub(crate) mod group;
@@ -12,6 +13,7 @@ mod offsets;
 mod pull;
 mod push;
 mod queue_state;
+pub(crate) mod replica;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -26,6 +28,7 @@ use crate::error::{Error, Result};
 use crate::instance::Instance;
 use crate::message::{decode_records, ReceivedMessage};
 use crate::route::MessageQueue;
+use replica::ReadPath;
 
 pub use allocate::allocate_average;
 pub use pull::{PullConfig, PullConsumer, PullConsumerBuilder};
@@ -103,11 +106,23 @@ pub(crate) fn check_expression(expr: &str) -> Result<()> {
         .map_err(|e| Error::Config(format!("tag expression {expr:?}: {e}")))
 }
 
-/// Pulls from one queue. `suspend` > 0 lets the broker hold the pull until a message
-/// arrives (long polling); `commit` piggybacks a consumer offset on the request.
+/// A pull's answer.
+#[derive(Debug)]
+pub(crate) struct Pulled {
+    pub result: PullResult,
+    /// A slave answered that the offset is past its end: it is behind the consumer (it has
+    /// not replicated what was read from the master yet). Reported as
+    /// [`PullStatus::NoNewMessage`] at the same offset; retry after a pause.
+    pub slave_behind: bool,
+}
+
+/// Pulls from one queue, from the replica `reads` picks. `suspend` > 0 lets the broker
+/// hold the pull until a message arrives (long polling); `commit` piggybacks a consumer
+/// offset on the request.
 #[allow(clippy::too_many_arguments)]
-pub(crate) async fn pull_queue(
+pub(crate) async fn pull_via(
     inst: &Instance,
+    reads: &ReadPath,
     group: &str,
     mq: &MessageQueue,
     offset: u64,
@@ -116,7 +131,7 @@ pub(crate) async fn pull_queue(
     expression: &str,
     suspend: Duration,
     commit: Option<u64>,
-) -> Result<PullResult> {
+) -> Result<Pulled> {
     let header = PullRequest {
         consumer_group: group.to_string(),
         topic: mq.topic.clone(),
@@ -130,8 +145,8 @@ pub(crate) async fn pull_queue(
         commit_offset: commit,
     };
     let timeout = suspend + inst.cfg.request_timeout;
-    let answer = inst
-        .queue_call(mq, RequestCode::PullMessage, &header, timeout)
+    let (answer, served) = reads
+        .call(inst, mq, RequestCode::PullMessage, &header, timeout)
         .await?;
     let status = answer.status()?;
     let status = match status {
@@ -142,6 +157,24 @@ pub(crate) async fn pull_queue(
         other => return Err(answer.error(other)),
     };
     let fields: PullResponse = answer.required_fields()?;
+    if status == PullStatus::OffsetIllegal && !served.master && fields.next_begin_offset < offset {
+        log::debug!(
+            "{mq}: slave {} holds {}..{}, behind offset {offset}; waiting",
+            served.addr,
+            fields.min_offset,
+            fields.max_offset
+        );
+        return Ok(Pulled {
+            result: PullResult {
+                status: PullStatus::NoNewMessage,
+                next_offset: offset,
+                min_offset: fields.min_offset,
+                max_offset: fields.max_offset,
+                messages: Vec::new(),
+            },
+            slave_behind: true,
+        });
+    }
     let mut messages = Vec::new();
     if status == PullStatus::Found {
         messages = decode_records(&answer.body, &mq.broker_name)?;
@@ -151,17 +184,56 @@ pub(crate) async fn pull_queue(
             messages.retain(|m| filter.matches(m.tag()));
         }
     }
-    Ok(PullResult {
-        status,
-        next_offset: fields.next_begin_offset,
-        min_offset: fields.min_offset,
-        max_offset: fields.max_offset,
-        messages,
+    Ok(Pulled {
+        result: PullResult {
+            status,
+            next_offset: fields.next_begin_offset,
+            min_offset: fields.min_offset,
+            max_offset: fields.max_offset,
+            messages,
+        },
+        slave_behind: false,
     })
 }
 
+/// [`pull_via`] with no memory of earlier requests: from the master, or from a slave when
+/// the route lists no master or the master cannot be reached.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn pull_queue(
+    inst: &Instance,
+    group: &str,
+    mq: &MessageQueue,
+    offset: u64,
+    max_messages: u32,
+    max_bytes: u32,
+    expression: &str,
+    suspend: Duration,
+    commit: Option<u64>,
+) -> Result<PullResult> {
+    let reads = ReadPath::new();
+    pull_via(
+        inst,
+        &reads,
+        group,
+        mq,
+        offset,
+        max_messages,
+        max_bytes,
+        expression,
+        suspend,
+        commit,
+    )
+    .await
+    .map(|p| p.result)
+}
+
 /// GET_MIN_OFFSET (`max` false) or GET_MAX_OFFSET (`max` true) of a queue.
-pub(crate) async fn queue_offset(inst: &Instance, mq: &MessageQueue, max: bool) -> Result<u64> {
+pub(crate) async fn queue_offset_via(
+    inst: &Instance,
+    reads: &ReadPath,
+    mq: &MessageQueue,
+    max: bool,
+) -> Result<u64> {
     let code = if max {
         RequestCode::GetMaxOffset
     } else {
@@ -171,16 +243,22 @@ pub(crate) async fn queue_offset(inst: &Instance, mq: &MessageQueue, max: bool) 
         topic: mq.topic.clone(),
         queue_id: mq.queue_id,
     };
-    let answer = inst
-        .queue_call(mq, code, &header, inst.cfg.request_timeout)
-        .await?
-        .expect(&[Status::Success])?;
+    let (answer, _) = reads
+        .call(inst, mq, code, &header, inst.cfg.request_timeout)
+        .await?;
+    let answer = answer.expect(&[Status::Success])?;
     Ok(answer.required_fields::<OffsetResponse>()?.offset)
 }
 
+/// [`queue_offset_via`] with no memory of earlier requests.
+pub(crate) async fn queue_offset(inst: &Instance, mq: &MessageQueue, max: bool) -> Result<u64> {
+    queue_offset_via(inst, &ReadPath::new(), mq, max).await
+}
+
 /// SEARCH_OFFSET_BY_TIMESTAMP: the first offset stored at or after `timestamp_ms`.
-pub(crate) async fn search_offset(
+pub(crate) async fn search_offset_via(
     inst: &Instance,
+    reads: &ReadPath,
     mq: &MessageQueue,
     timestamp_ms: i64,
 ) -> Result<u64> {
@@ -190,27 +268,38 @@ pub(crate) async fn search_offset(
         timestamp_ms,
         boundary: Boundary::Lower,
     };
-    let answer = inst
-        .queue_call(
+    let (answer, _) = reads
+        .call(
+            inst,
             mq,
             RequestCode::SearchOffsetByTimestamp,
             &header,
             inst.cfg.request_timeout,
         )
-        .await?
-        .expect(&[Status::Success])?;
+        .await?;
+    let answer = answer.expect(&[Status::Success])?;
     Ok(answer.required_fields::<OffsetResponse>()?.offset)
+}
+
+/// [`search_offset_via`] with no memory of earlier requests.
+pub(crate) async fn search_offset(
+    inst: &Instance,
+    mq: &MessageQueue,
+    timestamp_ms: i64,
+) -> Result<u64> {
+    search_offset_via(inst, &ReadPath::new(), mq, timestamp_ms).await
 }
 
 /// The offset a queue with no committed offset starts from.
 pub(crate) async fn start_offset(
     inst: &Instance,
+    reads: &ReadPath,
     mq: &MessageQueue,
     position: StartPosition,
 ) -> Result<u64> {
     match position {
-        StartPosition::First => queue_offset(inst, mq, false).await,
-        StartPosition::Last => queue_offset(inst, mq, true).await,
-        StartPosition::Timestamp(t) => search_offset(inst, mq, t).await,
+        StartPosition::First => queue_offset_via(inst, reads, mq, false).await,
+        StartPosition::Last => queue_offset_via(inst, reads, mq, true).await,
+        StartPosition::Timestamp(t) => search_offset_via(inst, reads, mq, t).await,
     }
 }

@@ -1,6 +1,7 @@
 //! Consumer offsets: where each queue's consumption resumes. Clustering groups keep them on
-//! the broker that owns the queue (QUERY/UPDATE_CONSUMER_OFFSET); broadcasting members keep
-//! their own in a local file, one line per queue:
+//! the broker that owns the queue (QUERY/UPDATE_CONSUMER_OFFSET), on the replica the
+//! consumer reads from (the master, or a slave while the master is down: see `replica`);
+//! broadcasting members keep their own in a local file, one line per queue:
 //!
 //! ```text
 //! <topic> TAB <broker name> TAB <queue id> TAB <offset> LF
@@ -19,6 +20,7 @@ use ringmq_wire::command::{
     QueryConsumerOffsetRequest, QueryConsumerOffsetResponse, UpdateConsumerOffsetRequest,
 };
 
+use super::replica::ReadPath;
 use crate::error::{Error, Result};
 use crate::instance::Instance;
 use crate::route::MessageQueue;
@@ -28,6 +30,7 @@ use crate::route::MessageQueue;
 pub enum OffsetStore {
     Remote {
         inst: Arc<Instance>,
+        reads: Arc<ReadPath>,
         group: String,
     },
     Local {
@@ -37,9 +40,10 @@ pub enum OffsetStore {
 }
 
 impl OffsetStore {
-    pub fn remote(inst: Arc<Instance>, group: &str) -> Self {
+    pub fn remote(inst: Arc<Instance>, reads: Arc<ReadPath>, group: &str) -> Self {
         OffsetStore::Remote {
             inst,
+            reads,
             group: group.to_string(),
         }
     }
@@ -68,21 +72,22 @@ impl OffsetStore {
     /// The committed offset of a queue, `None` if the group never committed one.
     pub async fn read(&self, mq: &MessageQueue) -> Result<Option<u64>> {
         match self {
-            OffsetStore::Remote { inst, group } => {
+            OffsetStore::Remote { inst, reads, group } => {
                 let header = QueryConsumerOffsetRequest {
                     consumer_group: group.clone(),
                     topic: mq.topic.clone(),
                     queue_id: mq.queue_id,
                 };
-                let answer = inst
-                    .queue_call(
+                let (answer, _) = reads
+                    .call(
+                        inst,
                         mq,
                         RequestCode::QueryConsumerOffset,
                         &header,
                         inst.cfg.request_timeout,
                     )
-                    .await?
-                    .expect(&[Status::Success, Status::QueryNotFound])?;
+                    .await?;
+                let answer = answer.expect(&[Status::Success, Status::QueryNotFound])?;
                 if answer.status()? == Status::QueryNotFound {
                     return Ok(None);
                 }
@@ -96,25 +101,27 @@ impl OffsetStore {
         }
     }
 
-    /// Commits a queue's offset: at once to the broker, or into the local map (written by
-    /// [`OffsetStore::flush`]).
+    /// Commits a queue's offset: at once to the broker (the replica reads go to), or into
+    /// the local map (written by [`OffsetStore::flush`]).
     pub async fn write(&self, mq: &MessageQueue, offset: u64) -> Result<()> {
         match self {
-            OffsetStore::Remote { inst, group } => {
+            OffsetStore::Remote { inst, reads, group } => {
                 let header = UpdateConsumerOffsetRequest {
                     consumer_group: group.clone(),
                     topic: mq.topic.clone(),
                     queue_id: mq.queue_id,
                     offset,
                 };
-                inst.queue_call(
-                    mq,
-                    RequestCode::UpdateConsumerOffset,
-                    &header,
-                    inst.cfg.request_timeout,
-                )
-                .await?
-                .expect(&[Status::Success])?;
+                let (answer, _) = reads
+                    .call(
+                        inst,
+                        mq,
+                        RequestCode::UpdateConsumerOffset,
+                        &header,
+                        inst.cfg.request_timeout,
+                    )
+                    .await?;
+                answer.expect(&[Status::Success])?;
                 Ok(())
             }
             OffsetStore::Local { map, .. } => {

@@ -8,6 +8,10 @@
 //!   assigned queues, tracking a position per queue, and [`PullConsumer::commit_positions`]
 //!   commits those positions (or `auto_commit` does it periodically and at shutdown).
 //!   A position starts at the group's committed offset, or at the start position.
+//!
+//! Either way, a queue whose master is down is read from a slave of the same broker name
+//! (positions are kept; offsets are committed to the slave meanwhile), and from the master
+//! again once it is back (see `replica`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -19,9 +23,10 @@ use tokio::time::Instant;
 
 use super::group::Group;
 use super::offsets::OffsetStore;
+use super::replica::ReadPath;
 use super::{
-    check_expression, default_offset_dir, pull_queue, queue_offset, search_offset, start_offset,
-    MessageModel, PullResult, PullStatus, StartPosition,
+    check_expression, default_offset_dir, pull_via, queue_offset_via, search_offset_via,
+    start_offset, MessageModel, PullResult, PullStatus, StartPosition,
 };
 use crate::background::Background;
 use crate::error::{Error, Result};
@@ -45,6 +50,9 @@ pub struct PullConfig {
     pub auto_commit: Option<Duration>,
     pub heartbeat_interval: Duration,
     pub rebalance_interval: Duration,
+    /// While a broker is read from its slave, how often its master is tried again
+    /// (default 5 s).
+    pub master_probe_interval: Duration,
     pub offset_dir: PathBuf,
 }
 
@@ -103,6 +111,13 @@ impl PullConsumerBuilder {
         self
     }
 
+    /// While a broker's master is down and its queues are read from a slave, how often the
+    /// master is tried again (default 5 s; the route is fetched again at the same pace).
+    pub fn master_probe_interval(mut self, d: Duration) -> Self {
+        self.cfg.master_probe_interval = d;
+        self
+    }
+
     /// Folder of broadcasting offset files (see the push consumer's).
     pub fn offset_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.cfg.offset_dir = dir.into();
@@ -123,8 +138,11 @@ impl PullConsumerBuilder {
             .clone()
             .unwrap_or_else(|| "DEFAULT".to_string());
         let inst = Instance::new(self.client).await?;
+        let reads = Arc::new(ReadPath::new());
         let offsets = match cfg.model {
-            MessageModel::Clustering => OffsetStore::remote(Arc::clone(&inst), &cfg.group),
+            MessageModel::Clustering => {
+                OffsetStore::remote(Arc::clone(&inst), Arc::clone(&reads), &cfg.group)
+            }
             MessageModel::Broadcasting => {
                 OffsetStore::local(
                     cfg.offset_dir
@@ -134,7 +152,7 @@ impl PullConsumerBuilder {
                 .await?
             }
         };
-        let group = Group::new(inst, &cfg.group, cfg.model, cfg.start, false);
+        let group = Group::new(inst, reads, &cfg.group, cfg.model, cfg.start, false);
         let inner = Arc::new(Inner {
             group,
             cfg,
@@ -168,6 +186,10 @@ struct Inner {
 impl Inner {
     fn inst(&self) -> &Instance {
         &self.group.inst
+    }
+
+    fn reads(&self) -> &ReadPath {
+        &self.group.reads
     }
 
     fn positions(&self) -> std::sync::MutexGuard<'_, BTreeMap<MessageQueue, Option<u64>>> {
@@ -211,6 +233,7 @@ impl PullConsumer {
                 auto_commit: None,
                 heartbeat_interval: Duration::from_secs(30),
                 rebalance_interval: Duration::from_secs(20),
+                master_probe_interval: Duration::from_secs(5),
                 offset_dir: default_offset_dir(),
             },
         }
@@ -220,10 +243,11 @@ impl PullConsumer {
         &self.inner.inst().id
     }
 
-    /// The readable queues of a topic, in route order.
+    /// The readable queues of a topic, in route order (those of every broker with a master
+    /// or a slave).
     pub async fn fetch_queues(&self, topic: &str) -> Result<Vec<MessageQueue>> {
         self.inner.check_open()?;
-        Ok(self.inner.inst().route(topic).await?.read_queues.clone())
+        Ok(self.inner.inst().route(topic).await?.consume_queues.clone())
     }
 
     /// Pulls up to `max_messages` from `offset`, answering at once.
@@ -239,7 +263,8 @@ impl PullConsumer {
     }
 
     /// Pulls, letting the broker wait up to `wait` for a message when there is none
-    /// (long polling).
+    /// (long polling). From the master, or a slave while the master is down (a slave that
+    /// has not replicated up to `offset` yet answers [`PullStatus::NoNewMessage`]).
     pub async fn pull_blocking(
         &self,
         mq: &MessageQueue,
@@ -250,8 +275,9 @@ impl PullConsumer {
     ) -> Result<PullResult> {
         self.inner.check_open()?;
         check_expression(expression)?;
-        pull_queue(
+        pull_via(
             self.inner.inst(),
+            self.inner.reads(),
             &self.inner.cfg.group,
             mq,
             offset,
@@ -262,6 +288,7 @@ impl PullConsumer {
             None,
         )
         .await
+        .map(|p| p.result)
     }
 
     /// The group's committed offset of a queue (`None` if never committed).
@@ -279,17 +306,17 @@ impl PullConsumer {
 
     /// The oldest offset still stored in a queue.
     pub async fn min_offset(&self, mq: &MessageQueue) -> Result<u64> {
-        queue_offset(self.inner.inst(), mq, false).await
+        queue_offset_via(self.inner.inst(), self.inner.reads(), mq, false).await
     }
 
     /// One past the newest offset of a queue.
     pub async fn max_offset(&self, mq: &MessageQueue) -> Result<u64> {
-        queue_offset(self.inner.inst(), mq, true).await
+        queue_offset_via(self.inner.inst(), self.inner.reads(), mq, true).await
     }
 
     /// The first offset stored at or after `timestamp_ms`.
     pub async fn offset_for_timestamp(&self, mq: &MessageQueue, timestamp_ms: i64) -> Result<u64> {
-        search_offset(self.inner.inst(), mq, timestamp_ms).await
+        search_offset_via(self.inner.inst(), self.inner.reads(), mq, timestamp_ms).await
     }
 
     /// Manages exactly these queues for [`PullConsumer::poll`] (no group balancing).
@@ -406,8 +433,9 @@ async fn poll_round(inner: &Inner) -> Vec<ReceivedMessage> {
         };
         let want = inner.cfg.poll_batch_max - out.len() as u32;
         let expression = inner.group.expression(&mq.topic);
-        let r = pull_queue(
+        let r = pull_via(
             inner.inst(),
+            inner.reads(),
             &inner.cfg.group,
             mq,
             offset,
@@ -417,7 +445,8 @@ async fn poll_round(inner: &Inner) -> Vec<ReceivedMessage> {
             Duration::ZERO,
             None,
         )
-        .await;
+        .await
+        .map(|p| p.result);
         match r {
             Ok(r) => {
                 if r.status == PullStatus::OffsetIllegal {
@@ -443,7 +472,7 @@ async fn poll_round(inner: &Inner) -> Vec<ReceivedMessage> {
 async fn initial_position(inner: &Inner, mq: &MessageQueue) -> Result<u64> {
     match inner.offsets.read(mq).await? {
         Some(o) => Ok(o),
-        None => start_offset(inner.inst(), mq, inner.cfg.start).await,
+        None => start_offset(inner.inst(), inner.reads(), mq, inner.cfg.start).await,
     }
 }
 
@@ -494,12 +523,13 @@ async fn rebalance(inner: &Inner) {
 }
 
 async fn timers(weak: Weak<Inner>) {
-    let Some((hb, reb, refresh, commit)) = weak.upgrade().map(|i| {
+    let Some((hb, reb, refresh, commit, probe)) = weak.upgrade().map(|i| {
         (
             i.cfg.heartbeat_interval,
             i.cfg.rebalance_interval,
             i.inst().cfg.route_refresh_interval,
             i.cfg.auto_commit,
+            i.cfg.master_probe_interval,
         )
     }) else {
         return;
@@ -510,6 +540,8 @@ async fn timers(weak: Weak<Inner>) {
     let mut route_tick = tokio::time::interval(refresh.max(floor));
     let mut commit_tick =
         tokio::time::interval(commit.unwrap_or(Duration::from_secs(3600)).max(floor));
+    let mut probe_tick = tokio::time::interval(probe.max(floor));
+    probe_tick.tick().await;
     hb_tick.tick().await;
     reb_tick.tick().await;
     route_tick.tick().await;
@@ -529,6 +561,10 @@ async fn timers(weak: Weak<Inner>) {
             _ = route_tick.tick() => {
                 let Some(inner) = weak.upgrade() else { return };
                 inner.inst().refresh_all_routes().await;
+            }
+            _ = probe_tick.tick() => {
+                let Some(inner) = weak.upgrade() else { return };
+                inner.reads().probe(inner.inst()).await;
             }
             _ = commit_tick.tick() => {
                 let Some(inner) = weak.upgrade() else { return };

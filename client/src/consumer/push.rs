@@ -8,7 +8,12 @@
 //!
 //! Timers: heartbeat every `heartbeat_interval`, rebalance every `rebalance_interval` (and
 //! when a broker notifies a membership change), offsets committed every `commit_interval`,
-//! when a queue is released, and at shutdown.
+//! when a queue is released, and at shutdown; while some broker is read from its slave, the
+//! master is probed every `master_probe_interval` (see `replica`).
+//!
+//! A queue whose master is down is pulled from a slave of the same broker name with the
+//! queue's in-memory offsets (nothing is re-read); commits go to the slave meanwhile and to
+//! the master again once it is back.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -24,8 +29,9 @@ use tokio::task::JoinHandle;
 use super::group::Group;
 use super::offsets::OffsetStore;
 use super::queue_state::QueueState;
+use super::replica::ReadPath;
 use super::{
-    check_expression, default_offset_dir, pull_queue, start_offset, ConsumeResult, MessageModel,
+    check_expression, default_offset_dir, pull_via, start_offset, ConsumeResult, MessageModel,
     PullStatus, StartPosition,
 };
 use crate::background::Background;
@@ -107,6 +113,9 @@ pub struct PushConfig {
     pub heartbeat_interval: Duration,
     pub rebalance_interval: Duration,
     pub commit_interval: Duration,
+    /// While a broker is read from its slave, how often its master is tried again
+    /// (default 5 s).
+    pub master_probe_interval: Duration,
     /// How long releasing a queue waits for its running listener calls (default 5 s).
     pub release_wait: Duration,
     /// Folder of broadcasting offset files.
@@ -208,6 +217,13 @@ impl PushConsumerBuilder {
         self
     }
 
+    /// While a broker's master is down and its queues are read from a slave, how often the
+    /// master is tried again (default 5 s; the route is fetched again at the same pace).
+    pub fn master_probe_interval(mut self, d: Duration) -> Self {
+        self.cfg.master_probe_interval = d;
+        self
+    }
+
     pub fn release_wait(mut self, d: Duration) -> Self {
         self.cfg.release_wait = d;
         self
@@ -244,8 +260,11 @@ impl PushConsumerBuilder {
             .clone()
             .unwrap_or_else(|| "DEFAULT".to_string());
         let inst = Instance::new(self.client).await?;
+        let reads = Arc::new(ReadPath::new());
         let offsets = match cfg.model {
-            MessageModel::Clustering => OffsetStore::remote(Arc::clone(&inst), &cfg.group),
+            MessageModel::Clustering => {
+                OffsetStore::remote(Arc::clone(&inst), Arc::clone(&reads), &cfg.group)
+            }
             MessageModel::Broadcasting => {
                 OffsetStore::local(
                     cfg.offset_dir
@@ -255,7 +274,7 @@ impl PushConsumerBuilder {
                 .await?
             }
         };
-        let group = Group::new(inst, &cfg.group, cfg.model, cfg.start, true);
+        let group = Group::new(inst, reads, &cfg.group, cfg.model, cfg.start, true);
         for (t, e) in &cfg.subscriptions {
             group.subscribe(t, e);
         }
@@ -351,6 +370,7 @@ impl PushConsumer {
                 heartbeat_interval: Duration::from_secs(30),
                 rebalance_interval: Duration::from_secs(20),
                 commit_interval: Duration::from_secs(5),
+                master_probe_interval: Duration::from_secs(5),
                 release_wait: Duration::from_secs(5),
                 offset_dir: default_offset_dir(),
             },
@@ -418,7 +438,7 @@ async fn rebalance(inner: &Arc<Inner>) {
 async fn start_queue(inner: &Arc<Inner>, mq: MessageQueue) -> Result<()> {
     let offset = match inner.offsets.read(&mq).await? {
         Some(o) => o,
-        None => start_offset(inner.inst(), &mq, inner.cfg.start).await?,
+        None => start_offset(inner.inst(), &inner.group.reads, &mq, inner.cfg.start).await?,
     };
     log::debug!("{}: consuming {mq} from {offset}", inner.inst().id);
     let state = Arc::new(QueueState::new(mq.clone(), offset));
@@ -451,11 +471,12 @@ async fn release_all(inner: &Arc<Inner>, mqs: Vec<MessageQueue>) {
 }
 
 async fn commit_queue(inner: &Inner, state: &QueueState) {
-    let Some(offset) = state.commit_due() else {
+    let switches = inner.group.reads.switches();
+    let Some(offset) = state.commit_due(switches) else {
         return;
     };
     match inner.offsets.write(&state.mq, offset).await {
-        Ok(()) => state.mark_committed(offset),
+        Ok(()) => state.mark_committed(offset, switches),
         Err(e) => log::warn!("committing {} at {offset}: {e}", state.mq),
     }
 }
@@ -478,8 +499,9 @@ async fn pull_loop(weak: Weak<Inner>, state: Arc<QueueState>) {
             MessageModel::Clustering => Some(state.committable()),
             MessageModel::Broadcasting => None,
         };
-        let pull = pull_queue(
+        let pull = pull_via(
             inner.inst(),
+            &inner.group.reads,
             &inner.group.name,
             &state.mq,
             next,
@@ -494,29 +516,40 @@ async fn pull_loop(weak: Weak<Inner>, state: Arc<QueueState>) {
             _ = state.until_dropped() => return,
         };
         match result {
-            Ok(r) => match r.status {
-                PullStatus::Found => {
-                    next = r.next_offset;
-                    state.received(r.messages.iter().map(|m| m.queue_offset), next);
-                    dispatch(&inner, &state, r.messages);
+            Ok(p) if p.slave_behind => {
+                // The slave has not replicated up to `next` yet: wait for it (or the master).
+                let pause = inner.cfg.pull_error_backoff;
+                drop(inner);
+                if state.sleep_or_dropped(pause).await {
+                    return;
                 }
-                PullStatus::NoNewMessage | PullStatus::NoMatchedMessage => {
-                    next = r.next_offset;
-                    state.received([], next);
+            }
+            Ok(p) => {
+                let r = p.result;
+                match r.status {
+                    PullStatus::Found => {
+                        next = r.next_offset;
+                        state.received(r.messages.iter().map(|m| m.queue_offset), next);
+                        dispatch(&inner, &state, r.messages);
+                    }
+                    PullStatus::NoNewMessage | PullStatus::NoMatchedMessage => {
+                        next = r.next_offset;
+                        state.received([], next);
+                    }
+                    PullStatus::OffsetIllegal => {
+                        log::warn!(
+                            "{}: offset {next} is outside {}..{}; continuing at {}",
+                            state.mq,
+                            r.min_offset,
+                            r.max_offset,
+                            r.next_offset
+                        );
+                        next = r.next_offset;
+                        state.moved_to(next);
+                        commit_queue(&inner, &state).await;
+                    }
                 }
-                PullStatus::OffsetIllegal => {
-                    log::warn!(
-                        "{}: offset {next} is outside {}..{}; continuing at {}",
-                        state.mq,
-                        r.min_offset,
-                        r.max_offset,
-                        r.next_offset
-                    );
-                    next = r.next_offset;
-                    state.moved_to(next);
-                    commit_queue(&inner, &state).await;
-                }
-            },
+            }
             Err(e) => {
                 log::debug!("pulling {}: {e}", state.mq);
                 let pause = inner.cfg.pull_error_backoff;
@@ -588,18 +621,22 @@ async fn consume_batch(weak: Weak<Inner>, state: Arc<QueueState>, mut batch: Vec
 }
 
 async fn heartbeat_timer(weak: Weak<Inner>) {
-    let Some((hb, refresh)) = weak.upgrade().map(|i| {
+    let Some((hb, refresh, probe)) = weak.upgrade().map(|i| {
         (
             i.cfg.heartbeat_interval,
             i.inst().cfg.route_refresh_interval,
+            i.cfg.master_probe_interval,
         )
     }) else {
         return;
     };
-    let mut hb_tick = tokio::time::interval(hb.max(Duration::from_millis(10)));
+    let floor = Duration::from_millis(10);
+    let mut hb_tick = tokio::time::interval(hb.max(floor));
     let mut route_tick = tokio::time::interval(refresh);
+    let mut probe_tick = tokio::time::interval(probe.max(floor));
     hb_tick.tick().await;
     route_tick.tick().await;
+    probe_tick.tick().await;
     loop {
         tokio::select! {
             _ = hb_tick.tick() => {
@@ -609,6 +646,10 @@ async fn heartbeat_timer(weak: Weak<Inner>) {
             _ = route_tick.tick() => {
                 let Some(inner) = weak.upgrade() else { return };
                 inner.inst().refresh_all_routes().await;
+            }
+            _ = probe_tick.tick() => {
+                let Some(inner) = weak.upgrade() else { return };
+                inner.group.reads.probe(inner.inst()).await;
             }
         }
     }

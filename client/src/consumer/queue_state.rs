@@ -20,8 +20,9 @@ struct Offsets {
     outstanding: BTreeSet<u64>,
     /// Every offset below this has been received (next offset to pull).
     received_to: u64,
-    /// Last offset committed (to skip commits that change nothing).
-    committed: Option<u64>,
+    /// Last offset committed, with the read path's switch count at the time (to skip
+    /// commits that change nothing, but commit again on a replica reads moved to).
+    committed: Option<(u64, u64)>,
 }
 
 /// One assigned queue of a push consumer.
@@ -138,14 +139,16 @@ impl QueueState {
             .map_or(o.received_to, |first| first.min(o.received_to))
     }
 
-    /// The committable offset if it differs from the last one committed.
-    pub fn commit_due(&self) -> Option<u64> {
+    /// The committable offset if it differs from the last one committed, or if reads moved
+    /// to another replica since (`switches`: the read path's count of such moves).
+    pub fn commit_due(&self, switches: u64) -> Option<u64> {
         let c = self.committable();
-        (self.lock().committed != Some(c)).then_some(c)
+        (self.lock().committed != Some((c, switches))).then_some(c)
     }
 
-    pub fn mark_committed(&self, offset: u64) {
-        self.lock().committed = Some(offset);
+    /// Records a commit of `offset` made when the read path's switch count was `switches`.
+    pub fn mark_committed(&self, offset: u64, switches: u64) {
+        self.lock().committed = Some((offset, switches));
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Offsets> {
@@ -167,9 +170,14 @@ mod tests {
         assert_eq!(q.committable(), 10, "10 is still with the listener");
         q.acked([10]);
         assert_eq!(q.committable(), 13);
-        assert_eq!(q.commit_due(), Some(13));
-        q.mark_committed(13);
-        assert_eq!(q.commit_due(), None);
+        assert_eq!(q.commit_due(0), Some(13));
+        q.mark_committed(13, 0);
+        assert_eq!(q.commit_due(0), None);
+        assert_eq!(
+            q.commit_due(1),
+            Some(13),
+            "reads moved to another replica: commit there too"
+        );
         q.received([20], 25);
         assert_eq!(q.committable(), 20, "filtered offsets 13..20 count as done");
         q.moved_to(5);
