@@ -187,6 +187,12 @@ fn lookup(
             PullStatus::OffsetOverflow
         };
     }
+    if r.status == PullStatus::OffsetOverflow && !shard.broker.config.broker_role.is_master() {
+        // A slave may simply be behind its master: past its end is "nothing yet", never an
+        // order to rewind the consumer (and the pull may wait for replication to catch up).
+        r.status = PullStatus::NoNewMessage;
+        r.next_offset = offset;
+    }
     Ok(r)
 }
 
