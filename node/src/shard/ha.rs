@@ -3,11 +3,15 @@
 //! Master: every shard accepts on the HA port (SO_REUSEPORT); an HA_SUBSCRIBE for another
 //! shard is handed to that shard. The shard answers where streaming starts, then pushes whole
 //! log entries (HA_TRANSFER, spliced from the segment file) as they are appended, a heartbeat
-//! every `HEARTBEAT_MS` when idle, and reads HA_ACKs that wake SYNC_MASTER sends.
+//! every `haSendHeartbeatInterval` when idle, and reads HA_ACKs that wake SYNC_MASTER sends.
 //!
 //! Slave: every shard follows the same shard of its master: subscribe with its log end,
 //! truncate if the master says it is ahead, then append each transfer verbatim and
-//! acknowledge it. Links are re-established with a backoff.
+//! acknowledge it (heartbeats too). Links are re-established with a backoff.
+//!
+//! Either end closes a link it has heard nothing on for `haHousekeepingInterval` (as
+//! RocketMQ does): a half-open connection (peer host gone, middlebox state dropped) would
+//! otherwise hold a slave away from its master forever, and keep a dead slave counted.
 
 use std::cell::Cell;
 use std::net::SocketAddr;
@@ -34,8 +38,6 @@ use crate::net::frames::FrameReader;
 use crate::net::reply::Reply;
 use crate::store::commitlog::shard_base;
 
-/// Idle links get an empty HA_TRANSFER (master) and an HA_ACK (slave) this often.
-pub const HEARTBEAT_MS: u64 = 5_000;
 /// Most log bytes in one HA_TRANSFER.
 pub const TRANSFER_BYTES_MAX: u64 = 1 << 20;
 /// Wait between attempts to reach the master.
@@ -179,12 +181,28 @@ async fn serve_slave(
     );
     let id = shard.replicas.borrow_mut().add(start, Broker::now_ms());
     let closed = Rc::new(Cell::new(false));
+    let housekeeping_ms = b.config.ha_housekeeping_interval_ms;
     let acks = {
         let shard = Rc::clone(&shard);
         let conn = conn.clone();
         let closed = Rc::clone(&closed);
         rt::spawn_joinable(async move {
-            while let Ok(Some(f)) = rd.next(&conn).await {
+            loop {
+                let f = match rt::timeout(Duration::from_millis(housekeeping_ms), rd.next(&conn))
+                    .await
+                {
+                    Some(Ok(Some(f))) => f,
+                    Some(_) => break,
+                    None => {
+                        log::warn!(
+                            "shard {}: nothing from the slave at {peer} for {housekeeping_ms} ms (haHousekeepingInterval): closing the link",
+                            shard.id
+                        );
+                        // Also fails a push blocked on a full socket buffer.
+                        conn.shutdown().await;
+                        break;
+                    }
+                };
                 let Ok(parsed) = frame::parse(&f) else { break };
                 if parsed.request_code().ok() != Some(RequestCode::HaAck) {
                     continue;
@@ -233,7 +251,8 @@ async fn push_loop(
         let end = shard.store.borrow().write_offset();
         request_id += 1;
         if cursor >= end {
-            if rt::timeout(Duration::from_millis(HEARTBEAT_MS), listener)
+            let heartbeat_ms = shard.broker.config.ha_send_heartbeat_interval_ms;
+            if rt::timeout(Duration::from_millis(heartbeat_ms), listener)
                 .await
                 .is_none()
             {
@@ -389,11 +408,8 @@ async fn follow(shard: &Rc<Shard>, addr: SocketAddr) -> Result<(), String> {
     let (res, _) = conn.write_all(out).await;
     res.map_err(|e| e.to_string())?;
     let mut rd = FrameReader::new(limits::FRAME_BYTES_MAX, Vec::new());
-    let first = rd
-        .next(&conn)
-        .await
-        .map_err(|e| e.to_string())?
-        .ok_or("the master closed the link")?;
+    let housekeeping_ms = b.config.ha_housekeeping_interval_ms;
+    let first = next_from_master(&conn, &mut rd, housekeeping_ms).await?;
     let f = frame::parse(&first).map_err(|e| e.to_string())?;
     let status = f.status().map_err(|e| e.to_string())?;
     let resp = Response::<HaSubscribeResponse>::decode(f.header).map_err(|e| e.to_string())?;
@@ -426,11 +442,7 @@ async fn follow(shard: &Rc<Shard>, addr: SocketAddr) -> Result<(), String> {
     );
     let mut request_id = 1u64;
     loop {
-        let bytes = rd
-            .next(&conn)
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or("the master closed the link")?;
+        let bytes = next_from_master(&conn, &mut rd, housekeeping_ms).await?;
         let f = frame::parse(&bytes).map_err(|e| e.to_string())?;
         if f.request_code().ok() != Some(RequestCode::HaTransfer) {
             continue;
@@ -472,6 +484,22 @@ async fn follow(shard: &Rc<Shard>, addr: SocketAddr) -> Result<(), String> {
         let (res, _) = conn.write_all(out).await;
         res.map_err(|e| e.to_string())?;
     }
+}
+
+/// The next frame from the master; an error when the link closed or stayed silent for
+/// `housekeeping_ms` (the master heartbeats an idle link well within that).
+async fn next_from_master(
+    conn: &Conn,
+    rd: &mut FrameReader,
+    housekeeping_ms: u64,
+) -> Result<Vec<u8>, String> {
+    rt::timeout(Duration::from_millis(housekeeping_ms), rd.next(conn))
+        .await
+        .ok_or_else(|| {
+            format!("nothing from the master for {housekeeping_ms} ms (haHousekeepingInterval)")
+        })?
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| "the master closed the link".to_string())
 }
 
 /// How often a slave's shard copies its master's consumer offsets.
