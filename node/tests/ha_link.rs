@@ -30,11 +30,19 @@ const STALL: u8 = 1;
 /// Connections are closed and new ones refused.
 const REFUSE: u8 = 2;
 
+/// One proxied connection: the slave's side, the master's side, and whether it was made
+/// half-open (master side closed, slave side left open and silent).
+struct Link {
+    down: TcpStream,
+    up: TcpStream,
+    muted: Arc<AtomicBool>,
+}
+
 /// A TCP proxy to `upstream` whose forwarding the test switches.
 struct Proxy {
     addr: SocketAddr,
     mode: Arc<AtomicU8>,
-    conns: Arc<Mutex<Vec<TcpStream>>>,
+    links: Arc<Mutex<Vec<Link>>>,
     stop: Arc<AtomicBool>,
     accepted: Arc<Mutex<u32>>,
 }
@@ -46,13 +54,13 @@ impl Proxy {
         let p = Proxy {
             addr,
             mode: Arc::new(AtomicU8::new(FORWARD)),
-            conns: Arc::default(),
+            links: Arc::default(),
             stop: Arc::default(),
             accepted: Arc::default(),
         };
-        let (mode, conns, stop, accepted) = (
+        let (mode, links, stop, accepted) = (
             Arc::clone(&p.mode),
-            Arc::clone(&p.conns),
+            Arc::clone(&p.links),
             Arc::clone(&p.stop),
             Arc::clone(&p.accepted),
         );
@@ -69,16 +77,19 @@ impl Proxy {
                 let Ok(up) = TcpStream::connect_timeout(&upstream, Duration::from_secs(2)) else {
                     continue;
                 };
-                let mut list = conns.lock().unwrap();
-                list.push(down.try_clone().unwrap());
-                list.push(up.try_clone().unwrap());
-                drop(list);
+                let muted = Arc::new(AtomicBool::new(false));
+                links.lock().unwrap().push(Link {
+                    down: down.try_clone().unwrap(),
+                    up: up.try_clone().unwrap(),
+                    muted: Arc::clone(&muted),
+                });
                 for (from, to) in [
                     (down.try_clone().unwrap(), up.try_clone().unwrap()),
                     (up, down),
                 ] {
-                    let (mode, stop) = (Arc::clone(&mode), Arc::clone(&stop));
-                    std::thread::spawn(move || pump(from, to, &mode, &stop));
+                    let (mode, stop, muted) =
+                        (Arc::clone(&mode), Arc::clone(&stop), Arc::clone(&muted));
+                    std::thread::spawn(move || pump(from, to, &mode, &stop, &muted));
                 }
             }
         });
@@ -88,9 +99,20 @@ impl Proxy {
     fn set(&self, mode: u8) {
         self.mode.store(mode, Ordering::SeqCst);
         if mode == REFUSE {
-            for c in self.conns.lock().unwrap().drain(..) {
-                let _ = c.shutdown(Shutdown::Both);
+            for l in self.links.lock().unwrap().drain(..) {
+                let _ = l.down.shutdown(Shutdown::Both);
+                let _ = l.up.shutdown(Shutdown::Both);
             }
+        }
+    }
+
+    /// Closes the master's side of every current connection and leaves the slave's side open
+    /// and silent (a half-open connection: the master saw the link go, the slave did not).
+    /// New connections are forwarded.
+    fn half_open(&self) {
+        for l in self.links.lock().unwrap().iter() {
+            l.muted.store(true, Ordering::SeqCst);
+            let _ = l.up.shutdown(Shutdown::Both);
         }
     }
 
@@ -108,13 +130,22 @@ impl Drop for Proxy {
 }
 
 /// Copies `from` to `to` while the mode is FORWARD; holds what it read while STALL; ends on
-/// REFUSE, EOF or an error.
-fn pump(mut from: TcpStream, mut to: TcpStream, mode: &AtomicU8, stop: &AtomicBool) {
+/// REFUSE, EOF, an error or a half-open cut (which leaves both sockets as they are).
+fn pump(
+    mut from: TcpStream,
+    mut to: TcpStream,
+    mode: &AtomicU8,
+    stop: &AtomicBool,
+    muted: &AtomicBool,
+) {
     from.set_read_timeout(Some(Duration::from_millis(20)))
         .unwrap();
     let mut buf = vec![0u8; 256 * 1024];
     loop {
-        if stop.load(Ordering::Relaxed) || mode.load(Ordering::Relaxed) == REFUSE {
+        if stop.load(Ordering::Relaxed)
+            || mode.load(Ordering::Relaxed) == REFUSE
+            || muted.load(Ordering::Relaxed)
+        {
             break;
         }
         if mode.load(Ordering::Relaxed) == STALL {
@@ -138,12 +169,17 @@ fn pump(mut from: TcpStream, mut to: TcpStream, mode: &AtomicU8, stop: &AtomicBo
         while mode.load(Ordering::Relaxed) == STALL {
             std::thread::sleep(Duration::from_millis(10));
         }
-        if mode.load(Ordering::Relaxed) == REFUSE || to.write_all(&buf[..n]).is_err() {
+        if mode.load(Ordering::Relaxed) == REFUSE
+            || muted.load(Ordering::Relaxed)
+            || to.write_all(&buf[..n]).is_err()
+        {
             break;
         }
     }
-    let _ = from.shutdown(Shutdown::Both);
-    let _ = to.shutdown(Shutdown::Both);
+    if !muted.load(Ordering::Relaxed) {
+        let _ = from.shutdown(Shutdown::Both);
+        let _ = to.shutdown(Shutdown::Both);
+    }
 }
 
 /// One answered send of [`send_round`]: queue, status, response fields, time to the answer,
@@ -356,4 +392,117 @@ fn sync_master_without_slave_answers_slave_not_available_and_keeps_the_record() 
         assert_eq!(c.max_offset(topic, q), 3);
     }
     eprintln!("no slave: 12 sends answered SLAVE_NOT_AVAILABLE within {worst:?}, all 12 stored");
+}
+
+/// A half-open link (the master's side closed, the slave's side left open and silent, as
+/// when a middlebox drops its state or the master's host vanishes): the master drops the
+/// slave at once; the slave must notice the silence within `haHousekeepingInterval` (the
+/// master sends a heartbeat every `haSendHeartbeatInterval` when idle), reconnect and catch
+/// up, so sends are OK again.
+#[test]
+fn half_open_link_is_detected_and_the_slave_reconnects() {
+    const HOUSEKEEPING_MS: u64 = 3_000;
+    let topic = "HaHalfOpen";
+    let dir = tempdir("ha-half-open");
+    let ns = Node::namesrv(dir.path(), &[]);
+    let nsa = ns.namesrv_addr();
+    let ha_keys = vec![
+        format!("haHousekeepingInterval={HOUSEKEEPING_MS}"),
+        "haSendHeartbeatInterval=1000".to_string(),
+    ];
+    let mut mcfg = HaBroker::master(&dir.path().join("master"), "SYNC_MASTER", SHARDS);
+    mcfg.sync_flush_timeout_ms = SYNC_FLUSH_TIMEOUT_MS;
+    mcfg.extra = ha_keys.clone();
+    let master = mcfg.start(nsa);
+    let maddr = master.broker_addr();
+    let proxy = Proxy::start(registered_ha_address(nsa, &mcfg.broker_name));
+    let mut scfg = HaBroker::slave(&dir.path().join("slave"), SHARDS, Some(proxy.addr));
+    scfg.extra = ha_keys;
+    let slave = scfg.start(nsa);
+    let saddr = slave.broker_addr();
+    Client::connect(maddr).create_topic_ok(topic, QUEUES);
+    assert!(wait_slaves_connected(
+        maddr,
+        SHARDS.into(),
+        Duration::from_secs(10)
+    ));
+    let mut c = Client::connect(maddr);
+    for (q, st, _, _, _) in send_round(&mut c, topic, "before") {
+        assert_eq!(st, Status::Success, "queue {q}");
+    }
+
+    let cut_at = Instant::now();
+    proxy.half_open();
+    let mut mc = Client::connect(maddr);
+    let dropped = wait_for(Duration::from_secs(5), || {
+        let info = mc.runtime_info();
+        (0..usize::from(SHARDS))
+            .all(|s| shard_extra(&info, s, "ha_slaves") == Some(0))
+            .then_some(cut_at.elapsed())
+    })
+    .expect("the master did not drop the slave whose link it saw close");
+    for (q, st, _, _, _) in send_round(&mut c, topic, "half-open") {
+        assert_ne!(st, Status::Success, "queue {q}: OK without a slave");
+    }
+    let back = wait_for(Duration::from_secs(15), || {
+        let info = mc.runtime_info();
+        (0..usize::from(SHARDS))
+            .all(|s| shard_extra(&info, s, "ha_slaves") == Some(1))
+            .then_some(cut_at.elapsed())
+    });
+    eprintln!(
+        "half-open link: master dropped the slave after {dropped:?}; slave reconnected after {back:?} (haHousekeepingInterval {HOUSEKEEPING_MS} ms, proxy saw {} connections)",
+        proxy.accepted()
+    );
+    let back = back.expect(
+        "the slave did not notice its half-open link within 15 s (haHousekeepingInterval is 3 s)",
+    );
+    assert!(
+        back <= Duration::from_millis(HOUSEKEEPING_MS + 3_000),
+        "the slave took {back:?} to notice a silent link, haHousekeepingInterval is {HOUSEKEEPING_MS} ms"
+    );
+    wait_caught_up(maddr, saddr, Duration::from_secs(10)).expect("caught up after reconnecting");
+    assert_eq!(assert_same_queues(maddr, saddr, topic, QUEUES), 8);
+    for (q, st, _, _, _) in send_round(&mut c, topic, "after") {
+        assert_eq!(st, Status::Success, "queue {q}");
+    }
+
+    // A silent link (nothing moves, nothing closes): the master drops the slave after
+    // haHousekeepingInterval, so sends answer SLAVE_NOT_AVAILABLE at once instead of waiting
+    // out syncFlushTimeout each.
+    let silent_at = Instant::now();
+    proxy.set(STALL);
+    let dropped = wait_for(Duration::from_secs(10), || {
+        let info = mc.runtime_info();
+        (0..usize::from(SHARDS))
+            .all(|s| shard_extra(&info, s, "ha_slaves") == Some(0))
+            .then_some(silent_at.elapsed())
+    })
+    .expect("the master still counts a slave it has not heard from for 10 s");
+    assert!(
+        dropped >= Duration::from_millis(HOUSEKEEPING_MS - 500),
+        "the master dropped a live-looking slave after {dropped:?}, before haHousekeepingInterval"
+    );
+    let mut statuses = Vec::new();
+    for (q, st, _, took, _) in send_round(&mut c, topic, "silent") {
+        assert_ne!(st, Status::Success, "queue {q}: OK over a silent link");
+        statuses.push((st.name(), took));
+    }
+    proxy.set(FORWARD);
+    let back = wait_for(Duration::from_secs(15), || {
+        let info = mc.runtime_info();
+        (0..usize::from(SHARDS))
+            .all(|s| shard_extra(&info, s, "ha_slaves") == Some(1))
+            .then_some(silent_at.elapsed())
+    })
+    .expect("the slave did not reconnect after the silent link came back");
+    wait_caught_up(maddr, saddr, Duration::from_secs(10)).expect("caught up after the silence");
+    assert_eq!(assert_same_queues(maddr, saddr, topic, QUEUES), 16);
+    for (q, st, _, _, _) in send_round(&mut c, topic, "after silence") {
+        assert_eq!(st, Status::Success, "queue {q}");
+    }
+    eprintln!(
+        "silent link: master dropped the slave after {dropped:?}; sends then answered {statuses:?}; slave back {back:?} after the silence began"
+    );
+    drop(proxy);
 }
