@@ -495,7 +495,6 @@ fn slave_ahead_of_its_master_truncates() {
 /// the master's oldest retained byte (its queues starting at the queue offsets found
 /// there), catches up and holds the same queue ranges and bytes.
 #[test]
-#[ignore = "reason: replication bug: an empty slave starting at a retained master's oldest segment rejects the first shipment forever (node/src/store/replica.rs: a fresh ConsumeQueue continues at 0, the record says queue offset N > 0: 'batch rejected: record at X has queue offset 201 in T/0, which continues at 0'); needs a ConsumeQueue way to start an empty queue at N (consume_queue.rs)"]
 fn empty_slave_starts_at_the_masters_oldest_retained_segment() {
     let topic = "HaRetained";
     let dir = tempdir("ha-retained");

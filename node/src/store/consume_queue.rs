@@ -387,6 +387,43 @@ impl<D: Disk + Clone> ConsumeQueue<D> {
         Ok(())
     }
 
+    /// Makes a queue that holds nothing start at `offset` (a slave that joined a master whose
+    /// older segments were already removed, so its first record of this queue is not offset
+    /// 0). The units before `offset` in its file are RocketMQ's pre-blank units (physical
+    /// offset 0, size `i32::MAX`), so a reopen finds the same end; they sit below every
+    /// retained log offset, so the queue's minimum is `offset`.
+    pub fn start_at(&mut self, offset: u64) -> Result<()> {
+        if self.max_offset != 0 || !self.files.is_empty() || !self.staged.is_empty() {
+            return Err(StoreError::BadBatch {
+                detail: format!(
+                    "{}: cannot start at {offset}, the queue is not empty",
+                    self.dir.display()
+                ),
+            });
+        }
+        self.ensure_file(offset)?;
+        let first = offset - offset % self.units_per_file;
+        if offset > first {
+            let blank = CqUnit {
+                physical_offset: 0,
+                size: i32::MAX as u32,
+                tag_hash: 0,
+            }
+            .encode();
+            let fill: Vec<u8> = (first..offset).flat_map(|_| blank).collect();
+            let file = self.file_of(first)?;
+            self.disk
+                .write_at(file, 0, &fill)
+                .map_err(|e| StoreError::io(&self.dir, e))?;
+            if !self.dirty.contains(&first) {
+                self.dirty.push(first);
+            }
+        }
+        self.max_offset = offset;
+        self.min_offset = offset;
+        Ok(())
+    }
+
     fn ensure_file(&mut self, offset: u64) -> Result<()> {
         let first = offset - offset % self.units_per_file;
         if self.files.contains_key(&first) {

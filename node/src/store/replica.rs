@@ -5,6 +5,7 @@
 
 use ringmq_wire::record::{self, Entry};
 
+use super::commitlog::shard_base;
 use super::consume_queue::CqUnit;
 use super::disk::Disk;
 use super::error::{Result, StoreError};
@@ -93,7 +94,13 @@ impl<D: Disk + Clone> Store<D> {
                     let queue_offset = rec.queue_offset;
                     let len = rec.len();
                     self.log.place_replicated(phys, len, false)?;
+                    let joined_mid_way = self.log.min_offset() > shard_base(self.cfg.shard);
                     let cq = self.queue_or_open(&topic, queue_id)?;
+                    if joined_mid_way && cq.next_offset() == 0 && queue_offset > 0 {
+                        // This slave started at the master's oldest retained segment: the
+                        // queue's earlier records are gone on the master too.
+                        cq.start_at(queue_offset)?;
+                    }
                     if cq.next_offset() != queue_offset {
                         return Err(StoreError::BadBatch {
                             detail: format!(

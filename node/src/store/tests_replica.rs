@@ -109,3 +109,31 @@ fn slave_ahead_of_master_truncates() {
     assert_eq!(log_bytes(&slave), log_bytes(&master));
     assert_eq!(slave.queue_range("T", 0), Some((0, 10)));
 }
+
+#[test]
+fn empty_slave_joins_a_master_whose_oldest_segments_are_gone() {
+    let mut master = Store::open(FaultDisk::new(), small_config("/m")).unwrap();
+    for i in 0..30u8 {
+        let mut b = Vec::new();
+        encode("T", u32::from(i % 2), &[i; 700], None, &mut b);
+        master.append(&mut b, 1000 + i64::from(i)).unwrap();
+    }
+    let removed = master.remove_expired(1_000_000, 1, true, 2).unwrap();
+    assert!(removed.removed_segments > 0);
+    let slave_disk = FaultDisk::new();
+    let mut slave = Store::open(slave_disk.clone(), small_config("/s")).unwrap();
+    slave.start_empty_at(master.min_offset()).unwrap();
+    ship_all(&master, &mut slave, 3000);
+    for q in 0..2 {
+        assert_eq!(slave.queue_range("T", q), master.queue_range("T", q));
+    }
+    slave.close().unwrap();
+    let reopened = Store::open(slave_disk, small_config("/s")).unwrap();
+    for q in 0..2 {
+        assert_eq!(
+            reopened.queue_range("T", q),
+            master.queue_range("T", q),
+            "queue {q} after reopen"
+        );
+    }
+}
