@@ -409,12 +409,15 @@ fn prepare_file(path: &Path, len: u64, stop: &AtomicBool) -> io::Result<()> {
             file.write_all_at(&zeros[..n], at)?;
             at += n as u64;
             // Put the zeros (and ext4's unwritten-to-written extent conversion) on disk here,
-            // off the append path: otherwise the first fdatasync of the segment once it is
-            // active writes back every still-dirty zero page of the whole file (measured: a
-            // ~0.6 s SYNC_FLUSH ack and a ~1 s flush-timer stall per 256 MiB roll). Streamed:
-            // start writeback of each slice and wait for the one before, so zero-filling and
-            // disk writes overlap and at most two slices are queued ahead of an appender's
-            // fdatasync.
+            // before the segment is used: otherwise the first fdatasync of the segment once it
+            // is active writes back every still-dirty zero page of the whole file (measured:
+            // SYNC_FLUSH acks of ~0.5-0.65 s at every 256 MiB roll; 63-80 ms p99.9 with this).
+            // The price: preparing 256 MiB takes ~0.8 s instead of ~0.2 s, so a producer that
+            // fills half a segment faster (ASYNC_FLUSH, large batches) waits at the roll;
+            // announcing the file ready before the write-back did not remove the SYNC_FLUSH
+            // stalls (docs/perf.md). Streamed: start write-back of each slice and wait for the
+            // one before, so zero-filling and disk writes overlap and at most two slices are
+            // queued ahead of an appender's fdatasync.
             if at % PREWRITE_SYNC_BYTES == 0 || at == len {
                 let slice = (at - 1) / PREWRITE_SYNC_BYTES * PREWRITE_SYNC_BYTES;
                 sync_range(&file, slice, at - slice, libc::SYNC_FILE_RANGE_WRITE)?;
