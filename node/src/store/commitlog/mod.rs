@@ -385,6 +385,15 @@ impl<D: Disk + Clone> CommitLog<D> {
             .sync_dir(&self.dir)
             .map_err(|e| StoreError::io(&self.dir, e))?;
         self.segments.push_back(Segment { start, file });
+        // Prepare the next one now: preparing (allocate, pre-write, write back) takes about
+        // as long as filling a segment at full speed, so waiting until half full made fast
+        // producers stall at rolls (docs/perf.md).
+        let next = start + self.segment_bytes;
+        if self.next_prepared < next {
+            self.next_prepared = next;
+            self.disk
+                .prepare(&self.dir.join(segment_name(next)), self.segment_bytes);
+        }
         Ok(())
     }
 
