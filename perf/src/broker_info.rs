@@ -9,7 +9,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use ringmq_client::Admin;
+use ringmq_client::{Admin, ClientConfig};
+
+/// How long an admin request (topic creation, runtime info) may take: generous, because a
+/// broker under a benchmark's load, or a fresh one, can be slow to answer.
+pub const ADMIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One broker replica as perf reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,9 +64,7 @@ pub fn durability(brokers: &[BrokerView]) -> String {
 /// Every replica the name servers know, with its role and flush policy, and the admin
 /// client that asked.
 pub async fn discover(namesrv: &str) -> Result<(Admin, Vec<BrokerView>), String> {
-    let admin = Admin::connect(namesrv)
-        .await
-        .map_err(|e| format!("name servers {namesrv}: {e}"))?;
+    let admin = connect(namesrv).await?;
     let info = admin
         .cluster_info()
         .await
@@ -93,6 +95,23 @@ pub async fn discover(namesrv: &str) -> Result<(Admin, Vec<BrokerView>), String>
     }
     out.sort_by(|a, b| (&a.name, a.id).cmp(&(&b.name, b.id)));
     Ok((admin, out))
+}
+
+/// An admin client for `namesrv` (`h1:9876;h2:9876`) with [`ADMIN_TIMEOUT`] per request.
+pub async fn connect(namesrv: &str) -> Result<Admin, String> {
+    let cfg = ClientConfig {
+        name_servers: namesrv
+            .split(';')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect(),
+        request_timeout: ADMIN_TIMEOUT,
+        ..ClientConfig::default()
+    };
+    Admin::with_config(cfg)
+        .await
+        .map_err(|e| format!("name servers {namesrv}: {e}"))
 }
 
 /// Replication lag of the masters, sampled every second while a run lasts.

@@ -460,9 +460,7 @@ fn as_map(v: Value) -> serde_json::Map<String, Value> {
 
 /// Creates the topic on every master unless the name servers already route it.
 async fn ensure_topic(namesrv: &str, topic: &str, queues: u32) -> Result<(), String> {
-    let admin = Admin::connect(namesrv)
-        .await
-        .map_err(|e| format!("name servers {namesrv}: {e}"))?;
+    let admin = broker_info::connect(namesrv).await?;
     if let Ok(r) = admin.topic_route(topic).await {
         if !r.write_queues.is_empty() {
             return Ok(());
@@ -475,9 +473,7 @@ async fn ensure_topic(namesrv: &str, topic: &str, queues: u32) -> Result<(), Str
 }
 
 async fn topic_exists(namesrv: &str, topic: &str) -> Result<(), String> {
-    let admin = Admin::connect(namesrv)
-        .await
-        .map_err(|e| format!("name servers {namesrv}: {e}"))?;
+    let admin = broker_info::connect(namesrv).await?;
     match admin.topic_route(topic).await {
         Ok(r) if !r.read_queues.is_empty() => Ok(()),
         Ok(_) => Err(format!("topic {topic} has no readable queue")),

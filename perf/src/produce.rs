@@ -158,6 +158,10 @@ pub async fn run(
     stop: Arc<AtomicBool>,
 ) -> SendOutcome {
     let started = Instant::now();
+    // The wall clock at the same moment: the send times written into bodies under --rate are
+    // `started_us + (due - started)`, on the consumers' clock, with no offset from the delay
+    // before the pacer thread runs.
+    let started_us = payload::now_us();
     let run = Arc::new(Run {
         maker: BodyMaker::new(plan.size),
         plan: plan.clone(),
@@ -185,7 +189,9 @@ pub async fn run(
             }
         }
         let r = Arc::clone(&run);
-        pacer = Some(std::thread::spawn(move || pace(&r, rate, started, &txs)));
+        pacer = Some(std::thread::spawn(move || {
+            pace(&r, rate, (started, started_us), &txs)
+        }));
     } else {
         for (id, p) in &producers.list {
             let seq = Arc::new(AtomicU64::new(0));
@@ -223,8 +229,7 @@ pub async fn run(
 /// The open-loop schedule: send k is due at `start + k * batch / rate`, handed to the
 /// producers in turn. Runs on its own thread (sleeps with µs resolution, not the async
 /// timer's ms).
-fn pace(run: &Run, rate: f64, start: Instant, txs: &[flume::Sender<Due>]) {
-    let start_us = payload::now_us();
+fn pace(run: &Run, rate: f64, (start, start_us): (Instant, u64), txs: &[flume::Sender<Due>]) {
     let interval_s = f64::from(run.plan.batch) / rate.max(1e-9);
     let mut k: u64 = 0;
     loop {
