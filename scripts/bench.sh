@@ -48,6 +48,8 @@ trap cleanup EXIT
 
 # CPU seconds (user + system) of a process, from /proc/PID/stat (USER_HZ = 100).
 cpu_s() { awk '{ printf "%.2f", ($14 + $15) / 100 }' "/proc/$1/stat"; }
+# /proc/stat: "total steal" ticks (steal: time the hypervisor ran someone else on our vCPUs).
+steal_ticks() { awk '/^cpu / { t = 0; for (i = 2; i <= 9; i++) t += $i; print t, $9 }' /proc/stat; }
 # Percent of all cores busy over one second.
 busy_pct() {
   read -r _ a b c d e f g _ < /proc/stat; t1=$((a + b + c + d + e + f + g)); i1=$((d + e))
@@ -67,6 +69,11 @@ start_node() { # flush
   grep -q ready "$dir/out" || { echo "ringmq did not start:" >&2; cat "$dir/err" >&2; exit 1; }
   namesrv=$(grep -o 'namesrv [0-9.:]*' "$dir/out" | cut -d' ' -f2)
   shards=$(grep -o '([0-9]* shards)' "$dir/out" | tr -dc 0-9)
+  # Untimed warm-up: a fresh shard prepares (allocates and pre-writes) its first segment
+  # after "ready", and the first appends wait for it (seconds for 1 GiB segments). One
+  # message per queue reaches every shard.
+  "$perf" produce -n "$namesrv" --topic bench-warmup --count 16 --inflight 1 \
+    --send-timeout 60s -q >"$dir/warmup.out" 2>&1 || { echo "warm-up failed:" >&2; cat "$dir/warmup.out" >&2; exit 1; }
 }
 
 stop_node() {
@@ -80,16 +87,20 @@ cell=0
 run_cell() {
   local label=$1 flush=$2 size=$3 batch=$4 producers=$5 mode=$6; shift 6
   cell=$((cell + 1))
-  local json="$work/cell-$cell.json" b0 b1
+  local json="$work/cell-$cell.json" b0 b1 s0 s1 steal
   printf '[%2d/%d] %-34s ' "$cell" "$cells_total" "$label" >&2
   b0=$(cpu_s "$node_pid")
+  s0=$(steal_ticks)
   if ! "$perf" "$mode" -n "$namesrv" --threads "$threads" -q --json "$json" "$@" >"$work/cell-$cell.out" 2>&1; then
     echo "failed (see $work/cell-$cell.out)" >&2
     BENCH_KEEP=1
-    rows+=("| $label | $flush | $size | $batch | $producers | failed | | | | | | | |")
+    rows+=("| $label | $flush | $size | $batch | $producers | failed | | | | | | | | |")
     return
   fi
   b1=$(cpu_s "$node_pid")
+  s1=$(steal_ticks)
+  steal=$(awk -v a="$s0" -v b="$s1" 'BEGIN { split(a, x, " "); split(b, y, " ");
+    printf "%.0f", 100 * (y[2] - x[2]) / (y[1] - x[1] + 1) }')
   local r
   r=$(jq -r --arg bcpu "$(awk -v a="$b0" -v b="$b1" 'BEGIN { printf "%.1f", b - a }')" '
     [ (.msgs_per_s | floor), (.mb_per_s * 10 | round / 10), .latency_us.p50, .latency_us.p99,
@@ -97,8 +108,8 @@ run_cell() {
       (.elapsed_s * 10 | round / 10) ] | @tsv' "$json")
   local msgs mb p50 p99 p999 max errs gcpu bcpu el
   read -r msgs mb p50 p99 p999 max errs gcpu bcpu el <<<"$r"
-  printf '%9s msgs/s %7s MB/s  p99 %7s µs  errors %s\n' "$msgs" "$mb" "$p99" "$errs" >&2
-  rows+=("| $label | $flush | $size | $batch | $producers | $msgs | $mb | $p50 | $p99 | $p999 | $max | $errs | $gcpu / $bcpu in ${el}s |")
+  printf '%9s msgs/s %7s MB/s  p99 %7s µs  errors %s  steal %s%%\n' "$msgs" "$mb" "$p99" "$errs" "$steal" >&2
+  rows+=("| $label | $flush | $size | $batch | $producers | $msgs | $mb | $p50 | $p99 | $p999 | $max | $errs | $gcpu / $bcpu in ${el}s | $steal |")
 }
 
 echo "work directory: $work; $secs s per cell (short: indicative figures)" >&2
@@ -140,9 +151,11 @@ table=$(
   echo "latency per send request. Consume: one consumer reading the batch-64 x4 topic from the start."
   echo "e2e: one producer at a fixed rate (open loop) and one tailing consumer; latency from the"
   echo "send's intended time to receipt. CPU: seconds used by perf / by the broker over the cell."
+  echo "Steal: % of CPU time the hypervisor gave to other guests during the cell (this VM shares"
+  echo "its host; above a few % the latency tails are the host's)."
   echo
-  echo "| cell | flush | bytes | batch | producers | msgs/s | MB/s | p50 µs | p99 µs | p99.9 µs | max µs | errors | CPU s perf / broker |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+  echo "| cell | flush | bytes | batch | producers | msgs/s | MB/s | p50 µs | p99 µs | p99.9 µs | max µs | errors | CPU s perf / broker | steal % |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   printf '%s\n' "${rows[@]}"
   echo "<!-- bench.sh:end -->"
 )

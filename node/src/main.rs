@@ -289,7 +289,7 @@ fn broker_cmd(a: BrokerArgs, signals: &ringmq_node::io::signal::Signals) -> Resu
 
 fn log_start(mode: &str, cfg: &BrokerConfig, fallback: bool) {
     log::info!(
-        "ringmq {} {mode}: broker {} ({}/{} id {}), role {}, shards {}, data {}, flush {}, I/O {}",
+        "ringmq {} {mode}: broker {} ({}/{} id {}), role {}, shards {}, data {}, flush {} ({} segments), I/O {}",
         ringmq_node::VERSION,
         cfg.broker_name,
         cfg.broker_cluster_name,
@@ -300,6 +300,11 @@ fn log_start(mode: &str, cfg: &BrokerConfig, fallback: bool) {
             .map_or("one per core".to_string(), |s| s.to_string()),
         cfg.store_path_root_dir.display(),
         cfg.flush_disk_type.as_str(),
+        if cfg.warm_segments() {
+            "pre-written"
+        } else {
+            "fallocated"
+        },
         if fallback {
             "epoll + pwrite (io_uring off by request)"
         } else {

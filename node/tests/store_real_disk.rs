@@ -213,11 +213,27 @@ fn round_trip_and_restart_with_fallback() {
 
 #[test]
 fn segments_roll_with_the_preparer_thread() {
+    segments_roll(true);
+}
+
+/// Cold segments (`warmMapedFileEnable=false`, the ASYNC_FLUSH default): only fallocated,
+/// never pre-written; records and recovery must not notice.
+#[test]
+fn cold_segments_roll_with_the_preparer_thread() {
+    segments_roll(false);
+}
+
+fn segments_roll(warm: bool) {
+    let disk = || {
+        let d = RealDisk::new();
+        d.set_warm_segments(warm);
+        d
+    };
     let dir = temp_dir("ringmq-roll");
     const SEG: u64 = 64 << 10;
     let cfg = config(dir.path(), SEG);
     let log_dir = dir.path().join("commitlog").join("0");
-    let mut store = Store::open(RealDisk::new(), cfg.clone()).unwrap();
+    let mut store = Store::open(disk(), cfg.clone()).unwrap();
     let mut expected = Expected::new();
     for i in 0..200 {
         let msgs: Vec<_> = (0..4)
@@ -245,7 +261,7 @@ fn segments_roll_with_the_preparer_thread() {
     }
 
     store.close().unwrap();
-    let store = Store::open(RealDisk::new(), cfg).unwrap();
+    let store = Store::open(disk(), cfg).unwrap();
     assert!(store.recovery().clean);
     assert_eq!(verify(&store, &expected), 800);
 }

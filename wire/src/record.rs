@@ -522,7 +522,19 @@ pub fn message_id(store_host: SocketAddr, physical_offset: u64) -> String {
     let mut raw = Vec::with_capacity(28);
     put_host(&mut raw, store_host);
     raw.extend_from_slice(&physical_offset.to_be_bytes());
-    raw.iter().map(|b| format!("{b:02X}")).collect()
+    upper_hex(&raw)
+}
+
+/// Upper-case hex of `raw`, two characters per byte (one allocation: this runs once per
+/// message on the send path).
+pub fn upper_hex(raw: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789ABCDEF";
+    let mut out = String::with_capacity(raw.len() * 2);
+    for b in raw {
+        out.push(DIGITS[usize::from(b >> 4)] as char);
+        out.push(DIGITS[usize::from(b & 0xF)] as char);
+    }
+    out
 }
 
 /// Parses an offset message id back into store host and physical offset.

@@ -192,8 +192,11 @@ pub(crate) struct Inner {
 
 impl Inner {
     pub(crate) fn unique_key(&self) -> String {
-        let n = self.uniq_seq.fetch_add(1, Ordering::Relaxed);
-        format!("{}{:08X}", self.uniq_prefix, n & 0xFFFF_FFFF)
+        let n = self.uniq_seq.fetch_add(1, Ordering::Relaxed) as u32;
+        let mut key = String::with_capacity(self.uniq_prefix.len() + 8);
+        key.push_str(&self.uniq_prefix);
+        key.push_str(&ringmq_wire::record::upper_hex(&n.to_be_bytes()));
+        key
     }
 
     pub(crate) fn check_open(&self) -> Result<()> {

@@ -232,7 +232,6 @@ pub(super) const BROKER_IGNORED_KEYS: &[&str] = &[
     "putMessageTimeout",
     "slaveTimeout",
     "flushDelayOffsetInterval",
-    "warmMapedFileEnable",
     "offsetCheckInSlave",
     "debugLockEnable",
     "duplicationEnable",

@@ -74,6 +74,8 @@ const BROKER_KEYS: &[Key<BrokerConfig>] = &[
         c.mapped_file_size_commit_log_bytes =
             num(v, limits::SEGMENT_BYTES_MIN, limits::SEGMENT_BYTES_MAX)?
     }),
+    key!("warmMapedFileEnable", |c, v| c.warm_maped_file_enable =
+        Some(boolean(v)?)),
     key!("mappedFileSizeConsumeQueue", |c, v| {
         c.mapped_file_size_consume_queue_bytes = num(v, 20, limits::CONSUME_QUEUE_FILE_BYTES_MAX)?
     }),

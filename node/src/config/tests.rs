@@ -163,6 +163,21 @@ pinCores = false
 }
 
 #[test]
+fn warm_segments_follow_the_flush_policy_unless_set() {
+    let c = props("brokerName=a").unwrap().config;
+    assert!(!c.warm_segments(), "ASYNC_FLUSH: cold segments by default");
+    let c = props("flushDiskType=SYNC_FLUSH").unwrap().config;
+    assert!(c.warm_segments(), "SYNC_FLUSH: warm segments by default");
+    let c = props("flushDiskType=SYNC_FLUSH\nwarmMapedFileEnable=false")
+        .unwrap()
+        .config;
+    assert!(!c.warm_segments());
+    let c = props("warmMapedFileEnable=true").unwrap().config;
+    assert!(c.warm_segments());
+    assert!(err("warmMapedFileEnable=maybe").contains("warmMapedFileEnable"));
+}
+
+#[test]
 fn unknown_key_is_an_error_naming_it_with_a_suggestion() {
     assert_eq!(
         err("brokerName=a\nflushDiskTyp=ASYNC_FLUSH\n"),

@@ -4,10 +4,10 @@
 //! [`INLINE_WRITE_BYTES_MAX`]). Where io_uring is refused (seccomp, old kernel, memlock
 //! limit) the same calls fall back to pwrite/fdatasync, and [`RealDisk::driver`] says which.
 //! Reads copy from a read-only memory map of the file. Segment files are prepared (created,
-//! fallocated, pre-written with zeros) by a background thread so the append path never waits
-//! for cold pages.
+//! fallocated, and with [`RealDisk::set_warm_segments`] pre-written with zeros) by a background
+//! thread so the append path never waits for block allocation.
 
-use std::cell::{OnceCell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -76,6 +76,8 @@ struct Inner {
     ring: Option<RefCell<IoUring>>,
     driver: Driver,
     preparer: Preparer,
+    /// Pre-write new segments with zeros (see [`RealDisk::set_warm_segments`]).
+    warm: Cell<bool>,
 }
 
 /// An open file and, once read, its memory map.
@@ -144,8 +146,20 @@ impl RealDisk {
                 ring,
                 driver,
                 preparer: Preparer::start(),
+                warm: Cell::new(true),
             }),
         }
+    }
+
+    /// Whether new segments are pre-written with zeros and written back before use
+    /// (`warmMapedFileEnable`; on by default here). Warm segments keep SYNC_FLUSH's
+    /// fdatasyncs to the appended bytes alone: a cold (only fallocated) segment's unwritten
+    /// extents are converted, a journal commit, by the first fdatasyncs that cover them. The
+    /// price is writing every segment twice, which halves what an ASYNC_FLUSH producer can
+    /// put through the disk (docs/perf.md); cold segments are the better choice there.
+    /// Applies to preparations requested after the call.
+    pub fn set_warm_segments(&self, warm: bool) {
+        self.inner.warm.set(warm);
     }
 
     pub fn driver(&self) -> &Driver {
@@ -347,11 +361,13 @@ impl Disk for RealDisk {
     }
 
     fn prepare(&self, path: &Path, len: u64) {
-        self.inner.preparer.request(path, len);
+        self.inner
+            .preparer
+            .request(path, len, self.inner.warm.get());
     }
 
     fn take_prepared(&self, path: &Path, len: u64) -> io::Result<RealFile> {
-        self.inner.preparer.wait(path, len)?;
+        self.inner.preparer.wait(path, len, self.inner.warm.get())?;
         self.open(path, false)
     }
 }
@@ -375,9 +391,10 @@ fn allocate(file: &File, len: u64) -> io::Result<()> {
     }
 }
 
-/// Creates, allocates and zero-fills `path` (the slow part of a new segment). Stops early,
-/// leaving a full-length file that reads as zeros, when `stop` is set.
-fn prepare_file(path: &Path, len: u64, stop: &AtomicBool) -> io::Result<()> {
+/// Creates and allocates `path`, and when `warm` zero-fills it and writes it back (the slow
+/// part of a new segment). Stops early, leaving a full-length file that reads as zeros, when
+/// `stop` is set.
+fn prepare_file(path: &Path, len: u64, warm: bool, stop: &AtomicBool) -> io::Result<()> {
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -394,7 +411,7 @@ fn prepare_file(path: &Path, len: u64, stop: &AtomicBool) -> io::Result<()> {
         }
         return Err(e);
     }
-    if existing == 0 {
+    if existing == 0 && warm {
         // Touch every page now so appends land in warm, already-backed pages.
         let zeros = vec![0u8; PREWRITE_CHUNK_BYTES];
         let mut at = 0;
@@ -459,7 +476,7 @@ static NEVER_STOP: AtomicBool = AtomicBool::new(false);
 /// zero-filling a segment file when a new store opens the same directory (a restart within
 /// one process), and write zeros over records the new store appended there.
 struct Preparer {
-    tx: Option<mpsc::Sender<(PathBuf, u64)>>,
+    tx: Option<mpsc::Sender<(PathBuf, u64, bool)>>,
     state: Prepared,
     stop: Arc<AtomicBool>,
     worker: Option<std::thread::JoinHandle<()>>,
@@ -478,18 +495,19 @@ impl Drop for Preparer {
 impl Preparer {
     fn start() -> Self {
         let state: Prepared = Arc::new((Mutex::new(HashMap::new()), Condvar::new()));
-        let (tx, rx) = mpsc::channel::<(PathBuf, u64)>();
+        let (tx, rx) = mpsc::channel::<(PathBuf, u64, bool)>();
         let worker_state = Arc::clone(&state);
         let stop = Arc::new(AtomicBool::new(false));
         let worker_stop = Arc::clone(&stop);
         let spawned = std::thread::Builder::new()
             .name("ringmq-prepare".to_string())
             .spawn(move || {
-                for (path, len) in rx {
+                for (path, len, warm) in rx {
                     if worker_stop.load(Ordering::Relaxed) {
                         break;
                     }
-                    let res = prepare_file(&path, len, &worker_stop).map_err(|e| e.to_string());
+                    let res =
+                        prepare_file(&path, len, warm, &worker_stop).map_err(|e| e.to_string());
                     let (lock, cv) = &*worker_state;
                     if let Ok(mut map) = lock.lock() {
                         map.insert(path, Some(res));
@@ -509,7 +527,7 @@ impl Preparer {
         }
     }
 
-    fn request(&self, path: &Path, len: u64) {
+    fn request(&self, path: &Path, len: u64, warm: bool) {
         let Some(tx) = &self.tx else {
             return;
         };
@@ -520,20 +538,20 @@ impl Preparer {
         if map.contains_key(path) {
             return;
         }
-        if tx.send((path.to_path_buf(), len)).is_ok() {
+        if tx.send((path.to_path_buf(), len, warm)).is_ok() {
             map.insert(path.to_path_buf(), None);
         }
     }
 
     /// Waits for a requested preparation, or prepares inline when none was requested.
-    fn wait(&self, path: &Path, len: u64) -> io::Result<()> {
+    fn wait(&self, path: &Path, len: u64, warm: bool) -> io::Result<()> {
         let (lock, cv) = &*self.state;
         let mut map = lock
             .lock()
             .map_err(|_| io::Error::other("segment preparer state poisoned"))?;
         if !map.contains_key(path) {
             drop(map);
-            return prepare_file(path, len, &NEVER_STOP);
+            return prepare_file(path, len, warm, &NEVER_STOP);
         }
         loop {
             match map.get(path) {
@@ -544,7 +562,7 @@ impl Preparer {
                         // A failed background preparation (e.g. ENOSPC then) is retried here.
                         _ => {
                             drop(map);
-                            prepare_file(path, len, &NEVER_STOP)
+                            prepare_file(path, len, warm, &NEVER_STOP)
                         }
                     };
                 }
@@ -555,7 +573,7 @@ impl Preparer {
                 }
                 None => {
                     drop(map);
-                    return prepare_file(path, len, &NEVER_STOP);
+                    return prepare_file(path, len, warm, &NEVER_STOP);
                 }
             }
         }

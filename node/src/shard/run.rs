@@ -256,6 +256,7 @@ fn shard_thread(
         RealDisk::new()
     };
     let cfg = &broker.config;
+    disk.set_warm_segments(cfg.warm_segments());
     let mut scfg = StoreConfig::new(&cfg.store_path_root_dir, id, broker.addr);
     scfg.segment_bytes = cfg.mapped_file_size_commit_log_bytes;
     scfg.cq_units_per_file = cfg.consume_queue_file_bytes() / 20;
