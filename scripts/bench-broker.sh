@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# The broker's headline figures (issue #3): 1 KiB records against a fresh `ringmq standalone`
+# (ASYNC_FLUSH, release build) per round, load generator on the same machine; medians over
+# the rounds, written into docs/perf.md between the bench-broker.sh markers.
+#
+#   scripts/bench-broker.sh                       # 3 rounds, ~3 minutes
+#   BENCH_ROUNDS=5 BENCH_SECONDS=15 scripts/bench-broker.sh
+#
+# Cells, in this order each round:
+#   send unbatched, 1 in flight   one producer, one send at a time: the latency of a single
+#                                 send on an otherwise idle machine
+#   send unbatched, 4 x 8         4 producers, 8 sends in flight each: unbatched throughput
+#   send batched 64, 2 x 8        2 producers, 64 records per send, 8 in flight each
+#   pull, catching up             one consumer reading the batched cell's topic from the start
+#   e2e @ BENCH_E2E_RATE/s        one open-loop producer and one tailing consumer; latency from
+#                                 the send's intended time to the consumer's receipt
+#
+# Environment: BENCH_ROUNDS (3), BENCH_SECONDS (8), BENCH_E2E_RATE (10000 msgs/s),
+# BENCH_SHARDS (default one per core), BENCH_DATA (parent of the node's data directory,
+# default the work directory: put it on tmpfs to take the disk out), BENCH_DOC (docs/perf.md;
+# "-" = stdout only), BENCH_DIR (work directory, removed at the end unless BENCH_KEEP=1).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=scripts/bench-lib.sh
+. scripts/bench-lib.sh
+
+rounds=${BENCH_ROUNDS:-3}
+secs=${BENCH_SECONDS:-8}
+e2e_rate=${BENCH_E2E_RATE:-10000}
+doc=${BENCH_DOC:-docs/perf.md}
+work=${BENCH_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/ringmq-bench-broker.XXXXXX")}
+data_parent=${BENCH_DATA:-$work}
+command -v jq >/dev/null || { echo "bench-broker.sh needs jq" >&2; exit 2; }
+
+echo "building release binaries (cargo build --release -p ringmq-node -p ringmq-perf) ..." >&2
+cargo build --release -p ringmq-node -p ringmq-perf >&2
+ringmq=target/release/ringmq
+perf=target/release/ringmq-perf
+commit=$(bench_commit)
+mkdir -p "$work" "$data_parent"
+
+node_pid=""
+cleanup() {
+  [ -n "$node_pid" ] && kill -TERM "$node_pid" 2>/dev/null && wait "$node_pid" 2>/dev/null || true
+  rm -rf "$data_parent"/ringmq-bench-broker-data.*
+  [ "${BENCH_KEEP:-0}" = 1 ] || rm -rf "$work"
+}
+trap cleanup EXIT
+
+cpu_cs() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
+cells=(unbatched1 unbatched batched pull e2e)
+declare -A label=(
+  [unbatched1]="send unbatched, 1 in flight"
+  [unbatched]="send unbatched, 4 producers x 8 in flight"
+  [batched]="send batched 64, 2 producers x 8 in flight"
+  [pull]="pull, catching up (1 consumer)"
+  [e2e]="e2e @ $e2e_rate msgs/s (1 producer, 1 consumer)"
+)
+
+run_cell() { # round cell mode args...
+  local round=$1 cell=$2 mode=$3; shift 3
+  local json="$work/r$round-$cell.json" c0 c1
+  printf '[round %d/%d] %-46s ' "$round" "$rounds" "${label[$cell]}" >&2
+  c0=$(cpu_cs "$node_pid")
+  "$perf" "$mode" -n "$namesrv" -q --json "$json" "$@" >"$json.out" 2>&1 \
+    || { echo "failed:" >&2; cat "$json.out" >&2; exit 1; }
+  c1=$(cpu_cs "$node_pid")
+  # Broker CPU seconds over the cell, next to perf's own figures.
+  jq --argjson cs "$((c1 - c0))" '. + {broker_cpu_s: ($cs / 100)}' "$json" >"$json.tmp" && mv "$json.tmp" "$json"
+  jq -r '"\(.msgs_per_s | floor) msgs/s, p50 \(.latency_us.p50) µs, p99 \(.latency_us.p99) µs, errors \(.errors)"' "$json" >&2
+}
+
+echo "work directory: $work; $rounds rounds, $secs s per cell" >&2
+for round in $(seq 1 "$rounds"); do
+  data=$(mktemp -d "$data_parent/ringmq-bench-broker-data.XXXXXX")
+  args=(standalone --data "$data" --namesrv-port 0 --broker-port 0 --flush async)
+  [ -n "${BENCH_SHARDS:-}" ] && args+=(--shards "$BENCH_SHARDS")
+  RUST_LOG=warn "$ringmq" "${args[@]}" >"$work/node.out" 2>"$work/node.err" &
+  node_pid=$!
+  bench_wait_line "$work/node.out" ready "ringmq standalone"
+  namesrv=$(grep -o 'namesrv [0-9.:]*' "$work/node.out" | cut -d' ' -f2)
+  shards=$(grep -o '([0-9]* shards)' "$work/node.out" | tr -dc 0-9)
+  "$perf" produce -n "$namesrv" --topic warmup --count 16 --inflight 1 --send-timeout 60s -q \
+    >"$work/warmup.out" 2>&1 || { echo "warm-up failed:" >&2; cat "$work/warmup.out" >&2; exit 1; }
+
+  run_cell "$round" unbatched1 produce --topic b-unbatched1 --batch 1 --producers 1 --inflight 1 --duration "${secs}s"
+  run_cell "$round" unbatched produce --topic b-unbatched --batch 1 --producers 4 --inflight 8 --duration "${secs}s"
+  run_cell "$round" batched produce --topic b-batched --batch 64 --producers 2 --inflight 8 --duration "${secs}s"
+  run_cell "$round" pull consume --topic b-batched --from first --pull-batch 1024 --idle-exit 2s --duration "${secs}s"
+  run_cell "$round" e2e e2e --topic b-e2e --rate "$e2e_rate" --inflight 64 --duration "${secs}s" --idle-exit 3s
+
+  kill -TERM "$node_pid"; wait "$node_pid" 2>/dev/null || true; node_pid=""
+  rm -rf "$data"
+done
+
+table=$(
+  echo "<!-- bench-broker.sh:begin (generated by scripts/bench-broker.sh; edits here are overwritten) -->"
+  echo "### Broker headline figures (scripts/bench-broker.sh)"
+  echo
+  echo "Commit \`$commit\`, $(date -u +%Y-%m-%d), $(nproc) cores, \`ringmq standalone --flush async\`"
+  echo "($shards shards, release), data under \`$data_parent\`, load generator \`ringmq-perf\` on the same machine."
+  echo "1 KiB records. Medians of $rounds rounds (a fresh node each), ${secs} s per cell. Latency in"
+  echo "µs per send request (closed loop) or from intended send time to receipt (e2e). CPU:"
+  echo "seconds the broker process used during the cell (2 cores = 2 s per wall second)."
+  echo
+  echo "| cell | msgs/s | MB/s | p50 µs | p99 µs | p99.9 µs | max µs | errors | broker CPU s |"
+  echo "|---|---|---|---|---|---|---|---|---|"
+  for cell in "${cells[@]}"; do
+    g="$work/r*-$cell.json"
+    echo "| ${label[$cell]} | $(bench_median "$g" '.msgs_per_s | floor') | $(bench_median "$g" '.mb_per_s * 10 | round / 10') | $(bench_median "$g" '.latency_us.p50') | $(bench_median "$g" '.latency_us.p99') | $(bench_median "$g" '.latency_us.p999') | $(bench_median "$g" '.latency_us.max') | $(bench_median "$g" '.errors') | $(bench_median "$g" '.broker_cpu_s') |"
+  done
+  echo
+  echo "Per round (msgs/s): $(for cell in "${cells[@]}"; do printf '%s ' "$cell"; jq -s -r '[.[] | .msgs_per_s | floor | tostring] | join(" / ")' $work/r*-"$cell".json | tr '\n' ';'; printf ' '; done)"
+  echo "<!-- bench-broker.sh:end -->"
+)
+echo
+echo "$table"
+bench_write_doc bench-broker.sh "$table" "$doc"
