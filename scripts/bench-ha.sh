@@ -121,6 +121,9 @@ for round in $(seq 1 "$rounds"); do
     [ -n "$slave" ] && stop_pid "$slave"
     stop_pid "$master"
     stop_pid "$namesrv_pid"
+    # The data (GiBs per pair) goes now, the logs stay with BENCH_KEEP=1: a full disk
+    # (diskMaxUsedSpaceRatio) would turn the next rounds into DISK_FULL errors.
+    rm -rf "$d-master" "$d-slave"
   done
 done
 

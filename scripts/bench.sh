@@ -77,8 +77,10 @@ start_node() { # flush
     --send-timeout 60s -q >"$dir/warmup.out" 2>&1 || { echo "warm-up failed:" >&2; cat "$dir/warmup.out" >&2; exit 1; }
 }
 
-stop_node() {
+stop_node() { # flush
   kill -TERM "$node_pid"; wait "$node_pid" 2>/dev/null || true; node_pid=""
+  # The data (GiBs) goes now; logs stay with BENCH_KEEP=1.
+  rm -rf "$work/node-$1/data"
 }
 
 rows=()
@@ -138,7 +140,7 @@ for flush in async sync; do
       e2e --topic "bench-$flush-$size-tail" --size "$size" --rate "$rate" --inflight 64 \
       --duration "${secs}s" --idle-exit 3s
   done
-  stop_node
+  stop_node "$flush"
 done
 
 table=$(

@@ -96,8 +96,18 @@ impl ConsumerOffsets {
 
     /// Writes the offsets if they changed since the last write.
     pub fn persist(&mut self) -> std::io::Result<()> {
+        match self.snapshot()? {
+            Some((path, bytes)) => write_atomically(&path, &bytes),
+            None => Ok(()),
+        }
+    }
+
+    /// What [`Self::persist`] would write (file and bytes), for a caller that writes it off
+    /// its own thread; `None` when nothing changed since the last snapshot. A failed write
+    /// must be followed by [`Self::mark_dirty`] so the next one retries.
+    pub fn snapshot(&mut self) -> std::io::Result<Option<(PathBuf, Vec<u8>)>> {
         if !self.dirty {
-            return Ok(());
+            return Ok(None);
         }
         let entries: Vec<Entry> = self
             .map
@@ -110,9 +120,13 @@ impl ConsumerOffsets {
             })
             .collect();
         let bytes = serde_json::to_vec(&entries).map_err(std::io::Error::other)?;
-        write_atomically(&self.path, &bytes)?;
         self.dirty = false;
-        Ok(())
+        Ok(Some((self.path.clone(), bytes)))
+    }
+
+    /// Something changed that is not on disk yet (a failed write of a snapshot).
+    pub fn mark_dirty(&mut self) {
+        self.dirty = true;
     }
 }
 

@@ -233,6 +233,10 @@ impl Topics {
 /// Writes `bytes` to `path` so that a crash leaves either the old or the new content:
 /// temp file, fsync, rename, fsync of the directory.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    // One writer at a time: two writers of one file (a helper thread's periodic save and
+    // the shutdown's) would share its ".tmp" and could rename each other's half-written one.
+    static WRITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = WRITING.lock().unwrap_or_else(|p| p.into_inner());
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
     let tmp = path.with_extension("tmp");

@@ -91,6 +91,12 @@ impl<T> Task<T> {
     }
 }
 
+/// Runs `f` on a helper thread (for blocking file system work the loop must not wait for:
+/// renames, directory syncs); `None` if `f` panicked.
+pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    compio::runtime::spawn_blocking(f).await.ok()
+}
+
 pub async fn sleep(d: Duration) {
     compio::time::sleep(d).await;
 }

@@ -3,6 +3,7 @@
 //! accept, mailbox, flusher, timers. `BrokerHandle::stop` is the graceful shutdown.
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc, Mutex};
@@ -14,8 +15,8 @@ use crate::broker::{
 };
 use crate::config::{BrokerConfig, FlushDiskType};
 use crate::io::clock;
-use crate::io::disk::RealDisk;
-use crate::io::net::{self as ionet, Conn, Listener};
+use crate::io::disk::{RealDisk, RealFile};
+use crate::io::net::{self as ionet, Conn, Listener, SharedFile};
 use crate::io::rt::{self, EventLoop, LoopDriver};
 use crate::limits;
 use crate::net::connection::{self, ReadEnd, Service};
@@ -572,18 +573,15 @@ async fn timers(shard: Rc<Shard>) {
                 // checkpoints itself.
                 return;
             }
-            shard.flush_index();
-            let res = shard.store.borrow_mut().checkpoint_synced(end);
-            if let Err(e) = res {
-                crate::fail_stop(&format!("shard {}: checkpoint: {e}", shard.id));
+            flush_index(&shard).await;
+            if !checkpoint(&shard, end).await {
+                return;
             }
         }
         since_offsets += tick_ms;
         if since_offsets >= OFFSET_PERSIST_INTERVAL_MS {
             since_offsets = 0;
-            if let Err(e) = shard.offsets.borrow_mut().persist() {
-                log::warn!("shard {}: saving consumer offsets: {e}", shard.id);
-            }
+            save_offsets(&shard).await;
         }
         since_retention += tick_ms;
         if since_retention >= 10_000 {
@@ -592,6 +590,114 @@ async fn timers(shard: Rc<Shard>) {
         }
         shard.index_pending();
         update_counters(&shard);
+    }
+}
+
+/// The ASYNC_FLUSH checkpoint after the log is durable through `end`, its fdatasyncs on the
+/// loop's ring (they can take hundreds of ms while the disk writes back the log; the shard
+/// keeps serving). False when the broker began stopping meanwhile (the stop sequence
+/// checkpoints itself).
+async fn checkpoint(shard: &Shard, end: u64) -> bool {
+    let dirty = dup_all(shard, |store| store.take_dirty_queue_files());
+    for f in dirty {
+        if let Err(e) = f.sync_data().await {
+            crate::fail_stop(&format!(
+                "shard {}: fdatasync of a ConsumeQueue: {e}",
+                shard.id
+            ));
+        }
+    }
+    if shard.broker.is_shutting_down() {
+        return false;
+    }
+    let written = {
+        let mut store = shard.store.borrow_mut();
+        store.write_checkpoint(end).and_then(|next| match next {
+            Some(next) => SharedFile::dup(store.checkpoint_file().std())
+                .map(|f| Some((next, f)))
+                .map_err(|e| crate::store::StoreError::io(Path::new("checkpoint"), e)),
+            None => Ok(None),
+        })
+    };
+    let (next, file) = match written {
+        Ok(Some(w)) => w,
+        Ok(None) => return true,
+        Err(e) => crate::fail_stop(&format!("shard {}: checkpoint: {e}", shard.id)),
+    };
+    if let Err(e) = file.sync_data().await {
+        crate::fail_stop(&format!(
+            "shard {}: fdatasync of the checkpoint: {e}",
+            shard.id
+        ));
+    }
+    shard.store.borrow_mut().checkpoint_written(next);
+    !shard.broker.is_shutting_down()
+}
+
+/// Descriptors (for the loop's ring) of the files `pick` returns from the store. Failing to
+/// duplicate one is fatal: the store already counts them as handed over for syncing.
+fn dup_all(
+    shard: &Shard,
+    pick: impl FnOnce(&mut Store<RealDisk>) -> Vec<&RealFile>,
+) -> Vec<SharedFile> {
+    let mut store = shard.store.borrow_mut();
+    pick(&mut store)
+        .into_iter()
+        .map(|f| {
+            SharedFile::dup(f.std()).unwrap_or_else(|e| {
+                crate::fail_stop(&format!(
+                    "shard {}: duplicating a descriptor: {e}",
+                    shard.id
+                ))
+            })
+        })
+        .collect()
+}
+
+/// Key index headers, written now, fdatasynced on the ring (the index is rebuilt from the
+/// log after a crash, so a failure is only logged).
+async fn flush_index(shard: &Shard) {
+    let Some(index) = &shard.index else { return };
+    let files: Vec<SharedFile> = {
+        let mut index = index.borrow_mut();
+        match index.write_headers() {
+            Ok(files) => files
+                .into_iter()
+                .filter_map(|f| SharedFile::dup(f.std()).ok())
+                .collect(),
+            Err(e) => {
+                log::warn!("shard {}: key index flush: {e}", shard.id);
+                return;
+            }
+        }
+    };
+    for f in files {
+        if let Err(e) = f.sync_data().await {
+            log::warn!("shard {}: key index fdatasync: {e}", shard.id);
+        }
+    }
+}
+
+/// Consumer offsets to disk on a helper thread (write, fsync, rename, directory fsync).
+async fn save_offsets(shard: &Shard) {
+    let snapshot = shard.offsets.borrow_mut().snapshot();
+    let (path, bytes) = match snapshot {
+        Ok(Some(s)) => s,
+        Ok(None) => return,
+        Err(e) => {
+            log::warn!("shard {}: saving consumer offsets: {e}", shard.id);
+            return;
+        }
+    };
+    let res = rt::blocking(move || crate::broker::topics::write_atomically(&path, &bytes)).await;
+    let failed = match res {
+        Some(Ok(())) => None,
+        Some(Err(e)) => Some(e.to_string()),
+        None => Some("the writer thread panicked".to_string()),
+    };
+    if let Some(e) = failed {
+        log::warn!("shard {}: saving consumer offsets: {e}", shard.id);
+        shard.offsets.borrow_mut().mark_dirty();
     }
 }
 

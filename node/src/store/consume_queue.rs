@@ -256,6 +256,16 @@ impl<D: Disk + Clone> ConsumeQueue<D> {
     }
 
     /// fdatasyncs every file written since the last sync.
+    /// The files written since the last sync (the caller fdatasyncs them; they are no
+    /// longer counted dirty).
+    pub fn take_dirty_files(&mut self) -> Vec<&D::File> {
+        let dirty = std::mem::take(&mut self.dirty);
+        dirty
+            .iter()
+            .filter_map(|first| self.files.get(first))
+            .collect()
+    }
+
     pub fn sync(&mut self) -> Result<()> {
         for first in std::mem::take(&mut self.dirty) {
             if let Some(file) = self.files.get(&first) {

@@ -292,14 +292,27 @@ impl<D: Disk + Clone> KeyIndex<D> {
 
     /// Writes the headers that changed and fdatasyncs their files.
     pub fn flush(&mut self) -> Result<()> {
+        let (disk, dir) = (self.disk.clone(), self.dir.clone());
+        for f in self.write_headers()? {
+            disk.sync_data(f).map_err(|e| StoreError::io(&dir, e))?;
+        }
+        Ok(())
+    }
+
+    /// [`Self::flush`] for a caller that fdatasyncs without blocking: writes the header of
+    /// every file changed since the last flush and returns those files, for the caller to
+    /// fdatasync. They count as flushed from here on (the index is rebuilt from the log
+    /// after a crash, so a failed fdatasync loses nothing but time).
+    pub fn write_headers(&mut self) -> Result<Vec<&D::File>> {
+        let mut out = Vec::new();
         for f in self.files.iter_mut().filter(|f| f.dirty) {
             self.disk
                 .write_at(&f.file, 0, &f.header.encode())
-                .and_then(|()| self.disk.sync_data(&f.file))
                 .map_err(|e| StoreError::io(&self.dir, e))?;
             f.dirty = false;
+            out.push(&f.file);
         }
-        Ok(())
+        Ok(out)
     }
 
     fn new_file(&mut self, phys: u64, store_ts_ms: i64) -> Result<()> {

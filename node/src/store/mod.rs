@@ -276,14 +276,60 @@ impl<D: Disk + Clone> Store<D> {
 
     /// Syncs the ConsumeQueues and records a checkpoint for a log known durable through
     /// `log_synced` (the caller synced it, e.g. asynchronously: see [`Self::sync_plan`]).
+    /// The same steps as [`Self::take_dirty_queue_files`], [`Self::write_checkpoint`] and
+    /// [`Self::checkpoint_written`], with the fdatasyncs made here, blocking.
     pub fn checkpoint_synced(&mut self, log_synced: u64) -> Result<()> {
         self.check_alive()?;
-        let end = log_synced.min(self.log.synced_offset());
+        let disk = &self.disk;
+        let synced: std::io::Result<()> = self
+            .queues
+            .values_mut()
+            .flat_map(|qs| qs.values_mut())
+            .flat_map(|cq| cq.take_dirty_files())
+            .try_for_each(|f| disk.sync_data(f));
+        synced.map_err(|e| {
+            self.poisoned = true;
+            StoreError::Fatal {
+                context: "fdatasync of a ConsumeQueue".to_string(),
+                source: e,
+            }
+        })?;
+        let Some(next) = self.write_checkpoint(log_synced)? else {
+            return Ok(());
+        };
+        let synced = self.disk.sync_data(&self.checkpoint_file);
+        synced.map_err(|e| {
+            self.poisoned = true;
+            StoreError::Fatal {
+                context: "writing the checkpoint".to_string(),
+                source: e,
+            }
+        })?;
+        self.checkpoint_written(next);
+        Ok(())
+    }
+
+    /// Checkpoint step 1 of 3, for a caller that fdatasyncs without blocking (the shard's
+    /// flush timer): the ConsumeQueue files written since the last call. The caller must
+    /// fdatasync every one (a failure is fatal: the store no longer knows what is durable)
+    /// before step 2.
+    pub fn take_dirty_queue_files(&mut self) -> Vec<&D::File> {
+        let mut out = Vec::new();
         for qs in self.queues.values_mut() {
             for cq in qs.values_mut() {
-                cq.sync().inspect_err(|_| self.poisoned = true)?;
+                out.extend(cq.take_dirty_files());
             }
         }
+        out
+    }
+
+    /// Checkpoint step 2 of 3: writes (without syncing) the checkpoint for a log durable
+    /// through `log_synced` and ConsumeQueues synced by step 1. `None` when nothing changed
+    /// since the last one. The caller fdatasyncs [`Self::checkpoint_file`], then calls
+    /// [`Self::checkpoint_written`].
+    pub fn write_checkpoint(&mut self, log_synced: u64) -> Result<Option<Checkpoint>> {
+        self.check_alive()?;
+        let end = log_synced.min(self.log.synced_offset());
         let next = Checkpoint {
             sequence: self.checkpoint.sequence + 1,
             log_synced_offset: end,
@@ -294,14 +340,11 @@ impl<D: Disk + Clone> Store<D> {
             && next.min_offset == self.checkpoint.min_offset
             && self.checkpoint.sequence > 0
         {
-            return Ok(());
+            return Ok(None);
         }
-        let bytes = next.encode();
-        let cp = &self.checkpoint_file;
         let written = self
             .disk
-            .write_at(cp, next.slot(), &bytes)
-            .and_then(|()| self.disk.sync_data(cp));
+            .write_at(&self.checkpoint_file, next.slot(), &next.encode());
         written.map_err(|e| {
             self.poisoned = true;
             StoreError::Fatal {
@@ -309,8 +352,19 @@ impl<D: Disk + Clone> Store<D> {
                 source: e,
             }
         })?;
-        self.checkpoint = next;
-        Ok(())
+        Ok(Some(next))
+    }
+
+    /// The checkpoint file (for step 2's fdatasync).
+    pub fn checkpoint_file(&self) -> &D::File {
+        &self.checkpoint_file
+    }
+
+    /// Checkpoint step 3 of 3: `next` (from step 2) is durable.
+    pub fn checkpoint_written(&mut self, next: Checkpoint) {
+        if next.sequence > self.checkpoint.sequence {
+            self.checkpoint = next;
+        }
     }
 
     /// Clean shutdown: checkpoint, then remove the abort marker so the next open is fast.
