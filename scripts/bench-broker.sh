@@ -30,13 +30,8 @@ e2e_rate=${BENCH_E2E_RATE:-10000}
 doc=${BENCH_DOC:-docs/perf.md}
 work=${BENCH_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/ringmq-bench-broker.XXXXXX")}
 data_parent=${BENCH_DATA:-$work}
-command -v jq >/dev/null || { echo "bench-broker.sh needs jq" >&2; exit 2; }
 
-echo "building release binaries (cargo build --release -p ringmq-node -p ringmq-perf) ..." >&2
-cargo build --release -p ringmq-node -p ringmq-perf >&2
-ringmq=target/release/ringmq
-perf=target/release/ringmq-perf
-commit=$(bench_commit)
+bench_setup bench-broker.sh
 mkdir -p "$work" "$data_parent"
 
 node_pid=""

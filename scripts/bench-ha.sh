@@ -26,13 +26,8 @@ rounds=${BENCH_ROUNDS:-3}
 secs=${BENCH_SECONDS:-8}
 doc=${BENCH_DOC:-docs/perf.md}
 work=${BENCH_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/ringmq-bench-ha.XXXXXX")}
-command -v jq >/dev/null || { echo "bench-ha.sh needs jq" >&2; exit 2; }
 
-echo "building release binaries (cargo build --release -p ringmq-node -p ringmq-perf) ..." >&2
-cargo build --release -p ringmq-node -p ringmq-perf >&2
-ringmq=target/release/ringmq
-perf=target/release/ringmq-perf
-commit=$(bench_commit)
+bench_setup bench-ha.sh
 
 pids=()
 cleanup() {

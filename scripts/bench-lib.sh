@@ -44,3 +44,14 @@ bench_commit() {
   git diff --quiet HEAD -- node client wire perf 2>/dev/null || dirty=" (with uncommitted changes)"
   echo "$(git rev-parse --short HEAD)$dirty"
 }
+
+# bench_setup NAME: checks for jq, builds the release binaries, and sets $ringmq, $perf and
+# $commit (the scripts run from the repository root).
+bench_setup() {
+  command -v jq >/dev/null || { echo "$1 needs jq" >&2; exit 2; }
+  echo "building release binaries (cargo build --release -p ringmq-node -p ringmq-perf) ..." >&2
+  cargo build --release -p ringmq-node -p ringmq-perf >&2
+  ringmq=target/release/ringmq
+  perf=target/release/ringmq-perf
+  commit=$(bench_commit)
+}

@@ -32,13 +32,8 @@ tail_1k=${BENCH_TAIL_RATE_1K:-10000}
 tail_16k=${BENCH_TAIL_RATE_16K:-2000}
 doc=${BENCH_DOC:-docs/perf.md}
 work=${BENCH_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/ringmq-bench.XXXXXX")}
-command -v jq >/dev/null || { echo "bench.sh needs jq" >&2; exit 2; }
 
-echo "building release binaries (cargo build --release -p ringmq-node -p ringmq-perf) ..."
-cargo build --release -p ringmq-node -p ringmq-perf
-ringmq=target/release/ringmq
-perf=target/release/ringmq-perf
-commit=$(bench_commit)
+bench_setup bench.sh
 
 node_pid=""
 cleanup() {

@@ -287,24 +287,12 @@ impl<D: Disk + Clone> Store<D> {
             .flat_map(|qs| qs.values_mut())
             .flat_map(|cq| cq.take_dirty_files())
             .try_for_each(|f| disk.sync_data(f));
-        synced.map_err(|e| {
-            self.poisoned = true;
-            StoreError::Fatal {
-                context: "fdatasync of a ConsumeQueue".to_string(),
-                source: e,
-            }
-        })?;
+        synced.map_err(|e| self.fatal("fdatasync of a ConsumeQueue", e))?;
         let Some(next) = self.write_checkpoint(log_synced)? else {
             return Ok(());
         };
         let synced = self.disk.sync_data(&self.checkpoint_file);
-        synced.map_err(|e| {
-            self.poisoned = true;
-            StoreError::Fatal {
-                context: "writing the checkpoint".to_string(),
-                source: e,
-            }
-        })?;
+        synced.map_err(|e| self.fatal("fdatasync of the checkpoint", e))?;
         self.checkpoint_written(next);
         Ok(())
     }
@@ -345,14 +333,17 @@ impl<D: Disk + Clone> Store<D> {
         let written = self
             .disk
             .write_at(&self.checkpoint_file, next.slot(), &next.encode());
-        written.map_err(|e| {
-            self.poisoned = true;
-            StoreError::Fatal {
-                context: "writing the checkpoint".to_string(),
-                source: e,
-            }
-        })?;
+        written.map_err(|e| self.fatal("writing the checkpoint", e))?;
         Ok(Some(next))
+    }
+
+    /// A failed write or fdatasync the store cannot recover from: poisons it.
+    fn fatal(&mut self, context: &str, source: std::io::Error) -> StoreError {
+        self.poisoned = true;
+        StoreError::Fatal {
+            context: context.to_string(),
+            source,
+        }
     }
 
     /// The checkpoint file (for step 2's fdatasync).
