@@ -402,6 +402,12 @@ fn prepare_file(path: &Path, len: u64, warm: bool, stop: &AtomicBool) -> io::Res
         .truncate(false)
         .open(path)?;
     let existing = file.metadata()?.len();
+    if existing == 0 {
+        // Make the new name durable now, off the append path (Disk::take_prepared's promise).
+        if let Some(dir) = path.parent() {
+            File::open(dir)?.sync_all()?;
+        }
+    }
     if let Err(e) = allocate(&file, len) {
         if existing == 0 {
             // Do not leave an empty segment file behind (ENOSPC): the store would find it

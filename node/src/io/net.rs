@@ -165,6 +165,11 @@ impl SharedFile {
         Ok(())
     }
 
+    /// Opens directory `dir` for an fsync on the loop's ring ([`Self::sync_data`]).
+    pub fn open_dir(dir: &std::path::Path) -> io::Result<Self> {
+        Ok(SharedFile(compio::driver::SharedFd::new(File::open(dir)?)))
+    }
+
     /// Opens a duplicate of `file`'s descriptor for this loop.
     pub fn dup(file: &File) -> io::Result<Self> {
         let fd: OwnedFd = file.as_fd().try_clone_to_owned()?;

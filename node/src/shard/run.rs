@@ -15,7 +15,7 @@ use crate::broker::{
 };
 use crate::config::{BrokerConfig, FlushDiskType};
 use crate::io::clock;
-use crate::io::disk::{RealDisk, RealFile};
+use crate::io::disk::RealDisk;
 use crate::io::net::{self as ionet, Conn, Listener, SharedFile};
 use crate::io::rt::{self, EventLoop, LoopDriver};
 use crate::limits;
@@ -598,9 +598,21 @@ async fn timers(shard: Rc<Shard>) {
 /// keeps serving). False when the broker began stopping meanwhile (the stop sequence
 /// checkpoints itself).
 async fn checkpoint(shard: &Shard, end: u64) -> bool {
-    let dirty = dup_all(shard, |store| store.take_dirty_queue_files());
-    for f in dirty {
-        if let Err(e) = f.sync_data().await {
+    // Files first, then the directories they were created in: both before the checkpoint.
+    let all: Vec<std::io::Result<SharedFile>> = {
+        let mut store = shard.store.borrow_mut();
+        let (files, dirs) = store.take_dirty_queue_files();
+        let files = files.into_iter().map(|f| SharedFile::dup(f.std()));
+        files
+            .chain(dirs.into_iter().map(SharedFile::open_dir))
+            .collect()
+    };
+    for f in all {
+        let synced = match f {
+            Ok(f) => f.sync_data().await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = synced {
             crate::fail_stop(&format!(
                 "shard {}: fdatasync of a ConsumeQueue: {e}",
                 shard.id
@@ -632,26 +644,6 @@ async fn checkpoint(shard: &Shard, end: u64) -> bool {
     }
     shard.store.borrow_mut().checkpoint_written(next);
     !shard.broker.is_shutting_down()
-}
-
-/// Descriptors (for the loop's ring) of the files `pick` returns from the store. Failing to
-/// duplicate one is fatal: the store already counts them as handed over for syncing.
-fn dup_all(
-    shard: &Shard,
-    pick: impl FnOnce(&mut Store<RealDisk>) -> Vec<&RealFile>,
-) -> Vec<SharedFile> {
-    let mut store = shard.store.borrow_mut();
-    pick(&mut store)
-        .into_iter()
-        .map(|f| {
-            SharedFile::dup(f.std()).unwrap_or_else(|e| {
-                crate::fail_stop(&format!(
-                    "shard {}: duplicating a descriptor: {e}",
-                    shard.id
-                ))
-            })
-        })
-        .collect()
 }
 
 /// Key index headers, written now, fdatasynced on the ring (the index is rebuilt from the

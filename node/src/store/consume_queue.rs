@@ -78,6 +78,8 @@ pub struct ConsumeQueue<D: Disk> {
     staged: Vec<u8>,
     /// Files written since the last sync (by first unit index).
     dirty: Vec<u64>,
+    /// A file was created since the last sync: the directory needs an fsync too.
+    dir_dirty: bool,
 }
 
 impl<D: Disk + Clone> ConsumeQueue<D> {
@@ -128,6 +130,7 @@ impl<D: Disk + Clone> ConsumeQueue<D> {
             files,
             staged: Vec::new(),
             dirty: Vec::new(),
+            dir_dirty: false,
         };
         cq.max_offset = cq.scan_end()?;
         if cq.max_offset < cq.min_offset {
@@ -255,18 +258,30 @@ impl<D: Disk + Clone> ConsumeQueue<D> {
         Ok(())
     }
 
-    /// fdatasyncs every file written since the last sync.
-    /// The files written since the last sync (the caller fdatasyncs them; they are no
-    /// longer counted dirty).
-    pub fn take_dirty_files(&mut self) -> Vec<&D::File> {
+    /// The files written since the last sync, and the directory when a file was created
+    /// since (the caller fdatasyncs the files and fsyncs the directory; they are no longer
+    /// counted dirty).
+    pub fn take_dirty_files(&mut self) -> (Vec<&D::File>, Option<&Path>) {
         let dirty = std::mem::take(&mut self.dirty);
-        dirty
+        let dir = std::mem::take(&mut self.dir_dirty).then_some(self.dir.as_path());
+        let files = dirty
             .iter()
             .filter_map(|first| self.files.get(first))
-            .collect()
+            .collect();
+        (files, dir)
     }
 
+    /// fdatasyncs every file written since the last sync (and the directory when a file
+    /// was created since).
     pub fn sync(&mut self) -> Result<()> {
+        if std::mem::take(&mut self.dir_dirty) {
+            self.disk
+                .sync_dir(&self.dir)
+                .map_err(|e| StoreError::Fatal {
+                    context: format!("fsync of ConsumeQueue directory {}", self.dir.display()),
+                    source: e,
+                })?;
+        }
         for first in std::mem::take(&mut self.dirty) {
             if let Some(file) = self.files.get(&first) {
                 self.disk.sync_data(file).map_err(|e| StoreError::Fatal {
@@ -447,9 +462,10 @@ impl<D: Disk + Clone> ConsumeQueue<D> {
         self.disk
             .set_len(&file, self.units_per_file * CQ_UNIT_BYTES as u64)
             .map_err(|e| StoreError::io(&path, e))?;
-        self.disk
-            .sync_dir(&self.dir)
-            .map_err(|e| StoreError::io(&self.dir, e))?;
+        // The directory is fsynced with the next checkpoint, before it claims these units
+        // durable (an fsync here would hold the append up behind the log's write-back).
+        // Until then a crash may lose the file; recovery rebuilds it from the log.
+        self.dir_dirty = true;
         if self.files.is_empty() {
             self.min_offset = first.max(self.min_offset.min(offset));
             if self.max_offset < first {

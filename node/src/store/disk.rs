@@ -75,6 +75,7 @@ pub trait Disk {
     /// Starts making `path` a file of `len` bytes, allocated and pre-written with zeros, off
     /// the caller's path where the implementation can (a background thread on the real disk).
     fn prepare(&self, path: &Path, len: u64);
-    /// Returns the file `prepare` made (waiting for it if needed), or makes it now.
+    /// Returns the file `prepare` made (waiting for it if needed), or makes it now. Its
+    /// creation is durable (the parent directory was fsynced after it) when this returns.
     fn take_prepared(&self, path: &Path, len: u64) -> io::Result<Self::File>;
 }

@@ -383,6 +383,7 @@ impl Disk for FaultDisk {
     fn take_prepared(&self, path: &Path, len: u64) -> io::Result<FaultFile> {
         let file = self.open(path, true)?;
         self.set_len(&file, len)?;
+        self.sync_dir(path.parent().unwrap_or(Path::new("/")))?;
         Ok(file)
     }
 }

@@ -281,12 +281,17 @@ impl<D: Disk + Clone> Store<D> {
     pub fn checkpoint_synced(&mut self, log_synced: u64) -> Result<()> {
         self.check_alive()?;
         let disk = &self.disk;
-        let synced: std::io::Result<()> = self
-            .queues
-            .values_mut()
-            .flat_map(|qs| qs.values_mut())
-            .flat_map(|cq| cq.take_dirty_files())
-            .try_for_each(|f| disk.sync_data(f));
+        let mut synced: std::io::Result<()> = Ok(());
+        for cq in self.queues.values_mut().flat_map(|qs| qs.values_mut()) {
+            let (files, dir) = cq.take_dirty_files();
+            synced = files
+                .into_iter()
+                .try_for_each(|f| disk.sync_data(f))
+                .and_then(|()| dir.map_or(Ok(()), |d| disk.sync_dir(d)));
+            if synced.is_err() {
+                break;
+            }
+        }
         synced.map_err(|e| self.fatal("fdatasync of a ConsumeQueue", e))?;
         let Some(next) = self.write_checkpoint(log_synced)? else {
             return Ok(());
@@ -298,17 +303,18 @@ impl<D: Disk + Clone> Store<D> {
     }
 
     /// Checkpoint step 1 of 3, for a caller that fdatasyncs without blocking (the shard's
-    /// flush timer): the ConsumeQueue files written since the last call. The caller must
-    /// fdatasync every one (a failure is fatal: the store no longer knows what is durable)
+    /// flush timer): the ConsumeQueue files written since the last call, and the
+    /// directories in which files were created. The caller must fdatasync every file and
+    /// fsync every directory (a failure is fatal: the store no longer knows what is durable)
     /// before step 2.
-    pub fn take_dirty_queue_files(&mut self) -> Vec<&D::File> {
-        let mut out = Vec::new();
-        for qs in self.queues.values_mut() {
-            for cq in qs.values_mut() {
-                out.extend(cq.take_dirty_files());
-            }
+    pub fn take_dirty_queue_files(&mut self) -> (Vec<&D::File>, Vec<&Path>) {
+        let (mut files, mut dirs) = (Vec::new(), Vec::new());
+        for cq in self.queues.values_mut().flat_map(|qs| qs.values_mut()) {
+            let (f, d) = cq.take_dirty_files();
+            files.extend(f);
+            dirs.extend(d);
         }
-        out
+        (files, dirs)
     }
 
     /// Checkpoint step 2 of 3: writes (without syncing) the checkpoint for a log durable

@@ -381,9 +381,8 @@ impl<D: Disk + Clone> CommitLog<D> {
             .disk
             .take_prepared(&path, self.segment_bytes)
             .map_err(|e| StoreError::io(&path, e))?;
-        self.disk
-            .sync_dir(&self.dir)
-            .map_err(|e| StoreError::io(&self.dir, e))?;
+        // take_prepared's file is already durable in the directory (the preparer fsynced it
+        // off this thread: here it would wait behind the log's write-back).
         self.segments.push_back(Segment { start, file });
         // Prepare the next one now: preparing (allocate, pre-write, write back) takes about
         // as long as filling a segment at full speed, so waiting until half full made fast
