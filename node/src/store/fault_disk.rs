@@ -7,9 +7,10 @@
 //! - Unsynced writes are remembered in order. A crash keeps all of them
 //!   ([`Crash::KeepWritten`], a `kill -9`), none of them ([`Crash::DropUnsynced`]), or all
 //!   but the last, with the last one cut in half ([`Crash::TearLast`], a torn write).
-//! - Metadata (create, `set_len`, remove, rename, directories) is durable at once: the store
-//!   syncs directories after such changes, and modelling lost renames adds nothing the log
-//!   format depends on.
+//! - A file created since the last `sync_dir` of its directory is gone after a power loss
+//!   ([`Crash::DropUnsynced`], [`Crash::TearLast`]; a `kill -9` keeps it). Other metadata
+//!   (`set_len`, remove, rename, directories) is durable at once: the store syncs directories
+//!   after such changes, and modelling lost renames adds nothing the log format depends on.
 //! - `crash_at(n)` makes operation `n` (counting every call) and everything after it fail with
 //!   EIO, the moment of a power cut; `fail_op(n, errno)` fails one operation only.
 //! - `set_capacity(bytes)` bounds the sum of file lengths; going past it is ENOSPC.
@@ -61,6 +62,8 @@ struct Inner {
     dirs: BTreeSet<PathBuf>,
     /// Unsynced writes in order: (path, offset, bytes).
     pending: Vec<(PathBuf, u64, Vec<u8>)>,
+    /// Files created since their directory was last synced.
+    unsynced_creates: BTreeSet<PathBuf>,
     ops: u64,
     crash_at: Option<u64>,
     fail_once: BTreeMap<u64, i32>,
@@ -136,9 +139,11 @@ impl FaultDisk {
     /// What a crash of the given kind leaves behind.
     pub fn image(&self, crash: Crash) -> DiskImage {
         let inner = self.inner.borrow();
+        let lose_creates = crash != Crash::KeepWritten;
         let mut files: BTreeMap<PathBuf, Vec<u8>> = inner
             .files
             .iter()
+            .filter(|(p, _)| !(lose_creates && inner.unsynced_creates.contains(*p)))
             .map(|(p, f)| {
                 let bytes = match crash {
                     Crash::KeepWritten => f.written.clone(),
@@ -258,6 +263,7 @@ impl Disk for FaultDisk {
                 return Err(not_found(&parent));
             }
             inner.files.insert(path.to_path_buf(), FileState::default());
+            inner.unsynced_creates.insert(path.to_path_buf());
         }
         Ok(FaultFile {
             path: path.to_path_buf(),
@@ -339,6 +345,7 @@ impl Disk for FaultDisk {
         let mut inner = self.inner.borrow_mut();
         inner.files.remove(path).ok_or_else(|| not_found(path))?;
         inner.pending.retain(|(p, _, _)| p != path);
+        inner.unsynced_creates.remove(path);
         Ok(())
     }
 
@@ -348,6 +355,7 @@ impl Disk for FaultDisk {
         inner.files.retain(|p, _| !p.starts_with(path));
         inner.dirs.retain(|p| !p.starts_with(path));
         inner.pending.retain(|(p, _, _)| !p.starts_with(path));
+        inner.unsynced_creates.retain(|p| !p.starts_with(path));
         Ok(())
     }
 
@@ -356,6 +364,9 @@ impl Disk for FaultDisk {
         let mut inner = self.inner.borrow_mut();
         let f = inner.files.remove(from).ok_or_else(|| not_found(from))?;
         inner.files.insert(to.to_path_buf(), f);
+        if inner.unsynced_creates.remove(from) {
+            inner.unsynced_creates.insert(to.to_path_buf());
+        }
         for pending in inner.pending.iter_mut() {
             if pending.0 == from {
                 pending.0 = to.to_path_buf();
@@ -364,8 +375,11 @@ impl Disk for FaultDisk {
         Ok(())
     }
 
-    fn sync_dir(&self, _dir: &Path) -> io::Result<()> {
-        self.op()
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        self.op()?;
+        let mut inner = self.inner.borrow_mut();
+        inner.unsynced_creates.retain(|p| p.parent() != Some(dir));
+        Ok(())
     }
 
     fn space(&self, _dir: &Path) -> io::Result<SpaceInfo> {
@@ -396,7 +410,24 @@ mod tests {
         let d = FaultDisk::new();
         d.create_dir_all(Path::new("/s")).unwrap();
         let f = d.open(Path::new("/s/a"), true).unwrap();
+        d.sync_dir(Path::new("/s")).unwrap();
         (d, f)
+    }
+
+    #[test]
+    fn a_create_is_durable_after_its_directory_sync() {
+        let (d, _) = setup();
+        let b = d.open(Path::new("/s/b"), true).unwrap();
+        d.write_at(&b, 0, b"x").unwrap();
+        d.sync_data(&b).unwrap();
+        let p = Path::new("/s/b");
+        assert!(d.image(Crash::KeepWritten).files.contains_key(p));
+        assert!(!d.image(Crash::DropUnsynced).files.contains_key(p));
+        assert!(!d.image(Crash::TearLast).files.contains_key(p));
+        d.sync_dir(Path::new("/other")).unwrap();
+        assert!(!d.image(Crash::DropUnsynced).files.contains_key(p));
+        d.sync_dir(Path::new("/s")).unwrap();
+        assert_eq!(d.image(Crash::DropUnsynced).files[p], b"x");
     }
 
     #[test]
