@@ -653,15 +653,30 @@ impl<D: Disk + Clone> Store<D> {
                 size: m.len as u32,
             });
         }
-        let batch: &[u8] = batch;
+        let blanks: Vec<(u64, &[u8])> = blanks.iter().map(|(at, b)| (*at, &b[..])).collect();
+        self.write_append(&blanks, &pieces, batch, touched)
+            .map(|()| records)
+    }
+
+    /// Writes one append as one submission: BLANK tails `(offset, bytes)`, then the log
+    /// `pieces` `(physical offset, start, len)` of `bytes`, then the staged units of the
+    /// `touched` ConsumeQueues. A failed write must not leave bytes behind the log end (see
+    /// `write_or_undo`); a fatal failure poisons the store.
+    fn write_append(
+        &mut self,
+        blanks: &[(u64, &[u8])],
+        pieces: &[(u64, usize, usize)],
+        bytes: &[u8],
+        touched: &[(String, u32)],
+    ) -> Result<()> {
         let mut ops = Vec::with_capacity(pieces.len() + blanks.len() + touched.len());
-        for (at, bytes) in &blanks {
-            ops.push(self.log.write_op(*at, bytes)?);
+        for &(at, blank) in blanks {
+            ops.push(self.log.write_op(at, blank)?);
         }
-        for &(phys, start, len) in &pieces {
-            ops.push(self.log.write_op(phys, &batch[start..start + len])?);
+        for &(phys, start, len) in pieces {
+            ops.push(self.log.write_op(phys, &bytes[start..start + len])?);
         }
-        for (topic, q) in touched.iter() {
+        for (topic, q) in touched {
             if let Some(cq) = self.queues.get(topic.as_str()).and_then(|qs| qs.get(q)) {
                 ops.extend(cq.staged_writes());
             }
@@ -671,7 +686,7 @@ impl<D: Disk + Clone> Store<D> {
         if written.as_ref().is_err_and(StoreError::is_fatal) {
             self.poisoned = true;
         }
-        written.map(|()| records)
+        written
     }
 
     /// Submits the writes of one append. When they fail, some may have landed anyway. Bytes

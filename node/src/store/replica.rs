@@ -128,22 +128,7 @@ impl<D: Disk + Clone> Store<D> {
             }
             pos += len;
         }
-        let mut ops = Vec::with_capacity(pieces.len() + touched.len());
-        for &(phys, start, len) in &pieces {
-            ops.push(self.log.write_op(phys, &bytes[start..start + len])?);
-        }
-        for (topic, q) in touched.iter() {
-            if let Some(cq) = self.queues.get(topic.as_str()).and_then(|qs| qs.get(q)) {
-                ops.extend(cq.staged_writes());
-            }
-        }
-        // A failed write must not leave bytes behind the log end (see `write_or_undo`).
-        let written = self.write_or_undo(&ops);
-        drop(ops);
-        if written.as_ref().is_err_and(StoreError::is_fatal) {
-            self.poisoned = true;
-        }
-        written
+        self.write_append(&[], &pieces, bytes, touched)
     }
 
     /// Makes an empty store start at `at` (see `CommitLog::start_empty_at`).
