@@ -7,100 +7,18 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use common::*;
 use ringmq_wire::code::{RequestCode, Status};
 use ringmq_wire::codec::{Decode, Empty};
 use ringmq_wire::command::route::TopicConfigTable;
-use ringmq_wire::command::{PullResponse, SendResponse};
+use ringmq_wire::command::PullResponse;
 
-/// One acknowledged record.
-#[derive(Debug, Clone)]
-struct Acked {
-    queue: u32,
-    offset: u64,
-    body: Vec<u8>,
-}
-
-/// What a producer thread saw.
-#[derive(Debug, Default)]
-struct Produced {
-    acked: Vec<Acked>,
-    /// Non-SUCCESS statuses (e.g. SERVICE_NOT_AVAILABLE while stopping), by name.
-    refused: BTreeMap<&'static str, u64>,
-    /// How the thread ended (connection error text), if not by the stop flag.
-    ended_by: Option<String>,
-}
-
+/// In-flight sends per producer thread.
 const PIPELINE: usize = 4;
-
-/// Sends single records to `queues` round robin, `PIPELINE` in flight, until `stop` is set
-/// or the connection fails; records every SUCCESS.
-fn producer(
-    addr: SocketAddr,
-    topic: &'static str,
-    id: usize,
-    queues: Vec<u32>,
-    stop: Arc<AtomicBool>,
-) -> JoinHandle<Produced> {
-    std::thread::spawn(move || {
-        let mut out = Produced::default();
-        let mut c = match Client::try_connect(addr) {
-            Ok(c) => c,
-            Err(e) => {
-                out.ended_by = Some(format!("connect: {e}"));
-                return out;
-            }
-        };
-        let mut seq = 0u64;
-        while !stop.load(Ordering::Relaxed) {
-            let mut inflight = Vec::with_capacity(PIPELINE);
-            for _ in 0..PIPELINE {
-                let q = queues[seq as usize % queues.len()];
-                let body = format!(
-                    "producer {id} seq {seq:08} {}",
-                    "x".repeat(150 + (seq % 50) as usize)
-                )
-                .into_bytes();
-                seq += 1;
-                let msg = Msg::new(topic, q, body.clone());
-                let h = Client::send_request(topic, q, false, 1);
-                let rid = match c.try_send_frame(RequestCode::SendMessage, &h, &msg.encode()) {
-                    Ok(id) => id,
-                    Err(e) => {
-                        out.ended_by = Some(e);
-                        return out;
-                    }
-                };
-                inflight.push((rid, q, body));
-            }
-            for (rid, q, body) in inflight {
-                match c.try_recv(rid) {
-                    Ok(r) if r.status() == Status::Success => {
-                        let s = r.fields::<SendResponse>().unwrap();
-                        assert_eq!(s.queue_id, q);
-                        out.acked.push(Acked {
-                            queue: q,
-                            offset: s.first_queue_offset,
-                            body,
-                        });
-                    }
-                    Ok(r) => *out.refused.entry(r.status().name()).or_default() += 1,
-                    Err(e) => {
-                        out.ended_by = Some(e);
-                        return out;
-                    }
-                }
-            }
-        }
-        out
-    })
-}
 
 /// Every record of `topic`/`queue` by queue offset.
 fn read_queue(c: &mut Client, topic: &str, queue: u32) -> BTreeMap<u64, Vec<u8>> {
@@ -129,7 +47,7 @@ fn read_queue(c: &mut Client, topic: &str, queue: u32) -> BTreeMap<u64, Vec<u8>>
 
 /// Checks every acknowledged record is stored at its offset with its body; returns the
 /// number of records stored in the queues.
-fn verify_acked(c: &mut Client, topic: &str, queues: u32, acked: &[Acked]) -> usize {
+fn verify_acked(c: &mut Client, topic: &str, queues: u32, acked: &[AckedSend]) -> usize {
     let mut stored = 0;
     let mut by_queue: Vec<BTreeMap<u64, Vec<u8>>> = Vec::new();
     for q in 0..queues {
@@ -247,7 +165,7 @@ fn kill9_mid_load_with_sync_flush_loses_no_acknowledged_record() {
     let args = ["--shards", "2", "--flush", "sync"];
     let mut node = Node::standalone(&data, &args);
     Client::connect(node.broker_addr()).create_topic_ok(topic, queues);
-    let mut acked: Vec<Acked> = Vec::new();
+    let mut acked: Vec<AckedSend> = Vec::new();
     // Three kill -9 / recover rounds on the same data, each killed at a different moment;
     // every round checks everything acknowledged so far.
     for round in 0..3usize {
@@ -255,11 +173,12 @@ fn kill9_mid_load_with_sync_flush_loses_no_acknowledged_record() {
         let stop = Arc::new(AtomicBool::new(false));
         let producers: Vec<_> = (0..4)
             .map(|i| {
-                producer(
+                spawn_sender(
                     addr,
                     topic,
                     round * 10 + i,
                     vec![i as u32, i as u32 + 4],
+                    PIPELINE,
                     Arc::clone(&stop),
                 )
             })
@@ -267,7 +186,7 @@ fn kill9_mid_load_with_sync_flush_loses_no_acknowledged_record() {
         std::thread::sleep(Duration::from_millis(700 + 250 * round as u64));
         let killed_at = Instant::now();
         node.kill9();
-        let results: Vec<Produced> = producers.into_iter().map(|p| p.join().unwrap()).collect();
+        let results: Vec<SendLog> = producers.into_iter().map(|p| p.join().unwrap()).collect();
         assert!(killed_at.elapsed() < Duration::from_secs(20));
         let before = acked.len();
         acked.extend(results.iter().flat_map(|r| r.acked.iter().cloned()));
@@ -361,14 +280,17 @@ fn sigterm_under_load(flush: &str) {
     assert!(parked.is_some(), "the long poll was never parked");
     let stop = Arc::new(AtomicBool::new(false));
     let producers: Vec<_> = (0..3)
-        .map(|i| producer(addr, topic, i, (0..queues).collect(), Arc::clone(&stop)))
+        .map(|i| {
+            let queues = (0..queues).collect();
+            spawn_sender(addr, topic, i, queues, PIPELINE, Arc::clone(&stop))
+        })
         .collect();
     std::thread::sleep(Duration::from_millis(800));
     let t_term = Instant::now();
     let status = node.term();
     let term_took = t_term.elapsed();
     stop.store(true, Ordering::Relaxed);
-    let results: Vec<Produced> = producers.into_iter().map(|p| p.join().unwrap()).collect();
+    let results: Vec<SendLog> = producers.into_iter().map(|p| p.join().unwrap()).collect();
     assert_eq!(
         status.code(),
         Some(0),
@@ -397,7 +319,7 @@ fn sigterm_under_load(flush: &str) {
         "log says stopping:\n{log}"
     );
     assert!(log.contains("stopped cleanly"), "log says stopped:\n{log}");
-    let acked: Vec<Acked> = results
+    let acked: Vec<AckedSend> = results
         .iter()
         .flat_map(|r| r.acked.iter().cloned())
         .collect();
