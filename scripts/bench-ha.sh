@@ -16,7 +16,8 @@
 # Output: a Markdown table on stdout, also written into docs/perf.md between the bench-ha.sh
 # markers (BENCH_DOC=- for stdout only). Environment: BENCH_ROUNDS (3), BENCH_SECONDS (8),
 # BENCH_SHARDS (shards per broker, default one per core), BENCH_DIR (work directory; removed
-# at the end unless BENCH_KEEP=1).
+# at the end unless BENCH_KEEP=1), BENCH_MODES (a subset of "noslave async sync"), BENCH_RINGMQ
+# (the server binary, default target/release/ringmq).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/bench-lib.sh
@@ -85,7 +86,7 @@ run_perf() {
     --json "$json" "$@" >"$json.out" 2>&1 || { echo "ringmq-perf failed:" >&2; cat "$json.out" >&2; exit 1; }
 }
 
-modes=(noslave async sync)
+read -r -a modes <<<"${BENCH_MODES:-noslave async sync}"
 declare -A role=([noslave]=ASYNC_MASTER [async]=ASYNC_MASTER [sync]=SYNC_MASTER)
 declare -A label=([noslave]="ASYNC_MASTER, no slave" [async]="ASYNC_MASTER + SLAVE" [sync]="SYNC_MASTER + SLAVE")
 

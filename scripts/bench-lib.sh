@@ -46,12 +46,13 @@ bench_commit() {
 }
 
 # bench_setup NAME: checks for jq, builds the release binaries, and sets $ringmq, $perf and
-# $commit (the scripts run from the repository root).
+# $commit (the scripts run from the repository root). BENCH_RINGMQ overrides the server
+# binary (A/B runs against a saved build).
 bench_setup() {
   command -v jq >/dev/null || { echo "$1 needs jq" >&2; exit 2; }
   echo "building release binaries (cargo build --release -p ringmq-node -p ringmq-perf) ..." >&2
   cargo build --release -p ringmq-node -p ringmq-perf >&2
-  ringmq=target/release/ringmq
+  ringmq=${BENCH_RINGMQ:-target/release/ringmq}
   perf=target/release/ringmq-perf
   commit=$(bench_commit)
 }

@@ -317,8 +317,10 @@ async fn send_transfer(
         let (res, _) = conn.write_all(out).await;
         return res.map_err(|e| e.to_string());
     }
+    // Small transfers are copied from the mapping like small pulls: splicing costs two
+    // io_uring operations that the kernel hands to worker threads, more than the copy.
     match pipe {
-        Some(p) => {
+        Some(p) if len >= crate::broker::pull::SPLICE_MIN_BYTES => {
             let (file, off) = shard.segment_file(at).map_err(|e| e.to_string())?;
             let (res, _) = conn.write_all(out).await;
             res.map_err(|e| e.to_string())?;
@@ -326,7 +328,7 @@ async fn send_transfer(
                 .await
                 .map_err(|e| e.to_string())
         }
-        None => {
+        _ => {
             let start = out.len();
             out.resize(start + len, 0);
             shard
