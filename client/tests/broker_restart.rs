@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{collecting_consumer, covers, wait_until, Node};
-use ringmq_client::{Message, MessageModel, Producer, StartPosition};
+use common::{clustering_consumer, covers, wait_until, Node};
+use ringmq_client::{Message, Producer};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_reconnect_and_nothing_acknowledged_is_lost() {
@@ -25,15 +25,7 @@ async fn clients_reconnect_and_nothing_acknowledged_is_lost() {
         .start()
         .await
         .unwrap();
-    let (c, seen) = collecting_consumer(
-        &node,
-        "restart-group",
-        topic,
-        MessageModel::Clustering,
-        StartPosition::First,
-        "restart-consumer",
-    )
-    .await;
+    let (c, seen) = clustering_consumer(&node, "restart-group", topic, "restart-consumer").await;
 
     let sending = Arc::new(AtomicBool::new(true));
     let restarted = Arc::new(AtomicBool::new(false));
@@ -97,12 +89,12 @@ async fn clients_reconnect_and_nothing_acknowledged_is_lost() {
     );
     let delivered = wait_until(Duration::from_secs(30), || covers(&seen, &acked)).await;
     if !delivered {
-        let s: std::collections::HashSet<String> = seen.lock().unwrap().iter().cloned().collect();
-        let missing: Vec<&String> = acked.iter().filter(|a| !s.contains(*a)).take(20).collect();
+        let missing = common::missing(&seen, &acked);
         panic!(
-            "{} of {} acknowledged messages never consumed, e.g. {missing:?}",
-            acked.iter().filter(|a| !s.contains(*a)).count(),
-            acked.len()
+            "{} of {} acknowledged messages never consumed, e.g. {:?}",
+            missing.len(),
+            acked.len(),
+            &missing[..missing.len().min(20)]
         );
     }
     c.shutdown().await;

@@ -9,21 +9,28 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{collecting_consumer, covers, fast_push, send_all, wait_until, Node};
+use common::{
+    body, clustering_consumer, collecting_consumer, covers, distinct, fast_push, producer, reader,
+    send_all, start_collecting, wait_until, Node,
+};
 use ringmq_client::{
-    ConsumeResult, Message, MessageModel, Producer, PullConsumer, PullStatus, ReceivedMessage,
-    StartPosition,
+    ConsumeResult, Message, MessageModel, PullConsumer, PullStatus, ReceivedMessage, StartPosition,
 };
 
 const WAIT: Duration = Duration::from_secs(20);
 
-async fn producer(node: &Node) -> Producer {
-    Producer::builder()
-        .group("test-producers")
-        .name_server(node.namesrv())
-        .start()
-        .await
-        .unwrap()
+/// The offset `group` committed on the only queue of `topic`.
+async fn committed_on_single_queue(node: &Node, group: &str, topic: &str) -> Option<u64> {
+    let reader = reader(node, group).await;
+    let mq = reader.fetch_queues(topic).await.unwrap()[0].clone();
+    let offset = reader.committed_offset(&mq).await.unwrap();
+    reader.shutdown().await;
+    offset
+}
+
+/// The distinct strings of `v`.
+fn set(v: &[String]) -> BTreeSet<String> {
+    v.iter().cloned().collect()
 }
 
 fn counts(seen: &common::Seen) -> HashMap<String, usize> {
@@ -41,15 +48,7 @@ async fn clustering_rebalances_when_members_join_and_leave() {
     node.create_topic(topic, 8).await;
     let p = producer(&node).await;
     let group = "rebalance-group";
-    let (a, seen_a) = collecting_consumer(
-        &node,
-        group,
-        topic,
-        MessageModel::Clustering,
-        StartPosition::First,
-        "member-a",
-    )
-    .await;
+    let (a, seen_a) = clustering_consumer(&node, group, topic, "member-a").await;
     assert_eq!(a.assignment().len(), 8, "a lone member owns every queue");
 
     // A producer sends throughout the joins and leaves.
@@ -71,15 +70,7 @@ async fn clustering_rebalances_when_members_join_and_leave() {
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     // B joins: the queues split 4/4, disjoint, covering all 8.
-    let (b, seen_b) = collecting_consumer(
-        &node,
-        group,
-        topic,
-        MessageModel::Clustering,
-        StartPosition::First,
-        "member-b",
-    )
-    .await;
+    let (b, seen_b) = clustering_consumer(&node, group, topic, "member-b").await;
     let split = wait_until(WAIT, || {
         a.assignment().len() == 4 && b.assignment().len() == 4
     })
@@ -135,24 +126,18 @@ async fn broadcasting_gives_every_member_every_message_and_resumes_from_its_file
     node.create_topic(topic, 4).await;
     let p = producer(&node).await;
     let group = "broadcast-group";
-    let (a, seen_a) = collecting_consumer(
-        &node,
-        group,
-        topic,
-        MessageModel::Broadcasting,
-        StartPosition::First,
-        "bc-a",
-    )
-    .await;
-    let (b, seen_b) = collecting_consumer(
-        &node,
-        group,
-        topic,
-        MessageModel::Broadcasting,
-        StartPosition::First,
-        "bc-b",
-    )
-    .await;
+    let member = |name| {
+        collecting_consumer(
+            &node,
+            group,
+            topic,
+            MessageModel::Broadcasting,
+            StartPosition::First,
+            name,
+        )
+    };
+    let (a, seen_a) = member("bc-a").await;
+    let (b, seen_b) = member("bc-b").await;
     assert_eq!(a.assignment().len(), 4);
     assert_eq!(b.assignment().len(), 4);
     let sent = send_all(&p, topic, (0..60).map(|i| format!("bc-{i}"))).await;
@@ -164,19 +149,10 @@ async fn broadcasting_gives_every_member_every_message_and_resumes_from_its_file
 
     // A restarts with the same instance name: it resumes from its file, no redelivery.
     let more = send_all(&p, topic, (0..20).map(|i| format!("bc-more-{i}"))).await;
-    let (a2, seen_a2) = collecting_consumer(
-        &node,
-        group,
-        topic,
-        MessageModel::Broadcasting,
-        StartPosition::First,
-        "bc-a",
-    )
-    .await;
+    let (a2, seen_a2) = member("bc-a").await;
     assert!(wait_until(WAIT, || covers(&seen_a2, &more)).await);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let got: BTreeSet<String> = seen_a2.lock().unwrap().iter().cloned().collect();
-    assert_eq!(got, more.iter().cloned().collect(), "only the new messages");
+    assert_eq!(distinct(&seen_a2), set(&more), "only the new messages");
     assert!(wait_until(WAIT, || covers(&seen_b, &more)).await);
     a2.shutdown().await;
     b.shutdown().await;
@@ -191,34 +167,17 @@ async fn restart_resumes_from_the_committed_offset() {
     let p = producer(&node).await;
     let group = "resume-group";
     let first = send_all(&p, topic, (0..50).map(|i| format!("r1-{i}"))).await;
-    let (c, seen) = collecting_consumer(
-        &node,
-        group,
-        topic,
-        MessageModel::Clustering,
-        StartPosition::First,
-        "resume-1",
-    )
-    .await;
+    let (c, seen) = clustering_consumer(&node, group, topic, "resume-1").await;
     assert!(wait_until(WAIT, || covers(&seen, &first)).await);
     c.shutdown().await;
 
     let second = send_all(&p, topic, (0..50).map(|i| format!("r2-{i}"))).await;
-    let (c2, seen2) = collecting_consumer(
-        &node,
-        group,
-        topic,
-        MessageModel::Clustering,
-        StartPosition::First,
-        "resume-2",
-    )
-    .await;
+    let (c2, seen2) = clustering_consumer(&node, group, topic, "resume-2").await;
     assert!(wait_until(WAIT, || covers(&seen2, &second)).await);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let got: BTreeSet<String> = seen2.lock().unwrap().iter().cloned().collect();
     assert_eq!(
-        got,
-        second.iter().cloned().collect(),
+        distinct(&seen2),
+        set(&second),
         "continues where the group left off"
     );
     assert_eq!(seen2.lock().unwrap().len(), second.len());
@@ -260,24 +219,12 @@ async fn start_positions_last_and_timestamp_and_tag_expressions() {
     )
     .await;
     // Tagged messages, and a consumer that only wants TagA.
-    let seen_tag: common::Seen = Default::default();
-    let sink = seen_tag.clone();
-    let tagged = fast_push(&node, "tag-group", "pos-tag")
-        .subscribe(topic, "TagA || TagZ")
-        .start_position(StartPosition::Last)
-        .start(move |msgs: Vec<ReceivedMessage>, _| {
-            let sink = sink.clone();
-            async move {
-                for m in msgs {
-                    sink.lock()
-                        .unwrap()
-                        .push(String::from_utf8(m.body.to_vec()).unwrap());
-                }
-                ConsumeResult::Success
-            }
-        })
-        .await
-        .unwrap();
+    let (tagged, seen_tag) = start_collecting(
+        fast_push(&node, "tag-group", "pos-tag")
+            .subscribe(topic, "TagA || TagZ")
+            .start_position(StartPosition::Last),
+    )
+    .await;
     let mut new = Vec::new();
     let mut tag_a = Vec::new();
     for i in 0..20 {
@@ -297,12 +244,9 @@ async fn start_positions_last_and_timestamp_and_tag_expressions() {
     assert!(wait_until(WAIT, || covers(&seen_ts, &mid_and_new)).await);
     assert!(wait_until(WAIT, || covers(&seen_tag, &tag_a)).await);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let got_last: BTreeSet<String> = seen_last.lock().unwrap().iter().cloned().collect();
-    assert_eq!(got_last, new.iter().cloned().collect());
-    let got_ts: BTreeSet<String> = seen_ts.lock().unwrap().iter().cloned().collect();
-    assert_eq!(got_ts, mid_and_new.iter().cloned().collect());
-    let got_tag: BTreeSet<String> = seen_tag.lock().unwrap().iter().cloned().collect();
-    assert_eq!(got_tag, tag_a.iter().cloned().collect());
+    assert_eq!(distinct(&seen_last), set(&new));
+    assert_eq!(distinct(&seen_ts), set(&mid_and_new));
+    assert_eq!(distinct(&seen_tag), set(&tag_a));
     for c in [last, ts, tagged] {
         c.shutdown().await;
     }
@@ -329,7 +273,7 @@ async fn failed_batches_are_redelivered_and_hold_the_offset() {
                 let sink = sink.clone();
                 async move {
                     let m = &msgs[0];
-                    let body = String::from_utf8(m.body.to_vec()).unwrap();
+                    let body = body(m);
                     sink.lock()
                         .unwrap()
                         .entry(body.clone())
@@ -367,15 +311,10 @@ async fn failed_batches_are_redelivered_and_hold_the_offset() {
     );
     c.shutdown().await;
     // Everything succeeded in the end: the committed offset is past all five.
-    let reader = PullConsumer::builder()
-        .group(group)
-        .name_server(node.namesrv())
-        .start()
-        .await
-        .unwrap();
-    let mq = reader.fetch_queues(topic).await.unwrap()[0].clone();
-    assert_eq!(reader.committed_offset(&mq).await.unwrap(), Some(5));
-    reader.shutdown().await;
+    assert_eq!(
+        committed_on_single_queue(&node, group, topic).await,
+        Some(5)
+    );
     p.shutdown().await;
 }
 
@@ -407,19 +346,11 @@ async fn a_failing_batch_is_not_committed_past() {
     .await;
     tokio::time::sleep(Duration::from_millis(800)).await;
     c.shutdown().await;
-    let reader = PullConsumer::builder()
-        .group(group)
-        .name_server(node.namesrv())
-        .start()
-        .await
-        .unwrap();
-    let mq = reader.fetch_queues(topic).await.unwrap()[0].clone();
     assert_eq!(
-        reader.committed_offset(&mq).await.unwrap(),
+        committed_on_single_queue(&node, group, topic).await,
         Some(2),
         "the offset stops at the message that never succeeded"
     );
-    reader.shutdown().await;
     p.shutdown().await;
 }
 
@@ -479,14 +410,11 @@ async fn pull_consumer_direct_assigned_and_subscribed() {
     // elsewhere; commit_positions stores where poll got to.
     c.assign(queues.clone());
     let mut got = Vec::new();
-    let mut expected: BTreeSet<String> = sent.iter().cloned().collect();
+    let mut expected = set(&sent);
     expected.insert("late".to_string());
     let skipped: Vec<String> = {
         let r = c.pull(mq, 0, 2, "*").await.unwrap();
-        r.messages
-            .iter()
-            .map(|m| String::from_utf8(m.body.to_vec()).unwrap())
-            .collect()
+        r.messages.iter().map(body).collect()
     };
     for s in &skipped {
         expected.remove(s);
@@ -494,13 +422,9 @@ async fn pull_consumer_direct_assigned_and_subscribed() {
     while got.len() < expected.len() {
         let batch = c.poll(Duration::from_secs(2)).await.unwrap();
         assert!(!batch.is_empty(), "poll ran dry at {}", got.len());
-        got.extend(
-            batch
-                .into_iter()
-                .map(|m| String::from_utf8(m.body.to_vec()).unwrap()),
-        );
+        got.extend(batch.iter().map(body));
     }
-    assert_eq!(got.iter().cloned().collect::<BTreeSet<_>>(), expected);
+    assert_eq!(set(&got), expected);
     assert_eq!(got.len(), expected.len());
     assert!(c.poll(Duration::from_millis(100)).await.unwrap().is_empty());
     c.commit_positions().await.unwrap();
@@ -536,25 +460,13 @@ async fn new_queues_of_a_topic_are_taken_after_a_route_refresh() {
     let node = Node::start();
     let topic = "Growing";
     node.create_topic(topic, 2).await;
-    let seen: common::Seen = Default::default();
-    let sink = seen.clone();
-    let c = fast_push(&node, "growing-group", "growing-1")
-        .route_refresh_interval(Duration::from_millis(200))
-        .subscribe(topic, "*")
-        .start_position(StartPosition::First)
-        .start(move |msgs: Vec<ReceivedMessage>, _| {
-            let sink = sink.clone();
-            async move {
-                for m in msgs {
-                    sink.lock()
-                        .unwrap()
-                        .push(String::from_utf8(m.body.to_vec()).unwrap());
-                }
-                ConsumeResult::Success
-            }
-        })
-        .await
-        .unwrap();
+    let (c, seen) = start_collecting(
+        fast_push(&node, "growing-group", "growing-1")
+            .route_refresh_interval(Duration::from_millis(200))
+            .subscribe(topic, "*")
+            .start_position(StartPosition::First),
+    )
+    .await;
     assert_eq!(c.assignment().len(), 2);
     node.create_topic(topic, 6).await;
     assert!(

@@ -8,8 +8,8 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use common::{collecting_consumer, covers, wait_until, Node};
-use ringmq_client::{Admin, Message, MessageModel, Producer, StartPosition};
+use common::{clustering_consumer, covers, wait_until, Node};
+use ringmq_client::{Admin, Message, Producer};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sends_spread_over_brokers_and_fail_over_when_one_dies() {
@@ -41,15 +41,7 @@ async fn sends_spread_over_brokers_and_fail_over_when_one_dies() {
         .await
         .unwrap();
     assert_eq!(p.write_queues(topic).await.unwrap().len(), 4);
-    let (c, seen) = collecting_consumer(
-        &node,
-        "multi-group",
-        topic,
-        MessageModel::Clustering,
-        StartPosition::First,
-        "multi-consumer",
-    )
-    .await;
+    let (c, seen) = clustering_consumer(&node, "multi-group", topic, "multi-consumer").await;
     assert_eq!(c.assignment().len(), 4, "queues of both brokers");
 
     let mut sent = Vec::new();

@@ -7,7 +7,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use common::Node;
+use common::{body, producer, Node};
 use ringmq_client::consumer::PullStatus;
 use ringmq_client::error::Outcome;
 use ringmq_client::wire::code::Status;
@@ -16,22 +16,8 @@ use ringmq_client::{
     Error, Message, MessageQueue, Producer, PullConsumer, ReceivedMessage, SendStatus,
 };
 
-async fn producer(node: &Node) -> Producer {
-    Producer::builder()
-        .group("test-producers")
-        .name_server(node.namesrv())
-        .start()
-        .await
-        .unwrap()
-}
-
 async fn reader(node: &Node) -> PullConsumer {
-    PullConsumer::builder()
-        .group("test-reader")
-        .name_server(node.namesrv())
-        .start()
-        .await
-        .unwrap()
+    common::reader(node, "test-reader").await
 }
 
 /// Every message of every queue of `topic`, per queue in offset order.
@@ -54,10 +40,7 @@ async fn drain(c: &PullConsumer, topic: &str) -> BTreeMap<MessageQueue, Vec<Rece
 }
 
 fn bodies(all: &BTreeMap<MessageQueue, Vec<ReceivedMessage>>) -> BTreeSet<String> {
-    all.values()
-        .flatten()
-        .map(|m| String::from_utf8(m.body.to_vec()).unwrap())
-        .collect()
+    all.values().flatten().map(body).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -235,7 +218,7 @@ async fn ordered_send_keeps_per_key_order() {
     let mut seen: BTreeMap<String, Vec<u32>> = BTreeMap::new();
     for msgs in all.values() {
         for m in msgs {
-            let text = String::from_utf8(m.body.to_vec()).unwrap();
+            let text = body(m);
             let (key, seq) = text.split_once(':').unwrap();
             assert_eq!(m.property("__SHARDINGKEY"), Some(key));
             seen.entry(key.to_string())

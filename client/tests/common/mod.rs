@@ -290,6 +290,56 @@ pub async fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool
 /// Bodies a push consumer's listener saw, in delivery order.
 pub type Seen = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
 
+/// The body of a test message, which is always UTF-8 text.
+pub fn body(m: &ringmq_client::ReceivedMessage) -> String {
+    String::from_utf8(m.body.to_vec()).unwrap()
+}
+
+/// The distinct bodies in `seen`.
+pub fn distinct(seen: &Seen) -> std::collections::BTreeSet<String> {
+    seen.lock().unwrap().iter().cloned().collect()
+}
+
+/// A producer (group `test-producers`) with default settings.
+pub async fn producer(node: &Node) -> ringmq_client::Producer {
+    ringmq_client::Producer::builder()
+        .group("test-producers")
+        .name_server(node.namesrv())
+        .start()
+        .await
+        .unwrap()
+}
+
+/// A pull consumer of `group` with default settings, for reading queues and offsets.
+pub async fn reader(node: &Node, group: &str) -> ringmq_client::PullConsumer {
+    ringmq_client::PullConsumer::builder()
+        .group(group)
+        .name_server(node.namesrv())
+        .start()
+        .await
+        .unwrap()
+}
+
+/// Starts `builder` with a listener that records every body it consumes.
+pub async fn start_collecting(
+    builder: ringmq_client::consumer::PushConsumerBuilder,
+) -> (ringmq_client::PushConsumer, Seen) {
+    let seen: Seen = Default::default();
+    let sink = seen.clone();
+    let c = builder
+        .start(move |msgs: Vec<ringmq_client::ReceivedMessage>, _ctx| {
+            let sink = sink.clone();
+            async move {
+                let mut s = sink.lock().unwrap();
+                s.extend(msgs.iter().map(body));
+                ringmq_client::ConsumeResult::Success
+            }
+        })
+        .await
+        .unwrap();
+    (c, seen)
+}
+
 /// A push consumer with test-speed timers that records every body it consumes.
 pub async fn collecting_consumer(
     node: &Node,
@@ -299,26 +349,32 @@ pub async fn collecting_consumer(
     start: ringmq_client::StartPosition,
     instance: &str,
 ) -> (ringmq_client::PushConsumer, Seen) {
-    let seen: Seen = Default::default();
-    let sink = seen.clone();
-    let c = fast_push(node, group, instance)
-        .subscribe(topic, "*")
-        .message_model(model)
-        .start_position(start)
-        .offset_dir(node.dir.path().join("offsets"))
-        .start(move |msgs: Vec<ringmq_client::ReceivedMessage>, _ctx| {
-            let sink = sink.clone();
-            async move {
-                let mut s = sink.lock().unwrap();
-                for m in msgs {
-                    s.push(String::from_utf8(m.body.to_vec()).unwrap());
-                }
-                ringmq_client::ConsumeResult::Success
-            }
-        })
-        .await
-        .unwrap();
-    (c, seen)
+    start_collecting(
+        fast_push(node, group, instance)
+            .subscribe(topic, "*")
+            .message_model(model)
+            .start_position(start)
+            .offset_dir(node.dir.path().join("offsets")),
+    )
+    .await
+}
+
+/// [`collecting_consumer`] in clustering mode, from the first message of each queue.
+pub async fn clustering_consumer(
+    node: &Node,
+    group: &str,
+    topic: &str,
+    instance: &str,
+) -> (ringmq_client::PushConsumer, Seen) {
+    collecting_consumer(
+        node,
+        group,
+        topic,
+        ringmq_client::MessageModel::Clustering,
+        ringmq_client::StartPosition::First,
+        instance,
+    )
+    .await
 }
 
 /// A push consumer builder with test-speed timers.
@@ -358,6 +414,11 @@ pub async fn send_all(
 
 /// True once every body of `want` is in `seen`.
 pub fn covers(seen: &Seen, want: &[String]) -> bool {
-    let s: std::collections::HashSet<String> = seen.lock().unwrap().iter().cloned().collect();
-    want.iter().all(|w| s.contains(w))
+    missing(seen, want).is_empty()
+}
+
+/// The bodies of `want` that are not in `seen`, in `want`'s order.
+pub fn missing(seen: &Seen, want: &[String]) -> Vec<String> {
+    let s = distinct(seen);
+    want.iter().filter(|w| !s.contains(*w)).cloned().collect()
 }
