@@ -15,7 +15,8 @@ mod push;
 mod queue_state;
 pub(crate) mod replica;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use ringmq_wire::code::{RequestCode, Status};
@@ -25,9 +26,11 @@ use ringmq_wire::command::{
 };
 
 use crate::error::{Error, Result};
-use crate::instance::Instance;
+use crate::instance::{ClientConfig, Instance};
 use crate::message::{decode_records, ReceivedMessage};
 use crate::route::MessageQueue;
+use group::Group;
+use offsets::OffsetStore;
 use replica::ReadPath;
 
 pub use allocate::allocate_average;
@@ -97,6 +100,40 @@ pub(crate) fn default_offset_dir() -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(std::env::temp_dir)
         .join(".ringmq_offsets")
+}
+
+/// Connects a consumer's client and joins `group`: its membership and its offset store,
+/// kept by the brokers (clustering) or in the local file
+/// `<offset_dir>/<instance name or DEFAULT>/<group>.offsets` (broadcasting). `push` tells
+/// the brokers which kind of consumer this is.
+pub(crate) async fn join_group(
+    client: ClientConfig,
+    group: &str,
+    model: MessageModel,
+    start: StartPosition,
+    offset_dir: &Path,
+    push: bool,
+) -> Result<(Group, OffsetStore)> {
+    let instance_dir = client
+        .instance_name
+        .clone()
+        .unwrap_or_else(|| "DEFAULT".to_string());
+    let inst = Instance::new(client).await?;
+    let reads = Arc::new(ReadPath::new());
+    let offsets = match model {
+        MessageModel::Clustering => {
+            OffsetStore::remote(Arc::clone(&inst), Arc::clone(&reads), group)
+        }
+        MessageModel::Broadcasting => {
+            OffsetStore::local(
+                offset_dir
+                    .join(instance_dir)
+                    .join(format!("{group}.offsets")),
+            )
+            .await?
+        }
+    };
+    Ok((Group::new(inst, reads, group, model, start, push), offsets))
 }
 
 /// Checks a tag expression the way the broker will read it.

@@ -25,8 +25,8 @@ use super::group::Group;
 use super::offsets::OffsetStore;
 use super::replica::ReadPath;
 use super::{
-    check_expression, default_offset_dir, pull_via, queue_offset_via, search_offset_via,
-    start_offset, MessageModel, PullResult, PullStatus, StartPosition,
+    check_expression, default_offset_dir, join_group, pull_via, queue_offset_via,
+    search_offset_via, start_offset, MessageModel, PullResult, PullStatus, StartPosition,
 };
 use crate::background::Background;
 use crate::error::{Error, Result};
@@ -132,27 +132,15 @@ impl PullConsumerBuilder {
         if cfg.poll_batch_max == 0 {
             return Err(Error::Config("poll_batch_max must be above zero".into()));
         }
-        let instance_dir = self
-            .client
-            .instance_name
-            .clone()
-            .unwrap_or_else(|| "DEFAULT".to_string());
-        let inst = Instance::new(self.client).await?;
-        let reads = Arc::new(ReadPath::new());
-        let offsets = match cfg.model {
-            MessageModel::Clustering => {
-                OffsetStore::remote(Arc::clone(&inst), Arc::clone(&reads), &cfg.group)
-            }
-            MessageModel::Broadcasting => {
-                OffsetStore::local(
-                    cfg.offset_dir
-                        .join(instance_dir)
-                        .join(format!("{}.offsets", cfg.group)),
-                )
-                .await?
-            }
-        };
-        let group = Group::new(inst, reads, &cfg.group, cfg.model, cfg.start, false);
+        let (group, offsets) = join_group(
+            self.client,
+            &cfg.group,
+            cfg.model,
+            cfg.start,
+            &cfg.offset_dir,
+            false,
+        )
+        .await?;
         let inner = Arc::new(Inner {
             group,
             cfg,

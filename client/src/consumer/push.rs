@@ -29,10 +29,9 @@ use tokio::task::JoinHandle;
 use super::group::Group;
 use super::offsets::OffsetStore;
 use super::queue_state::QueueState;
-use super::replica::ReadPath;
 use super::{
-    check_expression, default_offset_dir, pull_via, start_offset, ConsumeResult, MessageModel,
-    PullStatus, StartPosition,
+    check_expression, default_offset_dir, join_group, pull_via, start_offset, ConsumeResult,
+    MessageModel, PullStatus, StartPosition,
 };
 use crate::background::Background;
 use crate::error::{Error, Result};
@@ -254,27 +253,15 @@ impl PushConsumerBuilder {
                     .into(),
             ));
         }
-        let instance_dir = self
-            .client
-            .instance_name
-            .clone()
-            .unwrap_or_else(|| "DEFAULT".to_string());
-        let inst = Instance::new(self.client).await?;
-        let reads = Arc::new(ReadPath::new());
-        let offsets = match cfg.model {
-            MessageModel::Clustering => {
-                OffsetStore::remote(Arc::clone(&inst), Arc::clone(&reads), &cfg.group)
-            }
-            MessageModel::Broadcasting => {
-                OffsetStore::local(
-                    cfg.offset_dir
-                        .join(instance_dir)
-                        .join(format!("{}.offsets", cfg.group)),
-                )
-                .await?
-            }
-        };
-        let group = Group::new(inst, reads, &cfg.group, cfg.model, cfg.start, true);
+        let (group, offsets) = join_group(
+            self.client,
+            &cfg.group,
+            cfg.model,
+            cfg.start,
+            &cfg.offset_dir,
+            true,
+        )
+        .await?;
         for (t, e) in &cfg.subscriptions {
             group.subscribe(t, e);
         }
