@@ -305,13 +305,7 @@ impl Connection {
         let deadline = tokio::time::Instant::now() + timeout;
         let permit = match tokio::time::timeout_at(deadline, self.in_flight.acquire()).await {
             Ok(Ok(p)) => p,
-            Ok(Err(_)) => {
-                return Err(Error::ConnectionClosed {
-                    addr,
-                    request,
-                    written: false,
-                })
-            }
+            Ok(Err(_)) => return Err(self.closed_unwritten(request)),
             Err(_) => {
                 return Err(Error::Busy {
                     addr,
@@ -323,11 +317,7 @@ impl Connection {
         {
             let mut w = self.shared.lock();
             if w.closed {
-                return Err(Error::ConnectionClosed {
-                    addr,
-                    request,
-                    written: false,
-                });
+                return Err(self.closed_unwritten(request));
             }
             w.map.insert(
                 id,
@@ -347,22 +337,7 @@ impl Connection {
             request_id: Some(id),
             written: None,
         };
-        match tokio::time::timeout_at(deadline, self.out.send(out)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(_)) => {
-                return Err(Error::ConnectionClosed {
-                    addr,
-                    request,
-                    written: false,
-                })
-            }
-            Err(_) => {
-                return Err(Error::Busy {
-                    addr,
-                    in_flight: WRITE_QUEUE_FRAMES_MAX,
-                })
-            }
-        }
+        self.enqueue(out, deadline, request).await?;
         let result = tokio::time::timeout_at(deadline, rx).await;
         drop(permit);
         match result {
@@ -394,6 +369,32 @@ impl Connection {
         }
     }
 
+    /// Hands `out` to the writer task, waiting until `deadline` for room in its queue.
+    async fn enqueue(
+        &self,
+        out: Outgoing,
+        deadline: tokio::time::Instant,
+        request: &'static str,
+    ) -> Result<()> {
+        match tokio::time::timeout_at(deadline, self.out.send(out)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(self.closed_unwritten(request)),
+            Err(_) => Err(Error::Busy {
+                addr: self.shared.addr,
+                in_flight: WRITE_QUEUE_FRAMES_MAX,
+            }),
+        }
+    }
+
+    /// The connection closed before `request` was written.
+    fn closed_unwritten(&self, request: &'static str) -> Error {
+        Error::ConnectionClosed {
+            addr: self.shared.addr,
+            request,
+            written: false,
+        }
+    }
+
     /// Sends a ONEWAY request; returns once it is written to the socket.
     pub async fn send_oneway(
         &self,
@@ -410,22 +411,7 @@ impl Connection {
             written: Some(tx),
         };
         let deadline = tokio::time::Instant::now() + timeout;
-        match tokio::time::timeout_at(deadline, self.out.send(out)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(_)) => {
-                return Err(Error::ConnectionClosed {
-                    addr,
-                    request,
-                    written: false,
-                })
-            }
-            Err(_) => {
-                return Err(Error::Busy {
-                    addr,
-                    in_flight: WRITE_QUEUE_FRAMES_MAX,
-                })
-            }
-        }
+        self.enqueue(out, deadline, request).await?;
         match tokio::time::timeout_at(deadline, rx).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(_)) => Err(Error::ConnectionClosed {
