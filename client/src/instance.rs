@@ -15,11 +15,24 @@ use std::time::{Duration, Instant};
 
 use ringmq_wire::code::{RequestCode, Status};
 use ringmq_wire::codec::{Empty, Encode};
-use ringmq_wire::command::{ClusterInfo, GetRouteRequest, TopicRoute};
+use ringmq_wire::command::{
+    ClusterInfo, GetRouteRequest, HeartbeatData, TopicRoute, UnregisterClientRequest,
+};
 
 use crate::error::{Error, Result};
 use crate::net::{Answer, BrokerHello, Connection, Endpoint, Peer, Pool, PoolConfig};
 use crate::route::{MessageQueue, TopicRouteInfo};
+
+/// The body of a heartbeat; `None` (logged) if it cannot be encoded.
+pub fn encode_heartbeat(heartbeat: &HeartbeatData) -> Option<Vec<u8>> {
+    match heartbeat.to_vec() {
+        Ok(b) => Some(b),
+        Err(e) => {
+            log::warn!("encoding a heartbeat: {e}");
+            None
+        }
+    }
+}
 
 /// A forced route fetch for a topic happens at most this often.
 pub const ROUTE_REFETCH_GAP: Duration = Duration::from_millis(200);
@@ -321,7 +334,15 @@ impl Instance {
         let result = self
             .broker_call(addr, shard, code, header, &[], timeout)
             .await;
-        let routing = match &result {
+        self.refresh_if_misrouted(&mq.topic, &result).await;
+        result
+    }
+
+    /// Fetches the route of `topic` again when `result` (of a request about one of its
+    /// queues) says the route is stale: a routing error, or an answer that the topic, shard
+    /// or permission is wrong.
+    pub async fn refresh_if_misrouted(&self, topic: &str, result: &Result<Answer>) {
+        let routing = match result {
             Err(e) => e.is_routing_error(),
             Ok(a) => matches!(
                 a.status(),
@@ -329,9 +350,45 @@ impl Instance {
             ),
         };
         if routing {
-            let _ = self.refresh_route(&mq.topic).await;
+            let _ = self.refresh_route(topic).await;
         }
-        result
+    }
+
+    /// Sends the heartbeat `body` (see [`encode_heartbeat`]) to each of `brokers`; a
+    /// failure is logged, not returned.
+    pub async fn heartbeat_to(&self, brokers: Vec<SocketAddr>, body: &[u8]) {
+        for addr in brokers {
+            let r = self
+                .broker_call(
+                    addr,
+                    None,
+                    RequestCode::HeartBeat,
+                    &Empty,
+                    body,
+                    self.cfg.request_timeout,
+                )
+                .await
+                .and_then(|a| a.expect(&[Status::Success]));
+            if let Err(e) = r {
+                log::debug!("heartbeat to {addr}: {e}");
+            }
+        }
+    }
+
+    /// Sends `req` (UNREGISTER_CLIENT) to each of `brokers`, ignoring failures.
+    pub async fn unregister_from(&self, brokers: Vec<SocketAddr>, req: &UnregisterClientRequest) {
+        for addr in brokers {
+            let _ = self
+                .broker_call(
+                    addr,
+                    None,
+                    RequestCode::UnregisterClient,
+                    req,
+                    &[],
+                    self.cfg.request_timeout,
+                )
+                .await;
+        }
     }
 
     /// Masters of every broker in the cached routes, deduplicated.

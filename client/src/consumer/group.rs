@@ -13,7 +13,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use ringmq_wire::code::{RequestCode, Status};
-use ringmq_wire::codec::{Empty, Encode};
 use ringmq_wire::command::heartbeat::{
     ConsumeFromWhere, ConsumeType, ConsumerGroupData, HeartbeatData, MessageModel as WireModel,
     Subscription as WireSubscription,
@@ -24,7 +23,7 @@ use ringmq_wire::command::{ConsumerList, GetConsumerListRequest, UnregisterClien
 use super::replica::ReadPath;
 use super::{allocate_average, MessageModel, StartPosition};
 use crate::error::Result;
-use crate::instance::Instance;
+use crate::instance::{encode_heartbeat, Instance};
 use crate::route::MessageQueue;
 
 /// One consumer's membership in its group.
@@ -84,30 +83,10 @@ impl Group {
 
     /// Sends a heartbeat to every replica (master and slaves) of every subscribed topic.
     pub async fn heartbeat(&self) {
-        let body = match self.heartbeat_data().to_vec() {
-            Ok(b) => b,
-            Err(e) => {
-                log::warn!("encoding a heartbeat: {e}");
-                return;
-            }
+        let Some(body) = encode_heartbeat(&self.heartbeat_data()) else {
+            return;
         };
-        for addr in self.replicas().await {
-            let r = self
-                .inst
-                .broker_call(
-                    addr,
-                    None,
-                    RequestCode::HeartBeat,
-                    &Empty,
-                    &body,
-                    self.inst.cfg.request_timeout,
-                )
-                .await
-                .and_then(|a| a.expect(&[Status::Success]));
-            if let Err(e) = r {
-                log::debug!("heartbeat to {addr}: {e}");
-            }
-        }
+        self.inst.heartbeat_to(self.replicas().await, &body).await;
     }
 
     /// Leaves the group on every replica (so the others rebalance without waiting for the
@@ -118,19 +97,7 @@ impl Group {
             producer_group: None,
             consumer_group: Some(self.name.clone()),
         };
-        for addr in self.replicas().await {
-            let _ = self
-                .inst
-                .broker_call(
-                    addr,
-                    None,
-                    RequestCode::UnregisterClient,
-                    &req,
-                    &[],
-                    self.inst.cfg.request_timeout,
-                )
-                .await;
-        }
+        self.inst.unregister_from(self.replicas().await, &req).await;
     }
 
     /// The queues this member should own now. Topics whose route or member list cannot be

@@ -280,16 +280,7 @@ async fn finish(
     result: Result<Answer>,
     served: Served,
 ) -> Result<(Answer, Served)> {
-    let routing = match &result {
-        Err(e) => e.is_routing_error(),
-        Ok(a) => matches!(
-            a.status(),
-            Ok(Status::TopicNotExist | Status::WrongShard | Status::NoPermission)
-        ),
-    };
-    if routing {
-        let _ = inst.refresh_route(&mq.topic).await;
-    }
+    inst.refresh_if_misrouted(&mq.topic, &result).await;
     result.map(|a| (a, served))
 }
 

@@ -21,15 +21,13 @@ use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use ringmq_wire::code::{RequestCode, Status};
-use ringmq_wire::codec::Empty;
 use ringmq_wire::command::HeartbeatData;
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
 use crate::background::Background;
 use crate::error::{Error, Result};
-use crate::instance::{client_setters, ClientConfig, Instance};
+use crate::instance::{client_setters, encode_heartbeat, ClientConfig, Instance};
 use crate::message::Message;
 use crate::route::MessageQueue;
 
@@ -417,28 +415,11 @@ async fn heartbeat_all(inner: &Inner) {
         producer_groups: vec![inner.cfg.group.clone()],
         consumer_groups: Vec::new(),
     };
-    let body = match ringmq_wire::codec::Encode::to_vec(&hb) {
-        Ok(b) => b,
-        Err(e) => {
-            log::warn!("encoding a heartbeat: {e}");
-            return;
-        }
+    let Some(body) = encode_heartbeat(&hb) else {
+        return;
     };
-    for addr in send::known_masters(inner) {
-        let r = inner
-            .inst
-            .broker_call(
-                addr,
-                None,
-                RequestCode::HeartBeat,
-                &Empty,
-                &body,
-                inner.inst.cfg.request_timeout,
-            )
-            .await
-            .and_then(|a| a.expect(&[Status::Success]));
-        if let Err(e) = r {
-            log::debug!("heartbeat to {addr}: {e}");
-        }
-    }
+    inner
+        .inst
+        .heartbeat_to(send::known_masters(inner), &body)
+        .await;
 }

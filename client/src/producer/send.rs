@@ -177,19 +177,10 @@ pub(super) async fn unregister(inner: &Inner) {
         producer_group: Some(inner.cfg.group.clone()),
         consumer_group: None,
     };
-    for addr in inner.inst.known_masters() {
-        let _ = inner
-            .inst
-            .broker_call(
-                addr,
-                None,
-                RequestCode::UnregisterClient,
-                &req,
-                &[],
-                inner.inst.cfg.request_timeout,
-            )
-            .await;
-    }
+    inner
+        .inst
+        .unregister_from(inner.inst.known_masters(), &req)
+        .await;
 }
 
 pub(super) fn known_masters(inner: &Inner) -> Vec<SocketAddr> {
