@@ -8,12 +8,13 @@ use std::net::SocketAddr;
 use ringmq_wire::code::{RequestCode, Status};
 use ringmq_wire::codec::Empty;
 use ringmq_wire::command::{
-    ConsumerGroupList, ConsumerList, ConsumerOffsetEntry, ConsumerOffsetTable,
-    GetAllConsumerOffsetRequest, GetConsumerListRequest,
+    ConsumerGroupList, ConsumerOffsetEntry, ConsumerOffsetTable, GetAllConsumerOffsetRequest,
+    GetConsumerListRequest,
 };
 
 use super::{Admin, BrokerRef};
 use crate::consumer::allocate_average;
+use crate::consumer::group::members_in;
 use crate::error::{Error, Result};
 use crate::route::MessageQueue;
 
@@ -176,11 +177,7 @@ impl Admin {
                 .await
                 .and_then(|a| a.expect(&[Status::Success]));
             match answer {
-                Ok(a) => {
-                    let mut list: ConsumerList = a.decode_body()?;
-                    list.client_ids.sort();
-                    return Ok(list.client_ids);
-                }
+                Ok(a) => return members_in(&a),
                 Err(e) => last = Some(e),
             }
         }

@@ -4,9 +4,7 @@
 use std::time::Duration;
 
 use ringmq_wire::code::{RequestCode, Status};
-use ringmq_wire::command::{
-    QueryConsumerOffsetRequest, QueryConsumerOffsetResponse, UpdateConsumerOffsetRequest,
-};
+use ringmq_wire::command::{QueryConsumerOffsetRequest, UpdateConsumerOffsetRequest};
 
 use super::{Admin, PULL_BYTES_MAX, READ_BATCH_MAX, TOOLS_GROUP};
 use crate::consumer::{self, PullResult, PullStatus};
@@ -45,16 +43,8 @@ impl Admin {
                 &header,
                 self.inst.cfg.request_timeout,
             )
-            .await?
-            .expect(&[Status::Success, Status::QueryNotFound])?;
-        if answer.status()? == Status::QueryNotFound {
-            return Ok(None);
-        }
-        Ok(Some(
-            answer
-                .required_fields::<QueryConsumerOffsetResponse>()?
-                .offset,
-        ))
+            .await?;
+        consumer::committed_offset_in(answer)
     }
 
     /// Sets a group's committed offset of a queue.

@@ -24,7 +24,15 @@ use super::replica::ReadPath;
 use super::{allocate_average, MessageModel, StartPosition};
 use crate::error::Result;
 use crate::instance::{encode_heartbeat, Instance};
+use crate::net::Answer;
 use crate::route::MessageQueue;
+
+/// The members (sorted) an answer to GET_CONSUMER_LIST_BY_GROUP lists.
+pub(crate) fn members_in(answer: &Answer) -> Result<Vec<String>> {
+    let mut list: ConsumerList = answer.decode_body()?;
+    list.client_ids.sort();
+    Ok(list.client_ids)
+}
 
 /// One consumer's membership in its group.
 #[derive(Debug)]
@@ -151,11 +159,7 @@ impl Group {
                 .await
                 .and_then(|a| a.expect(&[Status::Success]));
             match answer {
-                Ok(a) => {
-                    let mut list: ConsumerList = a.decode_body()?;
-                    list.client_ids.sort();
-                    return Ok(list.client_ids);
-                }
+                Ok(a) => return members_in(&a),
                 Err(e) => last = Some(e),
             }
         }

@@ -34,6 +34,7 @@ use offsets::OffsetStore;
 use replica::ReadPath;
 
 pub use allocate::allocate_average;
+pub(crate) use offsets::committed_offset_in;
 pub use pull::{PullConfig, PullConsumer, PullConsumerBuilder};
 pub use push::{ConsumeContext, MessageListener, PushConfig, PushConsumer, PushConsumerBuilder};
 

@@ -23,7 +23,22 @@ use ringmq_wire::command::{
 use super::replica::ReadPath;
 use crate::error::{Error, Result};
 use crate::instance::Instance;
+use crate::net::Answer;
 use crate::route::MessageQueue;
+
+/// The committed offset an answer to QUERY_CONSUMER_OFFSET gives, `None` if the group never
+/// committed one.
+pub(crate) fn committed_offset_in(answer: Answer) -> Result<Option<u64>> {
+    let answer = answer.expect(&[Status::Success, Status::QueryNotFound])?;
+    if answer.status()? == Status::QueryNotFound {
+        return Ok(None);
+    }
+    Ok(Some(
+        answer
+            .required_fields::<QueryConsumerOffsetResponse>()?
+            .offset,
+    ))
+}
 
 /// Where a group's offsets live.
 #[derive(Debug)]
@@ -87,15 +102,7 @@ impl OffsetStore {
                         inst.cfg.request_timeout,
                     )
                     .await?;
-                let answer = answer.expect(&[Status::Success, Status::QueryNotFound])?;
-                if answer.status()? == Status::QueryNotFound {
-                    return Ok(None);
-                }
-                Ok(Some(
-                    answer
-                        .required_fields::<QueryConsumerOffsetResponse>()?
-                        .offset,
-                ))
+                committed_offset_in(answer)
             }
             OffsetStore::Local { map, .. } => Ok(lock(map).get(mq).copied()),
         }

@@ -588,6 +588,13 @@ mod tests {
         )
     }
 
+    /// A SEND_MESSAGE call that must fail: its error.
+    async fn failed_send(conn: &Connection, timeout: Duration) -> Error {
+        conn.call(RequestCode::SendMessage, &Empty, b"x", timeout)
+            .await
+            .unwrap_err()
+    }
+
     #[tokio::test]
     async fn pipelined_answers_are_matched_by_request_id() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -647,30 +654,14 @@ mod tests {
             tokio::time::sleep(Duration::from_secs(5)).await;
         });
         let conn = open(addr).await;
-        let e = conn
-            .call(
-                RequestCode::SendMessage,
-                &Empty,
-                b"x",
-                Duration::from_secs(5),
-            )
-            .await
-            .unwrap_err();
+        let e = failed_send(&conn, Duration::from_secs(5)).await;
         assert!(
             matches!(e, Error::ConnectionClosed { written: true, .. }),
             "{e}"
         );
         assert_eq!(e.outcome(), Outcome::Unknown);
         assert!(conn.is_closed());
-        let e = conn
-            .call(
-                RequestCode::SendMessage,
-                &Empty,
-                b"x",
-                Duration::from_secs(1),
-            )
-            .await
-            .unwrap_err();
+        let e = failed_send(&conn, Duration::from_secs(1)).await;
         assert_eq!(
             e.outcome(),
             Outcome::NotStored,
@@ -678,15 +669,7 @@ mod tests {
         );
 
         let conn = open(addr).await;
-        let e = conn
-            .call(
-                RequestCode::SendMessage,
-                &Empty,
-                b"x",
-                Duration::from_millis(200),
-            )
-            .await
-            .unwrap_err();
+        let e = failed_send(&conn, Duration::from_millis(200)).await;
         assert!(matches!(e, Error::Timeout { .. }), "{e}");
         assert_eq!(e.outcome(), Outcome::Unknown);
         server.abort();
