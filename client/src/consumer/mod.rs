@@ -103,6 +103,65 @@ pub(crate) fn default_offset_dir() -> PathBuf {
         .join(".ringmq_offsets")
 }
 
+/// The setters both consumer builders have (a `cfg` of [`PullConfig`] or [`PushConfig`]):
+/// the group and how it consumes, pull size, timers and the offset folder.
+macro_rules! group_setters {
+    () => {
+        /// The consumer group (required: offsets are committed for it).
+        pub fn group(mut self, group: impl Into<String>) -> Self {
+            self.cfg.group = group.into();
+            self
+        }
+
+        /// Clustering (the default) or broadcasting.
+        pub fn message_model(mut self, model: $crate::consumer::MessageModel) -> Self {
+            self.cfg.model = model;
+            self
+        }
+
+        /// Where consumption of a queue with no committed offset starts (default
+        /// [`StartPosition::Last`]).
+        pub fn start_position(mut self, start: $crate::consumer::StartPosition) -> Self {
+            self.cfg.start = start;
+            self
+        }
+
+        /// Most bytes one pull may return (default 4 MiB; at least one message is returned).
+        pub fn pull_bytes_max(mut self, n: u32) -> Self {
+            self.cfg.pull_bytes_max = n;
+            self
+        }
+
+        /// Heartbeat period (default 30 s; the broker drops a member silent for 120 s).
+        pub fn heartbeat_interval(mut self, d: std::time::Duration) -> Self {
+            self.cfg.heartbeat_interval = d;
+            self
+        }
+
+        /// Rebalance period (default 20 s): the longest two members may both read a queue.
+        pub fn rebalance_interval(mut self, d: std::time::Duration) -> Self {
+            self.cfg.rebalance_interval = d;
+            self
+        }
+
+        /// While a broker's master is down and its queues are read from a slave, how often
+        /// the master is tried again (default 5 s; the route is fetched again at the same
+        /// pace).
+        pub fn master_probe_interval(mut self, d: std::time::Duration) -> Self {
+            self.cfg.master_probe_interval = d;
+            self
+        }
+
+        /// Folder of broadcasting offset files (default `$HOME/.ringmq_offsets`); the file
+        /// is `<dir>/<instance name or DEFAULT>/<group>.offsets`.
+        pub fn offset_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+            self.cfg.offset_dir = dir.into();
+            self
+        }
+    };
+}
+pub(crate) use group_setters;
+
 /// Connects a consumer's client and joins `group`: its membership and its offset store,
 /// kept by the brokers (clustering) or in the local file
 /// `<offset_dir>/<instance name or DEFAULT>/<group>.offsets` (broadcasting). `push` tells

@@ -25,7 +25,7 @@ use super::group::Group;
 use super::offsets::OffsetStore;
 use super::replica::ReadPath;
 use super::{
-    check_expression, default_offset_dir, join_group, pull_via, queue_offset_via,
+    check_expression, default_offset_dir, group_setters, join_group, pull_via, queue_offset_via,
     search_offset_via, start_offset, MessageModel, PullResult, PullStatus, StartPosition,
 };
 use crate::background::Background;
@@ -65,30 +65,7 @@ pub struct PullConsumerBuilder {
 
 impl PullConsumerBuilder {
     client_setters!();
-
-    /// The consumer group (required: offsets are committed for it).
-    pub fn group(mut self, group: impl Into<String>) -> Self {
-        self.cfg.group = group.into();
-        self
-    }
-
-    pub fn message_model(mut self, model: MessageModel) -> Self {
-        self.cfg.model = model;
-        self
-    }
-
-    /// Where positions of queues with no committed offset start (default
-    /// [`StartPosition::Last`]).
-    pub fn start_position(mut self, start: StartPosition) -> Self {
-        self.cfg.start = start;
-        self
-    }
-
-    /// Most bytes one pull may return (default 4 MiB; at least one message is returned).
-    pub fn pull_bytes_max(mut self, n: u32) -> Self {
-        self.cfg.pull_bytes_max = n;
-        self
-    }
+    group_setters!();
 
     pub fn poll_batch_max(mut self, n: u32) -> Self {
         self.cfg.poll_batch_max = n;
@@ -98,29 +75,6 @@ impl PullConsumerBuilder {
     /// Commit positions every `every` and at shutdown.
     pub fn auto_commit(mut self, every: Duration) -> Self {
         self.cfg.auto_commit = Some(every);
-        self
-    }
-
-    pub fn heartbeat_interval(mut self, d: Duration) -> Self {
-        self.cfg.heartbeat_interval = d;
-        self
-    }
-
-    pub fn rebalance_interval(mut self, d: Duration) -> Self {
-        self.cfg.rebalance_interval = d;
-        self
-    }
-
-    /// While a broker's master is down and its queues are read from a slave, how often the
-    /// master is tried again (default 5 s; the route is fetched again at the same pace).
-    pub fn master_probe_interval(mut self, d: Duration) -> Self {
-        self.cfg.master_probe_interval = d;
-        self
-    }
-
-    /// Folder of broadcasting offset files (see the push consumer's).
-    pub fn offset_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.cfg.offset_dir = dir.into();
         self
     }
 

@@ -30,8 +30,8 @@ use super::group::Group;
 use super::offsets::OffsetStore;
 use super::queue_state::QueueState;
 use super::{
-    check_expression, default_offset_dir, join_group, pull_via, start_offset, ConsumeResult,
-    MessageModel, PullStatus, StartPosition,
+    check_expression, default_offset_dir, group_setters, join_group, pull_via, start_offset,
+    ConsumeResult, MessageModel, PullStatus, StartPosition,
 };
 use crate::background::Background;
 use crate::error::{Error, Result};
@@ -130,29 +130,13 @@ pub struct PushConsumerBuilder {
 
 impl PushConsumerBuilder {
     client_setters!();
-
-    /// The consumer group (required).
-    pub fn group(mut self, group: impl Into<String>) -> Self {
-        self.cfg.group = group.into();
-        self
-    }
+    group_setters!();
 
     /// Subscribes to `topic` with a tag expression (`*`, `TagA || TagB`).
     pub fn subscribe(mut self, topic: impl Into<String>, expression: impl Into<String>) -> Self {
         self.cfg
             .subscriptions
             .push((topic.into(), expression.into()));
-        self
-    }
-
-    pub fn message_model(mut self, model: MessageModel) -> Self {
-        self.cfg.model = model;
-        self
-    }
-
-    /// Where queues with no committed offset start (default [`StartPosition::Last`]).
-    pub fn start_position(mut self, start: StartPosition) -> Self {
-        self.cfg.start = start;
         self
     }
 
@@ -168,12 +152,6 @@ impl PushConsumerBuilder {
 
     pub fn pull_batch_max(mut self, n: u32) -> Self {
         self.cfg.pull_batch_max = n;
-        self
-    }
-
-    /// Most bytes one pull may return (default 4 MiB; at least one message is returned).
-    pub fn pull_bytes_max(mut self, n: u32) -> Self {
-        self.cfg.pull_bytes_max = n;
         self
     }
 
@@ -198,40 +176,14 @@ impl PushConsumerBuilder {
         self
     }
 
-    /// Heartbeat period (default 30 s; the broker drops a member silent for 120 s).
-    pub fn heartbeat_interval(mut self, d: Duration) -> Self {
-        self.cfg.heartbeat_interval = d;
-        self
-    }
-
-    /// Rebalance period (default 20 s): the longest two members may both read a queue.
-    pub fn rebalance_interval(mut self, d: Duration) -> Self {
-        self.cfg.rebalance_interval = d;
-        self
-    }
-
     /// Offset commit period (default 5 s).
     pub fn commit_interval(mut self, d: Duration) -> Self {
         self.cfg.commit_interval = d;
         self
     }
 
-    /// While a broker's master is down and its queues are read from a slave, how often the
-    /// master is tried again (default 5 s; the route is fetched again at the same pace).
-    pub fn master_probe_interval(mut self, d: Duration) -> Self {
-        self.cfg.master_probe_interval = d;
-        self
-    }
-
     pub fn release_wait(mut self, d: Duration) -> Self {
         self.cfg.release_wait = d;
-        self
-    }
-
-    /// Folder of broadcasting offset files (default `$HOME/.ringmq_offsets`); the file is
-    /// `<dir>/<instance name or DEFAULT>/<group>.offsets`.
-    pub fn offset_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.cfg.offset_dir = dir.into();
         self
     }
 
