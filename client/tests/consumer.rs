@@ -14,10 +14,19 @@ use common::{
     send_all, start_collecting, wait_until, Node,
 };
 use ringmq_client::{
-    ConsumeResult, Message, MessageModel, PullConsumer, PullStatus, ReceivedMessage, StartPosition,
+    ConsumeResult, Message, MessageModel, Producer, PullConsumer, PullStatus, ReceivedMessage,
+    StartPosition,
 };
 
 const WAIT: Duration = Duration::from_secs(20);
+
+/// A fresh node with `topic` (of `queues` queues), and a producer.
+async fn node_and_producer(topic: &str, queues: u32) -> (Node, Producer) {
+    let node = Node::start();
+    node.create_topic(topic, queues).await;
+    let p = producer(&node).await;
+    (node, p)
+}
 
 /// The offset `group` committed on the only queue of `topic`.
 async fn committed_on_single_queue(node: &Node, group: &str, topic: &str) -> Option<u64> {
@@ -43,10 +52,8 @@ fn counts(seen: &common::Seen) -> HashMap<String, usize> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clustering_rebalances_when_members_join_and_leave() {
-    let node = Node::start();
     let topic = "Rebalance";
-    node.create_topic(topic, 8).await;
-    let p = producer(&node).await;
+    let (node, p) = node_and_producer(topic, 8).await;
     let group = "rebalance-group";
     let (a, seen_a) = clustering_consumer(&node, group, topic, "member-a").await;
     assert_eq!(a.assignment().len(), 8, "a lone member owns every queue");
@@ -121,10 +128,8 @@ async fn clustering_rebalances_when_members_join_and_leave() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn broadcasting_gives_every_member_every_message_and_resumes_from_its_file() {
-    let node = Node::start();
     let topic = "Broadcast";
-    node.create_topic(topic, 4).await;
-    let p = producer(&node).await;
+    let (node, p) = node_and_producer(topic, 4).await;
     let group = "broadcast-group";
     let member = |name| {
         collecting_consumer(
@@ -161,10 +166,8 @@ async fn broadcasting_gives_every_member_every_message_and_resumes_from_its_file
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_resumes_from_the_committed_offset() {
-    let node = Node::start();
     let topic = "Resume";
-    node.create_topic(topic, 4).await;
-    let p = producer(&node).await;
+    let (node, p) = node_and_producer(topic, 4).await;
     let group = "resume-group";
     let first = send_all(&p, topic, (0..50).map(|i| format!("r1-{i}"))).await;
     let (c, seen) = clustering_consumer(&node, group, topic, "resume-1").await;
@@ -187,10 +190,8 @@ async fn restart_resumes_from_the_committed_offset() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn start_positions_last_and_timestamp_and_tag_expressions() {
-    let node = Node::start();
     let topic = "Positions";
-    node.create_topic(topic, 2).await;
-    let p = producer(&node).await;
+    let (node, p) = node_and_producer(topic, 2).await;
     send_all(&p, topic, (0..20).map(|i| format!("old-{i}"))).await;
     tokio::time::sleep(Duration::from_millis(50)).await;
     let t = std::time::SystemTime::now()
@@ -255,10 +256,8 @@ async fn start_positions_last_and_timestamp_and_tag_expressions() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_batches_are_redelivered_and_hold_the_offset() {
-    let node = Node::start();
     let topic = "Redeliver";
-    node.create_topic(topic, 1).await;
-    let p = producer(&node).await;
+    let (node, p) = node_and_producer(topic, 1).await;
     // body -> (attempt, reconsume_times) of each delivery
     type Attempts = Arc<Mutex<HashMap<String, Vec<(u32, i32)>>>>;
     let attempts: Attempts = Default::default();
@@ -320,10 +319,8 @@ async fn failed_batches_are_redelivered_and_hold_the_offset() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_batch_is_not_committed_past() {
-    let node = Node::start();
     let topic = "Hold";
-    node.create_topic(topic, 1).await;
-    let p = producer(&node).await;
+    let (node, p) = node_and_producer(topic, 1).await;
     let group = "hold-group";
     let c = fast_push(&node, group, "hold-1")
         .subscribe(topic, "*")
@@ -356,10 +353,8 @@ async fn a_failing_batch_is_not_committed_past() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pull_consumer_direct_assigned_and_subscribed() {
-    let node = Node::start();
     let topic = "PullModes";
-    node.create_topic(topic, 4).await;
-    let p = producer(&node).await;
+    let (node, p) = node_and_producer(topic, 4).await;
     let sent = send_all(&p, topic, (0..40).map(|i| format!("p-{i}"))).await;
     let group = "pull-group";
     let new_consumer = |name: &'static str| {
