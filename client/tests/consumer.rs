@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{
-    body, clustering_consumer, collecting_consumer, covers, distinct, fast_push, producer, reader,
-    send_all, start_collecting, wait_until, Node,
+    body, clustering_consumer, collecting_consumer, covers, distinct, duplicates, fast_push,
+    producer, reader, send_all, start_collecting, wait_until, Node,
 };
 use ringmq_client::{
     ConsumeResult, Message, MessageModel, Producer, PullConsumer, PullStatus, ReceivedMessage,
@@ -40,14 +40,6 @@ async fn committed_on_single_queue(node: &Node, group: &str, topic: &str) -> Opt
 /// The distinct strings of `v`.
 fn set(v: &[String]) -> BTreeSet<String> {
     v.iter().cloned().collect()
-}
-
-fn counts(seen: &common::Seen) -> HashMap<String, usize> {
-    let mut c = HashMap::new();
-    for b in seen.lock().unwrap().iter() {
-        *c.entry(b.clone()).or_insert(0) += 1;
-    }
-    c
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -108,7 +100,7 @@ async fn clustering_rebalances_when_members_join_and_leave() {
     })
     .await;
     assert!(delivered, "lost messages");
-    let dups: usize = counts(&all).values().map(|n| n - 1).sum();
+    let dups = duplicates(&all);
     assert!(
         dups * 5 < acked.len(),
         "{dups} duplicates for {} messages",

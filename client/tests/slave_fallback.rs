@@ -15,16 +15,16 @@
 
 mod common;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{binary, START_TIMEOUT};
+use common::{binary, duplicates, missing, Seen, START_TIMEOUT};
 use ringmq_client::{
     Admin, ConsumeResult, Message, MessageQueue, Producer, PullConsumer, PushConsumer,
     ReceivedMessage, SendStatus, StartPosition,
@@ -207,21 +207,6 @@ where
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-type Seen = Arc<Mutex<Vec<String>>>;
-
-fn missing(seen: &Seen, want: &[String]) -> Vec<String> {
-    let s: BTreeSet<String> = seen.lock().unwrap().iter().cloned().collect();
-    want.iter().filter(|w| !s.contains(*w)).cloned().collect()
-}
-
-fn duplicates(seen: &Seen) -> usize {
-    let mut count: HashMap<String, usize> = HashMap::new();
-    for b in seen.lock().unwrap().iter() {
-        *count.entry(b.clone()).or_default() += 1;
-    }
-    count.values().map(|n| n - 1).sum()
 }
 
 /// True once `group` has committed every queue up to its end, asked through `admin` (the

@@ -417,6 +417,16 @@ pub fn covers(seen: &Seen, want: &[String]) -> bool {
     missing(seen, want).is_empty()
 }
 
+/// How many deliveries in `seen` repeat an earlier one.
+pub fn duplicates(seen: &Seen) -> usize {
+    let seen = seen.lock().unwrap();
+    let mut count: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for b in seen.iter() {
+        *count.entry(b).or_default() += 1;
+    }
+    count.values().map(|n| n - 1).sum()
+}
+
 /// The bodies of `want` that are not in `seen`, in `want`'s order.
 pub fn missing(seen: &Seen, want: &[String]) -> Vec<String> {
     let s = distinct(seen);
