@@ -16,7 +16,6 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -24,7 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{binary, duplicates, missing, Seen, START_TIMEOUT};
+use common::{append_log, binary, duplicates, missing, ready_lines, Seen, START_TIMEOUT};
 use ringmq_client::{
     Admin, ConsumeResult, Message, MessageQueue, Producer, PullConsumer, PushConsumer,
     ReceivedMessage, SendStatus, StartPosition,
@@ -53,11 +52,7 @@ impl Proc {
     /// Starts `ringmq args...` and waits for its ready line; returns the address printed
     /// after `marker`.
     fn start(name: &'static str, args: &[String], log: PathBuf, marker: &str) -> (Proc, String) {
-        let err = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .unwrap();
+        let err = append_log(&log);
         let mut child = Command::new(binary())
             .args(args)
             .stdin(Stdio::null())
@@ -65,16 +60,7 @@ impl Proc {
             .stderr(Stdio::from(err))
             .spawn()
             .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if line.contains("ready") {
-                    let _ = tx.send(line);
-                }
-            }
-        });
+        let rx = ready_lines(&mut child);
         let mut proc = Proc {
             name,
             child: Some(child),

@@ -55,6 +55,31 @@ pub fn binary() -> PathBuf {
         .clone()
 }
 
+/// `path` opened for appending (created if missing): where a process's stderr goes.
+pub fn append_log(path: &Path) -> std::fs::File {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap()
+}
+
+/// The lines of `child`'s stdout that say it is ready, as they come (read by a thread of
+/// their own).
+pub fn ready_lines(child: &mut Child) -> mpsc::Receiver<String> {
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if line.contains("ready") {
+                let _ = tx.send(line);
+            }
+        }
+    });
+    rx
+}
+
 /// A loopback port that was free a moment ago.
 pub fn free_port() -> u16 {
     free_ports::<1>()[0]
@@ -157,11 +182,7 @@ impl Node {
 
     fn try_spawn(&mut self) -> Result<(), String> {
         let data = self.dir.path().join("data");
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.log_path())
-            .unwrap();
+        let log = append_log(&self.log_path());
         let mut cmd = Command::new(binary());
         match &self.broker_name {
             None => {
@@ -198,16 +219,7 @@ impl Node {
             .stderr(Stdio::from(log))
             .spawn()
             .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if line.contains("ready") {
-                    let _ = tx.send(line);
-                }
-            }
-        });
+        let rx = ready_lines(&mut child);
         match rx.recv_timeout(START_TIMEOUT) {
             Ok(line) => assert!(
                 line.contains(&format!("127.0.0.1:{}", self.broker_port)),
