@@ -223,6 +223,23 @@ async fn committed_to_end(
     Some(())
 }
 
+/// Asserts (`what` if not) that `reader`, a pull consumer of `group` (which reads from the
+/// slave while the master is down), soon sees every queue committed to its end; then shuts
+/// `reader` down.
+async fn assert_committed_via(
+    reader: PullConsumer,
+    group: &str,
+    queues: &[MessageQueue],
+    what: &str,
+) {
+    let done = eventually(Duration::from_secs(10), || {
+        committed_to_end(None, Some(&reader), group, queues)
+    })
+    .await;
+    assert!(done.is_some(), "{what}");
+    reader.shutdown().await;
+}
+
 async fn wait_consumed(seen: &Seen, want: &[String], limit: Duration, what: &str) {
     let done = eventually(limit, || async {
         missing(seen, want).is_empty().then_some(())
@@ -467,30 +484,26 @@ async fn consumer_reads_the_slave_while_the_master_is_down_and_returns_to_it() {
     let queues: Vec<MessageQueue> = (0..QUEUES)
         .map(|q| MessageQueue::new(TOPIC, BROKER, q))
         .collect();
-    let on_slave = eventually(Duration::from_secs(10), || {
-        committed_to_end(None, Some(&reader), GROUP, &queues)
-    })
+    assert_committed_via(
+        reader,
+        GROUP,
+        &queues,
+        "the push consumer's offsets did not reach the slave",
+    )
     .await;
-    assert!(
-        on_slave.is_some(),
-        "the push consumer's offsets did not reach the slave"
-    );
-    reader.shutdown().await;
     let reader = PullConsumer::builder()
         .group(PULL_GROUP)
         .name_server(&ns)
         .start()
         .await
         .unwrap();
-    let on_slave = eventually(Duration::from_secs(10), || {
-        committed_to_end(None, Some(&reader), PULL_GROUP, &queues)
-    })
+    assert_committed_via(
+        reader,
+        PULL_GROUP,
+        &queues,
+        "the pull consumer's offsets did not reach the slave",
+    )
     .await;
-    assert!(
-        on_slave.is_some(),
-        "the pull consumer's offsets did not reach the slave"
-    );
-    reader.shutdown().await;
 
     // No send can succeed: the only live replica is the slave.
     let refused = producer.send(Message::new(TOPIC, "nowhere")).await;
