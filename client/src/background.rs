@@ -3,8 +3,17 @@
 //! aborted when it shuts down or is dropped, so nothing outlives the client object.
 
 use std::sync::Mutex;
+use std::time::Duration;
 
 use tokio::task::JoinHandle;
+
+/// A timer that ticks every `period`, the first time one period from now (the immediate
+/// first tick of [`tokio::time::interval`] is consumed).
+pub async fn ticker(period: Duration) -> tokio::time::Interval {
+    let mut tick = tokio::time::interval(period);
+    tick.tick().await;
+    tick
+}
 
 /// Tasks aborted together on [`Background::abort_all`] or drop.
 #[derive(Debug, Default)]

@@ -28,7 +28,7 @@ use super::{
     check_expression, default_offset_dir, group_setters, join_group, pull_via, queue_offset_via,
     search_offset_via, start_offset, MessageModel, PullResult, PullStatus, StartPosition,
 };
-use crate::background::Background;
+use crate::background::{ticker, Background};
 use crate::error::{Error, Result};
 use crate::instance::{client_setters, ClientConfig, Instance};
 use crate::message::ReceivedMessage;
@@ -477,17 +477,11 @@ async fn timers(weak: Weak<Inner>) {
         return;
     };
     let floor = Duration::from_millis(10);
-    let mut hb_tick = tokio::time::interval(hb.max(floor));
-    let mut reb_tick = tokio::time::interval(reb.max(floor));
-    let mut route_tick = tokio::time::interval(refresh.max(floor));
-    let mut commit_tick =
-        tokio::time::interval(commit.unwrap_or(Duration::from_secs(3600)).max(floor));
-    let mut probe_tick = tokio::time::interval(probe.max(floor));
-    probe_tick.tick().await;
-    hb_tick.tick().await;
-    reb_tick.tick().await;
-    route_tick.tick().await;
-    commit_tick.tick().await;
+    let mut probe_tick = ticker(probe.max(floor)).await;
+    let mut hb_tick = ticker(hb.max(floor)).await;
+    let mut reb_tick = ticker(reb.max(floor)).await;
+    let mut route_tick = ticker(refresh.max(floor)).await;
+    let mut commit_tick = ticker(commit.unwrap_or(Duration::from_secs(3600)).max(floor)).await;
     loop {
         tokio::select! {
             _ = hb_tick.tick() => {

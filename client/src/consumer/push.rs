@@ -33,7 +33,7 @@ use super::{
     check_expression, default_offset_dir, group_setters, join_group, pull_via, start_offset,
     ConsumeResult, MessageModel, PullStatus, StartPosition,
 };
-use crate::background::Background;
+use crate::background::{ticker, Background};
 use crate::error::{Error, Result};
 use crate::instance::{client_setters, ClientConfig, Instance};
 use crate::message::ReceivedMessage;
@@ -570,12 +570,9 @@ async fn heartbeat_timer(weak: Weak<Inner>) {
         return;
     };
     let floor = Duration::from_millis(10);
-    let mut hb_tick = tokio::time::interval(hb.max(floor));
-    let mut route_tick = tokio::time::interval(refresh);
-    let mut probe_tick = tokio::time::interval(probe.max(floor));
-    hb_tick.tick().await;
-    route_tick.tick().await;
-    probe_tick.tick().await;
+    let mut hb_tick = ticker(hb.max(floor)).await;
+    let mut route_tick = ticker(refresh).await;
+    let mut probe_tick = ticker(probe.max(floor)).await;
     loop {
         tokio::select! {
             _ = hb_tick.tick() => {
@@ -601,8 +598,7 @@ async fn rebalance_timer(weak: Weak<Inner>) {
     else {
         return;
     };
-    let mut tick = tokio::time::interval(every.max(Duration::from_millis(10)));
-    tick.tick().await;
+    let mut tick = ticker(every.max(Duration::from_millis(10))).await;
     loop {
         tokio::select! {
             _ = tick.tick() => {}
@@ -617,8 +613,7 @@ async fn commit_timer(weak: Weak<Inner>) {
     let Some(every) = weak.upgrade().map(|i| i.cfg.commit_interval) else {
         return;
     };
-    let mut tick = tokio::time::interval(every.max(Duration::from_millis(10)));
-    tick.tick().await;
+    let mut tick = ticker(every.max(Duration::from_millis(10))).await;
     loop {
         tick.tick().await;
         let Some(inner) = weak.upgrade() else { return };

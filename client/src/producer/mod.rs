@@ -25,7 +25,7 @@ use ringmq_wire::command::HeartbeatData;
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
-use crate::background::Background;
+use crate::background::{ticker, Background};
 use crate::error::{Error, Result};
 use crate::instance::{client_setters, encode_heartbeat, ClientConfig, Instance};
 use crate::message::Message;
@@ -391,10 +391,8 @@ async fn timers(weak: Weak<Inner>) {
         Some(i) => (i.inst.cfg.route_refresh_interval, i.cfg.heartbeat_interval),
         None => return,
     };
-    let mut refresh_tick = tokio::time::interval(refresh);
-    let mut heartbeat_tick = tokio::time::interval(heartbeat.max(Duration::from_millis(10)));
-    refresh_tick.tick().await;
-    heartbeat_tick.tick().await;
+    let mut refresh_tick = ticker(refresh).await;
+    let mut heartbeat_tick = ticker(heartbeat.max(Duration::from_millis(10))).await;
     loop {
         tokio::select! {
             _ = refresh_tick.tick() => {
