@@ -448,30 +448,15 @@ async fn consumer_reads_the_slave_while_the_master_is_down_and_returns_to_it() {
         "too few messages left to prove anything"
     );
     // Every acknowledged message is on the slave: none may be missing.
-    wait_consumed(
-        &seen,
-        &acked,
-        Duration::from_secs(20),
-        "push, from the slave",
-    )
-    .await;
-    eprintln!(
-        "push consumer: every message consumed {:?} after the kill (duplicates: {})",
-        killed.elapsed(),
-        duplicates(&seen)
-    );
-    wait_consumed(
-        &pulled,
-        &acked,
-        Duration::from_secs(20),
-        "pull, from the slave",
-    )
-    .await;
-    eprintln!(
-        "pull consumer: every message consumed {:?} after the kill (duplicates: {})",
-        killed.elapsed(),
-        duplicates(&pulled)
-    );
+    for (kind, consumed) in [("push", &seen), ("pull", &pulled)] {
+        let what = format!("{kind}, from the slave");
+        wait_consumed(consumed, &acked, Duration::from_secs(20), &what).await;
+        eprintln!(
+            "{kind} consumer: every message consumed {:?} after the kill (duplicates: {})",
+            killed.elapsed(),
+            duplicates(consumed)
+        );
+    }
 
     // Its commits went to the slave: another client of the group reads them there.
     let reader = PullConsumer::builder()
