@@ -16,18 +16,9 @@ use ringmq_wire::command::route::MASTER_ID;
 const EXPIRY_MS: u64 = 1500;
 const REGISTER_PERIOD_MS: u64 = 500;
 
-/// A port that was free a moment ago (the broker binds it right after).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Writes broker.properties. `listen_port` 0 would be the natural choice for a test, but
-/// the config refuses it (see `broker_config_accepts_listen_port_zero`), so tests pass a port
-/// that was free a moment ago.
+/// Writes broker.properties. Tests pass `listen_port` 0 (any free port, and the HA port
+/// too): a port picked free beforehand can be taken by a parallel test before the broker binds
+/// it, and its default HA port (`listenPort + 1`) was never checked at all.
 fn write_config(dir: &Path, listen_port: u16) -> std::path::PathBuf {
     let store = dir.join("store");
     let path = dir.join("broker.properties");
@@ -83,7 +74,7 @@ fn name_servers_drop_a_killed_broker_after_expiry() {
         Node::namesrv(dir.path(), &ns_args),
     ];
     let ns_addrs: Vec<SocketAddr> = ns_nodes.iter().map(Node::namesrv_addr).collect();
-    let config = write_config(dir.path(), free_port());
+    let config = write_config(dir.path(), 0);
     let mut broker = start_broker(dir.path(), &config, &ns_addrs);
     let baddr = broker.broker_addr();
     let topic = "Expiry";
@@ -155,7 +146,7 @@ fn name_servers_drop_a_killed_broker_after_expiry() {
     }
 
     // A restarted broker registers again (the topic table was persisted).
-    let config = write_config(dir.path(), free_port());
+    let config = write_config(dir.path(), 0);
     let broker = start_broker(dir.path(), &config, &ns_addrs);
     let baddr = broker.broker_addr();
     for (i, c) in ns.iter_mut().enumerate() {

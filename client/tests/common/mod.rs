@@ -115,19 +115,35 @@ impl Node {
         Self::start_with(2)
     }
 
-    /// Starts a node on fresh ports; a start that fails (a port taken in the meantime) is
-    /// tried again on other ports.
+    /// Starts a node on fresh ports.
     pub fn start_with(shards: usize) -> Node {
-        let dir = tempfile::tempdir().unwrap();
         let [namesrv_port, broker_port] = free_ports();
-        let mut node = Node {
+        Self::launch(Node {
             child: None,
-            dir,
+            dir: tempfile::tempdir().unwrap(),
             namesrv_port,
             broker_port,
             shards,
             broker_name: None,
-        };
+        })
+    }
+
+    /// A second broker (`broker_name`, 2 shards) registering with `standalone`'s name
+    /// server.
+    pub fn start_broker(standalone: &Node, broker_name: &str) -> Node {
+        Self::launch(Node {
+            child: None,
+            dir: tempfile::tempdir().unwrap(),
+            namesrv_port: standalone.namesrv_port,
+            broker_port: free_port(),
+            shards: 2,
+            broker_name: Some(broker_name.to_string()),
+        })
+    }
+
+    /// Spawns `node`; a start that fails (a port taken in the meantime by a parallel test) is
+    /// tried again on other ports. A broker keeps its name server's port.
+    fn launch(mut node: Node) -> Node {
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -135,26 +151,15 @@ impl Node {
                 Ok(()) => return node,
                 Err(e) if attempt < 3 => {
                     eprintln!("ringmq start attempt {attempt} failed: {e}");
-                    [node.namesrv_port, node.broker_port] = free_ports();
+                    let [namesrv_port, broker_port] = free_ports();
+                    if node.broker_name.is_none() {
+                        node.namesrv_port = namesrv_port;
+                    }
+                    node.broker_port = broker_port;
                 }
                 Err(e) => panic!("{e}"),
             }
         }
-    }
-
-    /// A second broker (`broker_name`, 2 shards) registering with `standalone`'s name
-    /// server.
-    pub fn start_broker(standalone: &Node, broker_name: &str) -> Node {
-        let mut node = Node {
-            child: None,
-            dir: tempfile::tempdir().unwrap(),
-            namesrv_port: standalone.namesrv_port,
-            broker_port: free_port(),
-            shards: 2,
-            broker_name: Some(broker_name.to_string()),
-        };
-        node.spawn();
-        node
     }
 
     /// Kills the process at once (SIGKILL): no clean shutdown, no unregistering.
@@ -214,6 +219,8 @@ impl Node {
         let mut child = cmd
             .args(["--shards", &self.shards.to_string()])
             .args(["--set", "mappedFileSizeCommitLog=8388608"])
+            // Any free HA port: the default, listenPort + 1, may be taken by a parallel test.
+            .args(["--set", "haListenPort=0"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))
