@@ -662,7 +662,7 @@ mod tests {
         let started = Instant::now();
         t.wait_for(1 << 20, len, &NEVER_STOP);
         assert!(started.elapsed() < Duration::from_secs(1));
-        // The next MiB waits for the log: 12 MiB of the segment before makes it all allowed.
+        // The next MiB waits for the log: 8 MiB of the segment before makes it all allowed.
         let waiter = std::thread::spawn(move || {
             let started = Instant::now();
             t.wait_for(2 << 20, len, &NEVER_STOP);
@@ -670,7 +670,7 @@ mod tests {
         });
         std::thread::sleep(Duration::from_millis(100));
         assert!(!waiter.is_finished(), "ran ahead of the log");
-        gauge.set(28 << 20);
+        gauge.set(24 << 20);
         let waited = waiter.join().unwrap();
         assert!(waited >= Duration::from_millis(100), "{waited:?}");
     }

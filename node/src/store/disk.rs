@@ -68,17 +68,16 @@ impl Pace {
     }
 
     /// Bytes of a `len`-byte segment that may be pre-written by now: enough to be done when
-    /// the segment before it is three quarters full, plus a lead of 1/16 of a segment. A
-    /// segment needed now (the log is at or past `needed_at`) may be written in full.
+    /// the segment before it is half full (a margin for a producer that speeds up), plus a
+    /// lead of 1/16 of a segment. A segment needed now (the log is at or past `needed_at`) may
+    /// be written in full.
     pub fn allowance(&self, len: u64) -> u64 {
         let at = self.gauge.get();
         if at >= self.needed_at {
             return len;
         }
         let filled = at.saturating_sub(self.needed_at.saturating_sub(len));
-        (filled.saturating_mul(4) / 3)
-            .saturating_add(len / 16)
-            .min(len)
+        filled.saturating_mul(2).saturating_add(len / 16).min(len)
     }
 }
 
@@ -152,13 +151,13 @@ mod tests {
         let next = 5 * len;
         // The segment before it just started: only the lead.
         assert_eq!(pace(4 * len, next).allowance(len), len / 16);
-        // Half full: 2/3 of the new one, plus the lead.
+        // A quarter full: half of the new one, plus the lead.
         assert_eq!(
-            pace(4 * len + len / 2, next).allowance(len),
-            len * 2 / 3 + len / 16
+            pace(4 * len + len / 4, next).allowance(len),
+            len / 2 + len / 16
         );
-        // From about 70 % full on, all of it (done by 3/4 at the latest).
-        assert_eq!(pace(4 * len + len * 3 / 4, next).allowance(len), len);
+        // From about 47 % full on, all of it (done by half full at the latest).
+        assert_eq!(pace(4 * len + len / 2, next).allowance(len), len);
         assert_eq!(pace(5 * len - 1, next).allowance(len), len);
     }
 
