@@ -266,36 +266,6 @@ fn segments_roll(warm: bool) {
     assert_eq!(verify(&store, &expected), 800);
 }
 
-/// A paced preparation (the segment before it is empty and never fills) still completes, at
-/// full speed, once the store needs the segment: take_prepared lifts the pace.
-#[test]
-fn taking_a_paced_segment_lifts_its_pace() {
-    use ringmq_node::store::disk::{Disk, FillGauge, Pace};
-    let dir = temp_dir("ringmq-paced");
-    let len = 64 << 20;
-    let path = dir.path().join(segment_name(len));
-    let disk = RealDisk::new();
-    disk.set_warm_segments(true);
-    let gauge = FillGauge::default();
-    gauge.set(0);
-    disk.prepare(
-        &path,
-        len,
-        Pace {
-            gauge,
-            needed_at: len,
-        },
-    );
-    std::thread::sleep(Duration::from_millis(200));
-    let started = Instant::now();
-    let file = disk.take_prepared(&path, len).unwrap();
-    eprintln!("paced segment taken after {:?}", started.elapsed());
-    assert_eq!(disk.file_len(&file).unwrap(), len);
-    let mut buf = vec![1u8; 4096];
-    disk.read_at(&file, len - 4096, &mut buf).unwrap();
-    assert!(buf.iter().all(|&b| b == 0));
-}
-
 /// Regression: the preparer thread used to outlive its disk, still zero-filling a segment
 /// file a reopened store in the same process might already be writing records into.
 #[test]
@@ -304,7 +274,7 @@ fn dropping_a_disk_stops_its_preparer() {
     let dir = temp_dir("ringmq-prepare");
     let path = dir.path().join(segment_name(0));
     let disk = RealDisk::new();
-    disk.prepare(&path, 512 << 20, ringmq_node::store::disk::Pace::now(0));
+    disk.prepare(&path, 512 << 20);
     let deadline = Instant::now() + Duration::from_secs(10);
     while !path.exists() {
         assert!(Instant::now() < deadline, "preparation never started");

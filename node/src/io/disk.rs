@@ -21,7 +21,7 @@ use std::sync::{mpsc, Arc, Condvar, Mutex};
 use io_uring::{opcode, types, IoUring};
 use memmap2::{Mmap, MmapOptions};
 
-use crate::store::disk::{Disk, Pace, SpaceInfo, WriteOp};
+use crate::store::disk::{Disk, SpaceInfo, WriteOp};
 
 /// Submission queue entries of a store's ring.
 pub const RING_ENTRIES: u32 = 64;
@@ -38,8 +38,6 @@ pub const INLINE_WRITE_BYTES_MAX: usize = 16 << 10;
 pub const PREWRITE_SYNC_BYTES: u64 = 8 << 20;
 
 const _: () = assert!(PREWRITE_SYNC_BYTES % PREWRITE_CHUNK_BYTES as u64 == 0);
-/// How often a paced preparation that is ahead of its log looks again.
-const PACE_POLL: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// Which mechanism carries the store's writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -362,10 +360,10 @@ impl Disk for RealDisk {
         })
     }
 
-    fn prepare(&self, path: &Path, len: u64, pace: Pace) {
+    fn prepare(&self, path: &Path, len: u64) {
         self.inner
             .preparer
-            .request(path, len, self.inner.warm.get(), pace);
+            .request(path, len, self.inner.warm.get());
     }
 
     fn take_prepared(&self, path: &Path, len: u64) -> io::Result<RealFile> {
@@ -393,35 +391,10 @@ fn allocate(file: &File, len: u64) -> io::Result<()> {
     }
 }
 
-/// The pace of a background preparation, and the flag that lifts it (someone waits).
-struct Throttle {
-    pace: Pace,
-    hurry: Arc<AtomicBool>,
-}
-
-impl Throttle {
-    /// Sleeps while pre-writing up to byte `upto` of a `len`-byte segment would run ahead of
-    /// the log, until hurried or stopped.
-    fn wait_for(&self, upto: u64, len: u64, stop: &AtomicBool) {
-        while upto > self.pace.allowance(len)
-            && !self.hurry.load(Ordering::Relaxed)
-            && !stop.load(Ordering::Relaxed)
-        {
-            std::thread::sleep(PACE_POLL);
-        }
-    }
-}
-
 /// Creates and allocates `path`, and when `warm` zero-fills it and writes it back (the slow
-/// part of a new segment), no faster than `throttle` allows. Stops early, leaving a
-/// full-length file that reads as zeros, when `stop` is set.
-fn prepare_file(
-    path: &Path,
-    len: u64,
-    warm: bool,
-    stop: &AtomicBool,
-    throttle: Option<&Throttle>,
-) -> io::Result<()> {
+/// part of a new segment). Stops early, leaving a full-length file that reads as zeros, when
+/// `stop` is set.
+fn prepare_file(path: &Path, len: u64, warm: bool, stop: &AtomicBool) -> io::Result<()> {
     let file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -456,9 +429,6 @@ fn prepare_file(
                 ));
             }
             let n = (len - at).min(PREWRITE_CHUNK_BYTES as u64) as usize;
-            if let Some(t) = throttle {
-                t.wait_for(at + n as u64, len, stop);
-            }
             file.write_all_at(&zeros[..n], at)?;
             at += n as u64;
             // Put the zeros (and ext4's unwritten-to-written extent conversion) on disk here,
@@ -502,13 +472,7 @@ fn sync_range(file: &File, offset: u64, len: u64, flags: libc::c_uint) -> io::Re
     }
 }
 
-/// A requested preparation: its outcome once done, and the flag that lifts its pace.
-struct Job {
-    done: Option<Result<(), String>>,
-    hurry: Arc<AtomicBool>,
-}
-
-type Prepared = Arc<(Mutex<HashMap<PathBuf, Job>>, Condvar)>;
+type Prepared = Arc<(Mutex<HashMap<PathBuf, Option<Result<(), String>>>>, Condvar)>;
 
 /// Never set: for preparations made inline on the caller's thread.
 static NEVER_STOP: AtomicBool = AtomicBool::new(false);
@@ -518,14 +482,11 @@ static NEVER_STOP: AtomicBool = AtomicBool::new(false);
 /// zero-filling a segment file when a new store opens the same directory (a restart within
 /// one process), and write zeros over records the new store appended there.
 struct Preparer {
-    tx: Option<mpsc::Sender<Request>>,
+    tx: Option<mpsc::Sender<(PathBuf, u64, bool)>>,
     state: Prepared,
     stop: Arc<AtomicBool>,
     worker: Option<std::thread::JoinHandle<()>>,
 }
-
-/// Path, length, warm, pace.
-type Request = (PathBuf, u64, bool, Throttle);
 
 impl Drop for Preparer {
     fn drop(&mut self) {
@@ -540,24 +501,22 @@ impl Drop for Preparer {
 impl Preparer {
     fn start() -> Self {
         let state: Prepared = Arc::new((Mutex::new(HashMap::new()), Condvar::new()));
-        let (tx, rx) = mpsc::channel::<Request>();
+        let (tx, rx) = mpsc::channel::<(PathBuf, u64, bool)>();
         let worker_state = Arc::clone(&state);
         let stop = Arc::new(AtomicBool::new(false));
         let worker_stop = Arc::clone(&stop);
         let spawned = std::thread::Builder::new()
             .name("ringmq-prepare".to_string())
             .spawn(move || {
-                for (path, len, warm, throttle) in rx {
+                for (path, len, warm) in rx {
                     if worker_stop.load(Ordering::Relaxed) {
                         break;
                     }
-                    let res = prepare_file(&path, len, warm, &worker_stop, Some(&throttle))
-                        .map_err(|e| e.to_string());
+                    let res =
+                        prepare_file(&path, len, warm, &worker_stop).map_err(|e| e.to_string());
                     let (lock, cv) = &*worker_state;
                     if let Ok(mut map) = lock.lock() {
-                        if let Some(job) = map.get_mut(&path) {
-                            job.done = Some(res);
-                        }
+                        map.insert(path, Some(res));
                     }
                     cv.notify_all();
                 }
@@ -574,7 +533,7 @@ impl Preparer {
         }
     }
 
-    fn request(&self, path: &Path, len: u64, warm: bool, pace: Pace) {
+    fn request(&self, path: &Path, len: u64, warm: bool) {
         let Some(tx) = &self.tx else {
             return;
         };
@@ -585,13 +544,8 @@ impl Preparer {
         if map.contains_key(path) {
             return;
         }
-        let hurry = Arc::new(AtomicBool::new(false));
-        let throttle = Throttle {
-            pace,
-            hurry: Arc::clone(&hurry),
-        };
-        if tx.send((path.to_path_buf(), len, warm, throttle)).is_ok() {
-            map.insert(path.to_path_buf(), Job { done: None, hurry });
+        if tx.send((path.to_path_buf(), len, warm)).is_ok() {
+            map.insert(path.to_path_buf(), None);
         }
     }
 
@@ -601,98 +555,33 @@ impl Preparer {
         let mut map = lock
             .lock()
             .map_err(|_| io::Error::other("segment preparer state poisoned"))?;
-        match map.get(path) {
-            // Needed now: no more pacing.
-            Some(job) => job.hurry.store(true, Ordering::Relaxed),
-            None => {
-                drop(map);
-                return prepare_file(path, len, warm, &NEVER_STOP, None);
-            }
+        if !map.contains_key(path) {
+            drop(map);
+            return prepare_file(path, len, warm, &NEVER_STOP);
         }
         loop {
-            match map.get(path).map(|job| job.done.is_some()) {
-                Some(true) => {
-                    let done = map.remove(path).and_then(|job| job.done);
+            match map.get(path) {
+                Some(Some(_)) => {
+                    let done = map.remove(path).flatten();
                     return match done {
                         Some(Ok(())) => Ok(()),
                         // A failed background preparation (e.g. ENOSPC then) is retried here.
                         _ => {
                             drop(map);
-                            prepare_file(path, len, warm, &NEVER_STOP, None)
+                            prepare_file(path, len, warm, &NEVER_STOP)
                         }
                     };
                 }
-                Some(false) => {
+                Some(None) => {
                     map = cv
                         .wait(map)
                         .map_err(|_| io::Error::other("segment preparer state poisoned"))?;
                 }
                 None => {
                     drop(map);
-                    return prepare_file(path, len, warm, &NEVER_STOP, None);
+                    return prepare_file(path, len, warm, &NEVER_STOP);
                 }
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::disk::FillGauge;
-    use std::time::{Duration, Instant};
-
-    /// A throttle for a 16 MiB segment needed at 32 MiB; the log is at `at`.
-    fn throttle(at: u64) -> (Throttle, FillGauge) {
-        let gauge = FillGauge::default();
-        gauge.set(at);
-        let pace = Pace {
-            gauge: gauge.clone(),
-            needed_at: 32 << 20,
-        };
-        let hurry = Arc::new(AtomicBool::new(false));
-        (Throttle { pace, hurry }, gauge)
-    }
-
-    #[test]
-    fn a_throttle_holds_a_preparation_until_the_log_moves_on() {
-        let len = 16 << 20;
-        let (t, gauge) = throttle(16 << 20);
-        // The lead (1 MiB of 16) may be written at once.
-        let started = Instant::now();
-        t.wait_for(1 << 20, len, &NEVER_STOP);
-        assert!(started.elapsed() < Duration::from_secs(1));
-        // The next MiB waits for the log: 8 MiB of the segment before makes it all allowed.
-        let waiter = std::thread::spawn(move || {
-            let started = Instant::now();
-            t.wait_for(2 << 20, len, &NEVER_STOP);
-            started.elapsed()
-        });
-        std::thread::sleep(Duration::from_millis(100));
-        assert!(!waiter.is_finished(), "ran ahead of the log");
-        gauge.set(24 << 20);
-        let waited = waiter.join().unwrap();
-        assert!(waited >= Duration::from_millis(100), "{waited:?}");
-    }
-
-    #[test]
-    fn hurry_or_stop_lift_the_pace() {
-        let len = 16 << 20;
-        let (t, _gauge) = throttle(16 << 20);
-        let hurry = Arc::clone(&t.hurry);
-        let waiter = std::thread::spawn(move || t.wait_for(len, len, &NEVER_STOP));
-        std::thread::sleep(Duration::from_millis(50));
-        assert!(!waiter.is_finished());
-        hurry.store(true, Ordering::Relaxed);
-        waiter.join().unwrap();
-
-        let (t, _gauge) = throttle(16 << 20);
-        let stop = Arc::new(AtomicBool::new(false));
-        let s = Arc::clone(&stop);
-        let waiter = std::thread::spawn(move || t.wait_for(len, len, &s));
-        std::thread::sleep(Duration::from_millis(50));
-        assert!(!waiter.is_finished());
-        stop.store(true, Ordering::Relaxed);
-        waiter.join().unwrap();
     }
 }

@@ -10,8 +10,6 @@
 
 use std::io;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 /// Space on the file system that holds a directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,57 +25,6 @@ impl SpaceInfo {
             return 1.0;
         }
         1.0 - self.free_bytes as f64 / self.total_bytes as f64
-    }
-}
-
-/// The log's write offset, published by the appending shard for its segment preparer.
-#[derive(Debug, Clone, Default)]
-pub struct FillGauge(Arc<AtomicU64>);
-
-impl FillGauge {
-    pub fn set(&self, write_offset: u64) {
-        self.0.store(write_offset, Ordering::Relaxed);
-    }
-
-    pub fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
-    }
-}
-
-/// How fast a segment may be pre-written: in step with the filling of the segment before it,
-/// so the zeros go to disk spread over that segment's life instead of in one burst that
-/// competes with the appenders' fdatasyncs (a 1 GiB burst took 2-5 s on the test VM and cut
-/// SYNC_FLUSH throughput by about half meanwhile: docs/perf.md).
-#[derive(Debug, Clone)]
-pub struct Pace {
-    /// The log's write offset.
-    pub gauge: FillGauge,
-    /// Where the prepared segment starts: the log needs it when it gets there.
-    pub needed_at: u64,
-}
-
-impl Pace {
-    /// For a segment needed at once (nothing to pace by).
-    pub fn now(start: u64) -> Pace {
-        let gauge = FillGauge::default();
-        gauge.set(start);
-        Pace {
-            gauge,
-            needed_at: start,
-        }
-    }
-
-    /// Bytes of a `len`-byte segment that may be pre-written by now: enough to be done when
-    /// the segment before it is half full (a margin for a producer that speeds up), plus a
-    /// lead of 1/16 of a segment. A segment needed now (the log is at or past `needed_at`) may
-    /// be written in full.
-    pub fn allowance(&self, len: u64) -> u64 {
-        let at = self.gauge.get();
-        if at >= self.needed_at {
-            return len;
-        }
-        let filled = at.saturating_sub(self.needed_at.saturating_sub(len));
-        filled.saturating_mul(2).saturating_add(len / 16).min(len)
     }
 }
 
@@ -126,55 +73,9 @@ pub trait Disk {
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
     fn space(&self, dir: &Path) -> io::Result<SpaceInfo>;
     /// Starts making `path` a file of `len` bytes, allocated and pre-written with zeros, off
-    /// the caller's path where the implementation can (a background thread on the real disk),
-    /// no faster than `pace` allows.
-    fn prepare(&self, path: &Path, len: u64, pace: Pace);
-    /// Returns the file `prepare` made (waiting for it if needed, and lifting its pace), or
-    /// makes it now. Its creation is durable (the parent directory was fsynced after it)
-    /// when this returns.
+    /// the caller's path where the implementation can (a background thread on the real disk).
+    fn prepare(&self, path: &Path, len: u64);
+    /// Returns the file `prepare` made (waiting for it if needed), or makes it now. Its
+    /// creation is durable (the parent directory was fsynced after it) when this returns.
     fn take_prepared(&self, path: &Path, len: u64) -> io::Result<Self::File>;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn pace(at: u64, needed_at: u64) -> Pace {
-        let gauge = FillGauge::default();
-        gauge.set(at);
-        Pace { gauge, needed_at }
-    }
-
-    #[test]
-    fn allowance_keeps_a_preparation_in_step_with_the_segment_before() {
-        let len = 1 << 30;
-        let next = 5 * len;
-        // The segment before it just started: only the lead.
-        assert_eq!(pace(4 * len, next).allowance(len), len / 16);
-        // A quarter full: half of the new one, plus the lead.
-        assert_eq!(
-            pace(4 * len + len / 4, next).allowance(len),
-            len / 2 + len / 16
-        );
-        // From about 47 % full on, all of it (done by half full at the latest).
-        assert_eq!(pace(4 * len + len / 2, next).allowance(len), len);
-        assert_eq!(pace(5 * len - 1, next).allowance(len), len);
-    }
-
-    #[test]
-    fn a_segment_needed_now_is_not_paced() {
-        let len = 1 << 20;
-        assert_eq!(pace(0, 0).allowance(len), len);
-        assert_eq!(pace(3 * len, 3 * len).allowance(len), len);
-        assert_eq!(pace(9 * len, 3 * len).allowance(len), len);
-    }
-
-    #[test]
-    fn the_gauge_is_shared_by_clones() {
-        let p = pace(0, 1 << 20);
-        let g = p.gauge.clone();
-        assert_eq!(p.allowance(1 << 20), 1 << 16);
-        g.set(1 << 20);
-        assert_eq!(p.allowance(1 << 20), 1 << 20);
-    }
 }

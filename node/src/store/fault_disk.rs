@@ -392,7 +392,7 @@ impl Disk for FaultDisk {
         })
     }
 
-    fn prepare(&self, _path: &Path, _len: u64, _pace: super::disk::Pace) {}
+    fn prepare(&self, _path: &Path, _len: u64) {}
 
     fn take_prepared(&self, path: &Path, len: u64) -> io::Result<FaultFile> {
         let file = self.open(path, true)?;

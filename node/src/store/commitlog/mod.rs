@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use ringmq_wire::record::{self, BLANK_BYTES};
 
-use super::disk::{Disk, FillGauge, Pace, WriteOp};
+use super::disk::{Disk, WriteOp};
 use super::error::{Result, StoreError};
 
 /// Bits of a physical offset below the shard id.
@@ -74,8 +74,6 @@ pub struct CommitLog<D: Disk> {
     synced_offset: u64,
     /// Start of the next segment already asked for (see `prepare_when_half_full`).
     next_prepared: u64,
-    /// `write_offset` as the segment preparer sees it (it paces itself by it).
-    gauge: FillGauge,
 }
 
 impl<D: Disk + Clone> CommitLog<D> {
@@ -152,7 +150,6 @@ impl<D: Disk + Clone> CommitLog<D> {
             write_offset: first,
             synced_offset: first,
             next_prepared: 0,
-            gauge: FillGauge::default(),
         })
     }
 
@@ -225,7 +222,6 @@ impl<D: Disk + Clone> CommitLog<D> {
         }
         let physical_offset = self.write_offset;
         self.write_offset += len;
-        self.gauge.set(self.write_offset);
         self.prepare_when_half_full();
         Ok(Placement {
             physical_offset,
@@ -394,7 +390,8 @@ impl<D: Disk + Clone> CommitLog<D> {
         let next = start + self.segment_bytes;
         if self.next_prepared < next {
             self.next_prepared = next;
-            self.request_segment(next);
+            self.disk
+                .prepare(&self.dir.join(segment_name(next)), self.segment_bytes);
         }
         Ok(())
     }
@@ -406,22 +403,9 @@ impl<D: Disk + Clone> CommitLog<D> {
         let next = start + self.segment_bytes;
         if self.next_prepared < next && self.write_offset - start >= self.segment_bytes / 2 {
             self.next_prepared = next;
-            self.request_segment(next);
+            self.disk
+                .prepare(&self.dir.join(segment_name(next)), self.segment_bytes);
         }
-    }
-
-    /// Asks the disk to prepare the segment starting at `start`, paced by this log's filling.
-    fn request_segment(&self, start: u64) {
-        self.gauge.set(self.write_offset);
-        let pace = Pace {
-            gauge: self.gauge.clone(),
-            needed_at: start,
-        };
-        self.disk.prepare(
-            &self.dir.join(segment_name(start)),
-            self.segment_bytes,
-            pace,
-        );
     }
 
     /// Starts preparing the segment that the next append will write when it does not exist
@@ -429,7 +413,8 @@ impl<D: Disk + Clone> CommitLog<D> {
     pub fn prepare_next(&mut self) {
         let current = self.segment_start(self.write_offset);
         if self.segments.back().is_none_or(|s| s.start < current) {
-            self.request_segment(current);
+            self.disk
+                .prepare(&self.dir.join(segment_name(current)), self.segment_bytes);
         }
         self.prepare_when_half_full();
     }

@@ -42,7 +42,6 @@ impl<D: Disk + Clone> CommitLog<D> {
             });
         }
         self.write_offset = at + len;
-        self.gauge.set(self.write_offset);
         Ok(())
     }
 
