@@ -141,6 +141,21 @@ fn kill9_mid_load_with_sync_flush_loses_no_acknowledged_record() {
     let queues = 8u32;
     let args = ["--shards", "2", "--flush", "sync"];
     let mut node = Node::standalone(&data, &args);
+    // A fresh SYNC_FLUSH master pre-writes each shard's first segment before it says it is
+    // ready, so the first sends do not wait for it.
+    for shard in 0..2u64 {
+        let first = data
+            .join("commitlog")
+            .join(shard.to_string())
+            .join(format!("{:020}", shard << 48));
+        assert!(first.exists(), "{} missing at ready", first.display());
+        let line = format!("shard {shard}: log segment at {} pre-written", shard << 48);
+        assert!(
+            node.log().contains(&line),
+            "no '{line}' in:\n{}",
+            node.log()
+        );
+    }
     Client::connect(node.broker_addr()).create_topic_ok(topic, queues);
     let mut acked: Vec<AckedSend> = Vec::new();
     // Three kill -9 / recover rounds on the same data, each killed at a different moment;

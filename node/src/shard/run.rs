@@ -263,13 +263,31 @@ fn shard_thread(
     scfg.cq_units_per_file = cfg.consume_queue_file_bytes() / 20;
     scfg.disk_full_ratio = f64::from(cfg.disk_space_warning_level_ratio) / 100.0;
     let driver = disk.driver().clone();
-    let store = match Store::open(disk, scfg) {
+    let mut store = match Store::open(disk, scfg) {
         Ok(s) => s,
         Err(e) => {
             let _ = ready.send((id, Err(format!("opening the store: {e}"))));
             return;
         }
     };
+    if cfg.broker_role.is_master() && cfg.warm_segments() {
+        // A fresh store's first segment is pre-written before the broker says it is ready:
+        // otherwise the first send waits for it (4.7 s for 2 x 1 GiB on the test VM, past a
+        // client's 3 s send timeout).
+        let started = std::time::Instant::now();
+        match store.open_active_segment() {
+            Ok(true) => log::info!(
+                "shard {id}: log segment at {} pre-written in {} ms (warmMapedFileEnable)",
+                store.write_offset(),
+                started.elapsed().as_millis()
+            ),
+            Ok(false) => {}
+            Err(e) => {
+                let _ = ready.send((id, Err(format!("preparing the first log segment: {e}"))));
+                return;
+            }
+        }
+    }
     let rec = store.recovery().clone();
     let offsets = match ConsumerOffsets::load(&cfg.store_path_root_dir, id) {
         Ok(o) => o,

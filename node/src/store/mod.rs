@@ -564,6 +564,14 @@ impl<D: Disk + Clone> Store<D> {
         self.log.min_offset()
     }
 
+    /// Makes the segment the next append writes exist now, waiting for its preparation
+    /// (seconds per GiB for a pre-written segment), so that a master's first sends do not
+    /// wait for it. Not for an empty slave: it may still move its log's start
+    /// (`start_empty_at`). Returns whether a segment was added.
+    pub fn open_active_segment(&mut self) -> Result<bool> {
+        self.log.open_active_segment()
+    }
+
     pub fn write_offset(&self) -> u64 {
         self.log.write_offset()
     }

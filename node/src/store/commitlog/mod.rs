@@ -408,6 +408,17 @@ impl<D: Disk + Clone> CommitLog<D> {
         }
     }
 
+    /// Adds the segment the next append writes when it does not exist yet, waiting for its
+    /// preparation. Returns whether it had to.
+    pub fn open_active_segment(&mut self) -> Result<bool> {
+        let current = self.segment_start(self.write_offset);
+        if self.segments.back().is_some_and(|s| s.start >= current) {
+            return Ok(false);
+        }
+        self.add_segment(current)?;
+        Ok(true)
+    }
+
     /// Starts preparing the segment that the next append will write when it does not exist
     /// yet, and the one after it when the active one is already half full (called after open).
     pub fn prepare_next(&mut self) {
