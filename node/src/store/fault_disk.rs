@@ -65,6 +65,8 @@ struct Inner {
     /// Files created since their directory was last synced.
     unsynced_creates: BTreeSet<PathBuf>,
     ops: u64,
+    /// Bytes handed out by `read_at` so far.
+    bytes_read: u64,
     crash_at: Option<u64>,
     fail_once: BTreeMap<u64, i32>,
     capacity_bytes: Option<u64>,
@@ -104,6 +106,11 @@ impl FaultDisk {
             }
         }
         disk
+    }
+
+    /// Bytes read so far (`read_at`).
+    pub fn bytes_read(&self) -> u64 {
+        self.inner.borrow().bytes_read
     }
 
     /// Operations performed so far.
@@ -326,7 +333,7 @@ impl Disk for FaultDisk {
     }
 
     fn read_at(&self, file: &FaultFile, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        let inner = self.inner.borrow();
+        let mut inner = self.inner.borrow_mut();
         let f = inner
             .files
             .get(&file.path)
@@ -337,6 +344,7 @@ impl Disk for FaultDisk {
             .and_then(|end| f.written.get(start..end))
             .ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof))?;
         buf.copy_from_slice(src);
+        inner.bytes_read += buf.len() as u64;
         Ok(())
     }
 

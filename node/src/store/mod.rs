@@ -175,7 +175,7 @@ impl<D: Disk + Clone> Store<D> {
         let from = checkpoint.map_or(log.min_offset(), |c| c.cq_offset);
         let durable = checkpoint.map_or(0, |c| c.log_synced_offset);
         let units_per_file = cfg.cq_units_per_file;
-        let scan = log.recover(from, durable, |rec| {
+        let scan = log.recover(from, durable, clean, |rec| {
             redispatch(&disk, &root, units_per_file, &mut queues, rec)
         })?;
         for qs in queues.values_mut() {

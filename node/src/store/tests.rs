@@ -195,6 +195,44 @@ fn torn_tail_is_truncated_and_offsets_reused() {
     assert_eq!(again.physical_offset, torn.physical_offset);
 }
 
+/// After a clean close the bytes past the log's end are known to be zero, so opening does
+/// not read the rest of the tail segment; after a crash it does (and zeroes what it finds).
+#[test]
+fn only_an_unclean_open_reads_the_tail_segment_through() {
+    let mut cfg = small_config("/s");
+    cfg.segment_bytes = 1 << 20;
+    let disk = FaultDisk::new();
+    let mut store = Store::open(disk.clone(), cfg.clone()).unwrap();
+    append_one(&mut store, "T", 0, b"one", 1);
+    append_one(&mut store, "T", 0, b"two", 2);
+    store.sync().unwrap();
+    let crashed = disk.image(Crash::KeepWritten);
+    store.close().unwrap();
+
+    let before = disk.bytes_read();
+    let store = Store::open(disk.clone(), cfg.clone()).unwrap();
+    let read = disk.bytes_read() - before;
+    assert!(store.recovery().clean);
+    assert!(read < 64 << 10, "a clean open read {read} bytes");
+    assert_eq!(
+        bodies(&store, "T", 0, 0),
+        vec![b"one".to_vec(), b"two".to_vec()]
+    );
+
+    let disk = FaultDisk::from_image(&crashed);
+    let store = Store::open(disk.clone(), cfg.clone()).unwrap();
+    assert!(!store.recovery().clean);
+    let read = disk.bytes_read();
+    assert!(
+        read >= cfg.segment_bytes - 4096,
+        "an unclean open read {read} bytes"
+    );
+    assert_eq!(
+        bodies(&store, "T", 0, 0),
+        vec![b"one".to_vec(), b"two".to_vec()]
+    );
+}
+
 #[test]
 fn unsynced_records_may_vanish_but_synced_ones_stay() {
     let disk = FaultDisk::new();

@@ -44,8 +44,17 @@ pub struct ScanOutcome {
 impl<D: Disk + Clone> CommitLog<D> {
     /// Scans from `from` (a record boundary), calling `each` for every valid record, and
     /// sets the write offset to the end of valid data. Truncates a torn tail above
-    /// `durable`; reports corruption below it.
-    pub fn recover<F>(&mut self, from: u64, durable: u64, mut each: F) -> Result<ScanOutcome>
+    /// `durable`; reports corruption below it. `clean`: the store was closed cleanly, so
+    /// when the scan ends at zeros the bytes after the end are zero (the append path keeps
+    /// them so, see `Store::write_or_undo`) and the tail segment is not read through to
+    /// check it (up to a whole segment: 0.8 s per GiB from the page cache on the test VM).
+    pub fn recover<F>(
+        &mut self,
+        from: u64,
+        durable: u64,
+        clean: bool,
+        mut each: F,
+    ) -> Result<ScanOutcome>
     where
         F: FnMut(&RecordView<'_>) -> Result<()>,
     {
@@ -113,7 +122,7 @@ impl<D: Disk + Clone> CommitLog<D> {
                 });
             }
         }
-        self.truncate_at(pos)?;
+        self.cut_at(pos, !(clean && torn.is_none()))?;
         Ok(ScanOutcome {
             end: pos,
             records,
@@ -124,10 +133,16 @@ impl<D: Disk + Clone> CommitLog<D> {
     /// Makes `end` the end of the log: zeroes the rest of its segment where it is not zero
     /// already, removes later segments, syncs. Afterwards everything below `end` is durable.
     pub(super) fn truncate_at(&mut self, end: u64) -> Result<()> {
+        self.cut_at(end, true)
+    }
+
+    /// `truncate_at`, reading the rest of the tail segment to zero it only when
+    /// `zero_tail` (otherwise the caller knows it is zero).
+    fn cut_at(&mut self, end: u64, zero_tail: bool) -> Result<()> {
         // Let the zeroing pass read the whole tail segment.
         self.write_offset = self.min_offset() + self.disk_bytes();
         let seg_end = self.segment_end(end);
-        let mut at = end;
+        let mut at = if zero_tail { end } else { seg_end };
         let mut chunk = vec![0u8; ZERO_CHUNK_BYTES];
         while at < seg_end && self.segment_for(at).is_ok() {
             let n = ((seg_end - at) as usize).min(ZERO_CHUNK_BYTES);
