@@ -16,10 +16,10 @@ use ringmq_wire::command::route::MASTER_ID;
 const EXPIRY_MS: u64 = 1500;
 const REGISTER_PERIOD_MS: u64 = 500;
 
-/// Writes broker.properties. Tests pass `listen_port` 0 (any free port, and the HA port
-/// too): a port picked free beforehand can be taken by a parallel test before the broker binds
-/// it, and its default HA port (`listenPort + 1`) was never checked at all.
-fn write_config(dir: &Path, listen_port: u16) -> std::path::PathBuf {
+/// Writes broker.properties with `listenPort=0` (any free port, and the HA port too): a port
+/// picked free beforehand can be taken by a parallel test before the broker binds it, and its
+/// default HA port (`listenPort + 1`) was never checked at all.
+fn write_config(dir: &Path) -> std::path::PathBuf {
     let store = dir.join("store");
     let path = dir.join("broker.properties");
     let text = format!(
@@ -27,7 +27,7 @@ fn write_config(dir: &Path, listen_port: u16) -> std::path::PathBuf {
          brokerClusterName=ItCluster\n\
          brokerName=broker-x\n\
          brokerId=0\n\
-         listenPort={listen_port}\n\
+         listenPort=0\n\
          storePathRootDir={}\n\
          mappedFileSizeCommitLog=8388608\n\
          flushDiskType=ASYNC_FLUSH\n",
@@ -74,7 +74,7 @@ fn name_servers_drop_a_killed_broker_after_expiry() {
         Node::namesrv(dir.path(), &ns_args),
     ];
     let ns_addrs: Vec<SocketAddr> = ns_nodes.iter().map(Node::namesrv_addr).collect();
-    let config = write_config(dir.path(), 0);
+    let config = write_config(dir.path());
     let mut broker = start_broker(dir.path(), &config, &ns_addrs);
     let baddr = broker.broker_addr();
     let topic = "Expiry";
@@ -146,7 +146,7 @@ fn name_servers_drop_a_killed_broker_after_expiry() {
     }
 
     // A restarted broker registers again (the topic table was persisted).
-    let config = write_config(dir.path(), 0);
+    let config = write_config(dir.path());
     let broker = start_broker(dir.path(), &config, &ns_addrs);
     let baddr = broker.broker_addr();
     for (i, c) in ns.iter_mut().enumerate() {
@@ -166,7 +166,7 @@ fn name_servers_drop_a_killed_broker_after_expiry() {
 fn broker_config_accepts_listen_port_zero() {
     let dir = tempdir("port0");
     let ns = Node::namesrv(dir.path(), &[]);
-    let config = write_config(dir.path(), 0);
+    let config = write_config(dir.path());
     let broker = start_broker(dir.path(), &config, &[ns.namesrv_addr()]);
     assert_ne!(broker.broker_addr().port(), 0);
     Client::connect(broker.broker_addr()).hello(None);

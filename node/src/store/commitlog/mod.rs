@@ -207,10 +207,7 @@ impl<D: Disk + Clone> CommitLog<D> {
                 ),
             });
         }
-        let current = self.segment_start(self.write_offset);
-        if self.segments.back().is_none_or(|s| s.start < current) {
-            self.add_segment(current)?;
-        }
+        self.open_active_segment()?;
         let seg_end = self.segment_end(self.write_offset);
         let mut blank_at = None;
         if self.write_offset + len + BLANK_BYTES as u64 > seg_end {
@@ -411,21 +408,28 @@ impl<D: Disk + Clone> CommitLog<D> {
     /// Adds the segment the next append writes when it does not exist yet, waiting for its
     /// preparation. Returns whether it had to.
     pub fn open_active_segment(&mut self) -> Result<bool> {
-        let current = self.segment_start(self.write_offset);
-        if self.segments.back().is_some_and(|s| s.start >= current) {
+        let Some(start) = self.missing_active_segment() else {
             return Ok(false);
-        }
-        self.add_segment(current)?;
+        };
+        self.add_segment(start)?;
         Ok(true)
+    }
+
+    /// Start of the segment the next append writes, when it is not open yet.
+    fn missing_active_segment(&self) -> Option<u64> {
+        let current = self.segment_start(self.write_offset);
+        self.segments
+            .back()
+            .is_none_or(|s| s.start < current)
+            .then_some(current)
     }
 
     /// Starts preparing the segment that the next append will write when it does not exist
     /// yet, and the one after it when the active one is already half full (called after open).
     pub fn prepare_next(&mut self) {
-        let current = self.segment_start(self.write_offset);
-        if self.segments.back().is_none_or(|s| s.start < current) {
+        if let Some(start) = self.missing_active_segment() {
             self.disk
-                .prepare(&self.dir.join(segment_name(current)), self.segment_bytes);
+                .prepare(&self.dir.join(segment_name(start)), self.segment_bytes);
         }
         self.prepare_when_half_full();
     }

@@ -139,22 +139,9 @@ impl<D: Disk + Clone> CommitLog<D> {
     /// `truncate_at`, reading the rest of the tail segment to zero it only when
     /// `zero_tail` (otherwise the caller knows it is zero).
     fn cut_at(&mut self, end: u64, zero_tail: bool) -> Result<()> {
-        // Let the zeroing pass read the whole tail segment.
-        self.write_offset = self.min_offset() + self.disk_bytes();
         let seg_end = self.segment_end(end);
-        let mut at = if zero_tail { end } else { seg_end };
-        let mut chunk = vec![0u8; ZERO_CHUNK_BYTES];
-        while at < seg_end && self.segment_for(at).is_ok() {
-            let n = ((seg_end - at) as usize).min(ZERO_CHUNK_BYTES);
-            self.read(at, &mut chunk[..n])?;
-            if chunk[..n].iter().any(|&b| b != 0) {
-                chunk[..n].fill(0);
-                let (file, off) = self.locate(at)?;
-                self.disk
-                    .write_at(file, off, &chunk[..n])
-                    .map_err(|e| StoreError::io(self.dir.join(segment_name(at)), e))?;
-            }
-            at += n as u64;
+        if zero_tail {
+            self.zero_from(end, seg_end)?;
         }
         let mut removed = false;
         while self.segments.back().is_some_and(|s| s.start >= seg_end) {
@@ -184,6 +171,28 @@ impl<D: Disk + Clone> CommitLog<D> {
                 })?;
         }
         self.synced_offset = end;
+        Ok(())
+    }
+
+    /// Overwrites the non-zero 1 MiB chunks of `end..seg_end` (the rest of a segment) with
+    /// zeros.
+    fn zero_from(&mut self, end: u64, seg_end: u64) -> Result<()> {
+        // Let the zeroing pass read the whole tail segment.
+        self.write_offset = self.min_offset() + self.disk_bytes();
+        let mut at = end;
+        let mut chunk = vec![0u8; ZERO_CHUNK_BYTES];
+        while at < seg_end && self.segment_for(at).is_ok() {
+            let n = ((seg_end - at) as usize).min(ZERO_CHUNK_BYTES);
+            self.read(at, &mut chunk[..n])?;
+            if chunk[..n].iter().any(|&b| b != 0) {
+                chunk[..n].fill(0);
+                let (file, off) = self.locate(at)?;
+                self.disk
+                    .write_at(file, off, &chunk[..n])
+                    .map_err(|e| StoreError::io(self.dir.join(segment_name(at)), e))?;
+            }
+            at += n as u64;
+        }
         Ok(())
     }
 }

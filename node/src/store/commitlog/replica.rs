@@ -20,10 +20,7 @@ impl<D: Disk + Clone> CommitLog<D> {
                 ),
             });
         }
-        let current = self.segment_start(at);
-        if self.segments.back().is_none_or(|s| s.start < current) {
-            self.add_segment(current)?;
-        }
+        self.open_active_segment()?;
         let seg_end = self.segment_end(at);
         let len = len as u64;
         if blank {
