@@ -12,7 +12,9 @@ pub mod io;
 pub mod limits;
 pub mod namesrv;
 pub mod net;
+pub mod planted;
 pub mod shard;
+pub mod sim;
 pub mod store;
 
 /// The ringmq version (published to name servers and in runtime info).
@@ -22,6 +24,10 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// fdatasync failed: the kernel may have dropped dirty pages). Nothing more is acknowledged;
 /// the next start recovers from what is on disk.
 pub fn fail_stop(why: &str) -> ! {
+    if io::sim::active() {
+        // The simulator kills this node, as the exit would (see `io::sim`).
+        std::panic::panic_any(io::sim::FailStop(why.to_string()));
+    }
     log::error!(
         "fatal: {why}; stopping the broker (fail-stop) so that nothing more is acknowledged"
     );

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 use ringmq_node::config::{BrokerConfig, FlushDiskType, NamesrvConfig};
 use ringmq_node::net::namesrv;
-use ringmq_node::shard::run::{self, StartOptions};
+use ringmq_node::shard::start::{self as run, StartOptions};
 
 /// ringmq: a RocketMQ-architecture message broker (io_uring, thread-per-core).
 ///

@@ -115,11 +115,9 @@ pub struct MasterAddrs {
 }
 
 impl Broker {
+    /// The node's wall clock, Unix ms (virtual in the simulator).
     pub fn now_ms() -> i64 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0)
+        crate::io::clock::now_ms()
     }
 
     /// The shard that owns a queue, if the topic exists and the queue is in range.

@@ -224,7 +224,8 @@ pub fn send(shard: &Rc<Shard>, h: SendRequest, body: &mut [u8]) -> Outcome {
     let end = out.end_offset;
     let timeout = Duration::from_millis(broker.live.sync_flush_timeout_ms());
     Outcome::later(async move {
-        if sync_disk && !shard.flusher.wait_synced(end, timeout).await {
+        let planted_early = crate::planted::is(crate::planted::Bug::AckBeforeFsync);
+        if sync_disk && !planted_early && !shard.flusher.wait_synced(end, timeout).await {
             return Reply::status_fields(
                 Status::FlushDiskTimeout,
                 format!(
@@ -245,6 +246,9 @@ pub fn send(shard: &Rc<Shard>, h: SendRequest, body: &mut [u8]) -> Outcome {
 /// connected (or close enough), FLUSH_SLAVE_TIMEOUT when none acknowledged in time. The record
 /// stays stored on the master either way: never a false OK.
 async fn wait_slave(shard: &Rc<Shard>, end: u64, timeout: Duration, resp: SendResponse) -> Reply {
+    if crate::planted::is(crate::planted::Bug::AckBeforeSlave) {
+        return Reply::ok(resp);
+    }
     let max_gap = shard.broker.config.ha_max_gap_not_in_sync_bytes;
     let wait = async {
         loop {

@@ -7,7 +7,9 @@
 
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::io::clock::Instant;
 
 use ringmq_wire::code::Status;
 use ringmq_wire::command::pull::FilterType;

@@ -1,7 +1,8 @@
 //! Sockets of a shard: SO_REUSEPORT listeners (every shard accepts on the broker port), TCP
 //! connections with owned-buffer reads and writes, zero-copy sends from a log file
 //! (splice file -> pipe -> socket, both io_uring operations), and the hand-off of a
-//! connection to another shard's thread.
+//! connection to another shard's thread. Inside a simulated world, listeners and connections
+//! are [`super::sim_net`]'s (no zero copy, no hand-off).
 
 use std::fs::File;
 use std::io;
@@ -12,6 +13,9 @@ use compio::buf::BufResult;
 use compio::io::{AsyncReadExt, AsyncWriteExt};
 use compio::net::{TcpListener, TcpStream};
 use socket2::{Domain, Protocol, Socket, Type};
+
+use super::sim;
+use super::sim_net::{SimConn, SimListener};
 
 /// Backlog of each listener.
 pub const LISTEN_BACKLOG: i32 = 1024;
@@ -30,33 +34,59 @@ pub fn bind_reuseport(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
 }
 
 /// A listener on a shard's loop.
-pub struct Listener(TcpListener);
+pub enum Listener {
+    Tcp(TcpListener),
+    Sim(SimListener),
+}
 
 impl Listener {
     pub fn from_std(l: std::net::TcpListener) -> io::Result<Self> {
-        Ok(Listener(TcpListener::from_std(l)?))
+        Ok(Listener::Tcp(TcpListener::from_std(l)?))
+    }
+
+    /// Listens on `addr` in the simulated world installed on this thread.
+    pub fn bind_sim(addr: SocketAddr) -> io::Result<Self> {
+        let world = sim::current().ok_or_else(|| io::Error::other("no simulated world"))?;
+        Ok(Listener::Sim(SimListener::bind(&world, addr)?))
     }
 
     pub async fn accept(&self) -> io::Result<(Conn, SocketAddr)> {
-        let (s, peer) = self.0.accept().await?;
-        let _ = s.set_nodelay(true);
-        Ok((Conn(s), peer))
+        match self {
+            Listener::Tcp(l) => {
+                let (s, peer) = l.accept().await?;
+                let _ = s.set_nodelay(true);
+                Ok((Conn::Tcp(s), peer))
+            }
+            Listener::Sim(l) => {
+                let (c, peer) = l.accept().await?;
+                Ok((Conn::Sim(c), peer))
+            }
+        }
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.0.local_addr()
+        match self {
+            Listener::Tcp(l) => l.local_addr(),
+            Listener::Sim(l) => Ok(l.local_addr()),
+        }
     }
 }
 
 /// A connection. Clones share the socket (one reader task, one writer task).
 #[derive(Clone)]
-pub struct Conn(TcpStream);
+pub enum Conn {
+    Tcp(TcpStream),
+    Sim(SimConn),
+}
 
 impl Conn {
     pub async fn connect(addr: SocketAddr) -> io::Result<Self> {
+        if let Some(world) = sim::current() {
+            return SimConn::connect(&world, addr).map(Conn::Sim);
+        }
         let s = TcpStream::connect(addr).await?;
         let _ = s.set_nodelay(true);
-        Ok(Conn(s))
+        Ok(Conn::Tcp(s))
     }
 
     /// Adopts a connection handed over from another shard.
@@ -64,37 +94,69 @@ impl Conn {
         s.set_nonblocking(true)?;
         let c = TcpStream::from_std(s)?;
         let _ = c.set_nodelay(true);
-        Ok(Conn(c))
+        Ok(Conn::Tcp(c))
     }
 
     /// A duplicate of the socket as a std stream, to hand to another shard; the caller drops
-    /// this `Conn` (and its clones) afterwards.
+    /// this `Conn` (and its clones) afterwards. Simulated connections are never handed off.
     pub fn to_std(&self) -> io::Result<std::net::TcpStream> {
-        let owned: OwnedFd = self.0.as_fd().try_clone_to_owned()?;
-        Ok(std::net::TcpStream::from(owned))
+        match self {
+            Conn::Tcp(s) => {
+                let owned: OwnedFd = s.as_fd().try_clone_to_owned()?;
+                Ok(std::net::TcpStream::from(owned))
+            }
+            Conn::Sim(_) => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "a simulated connection cannot change threads",
+            )),
+        }
     }
 
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.0.peer_addr()
+        match self {
+            Conn::Tcp(s) => s.peer_addr(),
+            Conn::Sim(c) => Ok(c.peer_addr()),
+        }
     }
 
     /// Reads what is available into the spare capacity of `buf` (appending). 0 = closed.
-    pub async fn read_append(&self, buf: Vec<u8>) -> (io::Result<usize>, Vec<u8>) {
-        let mut s = &self.0;
-        let BufResult(res, buf) = s.append(buf).await;
-        (res, buf)
+    pub async fn read_append(&self, mut buf: Vec<u8>) -> (io::Result<usize>, Vec<u8>) {
+        match self {
+            Conn::Tcp(s) => {
+                let mut s = s;
+                let BufResult(res, buf) = s.append(buf).await;
+                (res, buf)
+            }
+            Conn::Sim(c) => {
+                let res = c.read_append(&mut buf).await;
+                (res, buf)
+            }
+        }
     }
 
     /// Writes all of `buf`.
     pub async fn write_all(&self, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>) {
-        let mut s = &self.0;
-        let BufResult(res, buf) = s.write_all(buf).await;
-        (res, buf)
+        match self {
+            Conn::Tcp(s) => {
+                let mut s = s;
+                let BufResult(res, buf) = s.write_all(buf).await;
+                (res, buf)
+            }
+            Conn::Sim(c) => {
+                let res = c.write(&buf);
+                (res, buf)
+            }
+        }
     }
 
     pub async fn shutdown(&self) {
-        let mut s = &self.0;
-        let _ = compio::io::AsyncWrite::shutdown(&mut s).await;
+        match self {
+            Conn::Tcp(s) => {
+                let mut s = s;
+                let _ = compio::io::AsyncWrite::shutdown(&mut s).await;
+            }
+            Conn::Sim(c) => c.shutdown(),
+        }
     }
 }
 
@@ -138,7 +200,13 @@ impl SplicePipe {
             }
             let mut out = 0;
             while out < n {
-                let m = compio::fs::pipe::splice(&self.rx, &conn.0, n - out).await?;
+                let Conn::Tcp(sock) = conn else {
+                    return Err(io::Error::new(
+                        io::ErrorKind::Unsupported,
+                        "splice to a simulated connection",
+                    ));
+                };
+                let m = compio::fs::pipe::splice(&self.rx, sock, n - out).await?;
                 if m == 0 {
                     return Err(io::Error::new(
                         io::ErrorKind::WriteZero,
@@ -156,6 +224,12 @@ impl SplicePipe {
 /// A log file opened for zero-copy sends on this loop.
 #[derive(Clone)]
 pub struct SharedFile(compio::driver::SharedFd<File>);
+
+impl std::fmt::Debug for SharedFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SharedFile")
+    }
+}
 
 impl SharedFile {
     /// fdatasync on the loop's ring: the shard keeps serving while the disk works.

@@ -1,6 +1,7 @@
 //! The event-loop runtime of a shard (compio: io_uring through its fusion driver, epoll
 //! where io_uring is refused) behind a small surface: build a runtime on a pinned thread, spawn
-//! tasks, sleep, time out, yield. Nothing outside `io` names compio.
+//! tasks, sleep, time out, yield. Nothing outside `io` names compio. Inside a simulated world
+//! ([`super::sim`]) the same calls run on the simulator's executor and virtual time.
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -9,6 +10,8 @@ use std::time::Duration;
 
 use compio::driver::{DriverType, ProactorBuilder};
 use compio::runtime::{Runtime, RuntimeBuilder};
+
+use super::sim;
 
 /// Which event-loop driver a runtime ended up with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,37 +76,83 @@ impl EventLoop {
 
 /// Starts a task on the current shard's loop; it runs until it finishes (detached).
 pub fn spawn<F: Future<Output = ()> + 'static>(fut: F) {
-    compio::runtime::spawn(fut).detach();
+    match sim::current() {
+        Some(world) => {
+            world.spawn(fut);
+        }
+        None => compio::runtime::spawn(fut).detach(),
+    }
 }
 
-/// Starts a task and returns a handle to await its result.
+/// Starts a task and returns a handle to await its result. Dropping the handle cancels the
+/// task.
 pub fn spawn_joinable<T: 'static, F: Future<Output = T> + 'static>(fut: F) -> Task<T> {
-    Task(compio::runtime::spawn(fut))
+    match sim::current() {
+        Some(world) => Task::Sim(world.spawn_joinable(fut)),
+        None => Task::Loop(compio::runtime::spawn(fut)),
+    }
 }
 
 /// A spawned task's result.
-pub struct Task<T>(compio::runtime::JoinHandle<T>);
+pub enum Task<T> {
+    Loop(compio::runtime::JoinHandle<T>),
+    Sim(sim::JoinSlot<T>),
+}
 
 impl<T> Task<T> {
     /// Waits for the task; `None` if it panicked or was cancelled.
     pub async fn join(self) -> Option<T> {
-        self.0.await.ok()
+        match self {
+            Task::Loop(h) => h.await.ok(),
+            Task::Sim(s) => s.await,
+        }
     }
 }
 
 /// Runs `f` on a helper thread (for blocking file system work the loop must not wait for:
-/// renames, directory syncs); `None` if `f` panicked.
+/// renames, directory syncs); `None` if `f` panicked. In the simulator `f` runs inline, so
+/// the run stays deterministic.
 pub async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    if sim::active() {
+        return Some(f());
+    }
     compio::runtime::spawn_blocking(f).await.ok()
 }
 
 pub async fn sleep(d: Duration) {
-    compio::time::sleep(d).await;
+    match sim::current() {
+        Some(world) => sim::Sleep::new(world, d).await,
+        None => compio::time::sleep(d).await,
+    }
 }
 
 /// `Some(output)` if `fut` finishes within `d`.
 pub async fn timeout<F: Future>(d: Duration, fut: F) -> Option<F::Output> {
-    compio::time::timeout(d, fut).await.ok()
+    match sim::current() {
+        Some(world) => {
+            let sleep = std::pin::pin!(sim::Sleep::new(world, d));
+            let fut = std::pin::pin!(fut);
+            first_of(fut, sleep).await
+        }
+        None => compio::time::timeout(d, fut).await.ok(),
+    }
+}
+
+/// `Some(a's output)` if `a` finishes first (polled first), `None` if `b` does.
+async fn first_of<A: Future, B: Future>(
+    mut a: std::pin::Pin<&mut A>,
+    mut b: std::pin::Pin<&mut B>,
+) -> Option<A::Output> {
+    std::future::poll_fn(|cx| {
+        if let std::task::Poll::Ready(v) = a.as_mut().poll(cx) {
+            return std::task::Poll::Ready(Some(v));
+        }
+        if b.as_mut().poll(cx).is_ready() {
+            return std::task::Poll::Ready(None);
+        }
+        std::task::Poll::Pending
+    })
+    .await
 }
 
 /// Lets every other ready task of this loop run once (how appends that arrive together end

@@ -46,10 +46,7 @@ struct NamesrvService {
 }
 
 fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    crate::io::clock::now_ms().max(0) as u64
 }
 
 /// Starts a name server on `listen` (port 0 = any free port).

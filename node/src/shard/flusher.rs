@@ -98,14 +98,14 @@ pub async fn sync_log(shard: &Shard) -> u64 {
             // Retention removed it while an earlier sync ran: nothing left to make durable.
             continue;
         }
-        let file = match shard.segment_file(seg) {
+        let file = match shard.segment_handle(seg) {
             Ok((file, _)) => file,
             Err(e) => crate::fail_stop(&format!(
                 "shard {}: segment {seg} for fdatasync: {e}",
                 shard.id
             )),
         };
-        if let Err(e) = file.sync_data().await {
+        if let Err(e) = shard.disk().sync_file(&file).await {
             crate::fail_stop(&format!(
                 "shard {}: fdatasync of segment {seg}: {e}",
                 shard.id

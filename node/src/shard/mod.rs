@@ -12,6 +12,8 @@ pub mod ha;
 pub mod mailbox;
 pub mod placement;
 pub mod run;
+pub mod start;
+pub mod timers;
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
@@ -23,8 +25,8 @@ use event_listener::Event;
 use crate::broker::offsets::ConsumerOffsets;
 use crate::broker::{Broker, ShardCounters};
 use crate::ha::master::Replicas;
-use crate::io::disk::RealDisk;
 use crate::io::net::SharedFile;
+use crate::io::node_disk::{FileHandle, NodeDisk};
 use crate::store::index::KeyIndex;
 use crate::store::Store;
 
@@ -35,14 +37,14 @@ pub use flusher::Flusher;
 pub struct Shard {
     pub id: u16,
     pub broker: Arc<Broker>,
-    pub store: RefCell<Store<RealDisk>>,
+    pub store: RefCell<Store<NodeDisk>>,
     pub offsets: RefCell<ConsumerOffsets>,
     /// Per (topic, queue): the event parked pulls wait on.
     parked: RefCell<HashMap<String, BTreeMap<u32, Rc<Event>>>>,
     pub parked_count: Cell<usize>,
     pub flusher: Flusher,
     /// Descriptors of log segments for zero-copy sends, by segment start.
-    files: RefCell<Vec<(u64, SharedFile)>>,
+    files: RefCell<Vec<(u64, FileHandle)>>,
     pub connections: Cell<usize>,
     /// Slaves of this shard (master role).
     pub replicas: RefCell<Replicas>,
@@ -53,10 +55,10 @@ pub struct Shard {
     /// The master's log end as last heard (slave role; for lag).
     pub master_end: Cell<u64>,
     /// (msgs in, msgs out, when) at the last rate computation.
-    pub rate_sample: Cell<Option<(u64, u64, std::time::Instant)>>,
+    pub rate_sample: Cell<Option<(u64, u64, crate::io::clock::Instant)>>,
     /// The key index (query by key), built behind the log; `None` when
     /// `messageIndexEnable=false`.
-    pub index: Option<RefCell<KeyIndex<RealDisk>>>,
+    pub index: Option<RefCell<KeyIndex<NodeDisk>>>,
     /// Log bytes may be spliced from segment files to sockets (zero copy). Only on the
     /// io_uring loop: the epoll fallback waits for readiness, which a regular file never
     /// reports, so a splice from the log would never complete there; that loop copies.
@@ -73,7 +75,7 @@ impl Shard {
     pub fn new(
         id: u16,
         broker: Arc<Broker>,
-        store: Store<RealDisk>,
+        store: Store<NodeDisk>,
         offsets: ConsumerOffsets,
         splice_ok: bool,
     ) -> Self {
@@ -163,6 +165,13 @@ impl Shard {
 
     /// A descriptor for zero-copy sends from the segment holding `physical_offset`.
     pub fn segment_file(&self, physical_offset: u64) -> std::io::Result<(SharedFile, u64)> {
+        let (handle, off) = self.segment_handle(physical_offset)?;
+        Ok((handle.shared()?, off))
+    }
+
+    /// An owned handle of the segment holding `physical_offset` (for syncs on the loop and
+    /// zero-copy sends), and the offset inside it.
+    pub fn segment_handle(&self, physical_offset: u64) -> std::io::Result<(FileHandle, u64)> {
         let store = self.store.borrow();
         let (file, off) = store
             .locate(physical_offset)
@@ -172,10 +181,15 @@ impl Shard {
         if let Some((_, f)) = files.iter().find(|(s, _)| *s == start) {
             return Ok((f.clone(), off));
         }
-        let shared = SharedFile::dup(file.std())?;
+        let handle = store.disk().handle(file)?;
         files.retain(|(s, _)| *s >= store.min_offset());
-        files.push((start, shared.clone()));
-        Ok((shared, off))
+        files.push((start, handle.clone()));
+        Ok((handle, off))
+    }
+
+    /// The shard's disk (a clone: it is a handle).
+    pub fn disk(&self) -> NodeDisk {
+        self.store.borrow().disk().clone()
     }
 
     /// Forgets cached segment descriptors (after retention removed segments).

@@ -323,12 +323,23 @@ impl Disk for FaultDisk {
     fn sync_data(&self, file: &FaultFile) -> io::Result<()> {
         self.op()?;
         let mut inner = self.inner.borrow_mut();
+        let inner = &mut *inner;
         let f = inner
             .files
             .get_mut(&file.path)
             .ok_or_else(|| not_found(&file.path))?;
-        f.durable = f.written.clone();
-        inner.pending.retain(|(p, _, _)| *p != file.path);
+        // Durable becomes written by replaying this file's unsynced writes in order (not by
+        // copying the whole file: segments are large and syncs frequent).
+        inner.pending.retain(|(p, offset, data)| {
+            if *p != file.path {
+                return true;
+            }
+            apply_write(&mut f.durable, *offset, data);
+            false
+        });
+        // A write past a later shrink (set_len) is not in the file any more.
+        let len = f.written.len();
+        f.durable.truncate(len);
         Ok(())
     }
 

@@ -628,7 +628,14 @@ impl<D: Disk + Clone> Store<D> {
                 tag_hash: m.tag_hash,
             };
             let cq = self.queue_or_open(&topic, m.queue_id)?;
-            let queue_offset = cq.stage(unit)?;
+            let queue_offset = if cq.next_offset() == 4
+                && crate::planted::once(crate::planted::Bug::SkipCqWrite)
+            {
+                // Planted bug: the record gets queue offset 4 but no ConsumeQueue unit.
+                cq.next_offset()
+            } else {
+                cq.stage(unit)?
+            };
             if !touched.iter().any(|(t, q)| *t == topic && *q == m.queue_id) {
                 touched.push((topic, m.queue_id));
             }

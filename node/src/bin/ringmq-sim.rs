@@ -1,0 +1,132 @@
+//! `ringmq-sim`: runs the deterministic simulator over a range of seeds and prints one JSON
+//! line with what it ran (see `docs/simulation.md`). Exit status 1 when a run broke an
+//! invariant (the replay command is printed), 2 on bad arguments.
+
+use std::io::Write;
+use std::time::Instant;
+
+use clap::Parser;
+use ringmq_node::planted::Bug;
+use ringmq_node::sim::{self, Options};
+
+/// Deterministic simulation of a ringmq deployment (master, slave, clients) on virtual time,
+/// with crashes, torn writes, full and slow disks, connection resets, partitions and clock
+/// jumps; checks that nothing acknowledged is lost and that queues match the log.
+#[derive(Parser, Debug)]
+#[command(name = "ringmq-sim", version)]
+struct Args {
+    /// First seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Number of seeds to run (seed, seed+1, ...).
+    #[arg(long, default_value_t = 10)]
+    runs: u64,
+    /// Plant a known bug the simulator must find: ack-before-fsync, ack-before-slave,
+    /// skip-cq-write.
+    #[arg(long, value_name = "NAME")]
+    inject_bug: Option<String>,
+    /// Virtual seconds of load and faults per run.
+    #[arg(long, default_value_t = 30)]
+    virtual_secs: u64,
+    /// Keep going after a failed run (default: stop at the first).
+    #[arg(long)]
+    keep_going: bool,
+    /// Print one line per run.
+    #[arg(long)]
+    verbose: bool,
+}
+
+fn main() {
+    let args = Args::parse();
+    let bug = match args.inject_bug.as_deref() {
+        None => None,
+        Some(name) => match Bug::parse(name) {
+            Some(b) => Some(b),
+            None => {
+                let names: Vec<&str> = Bug::ALL.iter().map(|b| b.name()).collect();
+                eprintln!(
+                    "ringmq-sim: unknown bug {name:?}; planted bugs: {}",
+                    names.join(", ")
+                );
+                std::process::exit(2);
+            }
+        },
+    };
+    let started = Instant::now();
+    let mut last_progress = Instant::now();
+    let (mut events, mut failed, mut ran) = (0u64, 0u64, 0u64);
+    let mut digest: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut first_failure: Option<(u64, String)> = None;
+    let mut virtual_ms = 0u64;
+    for seed in args.seed..args.seed.saturating_add(args.runs) {
+        let report = sim::run_one(&Options {
+            seed,
+            bug,
+            virtual_secs: args.virtual_secs,
+            scratch_dir: std::env::temp_dir(),
+        });
+        ran += 1;
+        events += report.events;
+        virtual_ms += report.virtual_ms;
+        digest = (digest ^ report.digest).wrapping_mul(0x0100_0000_01b3);
+        if args.verbose {
+            eprintln!(
+                "seed {seed}: {} | {} events, {} ms virtual, {} crashes, {} sends ok, {} records pulled, {} long polls woken{}",
+                report.mode,
+                report.events,
+                report.virtual_ms,
+                report.crashes,
+                report.sends_ok,
+                report.pulled_records,
+                report.long_polls_woken,
+                report
+                    .failure
+                    .as_ref()
+                    .map(|f| format!(" | FAILED {f}"))
+                    .unwrap_or_default()
+            );
+        }
+        if let Some(f) = report.failure {
+            failed += 1;
+            let replay = format!(
+                "scripts/sim.sh --seed {seed} --runs 1{}",
+                bug.map(|b| format!(" --inject-bug {}", b.name()))
+                    .unwrap_or_default()
+            );
+            eprintln!("ringmq-sim: seed {seed} ({}) failed: {f}", report.mode);
+            for fault in report.faults.iter().rev().take(12).rev() {
+                eprintln!("    fault: {fault}");
+            }
+            eprintln!("ringmq-sim: replay with: {replay}");
+            if first_failure.is_none() {
+                first_failure = Some((seed, f));
+            }
+            if !args.keep_going {
+                break;
+            }
+        }
+        if last_progress.elapsed().as_secs() >= 5 {
+            last_progress = Instant::now();
+            eprintln!(
+                "ringmq-sim: {ran}/{} seeds, {failed} failed, {events} events, {:.0} events/s",
+                args.runs,
+                events as f64 / started.elapsed().as_secs_f64()
+            );
+        }
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let out = serde_json::json!({
+        "seed_start": args.seed,
+        "runs": ran,
+        "failed": failed,
+        "events": events,
+        "digest": format!("{digest:016x}"),
+        "inject_bug": bug.map(|b| b.name()),
+        "first_failed_seed": first_failure.as_ref().map(|(s, _)| *s),
+        "virtual_s": virtual_ms as f64 / 1000.0,
+        "wall_s": (secs * 1000.0).round() / 1000.0,
+        "events_per_s": (events as f64 / secs.max(1e-9)).round(),
+    });
+    let _ = writeln!(std::io::stdout(), "{out}");
+    std::process::exit(i32::from(failed > 0));
+}

@@ -1,0 +1,242 @@
+//! The disk a shard is given: the real one ([`RealDisk`]: io_uring writes, mmap reads) or,
+//! in the simulator, a [`FaultDisk`] (in-memory files that crash, tear, fill up) whose
+//! fdatasyncs take virtual time. Every store, ConsumeQueue, index and checkpoint operation
+//! of a shard goes through it, including the fdatasyncs the shard runs on its loop
+//! ([`NodeDisk::sync_file`], [`NodeDisk::sync_dir_async`]), so crash tests and the simulator
+//! see the same sync order production runs.
+
+use std::cell::Cell;
+use std::io;
+use std::path::Path;
+use std::rc::Rc;
+use std::time::Duration;
+
+use super::disk::{RealDisk, RealFile};
+use super::net::SharedFile;
+use super::rt;
+use crate::store::disk::{Disk, SpaceInfo, WriteOp};
+use crate::store::fault_disk::{FaultDisk, FaultFile};
+
+/// A shard's disk.
+#[derive(Debug, Clone)]
+pub enum NodeDisk {
+    Real(RealDisk),
+    Sim(SimDisk),
+}
+
+/// A file of a [`NodeDisk`].
+#[derive(Debug)]
+pub enum NodeFile {
+    Real(RealFile),
+    Sim(FaultFile),
+}
+
+/// The simulator's disk: a [`FaultDisk`] whose fdatasyncs on the loop take virtual time
+/// (a slow disk is a long one).
+#[derive(Debug, Clone)]
+pub struct SimDisk {
+    pub disk: FaultDisk,
+    /// Virtual duration of one loop fdatasync, microseconds (shared: the simulator changes it).
+    pub sync_us: Rc<Cell<u64>>,
+}
+
+/// An owned handle to a file of a [`NodeDisk`], kept across an `.await` while the store
+/// (which owns the file) stays borrowable: a duplicated descriptor, or a simulated path.
+#[derive(Debug, Clone)]
+pub enum FileHandle {
+    Real(SharedFile),
+    Sim(FaultFile),
+}
+
+impl NodeDisk {
+    /// A handle for syncing `file` from the loop ([`Self::sync_file`]).
+    pub fn handle(&self, file: &NodeFile) -> io::Result<FileHandle> {
+        match file {
+            NodeFile::Real(f) => Ok(FileHandle::Real(SharedFile::dup(f.std())?)),
+            NodeFile::Sim(f) => Ok(FileHandle::Sim(f.clone())),
+        }
+    }
+
+    /// fdatasync of a file without blocking the loop: on the loop's io_uring for the real
+    /// disk, after a virtual delay in the simulator.
+    pub async fn sync_file(&self, file: &FileHandle) -> io::Result<()> {
+        match (self, file) {
+            (NodeDisk::Real(_), FileHandle::Real(f)) => f.sync_data().await,
+            (NodeDisk::Sim(d), FileHandle::Sim(f)) => {
+                d.delay().await;
+                d.disk.sync_data(f)
+            }
+            _ => Err(mismatch()),
+        }
+    }
+
+    /// fsync of directory `dir` without blocking the loop.
+    pub async fn sync_dir_async(&self, dir: &Path) -> io::Result<()> {
+        match self {
+            NodeDisk::Real(_) => SharedFile::open_dir(dir)?.sync_data().await,
+            NodeDisk::Sim(d) => {
+                d.delay().await;
+                d.disk.sync_dir(dir)
+            }
+        }
+    }
+}
+
+impl FileHandle {
+    /// The descriptor for zero-copy sends (real files only).
+    pub fn shared(&self) -> io::Result<SharedFile> {
+        match self {
+            FileHandle::Real(f) => Ok(f.clone()),
+            FileHandle::Sim(_) => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "simulated files are sent by copy",
+            )),
+        }
+    }
+}
+
+impl SimDisk {
+    async fn delay(&self) {
+        let us = self.sync_us.get();
+        if us > 0 {
+            rt::sleep(Duration::from_micros(us)).await;
+        }
+    }
+}
+
+fn mismatch() -> io::Error {
+    io::Error::other("a file of one disk used with another")
+}
+
+/// Calls `$body` with the inner disk and file of the same kind, or fails on a mix.
+macro_rules! both {
+    ($self:expr, $file:expr, |$d:ident, $f:ident| $body:expr) => {
+        match ($self, $file) {
+            (NodeDisk::Real($d), NodeFile::Real($f)) => $body,
+            (NodeDisk::Sim(s), NodeFile::Sim($f)) => {
+                let $d = &s.disk;
+                $body
+            }
+            _ => Err(mismatch()),
+        }
+    };
+}
+
+/// Calls `$body` with the inner disk.
+macro_rules! each {
+    ($self:expr, |$d:ident| $body:expr) => {
+        match $self {
+            NodeDisk::Real($d) => $body,
+            NodeDisk::Sim(s) => {
+                let $d = &s.disk;
+                $body
+            }
+        }
+    };
+}
+
+impl Disk for NodeDisk {
+    type File = NodeFile;
+
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        each!(self, |d| d.create_dir_all(dir))
+    }
+
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
+        each!(self, |d| d.list_dir(dir))
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        each!(self, |d| d.exists(path))
+    }
+
+    fn open(&self, path: &Path, create: bool) -> io::Result<NodeFile> {
+        match self {
+            NodeDisk::Real(d) => d.open(path, create).map(NodeFile::Real),
+            NodeDisk::Sim(s) => s.disk.open(path, create).map(NodeFile::Sim),
+        }
+    }
+
+    fn file_len(&self, file: &NodeFile) -> io::Result<u64> {
+        both!(self, file, |d, f| d.file_len(f))
+    }
+
+    fn set_len(&self, file: &NodeFile, len: u64) -> io::Result<()> {
+        both!(self, file, |d, f| d.set_len(f, len))
+    }
+
+    fn set_len_sparse(&self, file: &NodeFile, len: u64) -> io::Result<()> {
+        both!(self, file, |d, f| d.set_len_sparse(f, len))
+    }
+
+    fn write_at(&self, file: &NodeFile, offset: u64, data: &[u8]) -> io::Result<()> {
+        both!(self, file, |d, f| d.write_at(f, offset, data))
+    }
+
+    fn write_all(&self, ops: &[WriteOp<'_, NodeFile>]) -> io::Result<()> {
+        match self {
+            NodeDisk::Real(d) => {
+                let mut real = Vec::with_capacity(ops.len());
+                for op in ops {
+                    let NodeFile::Real(file) = op.file else {
+                        return Err(mismatch());
+                    };
+                    real.push(WriteOp {
+                        file,
+                        offset: op.offset,
+                        data: op.data,
+                    });
+                }
+                d.write_all(&real)
+            }
+            NodeDisk::Sim(s) => {
+                for op in ops {
+                    let NodeFile::Sim(file) = op.file else {
+                        return Err(mismatch());
+                    };
+                    s.disk.write_at(file, op.offset, op.data)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn sync_data(&self, file: &NodeFile) -> io::Result<()> {
+        both!(self, file, |d, f| d.sync_data(f))
+    }
+
+    fn read_at(&self, file: &NodeFile, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        both!(self, file, |d, f| d.read_at(f, offset, buf))
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        each!(self, |d| d.remove_file(path))
+    }
+
+    fn remove_dir_all(&self, path: &Path) -> io::Result<()> {
+        each!(self, |d| d.remove_dir_all(path))
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        each!(self, |d| d.rename(from, to))
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        each!(self, |d| d.sync_dir(dir))
+    }
+
+    fn space(&self, dir: &Path) -> io::Result<SpaceInfo> {
+        each!(self, |d| d.space(dir))
+    }
+
+    fn prepare(&self, path: &Path, len: u64) {
+        each!(self, |d| d.prepare(path, len))
+    }
+
+    fn take_prepared(&self, path: &Path, len: u64) -> io::Result<NodeFile> {
+        match self {
+            NodeDisk::Real(d) => d.take_prepared(path, len).map(NodeFile::Real),
+            NodeDisk::Sim(s) => s.disk.take_prepared(path, len).map(NodeFile::Sim),
+        }
+    }
+}

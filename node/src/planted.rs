@@ -1,0 +1,53 @@
+//! Known bugs the simulator must be able to find (its proof that it can fail), switched on
+//! per thread by the simulator only (`ringmq-sim --inject-bug NAME`). Production never sets
+//! the switch; reading it costs one thread-local load on the paths that check it.
+
+use std::cell::Cell;
+
+/// A planted bug.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bug {
+    /// SYNC_FLUSH acknowledges before the fdatasync that covers the record.
+    AckBeforeFsync,
+    /// SYNC_MASTER acknowledges before a slave acknowledged the record.
+    AckBeforeSlave,
+    /// One record (the 5th appended to a queue) gets no ConsumeQueue entry.
+    SkipCqWrite,
+}
+
+impl Bug {
+    pub const ALL: [Bug; 3] = [Bug::AckBeforeFsync, Bug::AckBeforeSlave, Bug::SkipCqWrite];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Bug::AckBeforeFsync => "ack-before-fsync",
+            Bug::AckBeforeSlave => "ack-before-slave",
+            Bug::SkipCqWrite => "skip-cq-write",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Bug> {
+        Bug::ALL.into_iter().find(|b| b.name() == name)
+    }
+}
+
+thread_local! {
+    static PLANTED: Cell<Option<Bug>> = const { Cell::new(None) };
+    static FIRED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Plants `bug` on this thread (`None` removes it).
+pub fn plant(bug: Option<Bug>) {
+    PLANTED.with(|p| p.set(bug));
+    FIRED.with(|f| f.set(false));
+}
+
+/// True the first time it is asked while `bug` is planted (a bug that strikes once).
+pub fn once(bug: Bug) -> bool {
+    is(bug) && !FIRED.with(|f| f.replace(true))
+}
+
+/// True when `bug` is planted on this thread.
+pub fn is(bug: Bug) -> bool {
+    PLANTED.with(|p| p.get() == Some(bug))
+}

@@ -1,0 +1,417 @@
+//! Starting a broker: the topic table, the shared [`Broker`], and its shards. For real, one
+//! pinned thread per shard, each opening its store (recovery happens here), binding its
+//! SO_REUSEPORT listener and running its loop ([`super::run`]); `BrokerHandle::stop` is the
+//! graceful shutdown. In the simulator ([`start_sim`]), the same shards on the simulated
+//! world's executor, disk and network.
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+use crate::broker::offsets::ConsumerOffsets;
+use crate::broker::{Broker, ConsumerGroups, MasterAddrs, Runtime, ShardCounters, Topics};
+use crate::config::BrokerConfig;
+use crate::io::clock;
+use crate::io::disk::RealDisk;
+use crate::io::net::{self as ionet, Listener};
+use crate::io::node_disk::{NodeDisk, SimDisk};
+use crate::io::rt::{EventLoop, LoopDriver};
+use crate::io::sim;
+use crate::limits;
+use crate::shard::mailbox::Mail;
+use crate::shard::run::run;
+use crate::shard::Shard;
+use crate::store::{Store, StoreConfig};
+
+/// How a broker is started beyond its config file.
+#[derive(Debug, Clone)]
+pub struct StartOptions {
+    /// Address to listen on (host and `listenPort`; port 0 = any free port).
+    pub listen: SocketAddr,
+    /// The host published to name servers and written into records (`brokerIP1`).
+    pub publish_host: std::net::IpAddr,
+    /// Skip io_uring (`RINGMQ_IO=epoll`): event loops on epoll, store writes by pwrite.
+    pub force_fallback: bool,
+    pub transfer_msg_by_heap: bool,
+}
+
+/// A running broker.
+#[derive(Debug)]
+pub struct BrokerHandle {
+    pub broker: Arc<Broker>,
+    pub addr: SocketAddr,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+/// What a shard reports once started.
+type Ready = Result<String, String>;
+
+/// Starts every shard; returns once all of them have opened their store and listen.
+pub fn start(config: BrokerConfig, opts: StartOptions) -> Result<BrokerHandle, String> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let shard_count = config.shards.unwrap_or(cores).clamp(1, limits::SHARDS_MAX) as u16;
+    let root = config.store_path_root_dir.clone();
+    check_shard_count(&root, shard_count)?;
+    let topics = Topics::load(&root, shard_count).map_err(|e| format!("loading topics: {e}"))?;
+    let first =
+        ionet::bind_reuseport(opts.listen).map_err(|e| format!("binding {}: {e}", opts.listen))?;
+    let port = first.local_addr().map_err(|e| e.to_string())?.port();
+    let mut listeners = vec![first];
+    for _ in 1..shard_count {
+        let addr = SocketAddr::new(opts.listen.ip(), port);
+        listeners.push(ionet::bind_reuseport(addr).map_err(|e| format!("binding {addr}: {e}"))?);
+    }
+    let ha_listeners = bind_ha(&config, opts.listen, shard_count)?;
+    let addr = SocketAddr::new(opts.publish_host, port);
+    let ha_addr = ha_listeners
+        .first()
+        .and_then(|l| l.local_addr().ok())
+        .map(|a| SocketAddr::new(opts.publish_host, a.port()));
+    let (broker, inboxes) = build_broker(
+        config,
+        topics,
+        shard_count,
+        addr,
+        ha_addr,
+        opts.transfer_msg_by_heap,
+    )?;
+    let (ready_tx, ready_rx) = mpsc::channel::<(u16, Ready)>();
+    let mut threads = Vec::new();
+    let mut ha_listeners = ha_listeners.into_iter();
+    for (id, (listener, inbox)) in listeners.into_iter().zip(inboxes).enumerate() {
+        let ha_listener = ha_listeners.next();
+        let id = id as u16;
+        let broker = Arc::clone(&broker);
+        let ready = ready_tx.clone();
+        let pin = broker.config.pin_cores.then_some(id as usize % cores);
+        let fallback = opts.force_fallback;
+        let t = std::thread::Builder::new()
+            .name(format!("ringmq-shard-{id}"))
+            .spawn(move || {
+                shard_thread(
+                    id,
+                    broker,
+                    listener,
+                    ha_listener,
+                    inbox,
+                    pin,
+                    fallback,
+                    ready,
+                )
+            })
+            .map_err(|e| format!("spawning shard {id}: {e}"))?;
+        threads.push(t);
+    }
+    drop(ready_tx);
+    let mut errors = Vec::new();
+    for _ in 0..shard_count {
+        match ready_rx.recv() {
+            Ok((id, Ok(info))) => log::info!("shard {id}: {info}"),
+            Ok((id, Err(e))) => errors.push(format!("shard {id}: {e}")),
+            Err(_) => errors.push("a shard thread died while starting".to_string()),
+        }
+    }
+    let handle = BrokerHandle {
+        broker,
+        addr,
+        threads,
+    };
+    if !errors.is_empty() {
+        handle.stop();
+        return Err(errors.join("; "));
+    }
+    // Routes name this broker only once a name server has its registration: wait a moment
+    // for the first one, so "ready" means clients can find it.
+    if !handle.broker.config.namesrv_addr.is_empty() {
+        let deadline = clock::Instant::now() + Duration::from_secs(3);
+        while !handle.broker.registered.load(Ordering::SeqCst) && clock::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if !handle.broker.registered.load(Ordering::SeqCst) {
+            log::warn!("no name server accepted the registration yet; retrying in the background");
+        }
+    }
+    Ok(handle)
+}
+
+impl BrokerHandle {
+    /// Graceful stop: refuse new work, finish in-flight requests, flush, checkpoint, close.
+    pub fn stop(self) {
+        self.broker.shutting_down.store(true, Ordering::SeqCst);
+        for mb in &self.broker.mailboxes {
+            let _ = mb.send(Mail::Shutdown);
+        }
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+/// One SO_REUSEPORT listener per shard on the HA port (masters only). With an ephemeral
+/// broker port the HA port is ephemeral too.
+fn bind_ha(
+    config: &BrokerConfig,
+    listen: SocketAddr,
+    shards: u16,
+) -> Result<Vec<std::net::TcpListener>, String> {
+    if !config.broker_role.is_master() {
+        return Ok(Vec::new());
+    }
+    let port = config.ha_listen_port().unwrap_or(0);
+    let first = ionet::bind_reuseport(SocketAddr::new(listen.ip(), port))
+        .map_err(|e| format!("binding the HA port {port}: {e}"))?;
+    let port = first.local_addr().map_err(|e| e.to_string())?.port();
+    let mut out = vec![first];
+    for _ in 1..shards {
+        out.push(
+            ionet::bind_reuseport(SocketAddr::new(listen.ip(), port))
+                .map_err(|e| format!("binding the HA port {port}: {e}"))?,
+        );
+    }
+    Ok(out)
+}
+
+fn check_shard_count(root: &std::path::Path, shards: u16) -> Result<(), String> {
+    let path = root.join("config").join("shards");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            let had: u16 = text
+                .trim()
+                .parse()
+                .map_err(|_| format!("{}: not a number", path.display()))?;
+            if had != shards {
+                return Err(format!(
+                    "{} was written with {had} shards and this start asks for {shards}: queues live in per-shard CommitLogs, so the shard count cannot change (start with --shards {had})",
+                    root.display()
+                ));
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            crate::broker::topics::write_atomically(&path, format!("{shards}\n").as_bytes())
+                .map_err(|e| format!("{}: {e}", path.display()))
+        }
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+/// The state every shard shares, and each shard's mailbox receiver.
+fn build_broker(
+    config: BrokerConfig,
+    topics: Topics,
+    shard_count: u16,
+    addr: SocketAddr,
+    ha_addr: Option<SocketAddr>,
+    transfer_msg_by_heap: bool,
+) -> Result<(Arc<Broker>, Vec<flume::Receiver<Mail>>), String> {
+    let mut mailboxes = Vec::new();
+    let mut inboxes = Vec::new();
+    for _ in 0..shard_count {
+        let (tx, rx) = flume::bounded(limits::MAILBOX_MESSAGES_MAX);
+        mailboxes.push(tx);
+        inboxes.push(rx);
+    }
+    let rt_cfg = Runtime {
+        flush: config.flush_disk_type,
+        frame_bytes_max: limits::FRAME_BYTES_MAX,
+        transfer_msg_by_heap,
+        long_polling: config.long_polling_enable,
+    };
+    let master = MasterAddrs {
+        broker: None,
+        ha: match &config.ha_master_address {
+            Some(a) => Some(
+                a.parse()
+                    .map_err(|_| format!("haMasterAddress {a} is not host:port"))?,
+            ),
+            None => None,
+        },
+    };
+    let broker = Arc::new(Broker {
+        rt: rt_cfg,
+        live: crate::broker::live::Live::new(&config),
+        addr,
+        shard_count,
+        topics,
+        groups: Mutex::new(ConsumerGroups::default()),
+        counters: (0..shard_count).map(|_| ShardCounters::default()).collect(),
+        mailboxes,
+        connections: Default::default(),
+        shutting_down: Default::default(),
+        registered: Default::default(),
+        topics_changed: event_listener::Event::new(),
+        started_ms: Broker::now_ms(),
+        master: Mutex::new(master),
+        ha_addr,
+        config,
+    });
+    Ok((broker, inboxes))
+}
+
+/// Opens shard `id`'s store (recovering it), consumer offsets and key index on `disk`.
+/// Returns the shard and a line for the log (recovery, log range).
+pub fn open_shard(
+    id: u16,
+    broker: Arc<Broker>,
+    disk: NodeDisk,
+    splice_ok: bool,
+) -> Result<(Shard, String), String> {
+    let cfg = &broker.config;
+    let mut scfg = StoreConfig::new(&cfg.store_path_root_dir, id, broker.addr);
+    scfg.segment_bytes = cfg.mapped_file_size_commit_log_bytes;
+    scfg.cq_units_per_file = cfg.consume_queue_file_bytes() / 20;
+    scfg.disk_full_ratio = f64::from(cfg.disk_space_warning_level_ratio) / 100.0;
+    let mut store = Store::open(disk, scfg).map_err(|e| format!("opening the store: {e}"))?;
+    if cfg.broker_role.is_master() && cfg.warm_segments() {
+        // A fresh store's first segment is pre-written before the broker says it is ready:
+        // otherwise the first send waits for it (4.7 s for 2 x 1 GiB on the test VM, past a
+        // client's 3 s send timeout).
+        let started = clock::Instant::now();
+        let opened = store
+            .open_active_segment()
+            .map_err(|e| format!("preparing the first log segment: {e}"))?;
+        if opened {
+            log::info!(
+                "shard {id}: log segment at {} pre-written in {} ms (warmMapedFileEnable)",
+                store.write_offset(),
+                started.elapsed().as_millis()
+            );
+        }
+    }
+    let rec = store.recovery().clone();
+    let offsets = ConsumerOffsets::load(&cfg.store_path_root_dir, id)
+        .map_err(|e| format!("loading consumer offsets: {e}"))?;
+    let info = format!(
+        "{} shutdown last time, log {}..{}{}",
+        if rec.clean {
+            "clean"
+        } else {
+            "unclean (recovered)"
+        },
+        store.min_offset(),
+        store.write_offset(),
+        rec.torn_tail
+            .as_ref()
+            .map(|t| format!(", torn tail truncated: {t}"))
+            .unwrap_or_default(),
+    );
+    let index = if cfg.message_index_enable {
+        let dir = cfg.store_path_root_dir.join("index").join(id.to_string());
+        let index = crate::store::index::KeyIndex::open(
+            store.disk(),
+            &dir,
+            cfg.max_hash_slot_num,
+            cfg.max_index_num,
+        )
+        .map_err(|e| format!("opening the key index: {e}"))?;
+        Some(std::cell::RefCell::new(index))
+    } else {
+        None
+    };
+    let mut shard = Shard::new(id, broker, store, offsets, splice_ok);
+    shard.index = index;
+    Ok((shard, info))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn shard_thread(
+    id: u16,
+    broker: Arc<Broker>,
+    listener: std::net::TcpListener,
+    ha_listener: Option<std::net::TcpListener>,
+    inbox: flume::Receiver<Mail>,
+    pin: Option<usize>,
+    fallback: bool,
+    ready: mpsc::Sender<(u16, Ready)>,
+) {
+    let event_loop = match EventLoop::new(pin, fallback) {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = ready.send((id, Err(format!("event loop: {e}"))));
+            return;
+        }
+    };
+    let disk = if fallback {
+        RealDisk::fallback("RINGMQ_IO=epoll")
+    } else {
+        RealDisk::new()
+    };
+    disk.set_warm_segments(broker.config.warm_segments());
+    let driver = disk.driver().clone();
+    let splice_ok = event_loop.driver() == LoopDriver::IoUring;
+    let (shard, info) = match open_shard(id, broker, NodeDisk::Real(disk), splice_ok) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = ready.send((id, Err(e)));
+            return;
+        }
+    };
+    let info = format!(
+        "event loop {}, store writes {driver}, pinned to {}, {info}",
+        event_loop.driver(),
+        pin.map_or("no core".to_string(), |c| format!("core {c}")),
+    );
+    let shard = Rc::new(shard);
+    event_loop.block_on(async move {
+        let listener = match Listener::from_std(listener) {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = ready.send((id, Err(format!("listener: {e}"))));
+                return;
+            }
+        };
+        let ha_listener = match ha_listener.map(Listener::from_std).transpose() {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = ready.send((id, Err(format!("HA listener: {e}"))));
+                return;
+            }
+        };
+        let _ = ready.send((id, Ok(info)));
+        run(shard, listener, ha_listener, inbox).await;
+    });
+}
+
+/// A broker started in the simulated world installed on this thread.
+#[derive(Debug)]
+pub struct SimBroker {
+    pub broker: Arc<Broker>,
+    pub shards: Vec<Rc<Shard>>,
+}
+
+/// Starts a broker of one shard in the simulated world, as the running node (see
+/// [`sim::World::spawn_on`]): its store on `disk`, listening on `addr` (and, for a master,
+/// replication on `addr`'s port + 1). The configuration files under
+/// `storePathRootDir` (topics, consumer offsets) are real files, written atomically.
+/// One shard: handing a connection to another shard moves a socket between threads, which
+/// the simulated network does not model.
+pub fn start_sim(
+    config: BrokerConfig,
+    addr: SocketAddr,
+    disk: SimDisk,
+) -> Result<SimBroker, String> {
+    let world = sim::current().ok_or("no simulated world on this thread")?;
+    let root = config.store_path_root_dir.clone();
+    let topics = Topics::load(&root, 1).map_err(|e| format!("loading topics: {e}"))?;
+    let ha_addr = config
+        .broker_role
+        .is_master()
+        .then(|| SocketAddr::new(addr.ip(), addr.port() + 1));
+    let listener = Listener::bind_sim(addr).map_err(|e| format!("binding {addr}: {e}"))?;
+    let ha_listener = ha_addr
+        .map(Listener::bind_sim)
+        .transpose()
+        .map_err(|e| format!("binding the HA port: {e}"))?;
+    let (broker, mut inboxes) = build_broker(config, topics, 1, addr, ha_addr, true)?;
+    let (shard, info) = open_shard(0, Arc::clone(&broker), NodeDisk::Sim(disk), false)?;
+    log::debug!("sim broker {addr}: {info}");
+    let shard = Rc::new(shard);
+    let inbox = inboxes.pop().ok_or("no mailbox")?;
+    world.spawn(run(Rc::clone(&shard), listener, ha_listener, inbox));
+    Ok(SimBroker {
+        broker,
+        shards: vec![shard],
+    })
+}

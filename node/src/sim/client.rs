@@ -1,0 +1,569 @@
+//! Simulated clients: tasks on the clients' node that speak the native protocol over the
+//! simulated network to the broker's real connection handling and request handlers, doing
+//! what the real client does (sync and batch sends, long-polling pulls, offset commits and
+//! queries, heartbeats, topic create and delete), and recording what was acknowledged in the
+//! [`Oracle`]. Every pull answer is checked as it arrives ([`Checks`]).
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+use ringmq_wire::code::{RequestCode, Status};
+use ringmq_wire::codec::{Decode, Empty, Encode};
+use ringmq_wire::command::route::perm;
+use ringmq_wire::command::{
+    ConsumeFromWhere, ConsumeType, ConsumerGroupData, CreateTopicRequest, DeleteTopicRequest,
+    FilterType, HeartbeatData, MessageModel, PullRequest, PullResponse, QueryConsumerOffsetRequest,
+    Response, SendRequest, SendResponse, Subscription, UpdateConsumerOffsetRequest,
+};
+use ringmq_wire::frame;
+use ringmq_wire::record::{self, Entry, Message};
+
+use crate::io::net::Conn;
+use crate::io::rt;
+use crate::io::sim::World;
+
+/// Topics whose acknowledged records are checked (never deleted).
+pub const TOPICS: [&str; 2] = ["SimOrders", "SimEvents"];
+/// Queues per topic (auto-created with the broker's default of 8; the workload uses 4).
+pub const QUEUES: u32 = 4;
+pub const GROUP: &str = "sim-group";
+/// Longest a client waits for an answer before it gives the connection up.
+pub const CALL_TIMEOUT_MS: u64 = 8_000;
+
+/// An acknowledged record: what was sent, and when the acknowledgement arrived.
+#[derive(Debug, Clone)]
+pub struct Acked {
+    pub body: Vec<u8>,
+    pub at_ns: u64,
+}
+
+/// What the clients were told, to hold the broker to it.
+#[derive(Debug, Default)]
+pub struct Oracle {
+    /// (topic, queue, queue offset) -> the acknowledged record there.
+    pub acked: BTreeMap<(String, u32, u64), Acked>,
+    /// Every body ever sent (acknowledged or not): a pull may return any of them, never
+    /// anything else.
+    pub sent: BTreeSet<Vec<u8>>,
+}
+
+/// Failures found by clients as answers arrive, and counters.
+#[derive(Debug, Default)]
+pub struct Checks {
+    pub failures: Vec<String>,
+    pub sends_ok: u64,
+    pub sends_failed: u64,
+    pub pulls_found: u64,
+    pub pulled_records: u64,
+    pub long_polls_woken: u64,
+}
+
+/// What the clients share with the simulator.
+#[derive(Clone)]
+pub struct Shared {
+    pub world: World,
+    pub oracle: Rc<RefCell<Oracle>>,
+    pub checks: Rc<RefCell<Checks>>,
+    /// Log end of the broker the clients talk to, read when a pull answer arrives (no pull
+    /// may return bytes past it). `None` while the broker is down.
+    pub log_end: Rc<dyn Fn() -> Option<u64>>,
+}
+
+impl Shared {
+    fn fail(&self, what: String) {
+        self.checks.borrow_mut().failures.push(what);
+    }
+}
+
+/// A request/response connection that reconnects after any failure.
+struct Rpc {
+    addr: SocketAddr,
+    conn: Option<Conn>,
+    buf: Vec<u8>,
+    next_id: u64,
+}
+
+/// A decoded answer: status, header, body.
+struct Answer {
+    status: Status,
+    header: Vec<u8>,
+    body: Vec<u8>,
+}
+
+impl Rpc {
+    fn new(addr: SocketAddr) -> Self {
+        Rpc {
+            addr,
+            conn: None,
+            buf: Vec::new(),
+            next_id: 1,
+        }
+    }
+
+    async fn call(
+        &mut self,
+        code: RequestCode,
+        header: &(impl Encode + ?Sized),
+        body: &[u8],
+        timeout_ms: u64,
+    ) -> Result<Answer, String> {
+        let res = rt::timeout(
+            Duration::from_millis(timeout_ms),
+            self.exchange(code, header, body),
+        )
+        .await
+        .unwrap_or_else(|| Err("timed out".to_string()));
+        if res.is_err() {
+            // A connection in an unknown state is never reused (its answer may still come).
+            self.conn = None;
+            self.buf.clear();
+        }
+        res
+    }
+
+    async fn exchange(
+        &mut self,
+        code: RequestCode,
+        header: &(impl Encode + ?Sized),
+        body: &[u8],
+    ) -> Result<Answer, String> {
+        if self.conn.is_none() {
+            self.conn = Some(Conn::connect(self.addr).await.map_err(|e| e.to_string())?);
+            self.buf.clear();
+        }
+        let conn = self.conn.clone().ok_or("no connection")?;
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut out = Vec::new();
+        frame::encode_request(&mut out, code, false, id, header, body)
+            .map_err(|e| e.to_string())?;
+        let (res, _) = conn.write_all(out).await;
+        res.map_err(|e| e.to_string())?;
+        loop {
+            if let Some(len) = frame::check(&self.buf, crate::limits::FRAME_BYTES_MAX)
+                .map_err(|e| format!("bad frame from the broker: {e}"))?
+            {
+                let whole: Vec<u8> = self.buf.drain(..len).collect();
+                let f = frame::parse(&whole).map_err(|e| e.to_string())?;
+                if f.request_id != id {
+                    continue;
+                }
+                let status = f.status().map_err(|e| e.to_string())?;
+                return Ok(Answer {
+                    status,
+                    header: f.header.to_vec(),
+                    body: f.body.to_vec(),
+                });
+            }
+            let (res, buf) = conn.read_append(std::mem::take(&mut self.buf)).await;
+            self.buf = buf;
+            match res {
+                Ok(0) => return Err("connection closed".to_string()),
+                Ok(_) => {}
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+    }
+}
+
+/// A producer: sends single records and batches to the checked topics, records every
+/// acknowledgement.
+pub async fn producer(shared: Shared, id: u32, addr: SocketAddr) {
+    let mut rpc = Rpc::new(addr);
+    let mut seq = 0u64;
+    loop {
+        let (topic, queue, count, pause_ms) = shared.world.with_rng(|r| {
+            (
+                TOPICS[r.below(TOPICS.len() as u64) as usize],
+                r.below(u64::from(QUEUES)) as u32,
+                if r.chance(0.3) {
+                    1 + r.below(8) as usize
+                } else {
+                    1
+                },
+                r.below(40),
+            )
+        });
+        let bodies: Vec<Vec<u8>> = (0..count)
+            .map(|i| format!("p{id}-{seq}-{i}").into_bytes())
+            .collect();
+        seq += 1;
+        send(&shared, &mut rpc, topic, queue, &bodies).await;
+        rt::sleep(Duration::from_millis(pause_ms)).await;
+    }
+}
+
+async fn send(shared: &Shared, rpc: &mut Rpc, topic: &str, queue: u32, bodies: &[Vec<u8>]) {
+    let mut batch = Vec::new();
+    for b in bodies {
+        let msg = Message {
+            topic,
+            queue_id: queue,
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp_ms: crate::io::clock::now_ms(),
+            born_host: SocketAddr::from(([10, 0, 10, 1], 40000)),
+            store_host_v6: false,
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body: b,
+            properties: &[],
+        };
+        if record::encode(&msg, &mut batch).is_err() {
+            shared.fail("the simulator could not encode its own record".to_string());
+            return;
+        }
+        shared.oracle.borrow_mut().sent.insert(b.clone());
+    }
+    let h = SendRequest {
+        producer_group: "sim-producers".to_string(),
+        topic: topic.to_string(),
+        queue_id: queue,
+        batch: bodies.len() > 1,
+        record_count: bodies.len() as u32,
+    };
+    let code = if h.batch {
+        RequestCode::SendBatchMessage
+    } else {
+        RequestCode::SendMessage
+    };
+    let ans = match rpc.call(code, &h, &batch, CALL_TIMEOUT_MS).await {
+        Ok(a) => a,
+        Err(_) => {
+            shared.checks.borrow_mut().sends_failed += 1;
+            return;
+        }
+    };
+    if ans.status != Status::Success {
+        shared.checks.borrow_mut().sends_failed += 1;
+        return;
+    }
+    let resp = match Response::<SendResponse>::decode(&ans.header) {
+        Ok(Response {
+            fields: Some(r), ..
+        }) => r,
+        _ => {
+            shared.fail(format!("{topic}/{queue}: SUCCESS without send fields"));
+            return;
+        }
+    };
+    if resp.record_count as usize != bodies.len() || resp.queue_id != queue {
+        shared.fail(format!(
+            "{topic}/{queue}: SUCCESS for {} records in queue {}, sent {}",
+            resp.record_count,
+            resp.queue_id,
+            bodies.len()
+        ));
+    }
+    let now = shared.world.now_ns();
+    let mut oracle = shared.oracle.borrow_mut();
+    for (i, b) in bodies.iter().enumerate() {
+        let key = (topic.to_string(), queue, resp.first_queue_offset + i as u64);
+        let acked = Acked {
+            body: b.clone(),
+            at_ns: now,
+        };
+        if let Some(prev) = oracle.acked.insert(key.clone(), acked) {
+            if prev.body != *b {
+                drop(oracle);
+                shared.fail(format!(
+                    "{key:?} acknowledged twice: {:?} then {:?}",
+                    String::from_utf8_lossy(&prev.body),
+                    String::from_utf8_lossy(b)
+                ));
+                return;
+            }
+        }
+    }
+    shared.checks.borrow_mut().sends_ok += 1;
+}
+
+/// A consumer of one queue of each checked topic: long-polling pulls from its cursor,
+/// checking every answer, committing offsets now and then.
+pub async fn consumer(shared: Shared, id: u32, addr: SocketAddr) {
+    let mut rpc = Rpc::new(addr);
+    let mut cursors: BTreeMap<(String, u32), u64> = BTreeMap::new();
+    loop {
+        let (topic, queue, suspend_ms, commit) = shared.world.with_rng(|r| {
+            (
+                TOPICS[r.below(TOPICS.len() as u64) as usize],
+                r.below(u64::from(QUEUES)) as u32,
+                if r.chance(0.7) {
+                    500 + r.below(5_000)
+                } else {
+                    0
+                },
+                r.chance(0.1),
+            )
+        });
+        let key = (topic.to_string(), queue);
+        let offset = *cursors.get(&key).unwrap_or(&0);
+        match pull(&shared, &mut rpc, topic, queue, offset, suspend_ms).await {
+            Some(next) => {
+                cursors.insert(key, next);
+            }
+            None => rt::sleep(Duration::from_millis(50)).await,
+        }
+        if commit {
+            let h = UpdateConsumerOffsetRequest {
+                consumer_group: format!("{GROUP}-{id}"),
+                topic: topic.to_string(),
+                queue_id: queue,
+                offset,
+            };
+            let _ = rpc
+                .call(RequestCode::UpdateConsumerOffset, &h, &[], CALL_TIMEOUT_MS)
+                .await;
+            let q = QueryConsumerOffsetRequest {
+                consumer_group: format!("{GROUP}-{id}"),
+                topic: topic.to_string(),
+                queue_id: queue,
+            };
+            let _ = rpc
+                .call(RequestCode::QueryConsumerOffset, &q, &[], CALL_TIMEOUT_MS)
+                .await;
+        }
+    }
+}
+
+/// One pull; the next offset to pull from, if the answer says.
+async fn pull(
+    shared: &Shared,
+    rpc: &mut Rpc,
+    topic: &str,
+    queue: u32,
+    offset: u64,
+    suspend_ms: u64,
+) -> Option<u64> {
+    let h = PullRequest {
+        consumer_group: GROUP.to_string(),
+        topic: topic.to_string(),
+        queue_id: queue,
+        queue_offset: offset,
+        max_messages: 32,
+        max_bytes: 1 << 20,
+        filter_type: FilterType::Tag,
+        expression: "*".to_string(),
+        suspend_timeout_ms: suspend_ms as u32,
+        commit_offset: None,
+    };
+    let sent_ns = shared.world.now_ns();
+    let ans = rpc
+        .call(
+            RequestCode::PullMessage,
+            &h,
+            &[],
+            CALL_TIMEOUT_MS + suspend_ms,
+        )
+        .await
+        .ok()?;
+    let fields = match Response::<PullResponse>::decode(&ans.header) {
+        Ok(Response {
+            fields: Some(f), ..
+        }) => f,
+        _ => return None,
+    };
+    match ans.status {
+        Status::Success => {
+            if suspend_ms > 0 && shared.world.now_ns() > sent_ns + 1_000_000 {
+                shared.checks.borrow_mut().long_polls_woken += 1;
+            }
+            check_pulled(shared, topic, queue, offset, &ans.body, &fields);
+            Some(fields.next_begin_offset)
+        }
+        Status::PullNotFound => {
+            check_not_woken(shared, topic, queue, offset, sent_ns, suspend_ms);
+            Some(fields.next_begin_offset)
+        }
+        Status::PullOffsetMoved => Some(fields.next_begin_offset),
+        _ => None,
+    }
+}
+
+/// A FOUND answer: records decode, are the queue's, in order from the asked offset, were
+/// sent by a client, match what was acknowledged there, and lie below the log end.
+fn check_pulled(
+    shared: &Shared,
+    topic: &str,
+    queue: u32,
+    offset: u64,
+    body: &[u8],
+    fields: &PullResponse,
+) {
+    let log_end = (shared.log_end)();
+    let oracle = shared.oracle.borrow();
+    let mut expect = offset;
+    let mut n = 0u32;
+    let mut rest = body;
+    let mut failures = Vec::new();
+    while !rest.is_empty() {
+        let Some((size, _)) = record::peek_header(rest) else {
+            failures.push(format!(
+                "{topic}/{queue}@{offset}: pull body ends inside a header"
+            ));
+            break;
+        };
+        let size = size as usize;
+        if size > rest.len() {
+            failures.push(format!("{topic}/{queue}@{offset}: pull body cuts a record"));
+            break;
+        }
+        let rec = match record::decode(&rest[..size]) {
+            Ok(Entry::Record(r)) => r,
+            Ok(Entry::Blank { .. }) => {
+                failures.push(format!("{topic}/{queue}@{offset}: a BLANK in a pull"));
+                break;
+            }
+            Err(e) => {
+                failures.push(format!(
+                    "{topic}/{queue}@{offset}: bad record in a pull: {e}"
+                ));
+                break;
+            }
+        };
+        if rec.topic != topic || rec.queue_id != queue {
+            failures.push(format!(
+                "{topic}/{queue}@{offset}: pulled a record of {}/{}",
+                rec.topic, rec.queue_id
+            ));
+        }
+        if rec.queue_offset < expect {
+            failures.push(format!(
+                "{topic}/{queue}@{offset}: queue offset {} after {}",
+                rec.queue_offset, expect
+            ));
+        }
+        expect = rec.queue_offset + 1;
+        if let Some(end) = log_end {
+            if rec.physical_offset + size as u64 > end {
+                failures.push(format!(
+                    "{topic}/{queue}: pulled bytes {}..{} past the log end {end}",
+                    rec.physical_offset,
+                    rec.physical_offset + size as u64
+                ));
+            }
+        }
+        if !oracle.sent.contains(rec.body) {
+            failures.push(format!(
+                "{topic}/{queue}@{}: pulled a body no client sent: {:?}",
+                rec.queue_offset,
+                String::from_utf8_lossy(rec.body)
+            ));
+        }
+        let key = (topic.to_string(), queue, rec.queue_offset);
+        if let Some(a) = oracle.acked.get(&key) {
+            if a.body != rec.body {
+                failures.push(format!(
+                    "{key:?}: pulled {:?}, acknowledged {:?}",
+                    String::from_utf8_lossy(rec.body),
+                    String::from_utf8_lossy(&a.body)
+                ));
+            }
+        }
+        n += 1;
+        rest = &rest[size..];
+    }
+    drop(oracle);
+    if n != fields.message_count {
+        failures.push(format!(
+            "{topic}/{queue}@{offset}: message_count {} but {n} records",
+            fields.message_count
+        ));
+    }
+    let mut c = shared.checks.borrow_mut();
+    c.pulls_found += 1;
+    c.pulled_records += u64::from(n);
+    c.failures.extend(failures);
+}
+
+/// A long poll that came back empty after its whole suspension although a record it asked
+/// for was acknowledged well before: the append did not wake it.
+fn check_not_woken(
+    shared: &Shared,
+    topic: &str,
+    queue: u32,
+    offset: u64,
+    sent_ns: u64,
+    suspend_ms: u64,
+) {
+    if suspend_ms < 500 {
+        return;
+    }
+    let now = shared.world.now_ns();
+    // Acked at least a second before the answer and after the pull was sent: the append
+    // happened while the pull was parked (network latency and sync delays are far shorter).
+    let oracle = shared.oracle.borrow();
+    let late = oracle
+        .acked
+        .range((topic.to_string(), queue, offset)..(topic.to_string(), queue, u64::MAX))
+        .find(|(_, a)| a.at_ns > sent_ns && a.at_ns + 1_000_000_000 < now);
+    if let Some((k, a)) = late {
+        let msg = format!(
+            "{k:?} acknowledged at {} ms but a pull parked on offset {offset} since {} ms answered PULL_NOT_FOUND at {} ms",
+            a.at_ns / 1_000_000,
+            sent_ns / 1_000_000,
+            now / 1_000_000
+        );
+        drop(oracle);
+        shared.fail(msg);
+    }
+}
+
+/// Heartbeats, offset queries and create/delete of scratch topics (never checked for
+/// durability: deleting a topic loses its records on purpose).
+pub async fn admin(shared: Shared, addr: SocketAddr) {
+    let mut rpc = Rpc::new(addr);
+    let mut n = 0u64;
+    loop {
+        rt::sleep(Duration::from_millis(
+            500 + shared.world.with_rng(|r| r.below(2_000)),
+        ))
+        .await;
+        n += 1;
+        let hb = HeartbeatData {
+            client_id: "sim-client".to_string(),
+            producer_groups: vec!["sim-producers".to_string()],
+            consumer_groups: vec![ConsumerGroupData {
+                group: GROUP.to_string(),
+                consume_type: ConsumeType::Passively,
+                message_model: MessageModel::Clustering,
+                consume_from_where: ConsumeFromWhere::FirstOffset,
+                subscriptions: TOPICS
+                    .iter()
+                    .map(|t| Subscription {
+                        topic: t.to_string(),
+                        filter_type: FilterType::Tag,
+                        expression: "*".to_string(),
+                        version: 1,
+                    })
+                    .collect(),
+            }],
+        };
+        if let Ok(body) = hb.to_vec() {
+            let _ = rpc
+                .call(RequestCode::HeartBeat, &Empty, &body, CALL_TIMEOUT_MS)
+                .await;
+        }
+        let scratch = format!("scratch-{}", n % 3);
+        if shared.world.with_rng(|r| r.chance(0.5)) {
+            let h = CreateTopicRequest {
+                topic: scratch,
+                read_queue_count: 2,
+                write_queue_count: 2,
+                perm: perm::READ_WRITE,
+                attributes: BTreeMap::new(),
+            };
+            let _ = rpc
+                .call(RequestCode::UpdateAndCreateTopic, &h, &[], CALL_TIMEOUT_MS)
+                .await;
+        } else {
+            let h = DeleteTopicRequest { topic: scratch };
+            let _ = rpc
+                .call(RequestCode::DeleteTopicInBroker, &h, &[], CALL_TIMEOUT_MS)
+                .await;
+        }
+    }
+}
