@@ -11,8 +11,8 @@ use ringmq_wire::command::{
     HeartbeatData, HelloRequest, HelloResponse, UnregisterClientRequest,
 };
 
+use crate::broker::dispatch::store_error;
 use crate::broker::Broker;
-use crate::net::dispatch::store_error;
 use crate::net::reply::{Body, Reply};
 use crate::shard::mailbox::Mail;
 use crate::shard::Shard;

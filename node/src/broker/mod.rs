@@ -4,6 +4,7 @@
 //! lock (the topic table is an atomically swapped snapshot, counters are atomics).
 
 pub mod admin;
+pub mod dispatch;
 pub mod groups;
 pub mod live;
 pub mod offsets;

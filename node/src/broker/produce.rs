@@ -1,6 +1,7 @@
-//! SEND_MESSAGE / SEND_BATCH_MESSAGE: validate the batch (every record decodes, belongs to
-//! the header's topic, fits the size limits, targets queues of one shard), append it to the
-//! shard's store in one write, then acknowledge by the flush policy: at once for ASYNC_FLUSH
+//! SEND_MESSAGE / SEND_BATCH_MESSAGE: the batch arrives decoded and checked once
+//! ([`CheckedBatch`]: every record decodes, CRC included); here it is held to the topic
+//! (the header's topic, existing queues of one shard, size limits), appended to the shard's
+//! store in one write without decoding it again, then acknowledge by the flush policy: at once for ASYNC_FLUSH
 //! ("acked from page cache"), after the group-commit fdatasync that covers it for SYNC_FLUSH
 //! ("acked after fdatasync"), FLUSH_DISK_TIMEOUT if that takes longer than
 //! `syncFlushTimeout` (the record is stored; it is never a plain OK).
@@ -13,16 +14,16 @@ use std::time::Duration;
 use ringmq_wire::code::Status;
 use ringmq_wire::command::route::perm;
 use ringmq_wire::command::{SendRequest, SendResponse};
-use ringmq_wire::record;
 
+use crate::broker::dispatch::store_error;
 use crate::broker::Broker;
 use crate::config::{BrokerRole, FlushDiskType};
 use crate::ha::master::SyncDecision;
 use crate::io::rt;
 use crate::limits;
-use crate::net::dispatch::store_error;
 use crate::net::reply::{Outcome, Reply};
 use crate::shard::Shard;
+use crate::store::{CheckedBatch, RecordMeta};
 
 /// `queue_id` in a send header meaning "each record names its own queue".
 pub const MULTI_QUEUE: u32 = u32::MAX;
@@ -72,8 +73,14 @@ pub fn ensure_topic(shard: &Rc<Shard>, h: &SendRequest) -> Result<(), Outcome> {
     Ok(())
 }
 
-/// Checks every record of the batch and returns the shard that owns its queue(s).
-pub fn owner_of_batch(shard: &Rc<Shard>, h: &SendRequest, body: &[u8]) -> Result<u16, Reply> {
+/// Checks every record of the (already decoded) batch against the topic's config and the
+/// limits, and returns the shard that owns its queue(s).
+pub fn owner_of_batch(
+    shard: &Rc<Shard>,
+    h: &SendRequest,
+    body: &[u8],
+    checked: &CheckedBatch,
+) -> Result<u16, Reply> {
     let broker = &shard.broker;
     let table = broker.topics.snapshot();
     let Some(cfg) = table.get(&h.topic) else {
@@ -82,81 +89,67 @@ pub fn owner_of_batch(shard: &Rc<Shard>, h: &SendRequest, body: &[u8]) -> Result
             format!("topic {} does not exist", h.topic),
         ));
     };
-    if body.is_empty() {
-        return Err(Reply::error(
-            Status::MessageIllegal,
-            "empty send: no records in the body",
-        ));
+    let illegal = |detail: String| Reply::error(Status::MessageIllegal, detail);
+    let count = checked.metas.len();
+    if count > limits::BATCH_RECORDS_MAX {
+        return Err(illegal(format!(
+            "batch over {} records",
+            limits::BATCH_RECORDS_MAX
+        )));
     }
+    check_counts(h, count)?;
     let mut owner = None;
-    let mut count = 0usize;
-    for rec in record::iter(body) {
-        let rec =
-            rec.map_err(|e| Reply::error(Status::MessageIllegal, format!("record {count}: {e}")))?;
-        count += 1;
-        if count > limits::BATCH_RECORDS_MAX {
-            return Err(Reply::error(
-                Status::MessageIllegal,
-                format!("batch over {} records", limits::BATCH_RECORDS_MAX),
-            ));
-        }
-        if rec.topic != h.topic {
-            return Err(Reply::error(
-                Status::MessageIllegal,
-                format!(
-                    "record {} is for topic {}, the request for {}",
-                    count - 1,
-                    rec.topic,
-                    h.topic
-                ),
-            ));
-        }
-        if h.queue_id != MULTI_QUEUE && rec.queue_id != h.queue_id {
-            return Err(Reply::error(
-                Status::MessageIllegal,
-                format!(
-                    "record {} is for queue {}, the request for {}",
-                    count - 1,
-                    rec.queue_id,
-                    h.queue_id
-                ),
-            ));
-        }
-        if rec.queue_id >= cfg.write_queue_count {
-            return Err(Reply::error(
-                Status::MessageIllegal,
-                format!(
-                    "queue {} does not exist: topic {} has {} write queues",
-                    rec.queue_id, h.topic, cfg.write_queue_count
-                ),
-            ));
-        }
-        if rec.body.len() > broker.live.max_message_size_bytes() {
-            return Err(Reply::error(
-                Status::MessageIllegal,
-                format!(
-                    "body of {} bytes is over maxMessageSize ({} bytes)",
-                    rec.body.len(),
-                    broker.live.max_message_size_bytes()
-                ),
-            ));
+    for (i, m) in checked.metas.iter().enumerate() {
+        check_target(h, i, m, body, cfg.write_queue_count, "write queues")?;
+        if m.body_len > broker.live.max_message_size_bytes() {
+            return Err(illegal(format!(
+                "body of {} bytes is over maxMessageSize ({} bytes)",
+                m.body_len,
+                broker.live.max_message_size_bytes()
+            )));
         }
         let o = cfg
             .queue_shards
-            .get(rec.queue_id as usize)
+            .get(m.queue_id as usize)
             .copied()
             .unwrap_or(0);
         match owner {
             None => owner = Some(o),
             Some(prev) if prev != o => {
-                return Err(Reply::error(
-                    Status::MessageIllegal,
-                    "a multi-queue batch must target queues of one shard (see queue_shards in the route)",
+                return Err(illegal(
+                    "a multi-queue batch must target queues of one shard (see queue_shards in the route)"
+                        .to_string(),
                 ))
             }
             _ => {}
         }
     }
+    owner.ok_or_else(|| illegal("no records".to_string()))
+}
+
+/// A send to a topic that does not exist yet is checked before `ensure_topic` may
+/// auto-create the topic, so a request that is refused anyway (records for another topic or
+/// queue, a wrong count) creates nothing.
+pub fn check_before_auto_create(
+    shard: &Shard,
+    h: &SendRequest,
+    body: &[u8],
+    checked: &CheckedBatch,
+) -> Result<(), Reply> {
+    let broker = &shard.broker;
+    if !broker.live.auto_create_topic() || broker.topics.snapshot().get(&h.topic).is_some() {
+        return Ok(());
+    }
+    check_counts(h, checked.metas.len())?;
+    let queues = broker.live.default_queue_count();
+    for (i, m) in checked.metas.iter().enumerate() {
+        check_target(h, i, m, body, queues, "queues in a new topic")?;
+    }
+    Ok(())
+}
+
+/// SEND_MESSAGE carries one record; `record_count` matches the body.
+fn check_counts(h: &SendRequest, count: usize) -> Result<(), Reply> {
     if !h.batch && count != 1 {
         return Err(Reply::error(
             Status::MessageIllegal,
@@ -172,11 +165,43 @@ pub fn owner_of_batch(shard: &Rc<Shard>, h: &SendRequest, body: &[u8]) -> Result
             ),
         ));
     }
-    owner.ok_or_else(|| Reply::error(Status::MessageIllegal, "no records"))
+    Ok(())
+}
+
+/// Record `i` is for the request's topic and queue, and the queue exists (`queues` of them).
+fn check_target(
+    h: &SendRequest,
+    i: usize,
+    m: &RecordMeta,
+    body: &[u8],
+    queues: u32,
+    what: &str,
+) -> Result<(), Reply> {
+    let illegal = |detail: String| Reply::error(Status::MessageIllegal, detail);
+    let topic = m.topic(body);
+    if topic != h.topic {
+        return Err(illegal(format!(
+            "record {i} is for topic {topic}, the request for {}",
+            h.topic
+        )));
+    }
+    if h.queue_id != MULTI_QUEUE && m.queue_id != h.queue_id {
+        return Err(illegal(format!(
+            "record {i} is for queue {}, the request for {}",
+            m.queue_id, h.queue_id
+        )));
+    }
+    if m.queue_id >= queues {
+        return Err(illegal(format!(
+            "queue {} does not exist: topic {} has {queues} {what}",
+            m.queue_id, h.topic
+        )));
+    }
+    Ok(())
 }
 
 /// Appends a validated batch on its owning shard and acknowledges it by policy.
-pub fn send(shard: &Rc<Shard>, h: SendRequest, body: &mut [u8]) -> Outcome {
+pub fn send(shard: &Rc<Shard>, h: SendRequest, body: &mut [u8], checked: &CheckedBatch) -> Outcome {
     let broker = &shard.broker;
     if broker.is_shutting_down() {
         return Reply::error(Status::ServiceNotAvailable, "broker is shutting down").into();
@@ -189,7 +214,7 @@ pub fn send(shard: &Rc<Shard>, h: SendRequest, body: &mut [u8]) -> Outcome {
         .into();
     }
     let now = Broker::now_ms();
-    let appended = shard.store.borrow_mut().append(body, now);
+    let appended = shard.store.borrow_mut().append_checked(body, checked, now);
     let out = match appended {
         Ok(o) => o,
         Err(e) => return store_error(shard, e).into(),

@@ -17,9 +17,9 @@ use ringmq_wire::command::route::perm;
 use ringmq_wire::command::{PullRequest, PullResponse};
 use ringmq_wire::record;
 
+use crate::broker::dispatch::store_error;
 use crate::io::rt;
 use crate::limits;
-use crate::net::dispatch::store_error;
 use crate::net::reply::{Body, LogRun, Outcome, Reply};
 use crate::shard::Shard;
 use crate::store::{PullResult, PullStatus};

@@ -9,7 +9,7 @@ use ringmq_wire::command::{
     UpdateConsumerOffsetRequest,
 };
 
-use crate::net::dispatch::store_error;
+use crate::broker::dispatch::store_error;
 use crate::net::reply::Reply;
 use crate::shard::Shard;
 

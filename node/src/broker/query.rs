@@ -8,9 +8,9 @@ use ringmq_wire::code::Status;
 use ringmq_wire::command::{QueryMessageRequest, QueryMessageResponse};
 use ringmq_wire::record;
 
+use crate::broker::dispatch::Origin;
 use crate::broker::Broker;
 use crate::limits;
-use crate::net::dispatch::Origin;
 use crate::net::reply::{Body, Outcome, Reply};
 use crate::shard::mailbox::Mail;
 use crate::shard::Shard;

@@ -1,10 +1,9 @@
-//! The network side of the broker and the name server: connections (bounded write queue,
-//! frame checks before allocation), dispatch (request code -> handler, error -> status, in
-//! one place) and replies (header bytes plus a body that is either bytes or runs of the log
-//! file sent zero-copy).
+//! The network side of the broker and the name server: it moves frames. Connections
+//! (bounded write queue, frame checks before allocation) and replies (header bytes plus a
+//! body that is either bytes or runs of the log file sent zero-copy). Requests are decoded
+//! and dispatched by `broker::dispatch`.
 
 pub mod connection;
-pub mod dispatch;
 pub mod frames;
 pub mod namesrv;
 pub mod reply;

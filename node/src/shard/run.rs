@@ -5,12 +5,12 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::broker::dispatch::{dispatch, Origin};
 use crate::broker::register;
 use crate::io::net::{Conn, Listener};
 use crate::io::rt;
 use crate::limits;
 use crate::net::connection::{self, ReadEnd, Service};
-use crate::net::dispatch::{dispatch, Origin};
 use crate::net::reply::Outcome;
 use crate::shard::mailbox::Mail;
 use crate::shard::{ha, timers, Flusher, Shard};

@@ -225,11 +225,23 @@ impl<D: Disk + Clone> Store<D> {
     /// its ConsumeQueue units. All or nothing: on error nothing of the batch is visible and the
     /// offsets are reused. The bytes are in the page cache, not yet durable: see [`Self::sync`].
     pub fn append(&mut self, batch: &mut [u8], now_ms: i64) -> Result<AppendOutcome> {
+        let checked = CheckedBatch::check(batch)?;
+        self.append_checked(batch, &checked, now_ms)
+    }
+
+    /// [`Self::append`] of a batch already checked by [`CheckedBatch::check`] (the send path
+    /// decodes and checks a batch once, where the frame arrives).
+    pub fn append_checked(
+        &mut self,
+        batch: &mut [u8],
+        checked: &CheckedBatch,
+        now_ms: i64,
+    ) -> Result<AppendOutcome> {
         self.check_writable(now_ms)?;
-        let metas = scan_batch(batch)?;
+        let metas = &checked.metas;
         let sp = self.log.save_point();
         let mut touched: Vec<(String, u32)> = Vec::new();
-        let result = self.place_and_write(batch, &metas, now_ms, &mut touched);
+        let result = self.place_and_write(batch, metas, now_ms, &mut touched);
         match result {
             Ok(records) => {
                 for (topic, q) in &touched {
@@ -831,20 +843,38 @@ impl PullResult {
 }
 
 /// Where one record of a batch is and what the store needs from it.
+/// Where one record of a checked batch is, and what the send path needs of it.
 #[derive(Debug, Clone, Copy)]
-struct RecordMeta {
-    start: usize,
-    len: usize,
-    queue_id: u32,
-    tag_hash: i64,
+pub struct RecordMeta {
+    pub start: usize,
+    pub len: usize,
+    pub queue_id: u32,
+    pub tag_hash: i64,
+    pub body_len: usize,
     topic_start: usize,
     topic_len: usize,
 }
 
 impl RecordMeta {
-    fn topic<'a>(&self, batch: &'a [u8]) -> &'a str {
+    /// The record's topic, read from the batch it was checked in.
+    pub fn topic<'a>(&self, batch: &'a [u8]) -> &'a str {
         let raw = &batch[self.start + self.topic_start..][..self.topic_len];
-        std::str::from_utf8(raw).expect("validated as UTF-8 by scan_batch")
+        std::str::from_utf8(raw).expect("validated as UTF-8 by CheckedBatch::check")
+    }
+}
+
+/// A batch of records decoded and checked once (every record decodes, CRC included, and
+/// would be recognised as intact by recovery); the send path and the store take this type
+/// instead of decoding the bytes again. It describes the bytes it was checked against: the
+/// broker fields the store patches later are outside what it records.
+#[derive(Debug, Clone)]
+pub struct CheckedBatch {
+    pub metas: Vec<RecordMeta>,
+}
+
+impl CheckedBatch {
+    pub fn check(batch: &[u8]) -> Result<Self> {
+        scan_batch(batch).map(|metas| CheckedBatch { metas })
     }
 }
 
@@ -871,6 +901,7 @@ fn scan_batch(batch: &[u8]) -> Result<Vec<RecordMeta>> {
             len: rec.len(),
             queue_id: rec.queue_id,
             tag_hash: rec.tag_hash(),
+            body_len: rec.body.len(),
             topic_start,
             topic_len: rec.topic.len(),
         });
