@@ -194,7 +194,7 @@ pub fn summary_json(s: &Summary) -> Value {
         "messages": s.messages,
         "bytes": s.bytes,
         "errors": s.errors,
-        "elapsed_s": round3(s.elapsed_s),
+        "elapsed_s": round6(s.elapsed_s),
         "msgs_per_s": round3(s.msgs_per_s),
         "mb_per_s": round3(s.mb_per_s),
         "latency_us": percentiles_json(&s.latency_us),
@@ -291,6 +291,11 @@ fn broker_json(b: &BrokerView) -> Value {
 
 fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
+}
+
+/// Whole microseconds, as `stats::summarize` computes rates from.
+fn round6(x: f64) -> f64 {
+    (x * 1e6).round() / 1e6
 }
 
 /// `1234567.8` -> `1,234,568`.

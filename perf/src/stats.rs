@@ -136,12 +136,16 @@ impl Meter {
 }
 
 pub fn summarize(c: Counts, h: &Histogram<u64>, elapsed: Duration) -> Summary {
-    let secs = elapsed.as_secs_f64().max(1e-9);
+    // The rates are computed from the elapsed time exactly as reported (whole microseconds),
+    // so messages / elapsed_s == msgs_per_s holds for a reader of the report, also for runs
+    // of a few milliseconds.
+    let elapsed_s = elapsed.as_micros() as f64 / 1e6;
+    let secs = elapsed_s.max(1e-6);
     Summary {
         messages: c.messages,
         bytes: c.bytes,
         errors: c.errors,
-        elapsed_s: elapsed.as_secs_f64(),
+        elapsed_s,
         msgs_per_s: c.messages as f64 / secs,
         mb_per_s: c.bytes as f64 / 1e6 / secs,
         latency_us: percentiles(h),
