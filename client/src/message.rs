@@ -21,6 +21,10 @@ pub const RESERVED_PROPERTIES: &[&str] = &[
     keys::UNIQ_KEY,
     keys::DELAY,
     keys::TIMER_DELIVER_MS,
+    keys::TIMER_DELAY_SEC,
+    keys::TIMER_DELAY_MS,
+    keys::TIMER_OUT_MS,
+    keys::ORIGIN_MESSAGE_ID,
     keys::SHARDING_KEY,
     keys::REAL_TOPIC,
     keys::REAL_QID,
@@ -29,7 +33,9 @@ pub const RESERVED_PROPERTIES: &[&str] = &[
     keys::MAX_RECONSUME_TIMES,
 ];
 
-/// Highest RocketMQ delay level (1 s, 5 s, 10 s, 30 s, 1 m, ... 2 h).
+/// Highest delay level of RocketMQ's default `messageDelayLevel` (1 s, 5 s, 10 s, 30 s,
+/// 1 m, ... 2 h). A broker may configure more or fewer; it treats a level above its highest
+/// as its highest.
 pub const DELAY_LEVEL_MAX: u32 = 18;
 
 /// A message to send.
@@ -45,10 +51,13 @@ pub struct Message {
     pub properties: BTreeMap<String, String>,
     /// RocketMQ's FLAG field, free for the application.
     pub flag: i32,
-    /// Deliver after RocketMQ delay level 1..=18.
+    /// Deliver after this delay level (1..; 0 = at once; the broker's `messageDelayLevel`
+    /// says how long each level is, 1 s .. 2 h by default).
     pub delay_level: Option<u32>,
-    /// Deliver at this time (ms since the epoch).
+    /// Deliver at this time (ms since the epoch; a time in the past delivers at once).
     pub deliver_at_ms: Option<i64>,
+    /// Deliver this long after the broker stores the message.
+    pub delay: Option<std::time::Duration>,
 }
 
 impl Message {
@@ -62,6 +71,7 @@ impl Message {
             flag: 0,
             delay_level: None,
             deliver_at_ms: None,
+            delay: None,
         }
     }
 
@@ -94,16 +104,30 @@ impl Message {
         self
     }
 
-    /// Delivery after RocketMQ delay level `level` (1..=18).
+    /// Delivery after delay level `level` (RocketMQ's `DELAY`: 1 = 1 s, 2 = 5 s, ...
+    /// 18 = 2 h by default; 0 = at once; above the broker's highest = its highest).
     pub fn with_delay_level(mut self, level: u32) -> Self {
         self.delay_level = Some(level);
         self
     }
 
-    /// Delivery at `at_ms` (ms since the epoch).
+    /// Delivery at `at_ms` (ms since the epoch; RocketMQ's `TIMER_DELIVER_MS`), at most the
+    /// broker's `timerMaxDelaySec` (3 days by default) ahead.
     pub fn with_deliver_at_ms(mut self, at_ms: i64) -> Self {
         self.deliver_at_ms = Some(at_ms);
         self
+    }
+
+    /// Delivery `delay` after the broker stores the message (RocketMQ's `TIMER_DELAY_MS`),
+    /// at most the broker's `timerMaxDelaySec` (3 days by default).
+    pub fn with_delay(mut self, delay: std::time::Duration) -> Self {
+        self.delay = Some(delay);
+        self
+    }
+
+    /// True if the message asks for a delay level, delay or delivery time.
+    pub fn is_scheduled(&self) -> bool {
+        self.delay_level.is_some_and(|l| l > 0) || self.deliver_at_ms.is_some() || self.delay.is_some()
     }
 
     /// Checks what the client can check before sending.
@@ -129,12 +153,18 @@ impl Message {
                 "property {k} is reserved; use the message's own field"
             )));
         }
-        if let Some(level) = self.delay_level {
-            if level == 0 || level > DELAY_LEVEL_MAX {
-                return Err(Error::InvalidMessage(format!(
-                    "delay level {level} is outside 1..={DELAY_LEVEL_MAX}"
-                )));
-            }
+        let schedules = [
+            self.delay_level.is_some_and(|l| l > 0),
+            self.deliver_at_ms.is_some(),
+            self.delay.is_some(),
+        ];
+        if schedules.iter().filter(|&&s| s).count() > 1 {
+            return Err(Error::InvalidMessage(
+                "set one of delay level, delay and delivery time, not several".into(),
+            ));
+        }
+        if self.delay.is_some_and(|d| d.as_millis() > i64::MAX as u128) {
+            return Err(Error::InvalidMessage("delay out of range".into()));
         }
         if self.keys.iter().any(|k| k.contains(' ') || k.is_empty()) {
             return Err(Error::InvalidMessage(
@@ -152,8 +182,9 @@ impl Message {
         sharding_key: Option<&str>,
     ) -> Result<Vec<u8>> {
         let keys_joined = self.keys.join(" ");
-        let delay = self.delay_level.map(|l| l.to_string());
+        let delay = self.delay_level.filter(|&l| l > 0).map(|l| l.to_string());
         let deliver = self.deliver_at_ms.map(|t| t.to_string());
+        let delay_ms = self.delay.map(|d| d.as_millis().to_string());
         let mut pairs: Vec<(&str, &str)> = Vec::with_capacity(6 + self.properties.len());
         if let Some(t) = &self.tag {
             pairs.push((keys::TAGS, t));
@@ -167,6 +198,9 @@ impl Message {
         }
         if let Some(d) = &deliver {
             pairs.push((keys::TIMER_DELIVER_MS, d));
+        }
+        if let Some(d) = &delay_ms {
+            pairs.push((keys::TIMER_DELAY_MS, d));
         }
         if let Some(s) = sharding_key {
             pairs.push((keys::SHARDING_KEY, s));
@@ -246,6 +280,12 @@ impl ReceivedMessage {
             .unwrap_or_default()
     }
 
+    /// When a scheduled message was due (ms since the epoch; `TIMER_OUT_MS`), `None` for a
+    /// message that was not scheduled.
+    pub fn deliver_at_ms(&self) -> Option<i64> {
+        self.property(keys::TIMER_OUT_MS).and_then(|v| v.parse().ok())
+    }
+
     /// The producer's unique key (`UNIQ_KEY`).
     pub fn unique_key(&self) -> Option<&str> {
         self.property(keys::UNIQ_KEY)
@@ -296,10 +336,25 @@ mod tests {
             .with_property("TAGS", "a")
             .validate(10)
             .is_err());
-        assert!(Message::new("t", "x")
+        Message::new("t", "x")
             .with_delay_level(19)
             .validate(10)
+            .unwrap();
+        assert!(Message::new("t", "x")
+            .with_delay_level(2)
+            .with_delay(std::time::Duration::from_secs(1))
+            .validate(10)
             .is_err());
+        let props = Message::new("t", "x")
+            .with_delay(std::time::Duration::from_millis(1500))
+            .encode_properties("U", None)
+            .unwrap();
+        assert_eq!(properties::get(&props, keys::TIMER_DELAY_MS), Some("1500"));
+        let props = Message::new("t", "x")
+            .with_delay_level(0)
+            .encode_properties("U", None)
+            .unwrap();
+        assert_eq!(properties::get(&props, keys::DELAY), None);
         assert!(Message::new("t", "x").with_key("a b").validate(10).is_err());
     }
 }

@@ -173,7 +173,7 @@ pub struct BrokerConfig {
     pub timer_wheel_enable: bool,
     /// `timerMaxDelaySec`, default 3 days.
     pub timer_max_delay_sec: u64,
-    /// `timerPrecisionMs`, default 1,000 ms.
+    /// `timerPrecisionMs`: due times are rounded up to a multiple of it. Default 1 ms (RocketMQ: 1,000 ms).
     pub timer_precision_ms: u64,
 
     // --- ringmq's own ---
@@ -245,7 +245,7 @@ impl Default for BrokerConfig {
             transaction_check_interval_ms: 30_000,
             timer_wheel_enable: true,
             timer_max_delay_sec: 3 * 24 * 3600,
-            timer_precision_ms: 1_000,
+            timer_precision_ms: 1,
             shards: None,
             pin_cores: true,
         }

@@ -57,6 +57,8 @@ crate::wire_enum! {
         SendBatchMessage = 320 => "SEND_BATCH_MESSAGE",
         /// ringmq: first request on a connection (client id, protocol version).
         Hello = 1000 => "HELLO",
+        /// ringmq: pending scheduled messages per delay level and timer, next due time.
+        GetScheduleStatus = 1010 => "GET_SCHEDULE_STATUS",
         /// ringmq replication: a slave shard subscribes to the master's shard.
         HaSubscribe = 1100 => "HA_SUBSCRIBE",
         /// ringmq replication: master -> slave CommitLog bytes.

@@ -12,5 +12,6 @@ pub mod error;
 pub mod frame;
 pub mod properties;
 pub mod record;
+pub mod schedule;
 
 pub use error::WireError;

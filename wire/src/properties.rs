@@ -26,6 +26,16 @@ pub mod keys {
     pub const DELAY: &str = "DELAY";
     /// Absolute delivery time in milliseconds since the epoch.
     pub const TIMER_DELIVER_MS: &str = "TIMER_DELIVER_MS";
+    /// Delivery after this many seconds (from the broker's store time).
+    pub const TIMER_DELAY_SEC: &str = "TIMER_DELAY_SEC";
+    /// Delivery after this many milliseconds (from the broker's store time).
+    pub const TIMER_DELAY_MS: &str = "TIMER_DELAY_MS";
+    /// Set by the broker on a scheduled message: when it is (or was) due, ms since the
+    /// epoch, after precision rounding. Kept on the delivered message.
+    pub const TIMER_OUT_MS: &str = "TIMER_OUT_MS";
+    /// Set by the broker on a delivered scheduled message: the message id the producer got
+    /// back (the scheduled record's offset id).
+    pub const ORIGIN_MESSAGE_ID: &str = "ORIGIN_MESSAGE_ID";
     /// Original topic of a retried or delayed message.
     pub const REAL_TOPIC: &str = "REAL_TOPIC";
     /// Original queue of a retried or delayed message.

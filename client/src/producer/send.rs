@@ -58,6 +58,9 @@ pub struct SendResult {
     /// Queue offset of the first record (record `i` has `queue_offset + i`).
     pub queue_offset: u64,
     pub store_timestamp_ms: i64,
+    /// For a scheduled message: when the broker will deliver it (ms since the epoch). Until
+    /// then it is stored in the broker's timer queue and `queue_offset` is its offset there.
+    pub deliver_at_ms: Option<i64>,
 }
 
 /// Where one attempt goes.
@@ -204,7 +207,7 @@ fn validate(inner: &Inner, msgs: &[Message], batch: bool) -> Result<()> {
                 "every message of a batch must have the same topic".into(),
             ));
         }
-        if batch && (m.delay_level.is_some() || m.deliver_at_ms.is_some()) {
+        if batch && m.is_scheduled() {
             return Err(Error::InvalidMessage(
                 "delayed messages cannot be sent in a batch".into(),
             ));
@@ -449,6 +452,7 @@ async fn send_once(
         queue: MessageQueue::new(&t.mq.topic, &t.mq.broker_name, resp.queue_id),
         queue_offset: resp.first_queue_offset,
         store_timestamp_ms: resp.store_timestamp_ms,
+        deliver_at_ms: (resp.deliver_at_ms != 0).then_some(resp.deliver_at_ms),
     })
 }
 

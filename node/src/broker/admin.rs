@@ -244,7 +244,7 @@ pub fn view_message(shard: &Shard, physical_offset: u64) -> Reply {
     }
 }
 
-fn encoded_body<T: Encode>(value: T) -> Reply {
+pub(crate) fn encoded_body<T: Encode>(value: T) -> Reply {
     match value.to_vec() {
         Ok(bytes) => Reply::ok_body(Empty, Body::Bytes(bytes)),
         Err(e) => Reply::error(Status::SystemError, format!("encoding the reply: {e}")),

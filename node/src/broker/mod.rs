@@ -13,6 +13,7 @@ pub mod pull;
 pub mod queries;
 pub mod query;
 pub mod register;
+pub mod schedule;
 pub mod topics;
 
 use std::net::SocketAddr;
@@ -93,6 +94,8 @@ pub struct Broker {
     pub topics: Topics,
     pub groups: Mutex<ConsumerGroups>,
     pub counters: Vec<ShardCounters>,
+    /// Per shard: its schedule's counts, as its delivery loop last published them.
+    pub schedule: Vec<Mutex<crate::store::schedule::ScheduleCounts>>,
     pub mailboxes: Vec<flume::Sender<Mail>>,
     pub connections: AtomicUsize,
     pub shutting_down: AtomicBool,

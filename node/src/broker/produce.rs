@@ -16,7 +16,7 @@ use ringmq_wire::command::route::perm;
 use ringmq_wire::command::{SendRequest, SendResponse};
 
 use crate::broker::dispatch::store_error;
-use crate::broker::Broker;
+use crate::broker::{schedule, Broker};
 use crate::config::{BrokerRole, FlushDiskType};
 use crate::ha::master::SyncDecision;
 use crate::io::rt;
@@ -31,6 +31,13 @@ pub const MULTI_QUEUE: u32 = u32::MAX;
 /// Makes sure the topic exists (creating it when `autoCreateTopicEnable`) and is writable.
 pub fn ensure_topic(shard: &Rc<Shard>, h: &SendRequest) -> Result<(), Outcome> {
     let broker = &shard.broker;
+    if ringmq_wire::schedule::is_schedule_topic(&h.topic) {
+        return Err(Reply::error(
+            Status::NoPermission,
+            format!("{} is a system topic: only the broker writes it", h.topic),
+        )
+        .into());
+    }
     let table = broker.topics.snapshot();
     let cfg = match table.get(&h.topic) {
         Some(cfg) => cfg.clone(),
@@ -214,6 +221,16 @@ pub fn send(shard: &Rc<Shard>, h: SendRequest, body: &mut [u8], checked: &Checke
         .into();
     }
     let now = Broker::now_ms();
+    let real_queue = checked.metas[0].queue_id;
+    let mut rerouted = match schedule::reroute(shard, body, checked, now) {
+        Ok(r) => r,
+        Err(reply) => return reply.into(),
+    };
+    // A scheduled message is stored under the timer topic: its own bytes and check.
+    let (body, checked, deliver_at_ms) = match rerouted.as_mut() {
+        None => (body, checked, 0),
+        Some(r) => (&mut r.bytes[..], &r.checked, r.due_ms),
+    };
     let appended = shard.store.borrow_mut().append_checked(body, checked, now);
     let out = match appended {
         Ok(o) => o,
@@ -223,22 +240,32 @@ pub fn send(shard: &Rc<Shard>, h: SendRequest, body: &mut [u8], checked: &Checke
     c.msgs_in
         .fetch_add(out.records.len() as u64, Ordering::Relaxed);
     c.bytes_in.fetch_add(body.len() as u64, Ordering::Relaxed);
-    let mut last_q = None;
-    for r in &out.records {
-        if last_q != Some(r.queue_id) {
-            shard.wake_queue(&h.topic, r.queue_id);
-            last_q = Some(r.queue_id);
+    if deliver_at_ms != 0 {
+        // Nothing to wake in the real topic yet: the delivery loop indexes it.
+        shard.schedule_kick.notify(usize::MAX);
+    } else {
+        let mut last_q = None;
+        for r in &out.records {
+            if last_q != Some(r.queue_id) {
+                shard.wake_queue(&h.topic, r.queue_id);
+                last_q = Some(r.queue_id);
+            }
         }
     }
     shard.log_appended.notify(usize::MAX);
     let first = out.records[0];
     let resp = SendResponse {
-        queue_id: first.queue_id,
+        queue_id: if deliver_at_ms != 0 {
+            real_queue
+        } else {
+            first.queue_id
+        },
         first_queue_offset: first.queue_offset,
         record_count: out.records.len() as u32,
         first_physical_offset: first.physical_offset,
         store_host: broker.addr,
         store_timestamp_ms: out.store_timestamp_ms,
+        deliver_at_ms,
     };
     let sync_disk = broker.rt.flush == FlushDiskType::SyncFlush;
     let sync_slave = broker.config.broker_role == BrokerRole::SyncMaster;

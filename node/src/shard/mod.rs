@@ -12,6 +12,7 @@ pub mod ha;
 pub mod mailbox;
 pub mod placement;
 pub mod run;
+pub mod schedule;
 pub mod start;
 pub mod timers;
 
@@ -52,6 +53,8 @@ pub struct Shard {
     pub log_appended: Event,
     /// Notified after every slave acknowledgement (wakes SYNC_MASTER sends).
     pub ha_acked: Event,
+    /// Notified when a scheduled message is stored (wakes the delivery loop).
+    pub schedule_kick: Event,
     /// The master's log end as last heard (slave role; for lag).
     pub master_end: Cell<u64>,
     /// (msgs in, msgs out, when) at the last rate computation.
@@ -93,6 +96,7 @@ impl Shard {
             replicas: RefCell::new(Replicas::default()),
             log_appended: Event::new(),
             ha_acked: Event::new(),
+            schedule_kick: Event::new(),
             master_end: Cell::new(0),
             rate_sample: Cell::new(None),
             index: None,

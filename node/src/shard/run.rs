@@ -13,7 +13,7 @@ use crate::limits;
 use crate::net::connection::{self, ReadEnd, Service};
 use crate::net::reply::Outcome;
 use crate::shard::mailbox::Mail;
-use crate::shard::{ha, timers, Flusher, Shard};
+use crate::shard::{ha, schedule, timers, Flusher, Shard};
 
 /// The shard's loop: accept, mailbox, background tasks; returns after a graceful stop.
 pub async fn run(
@@ -24,6 +24,9 @@ pub async fn run(
 ) {
     rt::spawn(Flusher::run(Rc::clone(&shard)));
     rt::spawn(timers::run(Rc::clone(&shard)));
+    if shard.broker.config.broker_role.is_master() {
+        rt::spawn(schedule::run(Rc::clone(&shard)));
+    }
     if shard.id == 0 {
         rt::spawn(register::run(Rc::clone(&shard)));
     }

@@ -237,6 +237,7 @@ fn build_broker(
         topics,
         groups: Mutex::new(ConsumerGroups::default()),
         counters: (0..shard_count).map(|_| ShardCounters::default()).collect(),
+        schedule: (0..shard_count).map(|_| Mutex::default()).collect(),
         mailboxes,
         connections: Default::default(),
         shutting_down: Default::default(),

@@ -24,6 +24,7 @@ pub mod fault_disk;
 pub mod flush;
 pub mod index;
 pub mod replica;
+pub mod schedule;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -153,6 +154,8 @@ pub struct Store<D: Disk + Clone> {
     space_checked_ms: Option<i64>,
     disk_full: bool,
     recovery: RecoveryReport,
+    /// The index of scheduled messages (see [`schedule`]).
+    schedule: schedule::Schedule<D::File>,
 }
 
 impl<D: Disk + Clone> Store<D> {
@@ -204,9 +207,11 @@ impl<D: Disk + Clone> Store<D> {
                 records_scanned: scan.records,
                 torn_tail: scan.torn,
             },
+            schedule: schedule::empty(&root),
             cfg,
         };
         store.checkpoint()?;
+        store.open_schedule()?;
         let marker = store
             .disk
             .open(&abort, true)
@@ -516,9 +521,12 @@ impl<D: Disk + Clone> Store<D> {
         max_segments: u32,
     ) -> Result<RetentionOutcome> {
         let mut out = RetentionOutcome::default();
+        let keep_from = self.schedule_keep_from();
         while out.removed_segments < max_segments && self.log.segments().len() >= 2 {
             let next_start = self.log.segments()[1].start;
-            if next_start >= self.log.write_offset() {
+            if next_start >= self.log.write_offset() || next_start > keep_from {
+                // The segment holds records after the log end or pending scheduled
+                // messages (kept whatever their age, until delivered).
                 break;
             }
             let newest_ts = match self.log.read_record(next_start) {
@@ -851,6 +859,8 @@ pub struct RecordMeta {
     pub queue_id: u32,
     pub tag_hash: i64,
     pub body_len: usize,
+    /// The record names a schedule property (delay level or delivery time).
+    pub scheduled: bool,
     topic_start: usize,
     topic_len: usize,
 }
@@ -900,8 +910,9 @@ fn scan_batch(batch: &[u8]) -> Result<Vec<RecordMeta>> {
             start: at,
             len: rec.len(),
             queue_id: rec.queue_id,
-            tag_hash: rec.tag_hash(),
+            tag_hash: ringmq_wire::schedule::cq_tag(&rec),
             body_len: rec.body.len(),
+            scheduled: ringmq_wire::schedule::has_schedule_property(rec.properties),
             topic_start,
             topic_len: rec.topic.len(),
         });
@@ -1005,7 +1016,7 @@ fn redispatch<D: Disk + Clone>(
         CqUnit {
             physical_offset: rec.physical_offset,
             size: rec.len() as u32,
-            tag_hash: rec.tag_hash(),
+            tag_hash: ringmq_wire::schedule::cq_tag(&rec),
         },
     )
 }

@@ -89,7 +89,7 @@ impl<D: Disk + Clone> Store<D> {
                     let unit = CqUnit {
                         physical_offset: phys,
                         size: rec.len() as u32,
-                        tag_hash: rec.tag_hash(),
+                        tag_hash: ringmq_wire::schedule::cq_tag(&rec),
                     };
                     let queue_offset = rec.queue_offset;
                     let len = rec.len();

@@ -35,6 +35,7 @@
 //! | UNLOCK_BATCH_MQ | [`Empty`] | [`LockBatchRequest`] | [`Empty`] | - |
 //! | GET_CONSUMER_LIST_BY_GROUP | [`GetConsumerListRequest`] | - | [`Empty`] | [`ConsumerList`] |
 //! | GET_BROKER_RUNTIME_INFO | [`Empty`] | - | [`Empty`] | [`BrokerRuntimeInfo`] |
+//! | GET_SCHEDULE_STATUS | [`Empty`] | - | [`Empty`] | [`ScheduleStatus`] |
 //! | UPDATE_AND_CREATE_TOPIC | [`CreateTopicRequest`] | - | [`TopicConfig`] | - |
 //! | DELETE_TOPIC_IN_BROKER | [`DeleteTopicRequest`] | - | [`Empty`] | - |
 //! | GET_ALL_TOPIC_CONFIG | [`Empty`] | - | [`Empty`] | [`TopicConfigTable`] |
@@ -72,6 +73,7 @@ pub mod query;
 pub mod queue_offset;
 pub mod route;
 pub mod runtime;
+pub mod schedule;
 pub mod send;
 pub mod send_back;
 pub mod topic;
@@ -92,6 +94,7 @@ pub use query::*;
 pub use queue_offset::*;
 pub use route::*;
 pub use runtime::*;
+pub use schedule::*;
 pub use send::*;
 pub use send_back::*;
 pub use topic::*;
@@ -180,6 +183,7 @@ requests! {
     DeleteTopicInNamesrv(DeleteTopicInNamesrvRequest),
     SendBatchMessage(SendRequest),
     Hello(HelloRequest),
+    GetScheduleStatus(Empty),
     HaSubscribe(HaSubscribeRequest),
     HaTransfer(HaTransfer),
     HaAck(HaAck),
@@ -224,6 +228,7 @@ macro_rules! for_each_wire_type {
             $crate::command::GetConsumerListRequest,
             $crate::command::ConsumerList,
             $crate::command::BrokerRuntimeInfo,
+            $crate::command::ScheduleStatus,
             $crate::command::CreateTopicRequest,
             $crate::command::Response<$crate::command::TopicConfig>,
             $crate::command::DeleteTopicRequest,

@@ -39,6 +39,9 @@ crate::wire_struct! {
         /// STOREHOSTADDRESS the broker wrote into the records (for message ids).
         pub store_host: SocketAddr,
         pub store_timestamp_ms: i64,
+        /// When the message is due, ms since the epoch, for a scheduled message (stored
+        /// under the timer topic until then); 0 for a message delivered at once.
+        pub deliver_at_ms: i64,
     }
 }
 
@@ -96,6 +99,7 @@ mod tests {
             first_physical_offset: 4096,
             store_host: "10.0.0.7:10911".parse().unwrap(),
             store_timestamp_ms: 1_700_000_000_000,
+            deliver_at_ms: 0,
         };
         assert_eq!(SendResponse::decode(&resp.to_vec().unwrap()).unwrap(), resp);
         assert_eq!(resp.last_queue_offset(), 101);
