@@ -127,7 +127,9 @@ impl Message {
 
     /// True if the message asks for a delay level, delay or delivery time.
     pub fn is_scheduled(&self) -> bool {
-        self.delay_level.is_some_and(|l| l > 0) || self.deliver_at_ms.is_some() || self.delay.is_some()
+        self.delay_level.is_some_and(|l| l > 0)
+            || self.deliver_at_ms.is_some()
+            || self.delay.is_some()
     }
 
     /// Checks what the client can check before sending.
@@ -283,7 +285,8 @@ impl ReceivedMessage {
     /// When a scheduled message was due (ms since the epoch; `TIMER_OUT_MS`), `None` for a
     /// message that was not scheduled.
     pub fn deliver_at_ms(&self) -> Option<i64> {
-        self.property(keys::TIMER_OUT_MS).and_then(|v| v.parse().ok())
+        self.property(keys::TIMER_OUT_MS)
+            .and_then(|v| v.parse().ok())
     }
 
     /// The producer's unique key (`UNIQ_KEY`).

@@ -59,7 +59,9 @@ fn now_ms() -> i64 {
 
 /// A delivered message was stored in its topic no earlier than it was due.
 fn assert_not_early(m: &ReceivedMessage) {
-    let due = m.deliver_at_ms().expect("a delivered scheduled message names its due time");
+    let due = m
+        .deliver_at_ms()
+        .expect("a delivered scheduled message names its due time");
     assert!(
         m.store_timestamp_ms >= due,
         "{} delivered at {} before it was due at {due}",
@@ -102,7 +104,10 @@ async fn levels_delays_and_times_arrive_when_due_with_their_properties() {
         .send(Message::new(topic, "level-0").with_delay_level(0))
         .await
         .unwrap();
-    assert_eq!(past.deliver_at_ms, None, "a time in the past delivers at once");
+    assert_eq!(
+        past.deliver_at_ms, None,
+        "a time in the past delivers at once"
+    );
     assert_eq!(level0.deliver_at_ms, None, "level 0 is no delay");
     let level_due = level.deliver_at_ms.unwrap();
     assert!(level_due >= level.store_timestamp_ms + 1000, "{level:?}");
@@ -131,7 +136,13 @@ async fn levels_delays_and_times_arrive_when_due_with_their_properties() {
     let by_body: BTreeMap<String, &ReceivedMessage> = all.iter().map(|m| (body(m), m)).collect();
     assert_eq!(
         by_body.keys().cloned().collect::<Vec<_>>(),
-        ["at-in-the-past", "at-plus-600ms", "delay-300ms", "level-0", "level-1"],
+        [
+            "at-in-the-past",
+            "at-plus-600ms",
+            "delay-300ms",
+            "level-0",
+            "level-1"
+        ],
         "every message once, nothing refused got stored"
     );
     assert_eq!(all.len(), 5, "no duplicates");
@@ -147,10 +158,16 @@ async fn levels_delays_and_times_arrive_when_due_with_their_properties() {
         Some(level.msg_id.as_str()),
         "the id the producer got back is kept"
     );
-    assert_eq!(l.unique_key(), level.unique_keys.first().map(String::as_str));
+    assert_eq!(
+        l.unique_key(),
+        level.unique_keys.first().map(String::as_str)
+    );
     assert_eq!(l.property(keys::DELAY), None, "the delay is spent");
     assert_eq!(l.born_timestamp_ms, by_body["level-1"].born_timestamp_ms);
-    assert_eq!(l.queue_id, level.queue.queue_id, "stored in the queue it was sent to");
+    assert_eq!(
+        l.queue_id, level.queue.queue_id,
+        "stored in the queue it was sent to"
+    );
     assert_not_early(by_body["delay-300ms"]);
     assert_not_early(by_body["at-plus-600ms"]);
     assert_eq!(by_body["at-in-the-past"].deliver_at_ms(), None);

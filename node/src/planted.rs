@@ -13,16 +13,28 @@ pub enum Bug {
     AckBeforeSlave,
     /// One record (the 5th appended to a queue) gets no ConsumeQueue entry.
     SkipCqWrite,
+    /// Scheduled messages are delivered up to a second before they are due.
+    DeliverEarly,
+    /// The schedule's progress record claims the next pending message delivered too.
+    ProgressAhead,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 3] = [Bug::AckBeforeFsync, Bug::AckBeforeSlave, Bug::SkipCqWrite];
+    pub const ALL: [Bug; 5] = [
+        Bug::AckBeforeFsync,
+        Bug::AckBeforeSlave,
+        Bug::SkipCqWrite,
+        Bug::DeliverEarly,
+        Bug::ProgressAhead,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Bug::AckBeforeFsync => "ack-before-fsync",
             Bug::AckBeforeSlave => "ack-before-slave",
             Bug::SkipCqWrite => "skip-cq-write",
+            Bug::DeliverEarly => "deliver-early",
+            Bug::ProgressAhead => "progress-ahead",
         }
     }
 

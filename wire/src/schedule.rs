@@ -227,7 +227,10 @@ mod tests {
             Asked::After(250)
         );
         let e = asked(&props(&[("TIMER_DELAY_MS", "soon")])).unwrap_err();
-        assert!(e.contains("TIMER_DELAY_MS") && e.contains("not an integer"), "{e}");
+        assert!(
+            e.contains("TIMER_DELAY_MS") && e.contains("not an integer"),
+            "{e}"
+        );
         let e = asked(&props(&[("DELAY", "2"), ("TIMER_DELAY_MS", "5")])).unwrap_err();
         assert!(e.contains("both set"), "{e}");
         assert!(asked(&props(&[("TIMER_DELAY_SEC", "9223372036854775807")])).is_err());

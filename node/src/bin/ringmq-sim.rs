@@ -71,7 +71,7 @@ fn main() {
         digest = (digest ^ report.digest).wrapping_mul(0x0100_0000_01b3);
         if args.verbose {
             eprintln!(
-                "seed {seed}: {} | {} events, {} ms virtual, {} crashes, {} sends ok, {} records pulled, {} long polls woken{}",
+                "seed {seed}: {} | {} events, {} ms virtual, {} crashes, {} sends ok, {} records pulled, {} long polls woken, {}/{} scheduled delivered{}",
                 report.mode,
                 report.events,
                 report.virtual_ms,
@@ -79,6 +79,8 @@ fn main() {
                 report.sends_ok,
                 report.pulled_records,
                 report.long_polls_woken,
+                report.scheduled_delivered,
+                report.scheduled_acked,
                 report
                     .failure
                     .as_ref()

@@ -102,7 +102,8 @@ pub fn reroute(
         .map_err(|e| illegal(format!("record: {e}")))?;
     let asked = sched::asked(rec.properties).map_err(illegal)?;
     let floor = shard.store.borrow().schedule_floor_ms();
-    let Some((due, _level)) = due_ms(&shard.broker.config, asked, now_ms, floor).map_err(illegal)?
+    let Some((due, _level)) =
+        due_ms(&shard.broker.config, asked, now_ms, floor).map_err(illegal)?
     else {
         return Ok(None);
     };

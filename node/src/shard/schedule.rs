@@ -21,6 +21,9 @@ pub const DELIVERY_BATCH_MAX: usize = 256;
 const APPENDS_PER_TURN: usize = 8;
 /// Wait before retrying after a failed delivery append (a full disk, say).
 const RETRY_MS: u64 = 1000;
+/// Longest sleep: the wall clock is read again at least this often, so a clock stepped
+/// forward is honoured within it (the sleep itself runs on the monotonic clock).
+const SLEEP_MS_MAX: u64 = 1000;
 
 /// The delivery loop (see the module docs).
 pub async fn run(shard: Rc<Shard>) {
@@ -31,25 +34,23 @@ pub async fn run(shard: Rc<Shard>) {
         let listener = shard.schedule_kick.listen();
         let wait = step(&shard);
         publish(&shard);
-        match wait {
-            Some(d) if d.is_zero() => rt::yield_now().await,
-            Some(d) => {
-                rt::timeout(d, listener).await;
-            }
-            None => listener.await,
+        if wait.is_zero() {
+            rt::yield_now().await;
+        } else {
+            rt::timeout(wait, listener).await;
         }
     }
 }
 
-/// One turn: index, deliver what is due. Returns how long to sleep (`None`: until kicked).
-fn step(shard: &Shard) -> Option<Duration> {
+/// One turn: index, deliver what is due. Returns how long to sleep (unless kicked).
+fn step(shard: &Shard) -> Duration {
     let caught_up = shard
         .store
         .borrow_mut()
         .schedule_index(INDEX_UNITS_PER_STEP);
     match caught_up {
         Ok(true) => {}
-        Ok(false) => return Some(Duration::ZERO),
+        Ok(false) => return Duration::ZERO,
         Err(e) => return failed(shard, "indexing the schedule", e),
     }
     for _ in 0..APPENDS_PER_TURN {
@@ -68,8 +69,11 @@ fn step(shard: &Shard) -> Option<Duration> {
         }
     }
     let now = Broker::now_ms();
-    let next = shard.store.borrow().schedule_next_wake_ms()?;
-    Some(Duration::from_millis(next.saturating_sub(now).max(0) as u64))
+    let next = shard.store.borrow().schedule_next_wake_ms();
+    let ms = next.map_or(SLEEP_MS_MAX, |n| {
+        (n.saturating_sub(now).max(0) as u64).min(SLEEP_MS_MAX)
+    });
+    Duration::from_millis(ms)
 }
 
 /// Stores `due` in their real topics, plus the progress record, in one append.
@@ -96,7 +100,11 @@ fn deliver(shard: &Shard, due: Vec<Due>, now: i64) -> Result<(), StoreError> {
             let rec = match record::decode_one(&bytes) {
                 Ok(r) => r,
                 Err(e) => {
-                    log::error!("shard {}: scheduled record at {}: {e}", shard.id, d.physical_offset);
+                    log::error!(
+                        "shard {}: scheduled record at {}: {e}",
+                        shard.id,
+                        d.physical_offset
+                    );
                     continue;
                 }
             };
@@ -125,12 +133,12 @@ fn deliver(shard: &Shard, due: Vec<Due>, now: i64) -> Result<(), StoreError> {
         }
     }
     let delivered = due.len() as u64;
-    let progress = shard
-        .store
-        .borrow_mut()
-        .schedule_progress(now, delivered);
+    let progress = shard.store.borrow_mut().schedule_progress(now, delivered);
     batch.extend_from_slice(&schedule::progress_record(
-        shard.id, &progress, broker.addr, now,
+        shard.id,
+        &progress,
+        broker.addr,
+        now,
     ));
     let appended = shard.store.borrow_mut().append(&mut batch, now);
     match appended {
@@ -154,12 +162,12 @@ fn deliver(shard: &Shard, due: Vec<Due>, now: i64) -> Result<(), StoreError> {
     }
 }
 
-fn failed(shard: &Shard, what: &str, e: StoreError) -> Option<Duration> {
+fn failed(shard: &Shard, what: &str, e: StoreError) -> Duration {
     if e.is_fatal() {
         crate::fail_stop(&format!("shard {}: {what}: {e}", shard.id));
     }
     log::warn!("shard {}: {what}: {e}; retrying in {RETRY_MS} ms", shard.id);
-    Some(Duration::from_millis(RETRY_MS))
+    Duration::from_millis(RETRY_MS)
 }
 
 /// Publishes the schedule's counts for GET_SCHEDULE_STATUS.

@@ -155,7 +155,61 @@ pub fn forget_lost(store: &Store<NodeDisk>, oracle: &mut Oracle) -> usize {
     oracle
         .acked
         .retain(|key, acked| body_at(store, key).is_some_and(|b| b == acked.body));
+    let acked = &oracle.acked;
+    oracle.scheduled.retain(|key, _| acked.contains_key(key));
     before - oracle.acked.len()
+}
+
+/// Scheduled messages: every delivered one (a record of another topic that carries
+/// `TIMER_OUT_MS`) was stored no earlier than it was due, by the broker's clock, and was
+/// sent by a client; every acknowledged one due at or before `due_by_ms` is delivered (pass
+/// `i64::MIN` to check only the first part, e.g. right after a restart).
+pub fn schedule_kept(
+    store: &Store<NodeDisk>,
+    log: &BTreeMap<Key, u64>,
+    oracle: &Oracle,
+    due_by_ms: i64,
+) -> Result<std::collections::BTreeSet<Vec<u8>>, String> {
+    use ringmq_wire::properties::keys;
+    use ringmq_wire::schedule::is_schedule_topic;
+    let mut delivered = std::collections::BTreeSet::new();
+    for ((topic, _, _), pos) in log {
+        if is_schedule_topic(topic) || *pos < store.min_offset() {
+            continue;
+        }
+        let bytes = store
+            .read_record(*pos)
+            .map_err(|e| format!("record at {pos}: {e}"))?;
+        let rec = record::decode_one(&bytes).map_err(|e| format!("record at {pos}: {e}"))?;
+        let Some(due) = rec.property(keys::TIMER_OUT_MS) else {
+            continue;
+        };
+        let due: i64 = due
+            .parse()
+            .map_err(|_| format!("record at {pos}: TIMER_OUT_MS={due:?}"))?;
+        if rec.store_timestamp_ms < due {
+            return Err(format!(
+                "{topic} record at {pos} delivered at {} ms, before it was due at {due} ms",
+                rec.store_timestamp_ms
+            ));
+        }
+        if !oracle.sent.contains(rec.body) {
+            return Err(format!(
+                "{topic} record at {pos}: delivered a body no client sent: {:?}",
+                String::from_utf8_lossy(rec.body)
+            ));
+        }
+        delivered.insert(rec.body.to_vec());
+    }
+    for (key, (body, due)) in &oracle.scheduled {
+        if *due <= due_by_ms && !delivered.contains(body) {
+            return Err(format!(
+                "scheduled {key:?} = {:?} was due at {due} ms and is not delivered by {due_by_ms} ms",
+                String::from_utf8_lossy(body)
+            ));
+        }
+    }
+    Ok(delivered)
 }
 
 fn body_at(store: &Store<NodeDisk>, key: &Key) -> Option<Vec<u8>> {

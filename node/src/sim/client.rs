@@ -27,6 +27,9 @@ use crate::io::sim::World;
 
 /// Topics whose acknowledged records are checked (never deleted).
 pub const TOPICS: [&str; 2] = ["SimOrders", "SimEvents"];
+/// Topic of scheduled messages (delays, levels, delivery times); checked at the end: every
+/// acknowledged one due by then is delivered, none early.
+pub const DELAYED_TOPIC: &str = "SimDelayed";
 /// Queues per topic (auto-created with the broker's default of 8; the workload uses 4).
 pub const QUEUES: u32 = 4;
 pub const GROUP: &str = "sim-group";
@@ -48,6 +51,8 @@ pub struct Oracle {
     /// Every body ever sent (acknowledged or not): a pull may return any of them, never
     /// anything else.
     pub sent: BTreeSet<Vec<u8>>,
+    /// Acknowledged scheduled messages: their key in the timer queue -> (body, due ms).
+    pub scheduled: BTreeMap<(String, u32, u64), (Vec<u8>, i64)>,
 }
 
 /// Failures found by clients as answers arrive, and counters.
@@ -79,7 +84,7 @@ impl Shared {
 }
 
 /// A request/response connection that reconnects after any failure.
-struct Rpc {
+pub(crate) struct Rpc {
     addr: SocketAddr,
     conn: Option<Conn>,
     buf: Vec<u8>,
@@ -94,7 +99,7 @@ struct Answer {
 }
 
 impl Rpc {
-    fn new(addr: SocketAddr) -> Self {
+    pub(crate) fn new(addr: SocketAddr) -> Self {
         Rpc {
             addr,
             conn: None,
@@ -191,12 +196,61 @@ pub async fn producer(shared: Shared, id: u32, addr: SocketAddr) {
             .map(|i| format!("p{id}-{seq}-{i}").into_bytes())
             .collect();
         seq += 1;
-        send(&shared, &mut rpc, topic, queue, &bodies).await;
+        if shared.world.with_rng(|r| r.chance(0.2)) {
+            let (props, malformed) = schedule_properties(&shared);
+            let body = vec![format!("d{id}-{seq}").into_bytes()];
+            send(
+                &shared,
+                &mut rpc,
+                DELAYED_TOPIC,
+                queue,
+                &body,
+                &props,
+                malformed,
+            )
+            .await;
+        } else {
+            send(&shared, &mut rpc, topic, queue, &bodies, &[], false).await;
+        }
         rt::sleep(Duration::from_millis(pause_ms)).await;
     }
 }
 
-async fn send(shared: &Shared, rpc: &mut Rpc, topic: &str, queue: u32, bodies: &[Vec<u8>]) {
+/// The properties of a scheduled message, drawn: mostly short delays and levels (due within
+/// a run), some delivery times (past ones included), a few long ones (the 2 h level, the
+/// 3-day maximum: pending at the end), rarely a malformed one (must be refused).
+fn schedule_properties(shared: &Shared) -> (Vec<u8>, bool) {
+    use ringmq_wire::properties::{self, keys};
+    let now = crate::io::clock::now_ms();
+    let (key, value, malformed) = shared.world.with_rng(|r| match r.below(100) {
+        0..=54 => (keys::TIMER_DELAY_MS, r.below(8_000).to_string(), false),
+        55..=74 => (keys::DELAY, (1 + r.below(3)).to_string(), false),
+        75..=89 => (
+            keys::TIMER_DELIVER_MS,
+            (now + r.below(6_000) as i64 - 1_000).to_string(),
+            false,
+        ),
+        90..=93 => (keys::DELAY, "18".to_string(), false),
+        94..=97 => (keys::TIMER_DELAY_SEC, "259200".to_string(), false),
+        _ => (keys::TIMER_DELAY_MS, "soon".to_string(), true),
+    });
+    let mut out = Vec::new();
+    properties::encode([(keys::TAGS, "delayed"), (key, value.as_str())], &mut out)
+        .expect("the simulator's own properties encode");
+    (out, malformed)
+}
+
+/// Sends `bodies` (one record each, `properties` on every one) and records what was
+/// acknowledged in the oracle.
+pub(crate) async fn send(
+    shared: &Shared,
+    rpc: &mut Rpc,
+    topic: &str,
+    queue: u32,
+    bodies: &[Vec<u8>],
+    properties: &[u8],
+    malformed: bool,
+) {
     let mut batch = Vec::new();
     for b in bodies {
         let msg = Message {
@@ -210,7 +264,7 @@ async fn send(shared: &Shared, rpc: &mut Rpc, topic: &str, queue: u32, bodies: &
             reconsume_times: 0,
             prepared_transaction_offset: 0,
             body: b,
-            properties: &[],
+            properties,
         };
         if record::encode(&msg, &mut batch).is_err() {
             shared.fail("the simulator could not encode its own record".to_string());
@@ -237,6 +291,14 @@ async fn send(shared: &Shared, rpc: &mut Rpc, topic: &str, queue: u32, bodies: &
             return;
         }
     };
+    if malformed {
+        if ans.status == Status::Success {
+            shared.fail(format!(
+                "{topic}/{queue}: a malformed schedule was acknowledged"
+            ));
+        }
+        return;
+    }
     if ans.status != Status::Success {
         shared.checks.borrow_mut().sends_failed += 1;
         return;
@@ -260,8 +322,23 @@ async fn send(shared: &Shared, rpc: &mut Rpc, topic: &str, queue: u32, bodies: &
     }
     let now = shared.world.now_ns();
     let mut oracle = shared.oracle.borrow_mut();
+    // A scheduled message is stored in the timer queue (of shard 0, the simulator's only).
+    let (stored_topic, stored_queue) = if resp.deliver_at_ms != 0 {
+        (ringmq_wire::schedule::TIMER_TOPIC, 0)
+    } else {
+        (topic, queue)
+    };
     for (i, b) in bodies.iter().enumerate() {
-        let key = (topic.to_string(), queue, resp.first_queue_offset + i as u64);
+        let key = (
+            stored_topic.to_string(),
+            stored_queue,
+            resp.first_queue_offset + i as u64,
+        );
+        if resp.deliver_at_ms != 0 {
+            oracle
+                .scheduled
+                .insert(key.clone(), (b.clone(), resp.deliver_at_ms));
+        }
         let acked = Acked {
             body: b.clone(),
             at_ns: now,

@@ -61,6 +61,18 @@ impl BrokerNode {
         mode: Mode,
         master_ha: Option<SocketAddr>,
     ) -> Result<Self, String> {
+        Self::with_settings(id, addr, root, mode, master_ha, "")
+    }
+
+    /// [`Self::new`] with more `broker.properties` lines (`key=value\n`...).
+    pub fn with_settings(
+        id: NodeId,
+        addr: SocketAddr,
+        root: &Path,
+        mode: Mode,
+        master_ha: Option<SocketAddr>,
+        extra: &str,
+    ) -> Result<Self, String> {
         let role = if master_ha.is_some() {
             "SLAVE"
         } else {
@@ -70,7 +82,7 @@ impl BrokerNode {
             "brokerClusterName=SimCluster\nbrokerName=broker-a\nbrokerId={}\nbrokerRole={role}\n\
              flushDiskType={}\nstorePathRootDir={}\nflushIntervalCommitLog=200\n\
              syncFlushTimeout=2000\nautoCreateTopicEnable=true\nwarmMapedFileEnable=false\n\
-             mappedFileSizeConsumeQueue=2000\nmappedFileSizeCommitLog=8388608\n{}",
+             mappedFileSizeConsumeQueue=2000\nmappedFileSizeCommitLog=8388608\n{}{extra}",
             u8::from(master_ha.is_some()),
             mode.flush.as_str(),
             root.display(),

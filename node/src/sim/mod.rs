@@ -11,6 +11,7 @@
 pub mod check;
 pub mod client;
 pub mod cluster;
+pub mod long_delay;
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
@@ -55,6 +56,9 @@ pub struct Report {
     pub sends_ok: u64,
     pub pulled_records: u64,
     pub long_polls_woken: u64,
+    /// Scheduled messages delivered (checked at the end) and acknowledged.
+    pub scheduled_delivered: usize,
+    pub scheduled_acked: usize,
     pub faults: Vec<String>,
 }
 
@@ -81,6 +85,8 @@ pub fn run_one(opts: &Options) -> Report {
         sends_ok: checks.sends_ok,
         pulled_records: checks.pulled_records,
         long_polls_woken: checks.long_polls_woken,
+        scheduled_delivered: sim.delivered,
+        scheduled_acked: sim.oracle.borrow().scheduled.len(),
         faults: sim.faults.clone(),
     };
     drop(checks);
@@ -119,7 +125,7 @@ pub fn mode_for(seed: u64, bug: Option<Bug>) -> Mode {
             mode.role = BrokerRole::SyncMaster;
             mode.slave = true;
         }
-        Some(Bug::SkipCqWrite) | None => {}
+        Some(Bug::SkipCqWrite | Bug::DeliverEarly | Bug::ProgressAhead) | None => {}
     }
     mode
 }
@@ -134,6 +140,8 @@ struct Sim {
     crashes: u32,
     faults: Vec<String>,
     disk_full: bool,
+    /// Scheduled messages found delivered at the end.
+    delivered: usize,
 }
 
 impl Sim {
@@ -163,6 +171,7 @@ impl Sim {
             crashes: 0,
             faults: Vec::new(),
             disk_full: false,
+            delivered: 0,
         }
     }
 
@@ -271,6 +280,7 @@ impl Sim {
         let store = shard.store.borrow();
         let log = check::scan_log(&store)?;
         check::queues_match_log(&store, &log)?;
+        check::schedule_kept(&store, &log, &self.oracle.borrow(), i64::MIN)?;
         let promised = kind == Crash::KeepWritten || self.mode.flush == FlushDiskType::SyncFlush;
         if promised {
             check::acked_present(&store, &self.oracle.borrow(), "master after crash")
@@ -387,6 +397,10 @@ impl Sim {
             let log = check::scan_log(&store)?;
             check::queues_match_log(&store, &log)?;
             check::acked_present(&store, &self.oracle.borrow(), "master at the end")?;
+            // Everything due two seconds before the end (of the quiet period) is delivered.
+            let now = self.world.as_node(MASTER, crate::io::clock::now_ms);
+            self.delivered =
+                check::schedule_kept(&store, &log, &self.oracle.borrow(), now - 2_000)?.len();
         }
         if let Some(shard) = self.slave.as_ref().and_then(|s| s.shard()) {
             let store = shard.store.borrow();

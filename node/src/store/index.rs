@@ -94,6 +94,9 @@ pub struct KeyIndex<D: Disk> {
     slots: u32,
     max_entries: u32,
     files: Vec<IndexFile<D::File>>,
+    /// How far the log was read while no index file exists yet (records without keys):
+    /// in memory only, so a restart reads them again, once.
+    end_without_files: u64,
 }
 
 impl<D: Disk + Clone> KeyIndex<D> {
@@ -137,12 +140,15 @@ impl<D: Disk + Clone> KeyIndex<D> {
             slots: slots.max(1),
             max_entries: max_entries.max(1),
             files,
+            end_without_files: 0,
         })
     }
 
     /// The log is indexed below this physical offset (0 = nothing yet).
     pub fn end_offset(&self) -> u64 {
-        self.files.last().map_or(0, |f| f.header.end_phys)
+        self.files
+            .last()
+            .map_or(self.end_without_files, |f| f.header.end_phys)
     }
 
     /// Indexes `key` of `topic` for the record at `phys` that ends at `record_end`, stored
@@ -199,11 +205,13 @@ impl<D: Disk + Clone> KeyIndex<D> {
 
     /// Marks the log indexed through `end` (records without keys advance it too).
     pub fn advance(&mut self, end: u64) {
-        if let Some(f) = self.files.last_mut() {
-            if end > f.header.end_phys {
+        match self.files.last_mut() {
+            Some(f) if end > f.header.end_phys => {
                 f.header.end_phys = end;
                 f.dirty = true;
             }
+            Some(_) => {}
+            None => self.end_without_files = self.end_without_files.max(end),
         }
     }
 
@@ -287,6 +295,7 @@ impl<D: Disk + Clone> KeyIndex<D> {
                 f.dirty = true;
             }
         }
+        self.end_without_files = self.end_without_files.min(end);
         Ok(())
     }
 

@@ -1016,7 +1016,7 @@ fn redispatch<D: Disk + Clone>(
         CqUnit {
             physical_offset: rec.physical_offset,
             size: rec.len() as u32,
-            tag_hash: ringmq_wire::schedule::cq_tag(&rec),
+            tag_hash: ringmq_wire::schedule::cq_tag(rec),
         },
     )
 }

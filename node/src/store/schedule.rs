@@ -191,10 +191,8 @@ impl<D: Disk + Clone> Store<D> {
             if max > min {
                 let unit = cq.unit(max - 1)?;
                 let bytes = self.log.read_record(unit.physical_offset)?;
-                let rec = record::decode_one(&bytes).map_err(|source| StoreError::BadRecord {
-                    at: 0,
-                    source,
-                })?;
+                let rec = record::decode_one(&bytes)
+                    .map_err(|source| StoreError::BadRecord { at: 0, source })?;
                 progress = Progress::decode(rec.body)
                     .map_err(|source| StoreError::BadRecord { at: 0, source })?;
             }
@@ -272,10 +270,11 @@ impl<D: Disk + Clone> Store<D> {
                 self.schedule.heap.push(Reverse(due));
                 continue;
             }
-            let head = self.schedule.slots.entry(slot).or_insert(SlotHead {
-                last: 0,
-                count: 0,
-            });
+            let head = self
+                .schedule
+                .slots
+                .entry(slot)
+                .or_insert(SlotHead { last: 0, count: 0 });
             let entry = ChainUnit {
                 prev: head.last,
                 due,
@@ -307,6 +306,11 @@ impl<D: Disk + Clone> Store<D> {
     /// append, then calls [`Self::schedule_commit`]; or [`Self::schedule_return`] when that
     /// append fails.
     pub fn schedule_due(&mut self, now_ms: i64, max: usize) -> Result<Vec<Due>> {
+        let now_ms = if crate::planted::is(crate::planted::Bug::DeliverEarly) {
+            now_ms + 1000
+        } else {
+            now_ms
+        };
         self.load_slots(now_ms)?;
         let mut out = Vec::new();
         while out.len() < max {
@@ -338,9 +342,12 @@ impl<D: Disk + Clone> Store<D> {
             (None, Some(&slot)) => (slot * SLOT_MS, 0),
             (None, None) => (now_ms.saturating_add(1), 0),
         };
-        let key = next_pending
+        let mut key = next_pending
             .min((now_ms.saturating_add(1), 0))
             .max(self.schedule.pending_key_floor());
+        if crate::planted::is(crate::planted::Bug::ProgressAhead) {
+            key = key.max((next_pending.0, next_pending.1 + 1));
+        }
         Progress {
             delivered_below_ms: key.0,
             delivered_below_cq: key.1,
@@ -360,7 +367,10 @@ impl<D: Disk + Clone> Store<D> {
                 break;
             }
             self.schedule.chains.remove(&first);
-            let path = self.schedule.dir.join(super::consume_queue::file_name(first));
+            let path = self
+                .schedule
+                .dir
+                .join(super::consume_queue::file_name(first));
             if let Err(e) = self.disk.remove_file(&path) {
                 log::warn!("removing {}: {e}", path.display());
             }
@@ -459,7 +469,10 @@ impl<D: Disk + Clone> Store<D> {
 
     fn ensure_chain_file(&mut self, first: u64) -> Result<()> {
         if !self.schedule.chains.contains_key(&first) {
-            let path = self.schedule.dir.join(super::consume_queue::file_name(first));
+            let path = self
+                .schedule
+                .dir
+                .join(super::consume_queue::file_name(first));
             let f = self
                 .disk
                 .open(&path, true)
