@@ -176,6 +176,35 @@ pub struct SendOpts {
     /// Send timeout per request (retries included).
     #[arg(long, value_parser = parse_duration, default_value = "3s")]
     pub send_timeout: Duration,
+    /// Schedule every message: the broker delivers it this long after storing it
+    /// (TIMER_DELAY_MS). e2e then reports lateness (delivery minus due time) and early
+    /// deliveries. Needs --batch 1 (scheduled messages are not batched).
+    #[arg(long, value_parser = parse_duration, conflicts_with = "delay_level")]
+    pub delay: Option<Duration>,
+    /// Schedule every message with this delay level (1 = 1 s, 2 = 5 s, ... 18 = 2 h with the
+    /// broker's default messageDelayLevel). Needs --batch 1.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub delay_level: Option<u32>,
+}
+
+impl SendOpts {
+    /// The longest a message of this run waits to be due (for how long e2e waits for the
+    /// last deliveries); levels as the broker's default `messageDelayLevel`.
+    pub fn schedule_wait(&self) -> Duration {
+        const LEVELS_S: [u64; 18] = [
+            1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200,
+        ];
+        match (self.delay, self.delay_level) {
+            (Some(d), _) => d,
+            (None, Some(l)) => Duration::from_secs(LEVELS_S[(l as usize).clamp(1, 18) - 1]),
+            (None, None) => Duration::ZERO,
+        }
+    }
+
+    /// Whether messages are scheduled.
+    pub fn scheduled(&self) -> bool {
+        self.delay.is_some() || self.delay_level.is_some()
+    }
 }
 
 /// How consumers receive.

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use ringmq_client::{ConsumeContext, ConsumeResult, PushConsumer, ReceivedMessage, StartPosition};
 
 use crate::payload;
-use crate::stats::Meter;
+use crate::stats::{Meter, Percentiles};
 use crate::verify::{Delivery, QueueNames};
 
 /// How long perf waits for a group's queues to be spread over its consumers.
@@ -41,6 +41,19 @@ pub struct Deliveries {
     /// µs after `started` of the last delivery (0: none yet).
     last_us: AtomicU64,
     record: Option<Mutex<(QueueNames, Vec<Delivery>)>>,
+    /// Scheduled messages: receipt minus due time (µs), and those delivered early.
+    lateness: Mutex<hdrhistogram::Histogram<u64>>,
+    early: AtomicU64,
+}
+
+/// How late scheduled messages arrived.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Lateness {
+    /// Receipt minus due time, µs.
+    pub us: Percentiles,
+    pub samples: u64,
+    /// Stored in their topic before due (broker clock), or received before due.
+    pub early: u64,
 }
 
 impl Deliveries {
@@ -51,6 +64,18 @@ impl Deliveries {
             started: Instant::now(),
             last_us: AtomicU64::new(0),
             record: verify.then(|| Mutex::new((QueueNames::default(), Vec::new()))),
+            lateness: Mutex::new(crate::stats::new_histogram()),
+            early: AtomicU64::new(0),
+        }
+    }
+
+    /// Lateness of the scheduled messages received so far.
+    pub fn lateness(&self) -> Lateness {
+        let h = self.lateness.lock().unwrap_or_else(|p| p.into_inner());
+        Lateness {
+            us: crate::stats::percentiles(&h),
+            samples: h.len(),
+            early: self.early.load(Ordering::Relaxed),
         }
     }
 
@@ -59,8 +84,16 @@ impl Deliveries {
         let mut lats = Vec::with_capacity(msgs.len());
         let mut bytes = 0u64;
         let mut mine = Vec::new();
+        let mut late = Vec::new();
         for m in msgs {
             bytes += m.body.len() as u64;
+            if let Some(due_ms) = m.deliver_at_ms() {
+                let due_us = (due_ms.max(0) as u64).saturating_mul(1000);
+                if m.store_timestamp_ms < due_ms || now < due_us {
+                    self.early.fetch_add(1, Ordering::Relaxed);
+                }
+                late.push(now.saturating_sub(due_us));
+            }
             match payload::parse(&m.body) {
                 Some(h) => {
                     lats.push(now.saturating_sub(h.send_us));
@@ -75,6 +108,12 @@ impl Deliveries {
         }
         self.meter.count(msgs.len() as u64, bytes);
         self.meter.record_latencies(&lats);
+        if !late.is_empty() {
+            let mut h = self.lateness.lock().unwrap_or_else(|p| p.into_inner());
+            for l in late {
+                h.saturating_record(l.max(1));
+            }
+        }
         if let Some(rec) = &self.record {
             let mut g = rec.lock().unwrap_or_else(|p| p.into_inner());
             let (names, list) = &mut *g;

@@ -107,6 +107,7 @@ impl Setup {
 }
 
 async fn produce_mode(a: ProduceArgs, namesrv: String, embedded: bool) -> Result<i32, String> {
+    check_schedule(&a.send)?;
     let c = &a.common;
     let mut setup = Setup::new(c, &namesrv, true).await?;
     let plan = send_plan(
@@ -223,6 +224,7 @@ async fn consume_mode(a: ConsumeArgs, namesrv: String, embedded: bool) -> Result
 }
 
 async fn e2e_mode(a: E2eArgs, namesrv: String, embedded: bool) -> Result<i32, String> {
+    check_schedule(&a.send)?;
     let c = &a.common;
     let mut setup = Setup::new(c, &namesrv, true).await?;
     let plan = send_plan(
@@ -272,7 +274,7 @@ async fn e2e_mode(a: E2eArgs, namesrv: String, embedded: bool) -> Result<i32, St
     .await;
     // The last deliveries: until everything sent arrived, or nothing arrived for idle_exit.
     let sent = send_meter.counts().messages;
-    let drain_until = Instant::now() + a.idle_exit;
+    let drain_until = Instant::now() + a.idle_exit + a.send.schedule_wait();
     while recv_meter.counts().messages < sent
         && Instant::now() < drain_until
         && !setup.stop.load(Ordering::Relaxed)
@@ -300,6 +302,11 @@ async fn e2e_mode(a: E2eArgs, namesrv: String, embedded: bool) -> Result<i32, St
     notes.push("e2e latency: consumer receipt minus the send time in the message (its intended time under --rate)".into());
     let mut extra = send_extra(&outcome);
     extra.insert("send".into(), report::summary_json(&send));
+    let lateness = sink.lateness();
+    if a.send.scheduled() || lateness.samples > 0 {
+        notes.extend(report::lateness_lines(&lateness));
+        extra.extend(as_map(report::lateness_json(&lateness)));
+    }
     if let Some(l) = &lag_report {
         notes.push(lag_note(l));
         extra.insert("replication".into(), report::lag_json(l));
@@ -323,7 +330,7 @@ async fn e2e_mode(a: E2eArgs, namesrv: String, embedded: bool) -> Result<i32, St
     if a.send.flush_check && outcome.not_durable > 0 {
         return Ok(EXIT_NOT_DURABLE);
     }
-    Ok(if outcome.verify_error.is_some() {
+    Ok(if outcome.verify_error.is_some() || lateness.early > 0 {
         EXIT_FAILED
     } else {
         0
@@ -355,7 +362,20 @@ fn send_plan(
         flush_check: s.flush_check,
         send_timeout: s.send_timeout,
         run_id,
+        delay: s.delay,
+        delay_level: s.delay_level,
     }
+}
+
+/// Scheduled messages travel one per send (the broker refuses delayed batches).
+fn check_schedule(s: &SendOpts) -> Result<(), String> {
+    if s.scheduled() && s.batch > 1 {
+        return Err(
+            "--delay and --delay-level need --batch 1: scheduled messages are sent one by one"
+                .into(),
+        );
+    }
+    Ok(())
 }
 
 fn send_config(s: &SendOpts, c: &Common, plan: &SendPlan) -> Value {
@@ -365,6 +385,7 @@ fn send_config(s: &SendOpts, c: &Common, plan: &SendPlan) -> Value {
         "count": plan.count, "duration_s": plan.duration.map(|d| d.as_secs_f64()),
         "flush_check": s.flush_check, "queues": c.queues, "threads": c.threads,
         "verify": c.verify.as_ref().map(|p| p.display().to_string()),
+        "delay_ms": s.delay.map(|d| d.as_millis() as u64), "delay_level": s.delay_level,
     })
 }
 

@@ -48,6 +48,9 @@ pub struct SendPlan {
     pub send_timeout: Duration,
     /// High 48 bits of every producer id of this run.
     pub run_id: u64,
+    /// Every message scheduled after this delay, or with this delay level.
+    pub delay: Option<Duration>,
+    pub delay_level: Option<u32>,
 }
 
 /// What the sends came to (besides the meter).
@@ -313,7 +316,12 @@ async fn send_one(
                 seq: seq0 + i,
                 send_us,
             };
-            Message::new(topic.clone(), run.maker.body(head))
+            let m = Message::new(topic.clone(), run.maker.body(head));
+            match (run.plan.delay, run.plan.delay_level) {
+                (Some(d), _) => m.with_delay(d),
+                (None, Some(l)) => m.with_delay_level(l),
+                (None, None) => m,
+            }
         })
         .collect();
     let result = if run.plan.batch == 1 {

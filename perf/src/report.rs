@@ -201,6 +201,40 @@ pub fn summary_json(s: &Summary) -> Value {
     })
 }
 
+/// The lateness block of a run with scheduled messages: receipt minus due time, in ms.
+pub fn lateness_lines(l: &crate::consume::Lateness) -> Vec<String> {
+    let ms = |us: u64| format!("{:.1}", us as f64 / 1000.0);
+    vec![
+        format!(
+            "{:<10} {:>9} {:>9} {:>9} {:>9} {:>10} {:>6}",
+            "lateness ms", "p50", "p99", "p99.9", "max", "samples", "early"
+        ),
+        format!(
+            "{:<10} {:>9} {:>9} {:>9} {:>9} {:>10} {:>6}",
+            "scheduled",
+            ms(l.us.p50),
+            ms(l.us.p99),
+            ms(l.us.p999),
+            ms(l.us.max),
+            thousands(l.samples as f64),
+            l.early
+        ),
+        "lateness: consumer receipt minus the due time the broker set (TIMER_OUT_MS); early: stored or received before due (must be 0)".to_string(),
+    ]
+}
+
+/// `lateness_ms` {p50, p99, p999, max, samples} and `early`.
+pub fn lateness_json(l: &crate::consume::Lateness) -> Value {
+    let ms = |us: u64| round3(us as f64 / 1000.0);
+    json!({
+        "lateness_ms": {
+            "p50": ms(l.us.p50), "p99": ms(l.us.p99), "p999": ms(l.us.p999),
+            "max": ms(l.us.max), "samples": l.samples,
+        },
+        "early": l.early,
+    })
+}
+
 pub fn percentiles_json(l: &Percentiles) -> Value {
     json!({
         "p50": l.p50, "p90": l.p90, "p99": l.p99, "p999": l.p999, "p9999": l.p9999,
