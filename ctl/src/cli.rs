@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::parse::{parse_duration, parse_perm, parse_time_ms};
+
 const ABOUT: &str = "Cluster operations for ringmq (the mqadmin of this project)";
 
 const LONG_ABOUT: &str = "\
@@ -27,6 +29,8 @@ Examples:
   ringmq-ctl cluster list
   ringmq-ctl topic create Orders --queues 8 --cluster DefaultCluster
   ringmq-ctl group progress billing --topic Orders --json
+  ringmq-ctl send Orders 'remind me' --delay 30m
+  ringmq-ctl delay status
   ringmq-ctl broker readonly 127.0.0.1:10911 on";
 
 /// The whole command line.
@@ -72,13 +76,26 @@ pub enum Command {
     /// Find and read messages: by id, by key, by queue offset.
     #[command(subcommand)]
     Msg(MsgCmd),
-    /// Send one message and print where it was stored.
+    /// Send one message (at once, or scheduled: --delay, --delay-level, --deliver-at) and
+    /// print where it was stored.
+    ///
+    /// A scheduled message waits in the broker's timer queue until it is due, then is
+    /// stored in its topic; until then QUEUE and OFFSET are its place in the timer queue.
+    /// The due time the broker set prints as DELIVER_AT (JSON: "deliver_at_ms", ms since
+    /// the epoch; null for a message sent at once). JSON: {"sent": {...}}.
     Send(SendArgs),
     /// Read messages of a topic (from the start, or from a group's committed offsets).
+    ///
+    /// JSON: {"messages": [...]}; each message has "store_time_ms", "born_time_ms" and
+    /// "deliver_at_ms" (when a scheduled message was due; null if it was not scheduled).
     Consume(ConsumeArgs),
     /// One broker: runtime status, configuration, read-only switch.
     #[command(subcommand)]
     Broker(BrokerCmd),
+    /// Scheduled (delayed) messages the brokers hold: pending per delay level and with a
+    /// delivery time, next due time, deliveries.
+    #[command(subcommand)]
+    Delay(DelayCmd),
 
     /// mqadmin alias of `cluster list`.
     #[command(name = "clusterList")]
@@ -338,6 +355,20 @@ pub struct SendArgs {
     /// Key (repeatable; indexed for `msg key`).
     #[arg(short = 'k', long = "key", value_name = "KEY")]
     pub keys: Vec<String>,
+    /// Deliver after delay level N of the broker's messageDelayLevel (default 1s 5s 10s
+    /// 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h for 1..18; 0 = at once; above the
+    /// highest = the highest). See `delay status` for a broker's levels.
+    #[arg(long, value_name = "N", conflicts_with_all = ["delay", "deliver_at"])]
+    pub delay_level: Option<u32>,
+    /// Deliver this long after the broker stores it (`5s`, `250ms`, `2m`, `1h`, `1d`), at
+    /// most the broker's timerMaxDelaySec (3 days by default).
+    #[arg(long, value_parser = parse_duration, value_name = "DURATION", conflicts_with = "deliver_at")]
+    pub delay: Option<Duration>,
+    /// Deliver at this time: RFC 3339 with offset (2026-12-04T10:00:00Z,
+    /// 2026-12-04T11:00:00+01:00) or ms since the epoch; a past time delivers at once. At
+    /// most the broker's timerMaxDelaySec (3 days by default) ahead.
+    #[arg(long, value_parser = parse_time_ms, value_name = "TIME")]
+    pub deliver_at: Option<i64>,
 }
 
 #[derive(Args, Debug)]
@@ -369,6 +400,33 @@ pub enum BrokerCmd {
     /// Stop (on) or resume (off) accepting writes: sends answer NO_PERMISSION, reads go on.
     /// Use before taking a broker down. JSON: {"broker": {...}}.
     Readonly(ReadonlyArgs),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum DelayCmd {
+    /// What each broker holds scheduled: per delay level its delay and pending messages,
+    /// the messages pending with a delivery time (--delay, --deliver-at: the "timer" row),
+    /// the next due time (RFC 3339 UTC, and how far away), and how many scheduled
+    /// messages it delivered since it started.
+    ///
+    /// Asks every master (default), the masters of one cluster (-c), or one broker (-b; a
+    /// slave too: it keeps a copy of its master's schedule but does not deliver). Notes on
+    /// stderr name a broker that did not answer, is still indexing its schedule after a
+    /// start (deliveries are late, never early, until it is done), or does not deliver.
+    /// JSON: {"brokers": [{"broker", "address", "levels": [{"level", "delay_ms",
+    /// "pending"}], "timer_pending", "next_due_ms" (0 = none), "delivered",
+    /// "shards_indexing", "delivering", "error"}]}.
+    Status(DelayStatusArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct DelayStatusArgs {
+    /// Only the masters of this cluster.
+    #[arg(short = 'c', long, conflicts_with = "broker")]
+    pub cluster: Option<String>,
+    /// Only this broker: its name (its master) or the address ip:port of a master or slave.
+    #[arg(short = 'b', long, value_name = "ADDR")]
+    pub broker: Option<String>,
 }
 
 /// A broker, positional or `-b`.
@@ -405,36 +463,6 @@ pub struct ReadonlyArgs {
     pub broker: Option<String>,
 }
 
-/// `5s`, `500ms`, `2m`, `1h`, or a bare number of seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration (e.g. 5s, 500ms)"))?;
-    let secs = match unit.trim() {
-        "" | "s" => n,
-        "ms" => n / 1000.0,
-        "m" | "min" => n * 60.0,
-        "h" => n * 3600.0,
-        other => return Err(format!("unknown duration unit {other:?} (ms, s, m, h)")),
-    };
-    Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"))
-}
-
-/// `rw`/`6`, `r`/`4`, `w`/`2`.
-pub fn parse_perm(s: &str) -> Result<u8, String> {
-    match s {
-        "rw" | "wr" | "6" => Ok(6),
-        "r" | "4" => Ok(4),
-        "w" | "2" => Ok(2),
-        _ => Err(format!("{s:?}: use rw (6), r (4) or w (2)")),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -443,17 +471,6 @@ mod tests {
     #[test]
     fn command_line_is_consistent() {
         Cli::command().debug_assert();
-    }
-
-    #[test]
-    fn durations_and_perms() {
-        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
-        assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
-        assert!(parse_duration("5x").is_err());
-        assert_eq!(parse_perm("r"), Ok(4));
-        assert!(parse_perm("x").is_err());
     }
 
     #[test]
@@ -482,5 +499,41 @@ mod tests {
             Cli::try_parse_from(["ringmq-ctl", "consumerProgress", "-g", "G", "-t", "T"]).is_ok()
         );
         assert!(Cli::try_parse_from(["ringmq-ctl", "queryMsgByKey", "-t", "T", "-k", "K"]).is_ok());
+    }
+
+    #[test]
+    fn send_schedules_are_exclusive() {
+        let send = |extra: &[&str]| {
+            let mut args = vec!["ringmq-ctl", "send", "T", "body"];
+            args.extend_from_slice(extra);
+            Cli::try_parse_from(args)
+        };
+        match send(&["--delay", "250ms"]).map(|c| c.command) {
+            Ok(Command::Send(a)) => assert_eq!(a.delay, Some(Duration::from_millis(250))),
+            other => panic!("{other:?}"),
+        }
+        match send(&["--deliver-at", "2026-12-04T10:00:00Z"]).map(|c| c.command) {
+            Ok(Command::Send(a)) => assert_eq!(a.deliver_at, Some(1_796_378_400_000)),
+            other => panic!("{other:?}"),
+        }
+        match send(&["--delay-level", "3"]).map(|c| c.command) {
+            Ok(Command::Send(a)) => assert_eq!(a.delay_level, Some(3)),
+            other => panic!("{other:?}"),
+        }
+        for pair in [
+            &["--delay-level", "1", "--delay", "1s"][..],
+            &["--delay-level", "1", "--deliver-at", "1700000000000"],
+            &["--delay", "1s", "--deliver-at", "1700000000000"],
+        ] {
+            let e = send(pair).map(|c| c.command);
+            assert!(
+                matches!(&e, Err(e) if e.kind() == clap::error::ErrorKind::ArgumentConflict),
+                "{pair:?}: {e:?}"
+            );
+        }
+        assert!(send(&["--deliver-at", "2026-12-04T10:00:00"]).is_err());
+        assert!(
+            Cli::try_parse_from(["ringmq-ctl", "delay", "status", "-c", "C", "-b", "B"]).is_err()
+        );
     }
 }

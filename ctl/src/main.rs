@@ -1,13 +1,14 @@
 //! `ringmq-ctl`: cluster operations, the `mqadmin` of ringmq. Command line ([`cli`]) ->
 //! admin calls (`ringmq_client::admin`, through [`cmd`]) -> a [`output::Report`] printed as
-//! tables or JSON. A failure prints one line `ringmq-ctl: <reason>` on stderr and exits
-//! non-zero ([`error`]).
+//! tables or JSON. Flag values are parsed by [`parse`]. A failure prints one line
+//! `ringmq-ctl: <reason>` on stderr and exits non-zero ([`error`]).
 #![forbid(unsafe_code)]
 
 mod cli;
 mod cmd;
 mod error;
 mod output;
+mod parse;
 
 use std::io::Write;
 use std::net::SocketAddr;

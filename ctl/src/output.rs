@@ -12,6 +12,11 @@
 //!   times print as RFC 3339 UTC; absent values as `-`. Sections are separated by a blank
 //!   line.
 //!
+//! Where nested JSON (a list inside each row) would print badly as a table, a command gives
+//! the JSON shape and the table shape as separate sections, one marked
+//! [`Section::json_only`], the others [`Section::table_only`]; both are filled from the same
+//! values in one place.
+//!
 //! Notes (warnings, hints) go to stderr so stdout stays parseable.
 
 use serde_json::{Map, Value};
@@ -114,6 +119,10 @@ pub struct Section {
     pub rows: Vec<Vec<Value>>,
     /// One item: a JSON object and a vertical table.
     pub record: bool,
+    /// Printed as a table (without `--json`).
+    pub in_table: bool,
+    /// Printed in the JSON (with `--json`).
+    pub in_json: bool,
 }
 
 impl Section {
@@ -123,6 +132,8 @@ impl Section {
             columns,
             rows: Vec::new(),
             record: false,
+            in_table: true,
+            in_json: true,
         }
     }
 
@@ -133,7 +144,21 @@ impl Section {
             columns,
             rows: vec![row],
             record: true,
+            in_table: true,
+            in_json: true,
         }
+    }
+
+    /// This section, left out of the tables.
+    pub fn json_only(mut self) -> Self {
+        self.in_table = false;
+        self
+    }
+
+    /// This section, left out of the JSON.
+    pub fn table_only(mut self) -> Self {
+        self.in_json = false;
+        self
     }
 
     /// Adds a row (one value per column, in column order).
@@ -167,7 +192,7 @@ impl Report {
     /// The JSON document.
     pub fn to_json(&self) -> Value {
         let mut doc = Map::new();
-        for s in &self.sections {
+        for s in self.sections.iter().filter(|s| s.in_json) {
             let objects: Vec<Value> = s
                 .rows
                 .iter()
@@ -196,6 +221,7 @@ impl Report {
         let parts: Vec<String> = self
             .sections
             .iter()
+            .filter(|s| s.in_table)
             .map(|s| {
                 if s.record {
                     render_record(s)
@@ -414,6 +440,21 @@ mod tests {
         assert_eq!(j["queues"][1]["last_update_ms"], Value::Null);
         assert_eq!(j["queues"][1]["hidden"], 2);
         assert_eq!(j["summary"]["perm"], 6);
+    }
+
+    #[test]
+    fn sections_can_be_json_or_table_only() {
+        let r = sample()
+            .with(
+                Section::record("nested", vec![json_only("list")], vec![json!([1, 2])]).json_only(),
+            )
+            .with(Section::record("flat", vec![int("N[msg]", "n")], vec![json!(7)]).table_only());
+        let j = r.to_json();
+        assert_eq!(j["nested"]["list"], json!([1, 2]));
+        assert!(j.get("flat").is_none(), "{j}");
+        let t = r.to_table();
+        assert!(t.ends_with("\nN[msg]  7\n"), "{t}");
+        assert!(!t.contains("list"), "{t}");
     }
 
     #[test]

@@ -34,6 +34,8 @@ const COMMANDS: &[&[&str]] = &[
     &["broker", "status"],
     &["broker", "config"],
     &["broker", "readonly"],
+    &["delay"],
+    &["delay", "status"],
     &["clusterList"],
     &["updateTopic"],
     &["deleteTopic"],
@@ -86,6 +88,10 @@ fn usage_errors_exit_2() {
         &["no-such-command"],
         &["msg", "key", "OnlyTopic"],
         &["broker", "readonly"],
+        &["send", "T", "b", "--delay", "1s", "--delay-level", "1"],
+        &["send", "T", "b", "--delay", "5x"],
+        &["send", "T", "b", "--deliver-at", "2026-12-04T10:00:00"],
+        &["delay", "status", "-c", "C", "-b", "127.0.0.1:1"],
     ] {
         let out = ctl(args);
         assert_eq!(out.code, 2, "{args:?}: {out:?}");

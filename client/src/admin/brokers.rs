@@ -1,6 +1,8 @@
 //! Brokers: who the name servers list (cluster info, [`BrokerRef`]s, which masters a topic
 //! change goes to), and what one broker reports and accepts: runtime info, the cluster's
-//! status (rates, disk use, replication lag), configuration and read-only switching.
+//! status (rates, disk use, replication lag), configuration and read-only switching, and
+//! what it holds scheduled (delay levels, delivery times: [`Admin::schedule_status`],
+//! [`Admin::schedule_statuses`]).
 //!
 //! Rates are published per shard by the broker (`shard.N.msgs_in_per_s`) or, failing that,
 //! sampled from its counters; the pure helpers [`published_rates`], [`sampled_rates`] and
@@ -12,13 +14,13 @@ use std::time::Duration;
 
 use ringmq_wire::code::{RequestCode, Status};
 use ringmq_wire::codec::{Empty, Encode};
-use ringmq_wire::command::{BrokerConfigTable, BrokerRuntimeInfo, ClusterInfo};
+use ringmq_wire::command::{BrokerConfigTable, BrokerRuntimeInfo, ClusterInfo, ScheduleStatus};
 use tokio::time::Instant;
 
 use super::{Admin, BrokerRef, BROKER_PERMISSION_READ_ONLY, BROKER_PERMISSION_READ_WRITE};
 use crate::error::{Error, Result};
 
-/// Which brokers a topic change goes to.
+/// Which brokers a topic change goes to (and which [`Admin::schedule_statuses`] asks).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TopicTarget {
     /// Every master the name servers know.
@@ -46,6 +48,15 @@ pub struct BrokerStatus {
     pub runtime: Option<BrokerRuntimeInfo>,
     /// Why the broker did not answer.
     pub error: Option<String>,
+}
+
+/// One broker's line of [`Admin::schedule_statuses`].
+#[derive(Debug)]
+pub struct BrokerSchedule {
+    pub broker: BrokerRef,
+    /// Its answer to GET_SCHEDULE_STATUS, or why it gave none (kept per broker so one
+    /// broker down does not hide the others).
+    pub status: Result<ScheduleStatus>,
 }
 
 impl Admin {
@@ -155,6 +166,42 @@ impl Admin {
             .await?
             .expect(&[Status::Success])?
             .decode_body()
+    }
+
+    /// What a broker holds scheduled: pending messages per delay level and with a delivery
+    /// time, the next due time, deliveries since it started (GET_SCHEDULE_STATUS).
+    pub async fn schedule_status(&self, addr: SocketAddr) -> Result<ScheduleStatus> {
+        self.call(addr, RequestCode::GetScheduleStatus, &Empty, &[])
+            .await?
+            .expect(&[Status::Success])?
+            .decode_body()
+    }
+
+    /// [`Admin::schedule_status`] of each target broker, one at a time, in
+    /// [`Admin::brokers`] order. Unlike a topic change, a [`TopicTarget::Broker`] may be a
+    /// slave (given by address): it holds a copy of its master's schedule, which only the
+    /// master delivers. A broker that does not answer is listed with its error.
+    pub async fn schedule_statuses(&self, target: &TopicTarget) -> Result<Vec<BrokerSchedule>> {
+        let chosen = match target {
+            TopicTarget::Broker(b) => {
+                let brokers = self.brokers().await?;
+                let by_addr: Option<SocketAddr> = b.parse().ok();
+                match brokers.iter().find(|r| match by_addr {
+                    Some(a) => r.addr == a,
+                    None => &r.name == b && r.is_master(),
+                }) {
+                    Some(r) => vec![r.clone()],
+                    None => return Err(unknown_broker(b, &brokers)),
+                }
+            }
+            _ => self.target_masters(target).await?,
+        };
+        let mut out = Vec::with_capacity(chosen.len());
+        for broker in chosen {
+            let status = self.schedule_status(broker.addr).await;
+            out.push(BrokerSchedule { broker, status });
+        }
+        Ok(out)
     }
 
     /// Every broker with its rates, disk use and (slaves) replication lag. Rates come from

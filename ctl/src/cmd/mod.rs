@@ -3,6 +3,7 @@
 
 mod broker;
 mod cluster;
+mod delay;
 mod group;
 mod msg;
 mod topic;
@@ -17,7 +18,7 @@ pub use topic::PutMode;
 
 /// Runs one command.
 pub async fn run(admin: &Admin, cfg: &ClientConfig, command: &Command) -> Result<Report> {
-    use crate::cli::{BrokerCmd, ClusterCmd, GroupCmd, MsgCmd, TopicCmd};
+    use crate::cli::{BrokerCmd, ClusterCmd, DelayCmd, GroupCmd, MsgCmd, TopicCmd};
     match command {
         Command::Cluster(ClusterCmd::List(a)) | Command::ClusterList(a) => {
             cluster::list(admin, a).await
@@ -48,6 +49,7 @@ pub async fn run(admin: &Admin, cfg: &ClientConfig, command: &Command) -> Result
         Command::Broker(BrokerCmd::Status(a)) => broker::status(admin, &broker_of(a)).await,
         Command::Broker(BrokerCmd::Config(a)) => broker::config(admin, a).await,
         Command::Broker(BrokerCmd::Readonly(a)) => broker::readonly(admin, a).await,
+        Command::Delay(DelayCmd::Status(a)) => delay::status(admin, a).await,
     }
 }
 

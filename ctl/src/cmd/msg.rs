@@ -1,5 +1,7 @@
 //! `msg id|key|dump`, `send`, `consume`, `queryMsgById`, `queryMsgByKey`: messages in and
-//! out. Every message prints with the same columns ([`message_columns`]).
+//! out. Every message prints with the same columns ([`message_columns`]). `send` may
+//! schedule its message (a delay level, a delay or a delivery time; clap lets through at
+//! most one) and prints the due time the broker set.
 
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -104,6 +106,15 @@ pub async fn send(cfg: &ClientConfig, a: &SendArgs) -> Result<Report> {
     if let Some(t) = &a.tag {
         msg = msg.with_tag(t);
     }
+    if let Some(level) = a.delay_level {
+        msg = msg.with_delay_level(level);
+    }
+    if let Some(delay) = a.delay {
+        msg = msg.with_delay(delay);
+    }
+    if let Some(at_ms) = a.deliver_at {
+        msg = msg.with_deliver_at_ms(at_ms);
+    }
     let result = producer.send(msg).await;
     producer.shutdown().await;
     let r = result.doing(|| format!("sending to {}", a.topic))?;
@@ -123,6 +134,8 @@ pub async fn send(cfg: &ClientConfig, a: &SendArgs) -> Result<Report> {
             int("QUEUE", "queue"),
             int("OFFSET[msg]", "queue_offset"),
             time("STORE_TIME[UTC]", "store_time_ms"),
+            // Only a scheduled message has a due time; the JSON says null otherwise.
+            time("DELIVER_AT[UTC]", "deliver_at_ms").shown(r.deliver_at_ms.is_some()),
             text("STATUS", "status"),
         ],
         vec![
@@ -133,6 +146,7 @@ pub async fn send(cfg: &ClientConfig, a: &SendArgs) -> Result<Report> {
             json!(r.queue.queue_id),
             json!(r.queue_offset),
             json!(r.store_timestamp_ms),
+            json!(r.deliver_at_ms),
             json!(status),
         ],
     )))
@@ -230,6 +244,7 @@ pub fn message_columns(full: bool) -> Vec<Column> {
         body("BODY", "body"),
         text("UNIQ_KEY", "unique_key").shown(full),
         time("BORN_TIME[UTC]", "born_time_ms").shown(full),
+        time("DELIVER_AT[UTC]", "deliver_at_ms").shown(full),
         text("BORN_HOST", "born_host").shown(full),
         text("STORE_HOST", "store_host").shown(full),
         int("PHYSICAL_OFFSET[B]", "physical_offset").shown(full),
@@ -256,6 +271,7 @@ fn message_row(m: &ReceivedMessage) -> Vec<Value> {
         json!(String::from_utf8_lossy(&m.body)),
         json!(m.unique_key()),
         json!(m.born_timestamp_ms),
+        json!(m.deliver_at_ms()),
         json!(m.born_host.to_string()),
         json!(m.store_host.to_string()),
         json!(m.physical_offset),
