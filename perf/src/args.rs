@@ -185,6 +185,11 @@ pub struct SendOpts {
     /// broker's default messageDelayLevel). Needs --batch 1.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
     pub delay_level: Option<u32>,
+    /// With --delay: give the messages delivery times that fall due at this many messages
+    /// per second in total, starting --delay after the run starts, whatever the send rate
+    /// (fill a schedule first, then measure delivery alone).
+    #[arg(long, value_name = "MSGS_PER_S", requires = "delay")]
+    pub due_rate: Option<f64>,
 }
 
 impl SendOpts {

@@ -43,6 +43,8 @@ pub struct Deliveries {
     record: Option<Mutex<(QueueNames, Vec<Delivery>)>>,
     /// Scheduled messages: receipt minus due time (µs), and those delivered early.
     lateness: Mutex<hdrhistogram::Histogram<u64>>,
+    /// The broker's part: store time of the delivered copy minus due time (ms resolution).
+    store_lateness: Mutex<hdrhistogram::Histogram<u64>>,
     early: AtomicU64,
 }
 
@@ -52,6 +54,8 @@ pub struct Lateness {
     /// Receipt minus due time, µs.
     pub us: Percentiles,
     pub samples: u64,
+    /// The broker's part: the delivered copy's store time minus due time, µs (whole ms).
+    pub store_us: Percentiles,
     /// Stored in their topic before due (broker clock), or received before due.
     pub early: u64,
 }
@@ -65,6 +69,7 @@ impl Deliveries {
             last_us: AtomicU64::new(0),
             record: verify.then(|| Mutex::new((QueueNames::default(), Vec::new()))),
             lateness: Mutex::new(crate::stats::new_histogram()),
+            store_lateness: Mutex::new(crate::stats::new_histogram()),
             early: AtomicU64::new(0),
         }
     }
@@ -72,9 +77,14 @@ impl Deliveries {
     /// Lateness of the scheduled messages received so far.
     pub fn lateness(&self) -> Lateness {
         let h = self.lateness.lock().unwrap_or_else(|p| p.into_inner());
+        let s = self
+            .store_lateness
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         Lateness {
             us: crate::stats::percentiles(&h),
             samples: h.len(),
+            store_us: crate::stats::percentiles(&s),
             early: self.early.load(Ordering::Relaxed),
         }
     }
@@ -92,7 +102,8 @@ impl Deliveries {
                 if m.store_timestamp_ms < due_ms || now < due_us {
                     self.early.fetch_add(1, Ordering::Relaxed);
                 }
-                late.push(now.saturating_sub(due_us));
+                let stored = (m.store_timestamp_ms - due_ms).max(0) as u64 * 1000;
+                late.push((now.saturating_sub(due_us), stored));
             }
             match payload::parse(&m.body) {
                 Some(h) => {
@@ -110,8 +121,13 @@ impl Deliveries {
         self.meter.record_latencies(&lats);
         if !late.is_empty() {
             let mut h = self.lateness.lock().unwrap_or_else(|p| p.into_inner());
-            for l in late {
+            let mut s = self
+                .store_lateness
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            for (l, stored) in late {
                 h.saturating_record(l.max(1));
+                s.saturating_record(stored.max(1));
             }
         }
         if let Some(rec) = &self.record {

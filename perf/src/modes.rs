@@ -274,7 +274,12 @@ async fn e2e_mode(a: E2eArgs, namesrv: String, embedded: bool) -> Result<i32, St
     .await;
     // The last deliveries: until everything sent arrived, or nothing arrived for idle_exit.
     let sent = send_meter.counts().messages;
-    let drain_until = Instant::now() + a.idle_exit + a.send.schedule_wait();
+    let due_end = match (a.send.due_rate, a.send.delay) {
+        // The last message is due `sent / due_rate` s after the first, `delay` after the start.
+        (Some(r), Some(d)) if r > 0.0 => send_start + d + Duration::from_secs_f64(sent as f64 / r),
+        _ => Instant::now() + a.send.schedule_wait(),
+    };
+    let drain_until = due_end.max(Instant::now()) + a.idle_exit;
     while recv_meter.counts().messages < sent
         && Instant::now() < drain_until
         && !setup.stop.load(Ordering::Relaxed)
@@ -364,6 +369,7 @@ fn send_plan(
         run_id,
         delay: s.delay,
         delay_level: s.delay_level,
+        due_rate: s.due_rate,
     }
 }
 
@@ -386,6 +392,7 @@ fn send_config(s: &SendOpts, c: &Common, plan: &SendPlan) -> Value {
         "flush_check": s.flush_check, "queues": c.queues, "threads": c.threads,
         "verify": c.verify.as_ref().map(|p| p.display().to_string()),
         "delay_ms": s.delay.map(|d| d.as_millis() as u64), "delay_level": s.delay_level,
+        "due_rate": s.due_rate,
     })
 }
 

@@ -51,6 +51,9 @@ pub struct SendPlan {
     /// Every message scheduled after this delay, or with this delay level.
     pub delay: Option<Duration>,
     pub delay_level: Option<u32>,
+    /// With `delay`: message k (over all producers) is due at the run's start + `delay` +
+    /// k / `due_rate` s, so that they fall due at this rate whatever the send rate.
+    pub due_rate: Option<f64>,
 }
 
 /// What the sends came to (besides the meter).
@@ -124,6 +127,9 @@ struct Run {
     errors: Mutex<BTreeMap<String, u64>>,
     start_lag: Mutex<Histogram<u64>>,
     verify_error: Mutex<Option<String>>,
+    /// `due_rate`: messages given a due time so far, and the run's start (ms since the epoch).
+    due_seq: AtomicU64,
+    start_ms: i64,
 }
 
 impl Run {
@@ -166,6 +172,8 @@ pub async fn run(
     // before the pacer thread runs.
     let started_us = payload::now_us();
     let run = Arc::new(Run {
+        due_seq: AtomicU64::new(0),
+        start_ms: (payload::now_us() / 1000) as i64,
         maker: BodyMaker::new(plan.size),
         plan: plan.clone(),
         meter,
@@ -318,6 +326,13 @@ async fn send_one(
             };
             let m = Message::new(topic.clone(), run.maker.body(head));
             match (run.plan.delay, run.plan.delay_level) {
+                (Some(d), _) if run.plan.due_rate.is_some() => {
+                    let k = run.due_seq.fetch_add(1, Ordering::Relaxed);
+                    let rate = run.plan.due_rate.unwrap_or(1.0).max(1e-3);
+                    let at =
+                        run.start_ms + d.as_millis() as i64 + (k as f64 * 1000.0 / rate) as i64;
+                    m.with_deliver_at_ms(at)
+                }
                 (Some(d), _) => m.with_delay(d),
                 (None, Some(l)) => m.with_delay_level(l),
                 (None, None) => m,

@@ -20,7 +20,8 @@ crate::wire_struct! {
         pub levels: Vec<ScheduleLevel>,
         /// Messages sent with a delivery time (no level) not yet delivered.
         pub timer_pending: u64,
-        /// Earliest due time of a pending message, ms since the epoch; 0 when none.
+        /// Earliest due time of a pending message, ms since the epoch (the start of its
+        /// one-second slot while it is more than 300 ms away); 0 when none.
         pub next_due_ms: i64,
         /// Scheduled messages delivered since the broker started.
         pub delivered: u64,
