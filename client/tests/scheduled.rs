@@ -8,6 +8,7 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{body, producer, Node};
@@ -174,33 +175,57 @@ async fn levels_delays_and_times_arrive_when_due_with_their_properties() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kill_9_with_messages_pending_loses_none_and_delivers_none_early() {
+async fn kill_9_during_a_fill_loses_no_acknowledged_message_and_delivers_none_early() {
     let mut node = Node::start();
     let topic = "ScheduledCrash";
     node.create_topic(topic, 4).await;
     let p = producer(&node).await;
-    let n = 300;
-    for i in 0..n {
-        // Due from 0.2 s to 6.2 s after sending: some delivered before the kill, most not.
-        let delay = Duration::from_millis(200 + (i as u64 * 20));
-        p.send(Message::new(topic, format!("m{i}")).with_delay(delay))
-            .await
-            .unwrap();
-    }
-    tokio::time::sleep(Duration::from_millis(800)).await;
-    let before = read_all(&common::reader(&node, "before-kill").await, topic).await;
-    eprintln!("{} of {n} delivered before kill -9", before.len());
+    let acked: Arc<Mutex<Vec<String>>> = Arc::default();
+    // The fill: delays from 0.2 s growing by 20 ms per message, until a send fails (the kill).
+    let sender = {
+        let acked = Arc::clone(&acked);
+        tokio::spawn(async move {
+            for i in 0..2_000u64 {
+                let m = Message::new(topic, format!("m{i}"))
+                    .with_delay(Duration::from_millis(200 + i * 20));
+                match p.send(m).await {
+                    Ok(_) => acked.lock().unwrap().push(format!("m{i}")),
+                    Err(_) => break,
+                }
+            }
+            p
+        })
+    };
+    let filled = common::wait_until(Duration::from_secs(60), || {
+        acked.lock().unwrap().len() >= 300
+    })
+    .await;
+    assert!(filled, "the fill did not reach 300 messages");
     node.kill();
+    let p = sender.await.unwrap();
     p.shutdown().await;
+    let acked = acked.lock().unwrap().clone();
+    eprintln!(
+        "{} scheduled messages acknowledged when kill -9 struck",
+        acked.len()
+    );
     node.restart();
     let c = common::reader(&node, "scheduled-crash-reader").await;
-    let all = wait_for(&c, topic, n, Duration::from_secs(60)).await;
-    let distinct: std::collections::BTreeSet<String> = all.iter().map(body).collect();
-    let missing: Vec<String> = (0..n)
-        .map(|i| format!("m{i}"))
-        .filter(|b| !distinct.contains(b))
-        .collect();
-    assert!(missing.is_empty(), "lost after kill -9: {missing:?}");
+    // Until every acknowledged message arrived (an unacknowledged one may arrive too).
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let (all, distinct) = loop {
+        let all = read_all(&c, topic).await;
+        let distinct: std::collections::BTreeSet<String> = all.iter().map(body).collect();
+        if acked.iter().all(|b| distinct.contains(b)) || std::time::Instant::now() > deadline {
+            break (all, distinct);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let missing: Vec<&String> = acked.iter().filter(|b| !distinct.contains(*b)).collect();
+    assert!(
+        missing.is_empty(),
+        "acknowledged, lost after kill -9: {missing:?}"
+    );
     for m in &all {
         assert_not_early(m);
     }
