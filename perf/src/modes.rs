@@ -210,6 +210,13 @@ async fn consume_mode(a: ConsumeArgs, namesrv: String, embedded: bool) -> Result
         notes.extend(report::verify_lines(v));
     }
     extra.extend(as_map(report::verify_json(verdict.as_ref())));
+    // Scheduled messages read back: how late the broker stored them (receipt lateness of a
+    // catching-up read is the messages' age, not the schedule's).
+    let lateness = sink.lateness();
+    if lateness.samples > 0 {
+        notes.extend(report::lateness_lines(&lateness));
+        extra.extend(as_map(report::lateness_json(&lateness)));
+    }
     extra.insert(
         "foreign".into(),
         json!(sink.foreign.load(Ordering::Relaxed)),

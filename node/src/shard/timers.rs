@@ -59,7 +59,10 @@ pub async fn run(shard: Rc<Shard>) {
             since_retention = 0;
             retention(&shard);
         }
-        shard.index_pending();
+        shard.index_in_steps().await;
+        if shard.broker.is_shutting_down() {
+            return;
+        }
         update_counters(&shard);
     }
 }
