@@ -15,6 +15,7 @@
 //! group commit); [`Store::checkpoint`] also syncs the ConsumeQueues and records how far
 //! recovery may skip.
 
+mod checked;
 pub mod checkpoint;
 pub mod commitlog;
 pub mod consume_queue;
@@ -23,6 +24,8 @@ pub mod error;
 pub mod fault_disk;
 pub mod flush;
 pub mod index;
+mod pull;
+mod queues;
 pub mod replica;
 pub mod schedule;
 
@@ -30,13 +33,16 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use ringmq_wire::record::{self, BrokerFields, RecordView};
+use ringmq_wire::record::{self, BrokerFields};
 
+pub use self::checked::{CheckedBatch, RecordMeta};
 use self::checkpoint::{Checkpoint, CHECKPOINT_FILE_BYTES, SLOT_BYTES};
 use self::commitlog::{shard_of_offset, CommitLog};
-use self::consume_queue::{ConsumeQueue, CqUnit, CQ_UNITS_PER_FILE_DEFAULT, CQ_UNIT_BYTES};
+use self::consume_queue::{ConsumeQueue, CqUnit, CQ_UNITS_PER_FILE_DEFAULT};
 use self::disk::{Disk, WriteOp};
 pub use self::error::{Result, StoreError};
+pub use self::pull::{PullResult, PullStatus, Run};
+use self::queues::{open_owned_queues, open_queue, redispatch};
 
 /// Most ConsumeQueue units one pull examines (matching or not).
 pub const PULL_SCAN_UNITS_MAX: u64 = 4096;
@@ -87,41 +93,6 @@ pub struct AppendOutcome {
     pub store_timestamp_ms: i64,
     /// Log end after this append: `sync` covers the batch once it has reached this offset.
     pub end_offset: u64,
-}
-
-/// How a pull ended, RocketMQ's `GetMessageStatus`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PullStatus {
-    Found,
-    /// The offset is the queue's end.
-    NoNewMessage,
-    /// Units were examined but none matched the filter; `next_offset` moved past them.
-    NoMatchedMessage,
-    /// The offset is below the queue's minimum (retention removed it).
-    OffsetTooSmall,
-    /// The offset is past the queue's end.
-    OffsetOverflow,
-    /// This store has no such queue.
-    NoQueue,
-}
-
-/// Contiguous record bytes in the log (one or more whole records).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Run {
-    pub physical_offset: u64,
-    pub len: u32,
-}
-
-/// Result of [`Store::get`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PullResult {
-    pub status: PullStatus,
-    pub next_offset: u64,
-    pub min_offset: u64,
-    pub max_offset: u64,
-    pub runs: Vec<Run>,
-    pub messages: u32,
-    pub bytes: u64,
 }
 
 /// What recovery did at open.
@@ -398,58 +369,6 @@ impl<D: Disk + Clone> Store<D> {
         self.disk
             .sync_dir(&self.cfg.root)
             .map_err(|e| StoreError::io(&self.cfg.root, e))
-    }
-
-    /// Looks up to `max_messages` records (and about `max_bytes`, at least one) of a queue
-    /// from `offset`, skipping those whose tag hash `filter` rejects.
-    pub fn get(
-        &self,
-        topic: &str,
-        queue_id: u32,
-        offset: u64,
-        max_messages: u32,
-        max_bytes: u64,
-        filter: impl Fn(i64) -> bool,
-    ) -> Result<PullResult> {
-        let Some(cq) = self.queue(topic, queue_id) else {
-            return Ok(PullResult::empty(PullStatus::NoQueue, 0, 0, 0));
-        };
-        let (min, max) = (cq.min_offset(), cq.max_offset());
-        if offset < min {
-            return Ok(PullResult::empty(PullStatus::OffsetTooSmall, min, min, max));
-        }
-        if offset == max {
-            return Ok(PullResult::empty(
-                PullStatus::NoNewMessage,
-                offset,
-                min,
-                max,
-            ));
-        }
-        if offset > max {
-            return Ok(PullResult::empty(PullStatus::OffsetOverflow, max, min, max));
-        }
-        let scan = (max - offset).min(PULL_SCAN_UNITS_MAX);
-        let mut units = vec![0u8; scan as usize * CQ_UNIT_BYTES];
-        cq.read_units(offset, &mut units)?;
-        let mut result = PullResult::empty(PullStatus::NoMatchedMessage, offset, min, max);
-        let log_min = self.log.min_offset();
-        for chunk in units.chunks_exact(CQ_UNIT_BYTES) {
-            let unit = CqUnit::decode(chunk.try_into().expect("chunks_exact yields 20 bytes"));
-            let fits = result.bytes + u64::from(unit.size) <= max_bytes;
-            if result.messages >= max_messages || (result.messages > 0 && !fits) {
-                break;
-            }
-            result.next_offset += 1;
-            if unit.physical_offset < log_min || !filter(unit.tag_hash) {
-                continue;
-            }
-            result.push(unit);
-        }
-        if result.messages > 0 {
-            result.status = PullStatus::Found;
-        }
-        Ok(result)
     }
 
     /// Copies log bytes (a [`Run`] or part of one) into `buf`.
@@ -821,111 +740,6 @@ impl<D: Disk + Clone> Store<D> {
     }
 }
 
-impl PullResult {
-    fn empty(status: PullStatus, next_offset: u64, min_offset: u64, max_offset: u64) -> Self {
-        PullResult {
-            status,
-            next_offset,
-            min_offset,
-            max_offset,
-            runs: Vec::new(),
-            messages: 0,
-            bytes: 0,
-        }
-    }
-
-    fn push(&mut self, unit: CqUnit) {
-        self.messages += 1;
-        self.bytes += u64::from(unit.size);
-        if let Some(last) = self.runs.last_mut() {
-            if last.physical_offset + u64::from(last.len) == unit.physical_offset {
-                last.len += unit.size;
-                return;
-            }
-        }
-        self.runs.push(Run {
-            physical_offset: unit.physical_offset,
-            len: unit.size,
-        });
-    }
-}
-
-/// Where one record of a batch is and what the store needs from it.
-/// Where one record of a checked batch is, and what the send path needs of it.
-#[derive(Debug, Clone, Copy)]
-pub struct RecordMeta {
-    pub start: usize,
-    pub len: usize,
-    pub queue_id: u32,
-    pub tag_hash: i64,
-    pub body_len: usize,
-    /// The record names a schedule property (delay level or delivery time).
-    pub scheduled: bool,
-    topic_start: usize,
-    topic_len: usize,
-}
-
-impl RecordMeta {
-    /// The record's topic, read from the batch it was checked in.
-    pub fn topic<'a>(&self, batch: &'a [u8]) -> &'a str {
-        let raw = &batch[self.start + self.topic_start..][..self.topic_len];
-        std::str::from_utf8(raw).expect("validated as UTF-8 by CheckedBatch::check")
-    }
-}
-
-/// A batch of records decoded and checked once (every record decodes, CRC included, and
-/// would be recognised as intact by recovery); the send path and the store take this type
-/// instead of decoding the bytes again. It describes the bytes it was checked against: the
-/// broker fields the store patches later are outside what it records.
-#[derive(Debug, Clone)]
-pub struct CheckedBatch {
-    pub metas: Vec<RecordMeta>,
-}
-
-impl CheckedBatch {
-    pub fn check(batch: &[u8]) -> Result<Self> {
-        scan_batch(batch).map(|metas| CheckedBatch { metas })
-    }
-}
-
-/// Decodes every record of a batch (CRC included) before anything is placed.
-fn scan_batch(batch: &[u8]) -> Result<Vec<RecordMeta>> {
-    let mut metas = Vec::new();
-    let mut at = 0;
-    while at < batch.len() {
-        let rec = record::decode_one(&batch[at..])
-            .map_err(|source| StoreError::BadRecord { at, source })?;
-        if !commitlog::recover::has_intact_end(&rec) {
-            // Recovery would take this record for a torn write.
-            return Err(StoreError::BadRecord {
-                at,
-                source: ringmq_wire::WireError::Invalid {
-                    what: "record",
-                    detail: "empty topic, NUL in the topic, or properties ending in a zero byte",
-                },
-            });
-        }
-        let topic_start = rec.topic.as_ptr() as usize - rec.bytes.as_ptr() as usize;
-        metas.push(RecordMeta {
-            start: at,
-            len: rec.len(),
-            queue_id: rec.queue_id,
-            tag_hash: ringmq_wire::schedule::cq_tag(&rec),
-            body_len: rec.body.len(),
-            scheduled: ringmq_wire::schedule::has_schedule_property(rec.properties),
-            topic_start,
-            topic_len: rec.topic.len(),
-        });
-        at += rec.len();
-    }
-    if metas.is_empty() {
-        return Err(StoreError::BadBatch {
-            detail: "empty batch".to_string(),
-        });
-    }
-    Ok(metas)
-}
-
 fn abort_path(cfg: &StoreConfig) -> PathBuf {
     cfg.root.join(format!("abort.{}", cfg.shard))
 }
@@ -940,85 +754,6 @@ fn read_checkpoint<D: Disk>(disk: &D, file: &D::File, path: &Path) -> Result<Opt
     disk.read_at(file, 0, &mut head)
         .map_err(|e| StoreError::io(path, e))?;
     Ok(Checkpoint::newest(&head))
-}
-
-fn queue_dir(root: &Path, topic: &str, queue_id: u32) -> PathBuf {
-    root.join("consumequeue")
-        .join(topic)
-        .join(queue_id.to_string())
-}
-
-/// Opens the ConsumeQueues under `consumequeue/` whose records live in this shard's log.
-fn open_owned_queues<D: Disk + Clone>(
-    disk: &D,
-    cfg: &StoreConfig,
-) -> Result<HashMap<String, BTreeMap<u32, ConsumeQueue<D>>>> {
-    let mut queues: HashMap<String, BTreeMap<u32, ConsumeQueue<D>>> = HashMap::new();
-    let cq_root = cfg.root.join("consumequeue");
-    if !disk.exists(&cq_root) {
-        return Ok(queues);
-    }
-    for topic in disk
-        .list_dir(&cq_root)
-        .map_err(|e| StoreError::io(&cq_root, e))?
-    {
-        let tdir = cq_root.join(&topic);
-        for q in disk.list_dir(&tdir).map_err(|e| StoreError::io(&tdir, e))? {
-            let Ok(queue_id) = q.parse::<u32>() else {
-                continue;
-            };
-            let dir = tdir.join(&q);
-            let cq = ConsumeQueue::open(disk, &dir, cfg.cq_units_per_file)?;
-            let owned =
-                matches!(cq.first_physical_offset()?, Some(p) if shard_of_offset(p) == cfg.shard);
-            if owned {
-                queues
-                    .entry(topic.clone())
-                    .or_default()
-                    .insert(queue_id, cq);
-            }
-        }
-    }
-    Ok(queues)
-}
-
-fn open_queue<'a, D: Disk + Clone>(
-    disk: &D,
-    root: &Path,
-    units_per_file: u64,
-    queues: &'a mut HashMap<String, BTreeMap<u32, ConsumeQueue<D>>>,
-    topic: &str,
-    queue_id: u32,
-) -> Result<&'a mut ConsumeQueue<D>> {
-    if !queues.contains_key(topic) {
-        queues.insert(topic.to_string(), BTreeMap::new());
-    }
-    let qs = queues
-        .get_mut(topic)
-        .expect("inserted just above when missing");
-    if let std::collections::btree_map::Entry::Vacant(slot) = qs.entry(queue_id) {
-        let cq = ConsumeQueue::open(disk, &queue_dir(root, topic, queue_id), units_per_file)?;
-        slot.insert(cq);
-    }
-    Ok(qs.get_mut(&queue_id).expect("present after insert"))
-}
-
-fn redispatch<D: Disk + Clone>(
-    disk: &D,
-    root: &Path,
-    units_per_file: u64,
-    queues: &mut HashMap<String, BTreeMap<u32, ConsumeQueue<D>>>,
-    rec: &RecordView<'_>,
-) -> Result<()> {
-    let cq = open_queue(disk, root, units_per_file, queues, rec.topic, rec.queue_id)?;
-    cq.put_at(
-        rec.queue_offset,
-        CqUnit {
-            physical_offset: rec.physical_offset,
-            size: rec.len() as u32,
-            tag_hash: ringmq_wire::schedule::cq_tag(rec),
-        },
-    )
 }
 
 #[cfg(test)]
