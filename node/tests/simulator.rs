@@ -26,7 +26,7 @@ fn run(seed: u64, bug: Option<Bug>, dir: &std::path::Path) -> Report {
 #[test]
 fn fixed_seeds_run_clean_and_replay_exactly() {
     let dir = tempfile::tempdir().unwrap();
-    let mut events = 0;
+    let (mut events, mut fuzzed) = (0, 0);
     for seed in 1..=CLEAN_SEEDS {
         let r = run(seed, None, dir.path());
         assert!(
@@ -38,8 +38,10 @@ fn fixed_seeds_run_clean_and_replay_exactly() {
         );
         assert!(r.sends_ok > 0, "seed {seed}: nothing was acknowledged");
         events += r.events;
+        fuzzed += r.fuzz_answered;
     }
     assert!(events > 0);
+    assert!(fuzzed > 0, "no fuzzed request was answered");
     // The same seed twice: the same trace.
     for seed in [1, 2, 3] {
         let (a, b) = (run(seed, None, dir.path()), run(seed, None, dir.path()));

@@ -71,7 +71,7 @@ fn main() {
         digest = (digest ^ report.digest).wrapping_mul(0x0100_0000_01b3);
         if args.verbose {
             eprintln!(
-                "seed {seed}: {} | {} events, {} ms virtual, {} crashes, {} sends ok, {} records pulled, {} long polls woken, {}/{} scheduled delivered{}",
+                "seed {seed}: {} | {} events, {} ms virtual, {} crashes, {} sends ok, {} records pulled, {} long polls woken, {}/{} scheduled delivered, {} fuzzed requests answered{}",
                 report.mode,
                 report.events,
                 report.virtual_ms,
@@ -81,6 +81,7 @@ fn main() {
                 report.long_polls_woken,
                 report.scheduled_delivered,
                 report.scheduled_acked,
+                report.fuzz_answered,
                 report
                     .failure
                     .as_ref()

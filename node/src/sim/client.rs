@@ -64,6 +64,8 @@ pub struct Checks {
     pub pulls_found: u64,
     pub pulled_records: u64,
     pub long_polls_woken: u64,
+    /// Fuzzed requests the broker answered (any status).
+    pub fuzz_answered: u64,
 }
 
 /// What the clients share with the simulator.
@@ -115,6 +117,19 @@ impl Rpc {
         body: &[u8],
         timeout_ms: u64,
     ) -> Result<Answer, String> {
+        let header = header.to_vec().map_err(|e| e.to_string())?;
+        self.call_raw(u16::from(code), &header, body, timeout_ms)
+            .await
+    }
+
+    /// A request with any code and raw header bytes (the fuzzer's too).
+    async fn call_raw(
+        &mut self,
+        code: u16,
+        header: &[u8],
+        body: &[u8],
+        timeout_ms: u64,
+    ) -> Result<Answer, String> {
         let res = rt::timeout(
             Duration::from_millis(timeout_ms),
             self.exchange(code, header, body),
@@ -129,12 +144,7 @@ impl Rpc {
         res
     }
 
-    async fn exchange(
-        &mut self,
-        code: RequestCode,
-        header: &(impl Encode + ?Sized),
-        body: &[u8],
-    ) -> Result<Answer, String> {
+    async fn exchange(&mut self, code: u16, header: &[u8], body: &[u8]) -> Result<Answer, String> {
         if self.conn.is_none() {
             self.conn = Some(Conn::connect(self.addr).await.map_err(|e| e.to_string())?);
             self.buf.clear();
@@ -143,8 +153,17 @@ impl Rpc {
         let id = self.next_id;
         self.next_id += 1;
         let mut out = Vec::new();
-        frame::encode_request(&mut out, code, false, id, header, body)
-            .map_err(|e| e.to_string())?;
+        frame::encode_prefix(
+            &mut out,
+            code,
+            frame::Flags::REQUEST,
+            id,
+            header.len(),
+            body.len(),
+        )
+        .map_err(|e| e.to_string())?;
+        out.extend_from_slice(header);
+        out.extend_from_slice(body);
         let (res, _) = conn.write_all(out).await;
         res.map_err(|e| e.to_string())?;
         loop {
@@ -641,6 +660,57 @@ pub async fn admin(shared: Shared, addr: SocketAddr) {
             let _ = rpc
                 .call(RequestCode::DeleteTopicInBroker, &h, &[], CALL_TIMEOUT_MS)
                 .await;
+        }
+    }
+}
+
+/// Requests a buggy or hostile client might send, on a connection of their own: every request
+/// code (and unknown ones), with headers that are sampled values of the code's header type,
+/// the same with a byte flipped, or random bytes, and random bodies. The broker must answer
+/// each with a status (the frames themselves are well formed) and keep serving everyone else;
+/// a panic ends the run. Sampled values use short random names, so they do not touch the
+/// checked topics.
+pub async fn fuzzer(shared: Shared, addr: SocketAddr) {
+    use ringmq_wire::codec::sample::{Gen, Sample};
+    use ringmq_wire::command::Request;
+    let mut rpc = Rpc::new(addr);
+    loop {
+        rt::sleep(Duration::from_millis(
+            20 + shared.world.with_rng(|r| r.below(200)),
+        ))
+        .await;
+        let (seed, kind, flip, body) = shared.world.with_rng(|r| {
+            let seed: Vec<u8> = (0..r.below(96)).map(|_| r.below(256) as u8).collect();
+            let body: Vec<u8> = (0..r.below(300)).map(|_| r.below(256) as u8).collect();
+            (seed, r.below(3), r.below(4096) as usize, body)
+        });
+        let (code, mut header) = match kind {
+            0 | 1 => {
+                let req = Request::sample(&mut Gen::new(&seed));
+                let Ok(h) = req.to_vec() else { continue };
+                (u16::from(req.code()), h)
+            }
+            _ => {
+                let code = shared.world.with_rng(|r| {
+                    if r.chance(0.9) {
+                        u16::from(RequestCode::ALL[r.below(RequestCode::ALL.len() as u64) as usize])
+                    } else {
+                        r.below(u64::from(u16::MAX)) as u16
+                    }
+                });
+                (code, seed.clone())
+            }
+        };
+        if kind == 1 && !header.is_empty() {
+            let i = flip % header.len();
+            header[i] ^= 1 << (flip % 8);
+        }
+        if rpc
+            .call_raw(code, &header, &body, CALL_TIMEOUT_MS)
+            .await
+            .is_ok()
+        {
+            shared.checks.borrow_mut().fuzz_answered += 1;
         }
     }
 }

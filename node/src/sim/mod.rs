@@ -56,6 +56,8 @@ pub struct Report {
     pub sends_ok: u64,
     pub pulled_records: u64,
     pub long_polls_woken: u64,
+    /// Fuzzed requests (every request code, sampled / mutated / random headers) answered.
+    pub fuzz_answered: u64,
     /// Scheduled messages delivered (checked at the end) and acknowledged.
     pub scheduled_delivered: usize,
     pub scheduled_acked: usize,
@@ -85,6 +87,7 @@ pub fn run_one(opts: &Options) -> Report {
         sends_ok: checks.sends_ok,
         pulled_records: checks.pulled_records,
         long_polls_woken: checks.long_polls_woken,
+        fuzz_answered: checks.fuzz_answered,
         scheduled_delivered: sim.delivered,
         scheduled_acked: sim.oracle.borrow().scheduled.len(),
         faults: sim.faults.clone(),
@@ -215,6 +218,8 @@ impl Sim {
             self.world
                 .spawn_on(CLIENTS, client::consumer(shared.clone(), id, addr));
         }
+        self.world
+            .spawn_on(CLIENTS, client::fuzzer(shared.clone(), addr));
         self.world.spawn_on(CLIENTS, client::admin(shared, addr));
     }
 
