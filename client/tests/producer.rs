@@ -299,5 +299,11 @@ async fn errors_are_typed() {
     let started = std::time::Instant::now();
     let e = p.send(Message::new("Errors", "x")).await.unwrap_err();
     assert_eq!(e.outcome(), Outcome::NotStored, "{e}");
-    assert!(started.elapsed() < Duration::from_secs(5));
+    // Not a speed check: the 2 s send timeout is honoured (no hang); 10 s leaves a slow
+    // machine 5x room.
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
 }

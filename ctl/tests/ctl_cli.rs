@@ -119,7 +119,9 @@ fn unreachable_name_server_is_one_clear_line() {
         );
         assert!(line.contains("--namesrv"), "{line}");
         assert!(out.stdout.is_empty(), "{}", out.stdout);
-        assert!(out.elapsed < Duration::from_secs(5), "{:?}", out.elapsed);
+        // Not a speed check: the command gives up instead of hanging (its connect timeout
+        // is seconds; 10 s leaves a slow machine room).
+        assert!(out.elapsed < Duration::from_secs(10), "{:?}", out.elapsed);
     }
     let out = common::ctl_env(&["topic", "list"], &[("RINGMQ_NAMESRV", &ns)]);
     let line = out.failed_one_line(&["topic", "list"]);
