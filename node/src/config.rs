@@ -162,6 +162,16 @@ pub struct BrokerConfig {
     /// `haMaxGapNotInSync`, default 256 MiB.
     pub ha_max_gap_not_in_sync_bytes: u64,
 
+    // --- consumers ---
+    /// `notifyConsumerIdsChangedEnable`: tell a group's members when it changes, default true.
+    pub notify_consumer_ids_changed_enable: bool,
+    /// `rebalanceLockMaxLiveTime`: a queue lock not renewed for this long is free, default
+    /// 60,000 ms.
+    pub rebalance_lock_max_live_time_ms: u64,
+    /// `maxReconsumeTimes`: a consumer group's retry limit when its client does not set one
+    /// (RocketMQ's subscription group `retryMaxTimes`), default 16.
+    pub max_reconsume_times: u32,
+
     // --- transactions and timers ---
     /// `transactionTimeOut`, default 6,000 ms.
     pub transaction_timeout_ms: u64,
@@ -240,6 +250,9 @@ impl Default for BrokerConfig {
             ha_housekeeping_interval_ms: 20_000,
             ha_transfer_batch_size_bytes: 32 * 1024,
             ha_max_gap_not_in_sync_bytes: 256 * 1024 * 1024,
+            notify_consumer_ids_changed_enable: true,
+            rebalance_lock_max_live_time_ms: 60_000,
+            max_reconsume_times: 16,
             transaction_timeout_ms: 6_000,
             transaction_check_max: 15,
             transaction_check_interval_ms: 30_000,

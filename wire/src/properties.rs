@@ -48,6 +48,8 @@ pub mod keys {
     pub const RECONSUME_TIME: &str = "RECONSUME_TIME";
     /// Maximum reconsume count before the dead-letter topic.
     pub const MAX_RECONSUME_TIMES: &str = "MAX_RECONSUME_TIMES";
+    /// The topic a retried or dead-lettered message was first consumed from.
+    pub const RETRY_TOPIC: &str = "RETRY_TOPIC";
 }
 
 /// Encodes `pairs` into `out` in RocketMQ's property format. Fails if a key or value

@@ -8,7 +8,7 @@ use ringmq_wire::codec::{Decode, Empty, Encode};
 use ringmq_wire::command::route::perm;
 use ringmq_wire::command::{
     BrokerConfigTable, BrokerRuntimeInfo, ConsumerGroupInfo, ConsumerGroupList, CreateTopicRequest,
-    HeartbeatData, HelloRequest, HelloResponse, UnregisterClientRequest,
+    HelloRequest, HelloResponse,
 };
 
 use crate::broker::dispatch::store_error;
@@ -37,32 +37,6 @@ pub fn hello(shard: &Shard, h: &HelloRequest) -> Reply {
         shard_id: shard.id,
         frame_bytes_max: b.rt.frame_bytes_max as u32,
     })
-}
-
-pub fn heartbeat(shard: &Shard, hb: &HeartbeatData) -> Reply {
-    let mut groups = shard
-        .broker
-        .groups
-        .lock()
-        .unwrap_or_else(|p| p.into_inner());
-    let now = Broker::now_ms();
-    groups.expire(now);
-    groups.heartbeat(hb, now);
-    Reply::ok(Empty)
-}
-
-pub fn unregister_client(shard: &Shard, h: &UnregisterClientRequest) -> Reply {
-    let mut groups = shard
-        .broker
-        .groups
-        .lock()
-        .unwrap_or_else(|p| p.into_inner());
-    // Only the group named: a producer leaving (consumer_group None) must not take the
-    // same client id out of its consumer groups.
-    if let Some(group) = h.consumer_group.as_deref() {
-        groups.unregister(&h.client_id, Some(group));
-    }
-    Reply::ok(Empty)
 }
 
 pub fn consumer_list(shard: &Shard, group: &str) -> Reply {

@@ -11,7 +11,8 @@ use ringmq_wire::codec::Decode;
 use ringmq_wire::command::{HeartbeatData, Request, WrongShard};
 use ringmq_wire::frame::{self, PREFIX_BYTES};
 
-use crate::broker::{admin, produce, pull, queries as oh};
+use crate::broker::groups::Channel;
+use crate::broker::{admin, clients, produce, pull, queries as oh, retry};
 use crate::net::reply::{Outcome, Reply};
 use crate::shard::mailbox::Mail;
 use crate::shard::Shard;
@@ -25,6 +26,9 @@ pub struct Origin {
     pub forwarded: bool,
     /// The reply may carry log runs for zero-copy sends (not when it must cross threads).
     pub zero_copy: bool,
+    /// The client connection it came on (`None` when forwarded): a heartbeat makes it the
+    /// client's channel.
+    pub conn: Option<u64>,
 }
 
 /// Handles one whole request frame.
@@ -109,10 +113,19 @@ pub fn dispatch(shard: &Rc<Shard>, mut frame_bytes: Vec<u8>, origin: Origin) -> 
             }
         }
         Request::HeartBeat(_) => match HeartbeatData::decode(body) {
-            Ok(hb) => admin::heartbeat(shard, &hb).into(),
+            Ok(hb) => {
+                let channel = origin.conn.map(|conn| Channel {
+                    shard: shard.id,
+                    conn,
+                });
+                clients::heartbeat(shard, &hb, channel).into()
+            }
             Err(e) => Reply::error(Status::MalformedRequest, format!("heartbeat body: {e}")).into(),
         },
-        Request::UnregisterClient(h) => admin::unregister_client(shard, &h).into(),
+        Request::UnregisterClient(h) => clients::unregister(shard, &h).into(),
+        Request::LockBatchMq(_) => clients::lock_batch(shard, body).into(),
+        Request::UnlockBatchMq(_) => clients::unlock_batch(shard, body).into(),
+        Request::ConsumerSendMsgBack(h) => retry::send_back(shard, h, frame_bytes, origin),
         Request::GetConsumerListByGroup(h) => admin::consumer_list(shard, &h.consumer_group).into(),
         Request::GetBrokerRuntimeInfo(_) => admin::runtime_info(shard).into(),
         Request::QueryMessage(h) => crate::broker::query::query(shard, h, frame_bytes, origin),
@@ -143,10 +156,7 @@ pub fn dispatch(shard: &Rc<Shard>, mut frame_bytes: Vec<u8>, origin: Origin) -> 
         Request::CheckTransactionState(_) | Request::NotifyConsumerIdsChanged(_) => {
             not_served(code, "the broker sends it to clients, it does not serve it")
         }
-        Request::ConsumerSendMsgBack(_)
-        | Request::EndTransaction(_)
-        | Request::LockBatchMq(_)
-        | Request::UnlockBatchMq(_) => not_served(code, "not implemented yet"),
+        Request::EndTransaction(_) => not_served(code, "not implemented yet"),
     }
 }
 

@@ -4,15 +4,18 @@
 //! lock (the topic table is an atomically swapped snapshot, counters are atomics).
 
 pub mod admin;
+pub mod clients;
 pub mod dispatch;
 pub mod groups;
 pub mod live;
+pub mod locks;
 pub mod offsets;
 pub mod produce;
 pub mod pull;
 pub mod queries;
 pub mod query;
 pub mod register;
+pub mod retry;
 pub mod schedule;
 pub mod topics;
 
@@ -93,6 +96,12 @@ pub struct Broker {
     pub shard_count: u16,
     pub topics: Topics,
     pub groups: Mutex<ConsumerGroups>,
+    /// Queue locks of orderly consumers.
+    pub locks: Mutex<locks::QueueLocks>,
+    /// Ids of connections (clients' channels), unique in this process.
+    pub next_conn: AtomicU64,
+    /// Request ids of broker -> client requests.
+    pub push_seq: AtomicU64,
     pub counters: Vec<ShardCounters>,
     /// Per shard: its schedule's counts, as its delivery loop last published them.
     pub schedule: Vec<Mutex<crate::store::schedule::ScheduleCounts>>,
@@ -142,6 +151,19 @@ impl Broker {
         m.broker.or_else(|| {
             m.ha.map(|h| SocketAddr::new(h.ip(), h.port().saturating_sub(1)))
         })
+    }
+
+    pub fn lock_groups(&self) -> std::sync::MutexGuard<'_, ConsumerGroups> {
+        self.groups.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn lock_locks(&self) -> std::sync::MutexGuard<'_, locks::QueueLocks> {
+        self.locks.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// How long a queue lock lasts without renewal (`rebalanceLockMaxLiveTime`).
+    pub fn lock_max_live_ms(&self) -> i64 {
+        i64::try_from(self.config.rebalance_lock_max_live_time_ms).unwrap_or(i64::MAX)
     }
 
     pub fn is_shutting_down(&self) -> bool {

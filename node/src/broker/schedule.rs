@@ -147,7 +147,12 @@ pub fn delivery_record(stored: &RecordView<'_>, store_host: SocketAddr) -> Resul
         .property(keys::REAL_QID)
         .and_then(|q| q.parse().ok())
         .ok_or("no REAL_QID property")?;
-    let origin = record::message_id(store_host, stored.physical_offset);
+    // A retried message keeps the id its first copy had; any other gets the id its
+    // producer was given (the scheduled record's).
+    let origin = match stored.property(keys::ORIGIN_MESSAGE_ID) {
+        Some(id) if !id.is_empty() => id.to_owned(),
+        _ => record::message_id(store_host, stored.physical_offset),
+    };
     let mut props = Vec::with_capacity(stored.properties.len() + 48);
     let kept = properties::iter(stored.properties)
         .filter_map(|p| p.ok())

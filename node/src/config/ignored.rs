@@ -76,7 +76,6 @@ pub(super) const BROKER_IGNORED_KEYS: &[&str] = &[
     "adminBrokerThreadPoolQueueCapacity",
     "loadBalanceThreadPoolQueueCapacity",
     "filterServerNums",
-    "notifyConsumerIdsChangedEnable",
     "highSpeedMode",
     "commercialEnable",
     "commercialTimerCount",

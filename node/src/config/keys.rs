@@ -151,6 +151,14 @@ const BROKER_KEYS: &[Key<BrokerConfig>] = &[
     }),
     key!("haMaxGapNotInSync", |c, v| c.ha_max_gap_not_in_sync_bytes =
         num(v, 1, i64::MAX as u64)?),
+    key!("notifyConsumerIdsChangedEnable", |c, v| {
+        c.notify_consumer_ids_changed_enable = boolean(v)?
+    }),
+    key!("rebalanceLockMaxLiveTime", |c, v| {
+        c.rebalance_lock_max_live_time_ms = num(v, 1, INTERVAL_MS_MAX)?
+    }),
+    key!("maxReconsumeTimes", |c, v| c.max_reconsume_times =
+        num(v, 0, I32_MAX)?),
     key!("transactionTimeOut", |c, v| c.transaction_timeout_ms =
         num(v, 1, INTERVAL_MS_MAX)?),
     key!("transactionCheckMax", |c, v| c.transaction_check_max =
@@ -488,21 +496,26 @@ fn hours(v: &str) -> Result<Vec<u8>, String> {
     Ok(hours)
 }
 
-/// `1s 5s 10s 30s 1m … 2h` (units s, m, h, d) into milliseconds.
+/// `1s 5s 10s 30s 1m … 2h` (units s, m, h, d, and ringmq's `ms`) into milliseconds.
 pub(super) fn parse_delay_levels(v: &str) -> Result<Vec<u64>, String> {
     let levels: Vec<u64> = v
         .split_whitespace()
         .map(|level| {
             let bad =
-                || format!("expected levels like \"1s 5m 2h\" (units s m h d), got {level:?}");
-            let split = level.len().checked_sub(1).ok_or_else(bad)?;
-            let (n, unit) = level.split_at(split);
-            let unit_ms: u64 = match unit {
-                "s" => 1_000,
-                "m" => 60_000,
-                "h" => 3_600_000,
-                "d" => 86_400_000,
-                _ => return Err(bad()),
+                || format!("expected levels like \"1s 5m 2h\" (units ms s m h d), got {level:?}");
+            let (n, unit_ms) = if let Some(n) = level.strip_suffix("ms") {
+                (n, 1)
+            } else {
+                let split = level.len().checked_sub(1).ok_or_else(bad)?;
+                let (n, unit) = level.split_at(split);
+                let unit_ms: u64 = match unit {
+                    "s" => 1_000,
+                    "m" => 60_000,
+                    "h" => 3_600_000,
+                    "d" => 86_400_000,
+                    _ => return Err(bad()),
+                };
+                (n, unit_ms)
             };
             let n: u64 = num(n, 1, I32_MAX).map_err(|_| bad())?;
             Ok(n * unit_ms)

@@ -39,6 +39,9 @@ pub trait Service {
     /// Connection opened / closed (counters).
     fn opened(&self) {}
     fn closed(&self) {}
+    /// The connection's queue of outgoing frames, for requests the server sends to the
+    /// client on its own (broker -> client notifications).
+    fn attached(&self, _out: &Rc<OutQueue>) {}
 }
 
 /// How a read loop ended.
@@ -53,10 +56,29 @@ pub enum ReadEnd {
     },
 }
 
+/// Something to write: a reply to a request, or a whole frame the server sends on its own.
+enum Item {
+    Reply(u64, Reply),
+    Frame(Vec<u8>),
+}
+
+impl Item {
+    fn bytes(&self) -> usize {
+        match self {
+            Item::Reply(_, r) => PREFIX_BYTES + r.header.len() + r.body.len(),
+            Item::Frame(f) => f.len(),
+        }
+    }
+
+    fn is_log(&self) -> bool {
+        matches!(self, Item::Reply(_, r) if matches!(r.body, Body::Log { .. }))
+    }
+}
+
 /// Replies waiting to be written, bounded by bytes.
 #[derive(Default)]
 pub struct OutQueue {
-    items: RefCell<VecDeque<(u64, Reply)>>,
+    items: RefCell<VecDeque<Item>>,
     bytes: Cell<usize>,
     closed: Cell<bool>,
     ready: Event,
@@ -65,16 +87,35 @@ pub struct OutQueue {
 
 impl OutQueue {
     fn push(&self, request_id: u64, reply: Reply) {
+        self.push_item(Item::Reply(request_id, reply));
+    }
+
+    fn push_item(&self, item: Item) {
         if self.closed.get() {
             return;
         }
-        self.bytes
-            .set(self.bytes.get() + PREFIX_BYTES + reply.header.len() + reply.body.len());
-        self.items.borrow_mut().push_back((request_id, reply));
+        self.bytes.set(self.bytes.get() + item.bytes());
+        self.items.borrow_mut().push_back(item);
         self.ready.notify(1);
     }
 
-    fn pop(&self) -> Option<(u64, Reply)> {
+    /// Queues a whole frame the server sends on its own (a oneway request to the client).
+    /// Refused (false) when the connection is closed or its queue is over
+    /// `CONNECTION_QUEUED_BYTES_MAX`: a notification is not worth unbounded memory for a
+    /// client that does not read.
+    pub fn push_frame(&self, frame: Vec<u8>) -> bool {
+        if self.closed.get() || self.bytes.get() > limits::CONNECTION_QUEUED_BYTES_MAX {
+            return false;
+        }
+        self.push_item(Item::Frame(frame));
+        true
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.get()
+    }
+
+    fn pop(&self) -> Option<Item> {
         self.items.borrow_mut().pop_front()
     }
 
@@ -93,6 +134,7 @@ impl OutQueue {
 pub async fn serve<S: Service + 'static>(svc: Rc<S>, conn: Conn, pending: Vec<u8>) -> ReadEnd {
     svc.opened();
     let out = Rc::new(OutQueue::default());
+    svc.attached(&out);
     let inflight = Rc::new(Cell::new(0usize));
     let writer = rt::spawn_joinable(write_loop(conn.clone(), Rc::clone(&out)));
     let end = read_loop(&svc, &conn, &out, &inflight, pending).await;
@@ -298,17 +340,22 @@ async fn write_loop(conn: Conn, out: Rc<OutQueue>) {
             return;
         };
         let mut batch = vec![first];
-        while buf_len(&batch) < WRITE_COALESCE_BYTES
-            && !matches!(batch.last(), Some((_, r)) if matches!(r.body, Body::Log { .. }))
-        {
+        while buf_len(&batch) < WRITE_COALESCE_BYTES && !batch.last().is_some_and(Item::is_log) {
             match out.pop() {
                 Some(item) => batch.push(item),
                 None => break,
             }
         }
         let mut written = 0usize;
-        for (request_id, reply) in batch {
-            written += PREFIX_BYTES + reply.header.len() + reply.body.len();
+        for item in batch {
+            written += item.bytes();
+            let (request_id, reply) = match item {
+                Item::Frame(f) => {
+                    buf.extend_from_slice(&f);
+                    continue;
+                }
+                Item::Reply(id, r) => (id, r),
+            };
             if encode_head(&mut buf, request_id, &reply).is_err() {
                 buf.clear();
                 let fallback = Reply::error(Status::SystemError, "reply too large to encode");
@@ -362,7 +409,7 @@ async fn write_loop(conn: Conn, out: Rc<OutQueue>) {
     }
 }
 
-async fn next_item(out: &OutQueue) -> Option<(u64, Reply)> {
+async fn next_item(out: &OutQueue) -> Option<Item> {
     loop {
         if let Some(item) = out.pop() {
             return Some(item);
@@ -378,11 +425,8 @@ async fn next_item(out: &OutQueue) -> Option<(u64, Reply)> {
     }
 }
 
-fn buf_len(batch: &[(u64, Reply)]) -> usize {
-    batch
-        .iter()
-        .map(|(_, r)| PREFIX_BYTES + r.header.len() + r.body.len())
-        .sum()
+fn buf_len(batch: &[Item]) -> usize {
+    batch.iter().map(Item::bytes).sum()
 }
 
 fn encode_head(

@@ -25,6 +25,9 @@ pub enum Mail {
         subscribe: Vec<u8>,
         pending: Vec<u8>,
     },
+    /// A frame the broker sends on its own (a oneway request) to a client whose connection
+    /// this shard serves.
+    Push { conn: u64, frame: Vec<u8> },
     /// Drop the ConsumeQueues of a deleted topic.
     DeleteTopic { topic: String },
     /// Stop: finish in-flight work, flush, checkpoint, close the store.

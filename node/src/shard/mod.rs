@@ -50,6 +50,9 @@ pub struct Shard {
     /// Descriptors of log segments for zero-copy sends, by segment start.
     files: RefCell<Vec<(u64, FileHandle)>>,
     pub connections: Cell<usize>,
+    /// Write queues of this shard's client connections, by connection id (for requests the
+    /// broker sends to clients).
+    pub conns: RefCell<HashMap<u64, std::rc::Weak<crate::net::connection::OutQueue>>>,
     /// Slaves of this shard (master role).
     pub replicas: RefCell<Replicas>,
     /// Notified after every append (wakes replication pushers).
@@ -96,6 +99,7 @@ impl Shard {
             flusher: Flusher::new(synced),
             files: RefCell::new(Vec::new()),
             connections: Cell::new(0),
+            conns: RefCell::new(HashMap::new()),
             replicas: RefCell::new(Replicas::default()),
             log_appended: Event::new(),
             ha_acked: Event::new(),
@@ -105,6 +109,33 @@ impl Shard {
             index: None,
             splice_ok,
         }
+    }
+
+    /// Queues a frame for a client's channel, on this shard or through the owning shard's
+    /// mailbox; false when it cannot be (connection gone, queue or mailbox full).
+    pub fn push_to_client(&self, ch: crate::broker::groups::Channel, frame: Vec<u8>) -> bool {
+        if ch.shard == self.id {
+            return self.push_local(ch.conn, frame);
+        }
+        match self.broker.mailboxes.get(usize::from(ch.shard)) {
+            Some(mb) => mb
+                .try_send(mailbox::Mail::Push {
+                    conn: ch.conn,
+                    frame,
+                })
+                .is_ok(),
+            None => false,
+        }
+    }
+
+    /// Queues a frame on one of this shard's connections.
+    pub fn push_local(&self, conn: u64, frame: Vec<u8>) -> bool {
+        let out = self
+            .conns
+            .borrow()
+            .get(&conn)
+            .and_then(std::rc::Weak::upgrade);
+        out.is_some_and(|o| o.push_frame(frame))
     }
 
     pub fn counters(&self) -> &ShardCounters {

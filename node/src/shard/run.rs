@@ -45,6 +45,7 @@ pub async fn run(
                 let origin = Origin {
                     forwarded: true,
                     zero_copy: false,
+                    conn: None,
                 };
                 match dispatch(&shard, frame, origin) {
                     Outcome::Now(r) => {
@@ -76,6 +77,9 @@ pub async fn run(
                 )),
                 Err(e) => log::warn!("shard {}: adopting a replication link: {e}", shard.id),
             },
+            Mail::Push { conn, frame } => {
+                shard.push_local(conn, frame);
+            }
             Mail::DeleteTopic { topic } => {
                 if let Err(e) = shard.store.borrow_mut().delete_topic(&topic) {
                     log::warn!("shard {}: deleting topic {topic}: {e}", shard.id);
@@ -144,7 +148,7 @@ async fn refuse_connection(conn: Conn) {
 
 /// Serves a connection, and hands it to another shard if its HELLO asks for one.
 async fn serve_conn(shard: Rc<Shard>, conn: Conn, pending: Vec<u8>) {
-    let svc = Rc::new(ShardService(Rc::clone(&shard)));
+    let svc = Rc::new(ShardService::new(&shard));
     match connection::serve(svc, conn.clone(), pending).await {
         ReadEnd::Closed => {}
         ReadEnd::HandOff {
@@ -181,12 +185,19 @@ async fn serve_adopted(shard: Rc<Shard>, conn: Conn, hello_frame: Vec<u8>, pendi
     // The HELLO is answered by the shard that now owns the connection: put it back in front.
     let mut bytes = hello_frame;
     bytes.extend_from_slice(&pending);
-    let svc = Rc::new(ShardService(Rc::clone(&shard)));
+    let svc = Rc::new(ShardService::new(&shard));
     let _ = connection::serve(svc, conn, bytes).await;
 }
 
-/// The broker's frames on one shard.
-struct ShardService(Rc<Shard>);
+/// The broker's frames on one connection of a shard.
+struct ShardService(Rc<Shard>, u64);
+
+impl ShardService {
+    fn new(shard: &Rc<Shard>) -> Self {
+        let id = shard.broker.next_conn.fetch_add(1, Ordering::Relaxed);
+        ShardService(Rc::clone(shard), id)
+    }
+}
 
 impl Service for ShardService {
     fn frame_bytes_max(&self) -> usize {
@@ -200,8 +211,13 @@ impl Service for ShardService {
             Origin {
                 forwarded: false,
                 zero_copy: true,
+                conn: Some(self.1),
             },
         )
+    }
+
+    fn attached(&self, out: &Rc<connection::OutQueue>) {
+        self.0.conns.borrow_mut().insert(self.1, Rc::downgrade(out));
     }
 
     fn handoff_target(&self, frame: &[u8]) -> Option<u16> {
@@ -218,6 +234,14 @@ impl Service for ShardService {
     }
 
     fn closed(&self) {
+        self.0.conns.borrow_mut().remove(&self.1);
+        crate::broker::clients::channel_closed(
+            &self.0,
+            crate::broker::groups::Channel {
+                shard: self.0.id,
+                conn: self.1,
+            },
+        );
         self.0.broker.connections.fetch_sub(1, Ordering::Relaxed);
         self.0
             .counters()

@@ -207,6 +207,8 @@ pub struct Client {
     buf: Vec<u8>,
     /// Responses read while waiting for another request id.
     early: HashMap<u64, Resp>,
+    /// Requests the server sent on its own (oneway notifications), in arrival order.
+    pushed: Vec<Resp>,
 }
 
 impl Client {
@@ -225,6 +227,7 @@ impl Client {
             next_id: 1,
             buf: Vec::new(),
             early: HashMap::new(),
+            pushed: Vec::new(),
         })
     }
 
@@ -268,22 +271,31 @@ impl Client {
         self.stream.write_all(bytes)
     }
 
-    /// Reads the next response frame, whatever its id. `Err` on EOF, timeout or a bad frame.
+    /// Reads the next response frame, whatever its id (requests the server sends on its own
+    /// are kept for [`Client::take_pushed`]). `Err` on EOF, timeout or a bad frame.
     pub fn read_any(&mut self) -> Result<Resp, String> {
         loop {
             match frame::check(&self.buf, frame::FRAME_BYTES_MAX) {
                 Ok(Some(n)) => {
                     let f = frame::parse(&self.buf[..n]).map_err(|e| e.to_string())?;
-                    if !f.is_response() {
-                        return Err(format!("server sent a request frame (code {})", f.code));
-                    }
                     let r = Resp {
                         request_id: f.request_id,
                         code: f.code,
                         header: f.header.to_vec(),
                         body: f.body.to_vec(),
                     };
+                    let response = f.is_response();
+                    if !response && !f.is_oneway() {
+                        return Err(format!(
+                            "server sent a request frame that wants an answer (code {})",
+                            f.code
+                        ));
+                    }
                     self.buf.drain(..n);
+                    if !response {
+                        self.pushed.push(r);
+                        continue;
+                    }
                     return Ok(r);
                 }
                 Ok(None) => {}
@@ -296,6 +308,28 @@ impl Client {
                 Err(e) => return Err(format!("read: {e}")),
             }
         }
+    }
+
+    /// Requests the server pushed so far (oneway; `code` is the request code).
+    pub fn take_pushed(&mut self) -> Vec<Resp> {
+        std::mem::take(&mut self.pushed)
+    }
+
+    /// Reads until the server pushes a request or `timeout` passes; returns what was pushed.
+    pub fn wait_pushed(&mut self, timeout: Duration) -> Vec<Resp> {
+        let deadline = Instant::now() + timeout;
+        while self.pushed.is_empty() && Instant::now() < deadline {
+            self.set_read_timeout(Duration::from_millis(100));
+            match self.read_any() {
+                Ok(r) => {
+                    self.early.insert(r.request_id, r);
+                }
+                Err(e) if e.contains("read:") => {}
+                Err(e) => panic!("waiting for a pushed request: {e}"),
+            }
+        }
+        self.set_read_timeout(READ_TIMEOUT);
+        self.take_pushed()
     }
 
     /// Reads until the response to `id` arrives (others are kept for later).

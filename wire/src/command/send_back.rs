@@ -3,6 +3,31 @@
 //! in the dead-letter topic (`%DLQ%<group>`) once `max_reconsume_times` is reached.
 //! Response fields: none.
 
+/// Prefix of a consumer group's retry topic (`%RETRY%<group>`).
+pub const RETRY_TOPIC_PREFIX: &str = "%RETRY%";
+/// Prefix of a consumer group's dead-letter topic (`%DLQ%<group>`).
+pub const DLQ_TOPIC_PREFIX: &str = "%DLQ%";
+
+/// The retry topic of a consumer group.
+pub fn retry_topic(group: &str) -> String {
+    format!("{RETRY_TOPIC_PREFIX}{group}")
+}
+
+/// The dead-letter topic of a consumer group.
+pub fn dlq_topic(group: &str) -> String {
+    format!("{DLQ_TOPIC_PREFIX}{group}")
+}
+
+/// True for a retry topic (`%RETRY%...`).
+pub fn is_retry_topic(topic: &str) -> bool {
+    topic.starts_with(RETRY_TOPIC_PREFIX)
+}
+
+/// True for a dead-letter topic (`%DLQ%...`).
+pub fn is_dlq_topic(topic: &str) -> bool {
+    topic.starts_with(DLQ_TOPIC_PREFIX)
+}
+
 crate::wire_struct! {
     /// CONSUMER_SEND_MSG_BACK request header.
     #[derive(Debug, Clone, PartialEq, Eq)]
