@@ -94,10 +94,10 @@ pub(crate) struct Rpc {
 }
 
 /// A decoded answer: status, header, body.
-struct Answer {
-    status: Status,
-    header: Vec<u8>,
-    body: Vec<u8>,
+pub(crate) struct Answer {
+    pub(crate) status: Status,
+    pub(crate) header: Vec<u8>,
+    pub(crate) body: Vec<u8>,
 }
 
 impl Rpc {
@@ -110,7 +110,7 @@ impl Rpc {
         }
     }
 
-    async fn call(
+    pub(crate) async fn call(
         &mut self,
         code: RequestCode,
         header: &(impl Encode + ?Sized),
@@ -172,7 +172,8 @@ impl Rpc {
             {
                 let whole: Vec<u8> = self.buf.drain(..len).collect();
                 let f = frame::parse(&whole).map_err(|e| e.to_string())?;
-                if f.request_id != id {
+                // Requests the broker sends on its own (notifications) are not answers.
+                if !f.is_response() || f.request_id != id {
                     continue;
                 }
                 let status = f.status().map_err(|e| e.to_string())?;

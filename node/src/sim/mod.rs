@@ -12,6 +12,7 @@ pub mod check;
 pub mod client;
 pub mod cluster;
 pub mod long_delay;
+pub mod retry;
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
