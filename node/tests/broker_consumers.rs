@@ -298,3 +298,56 @@ fn send_back_retries_with_growing_delays_then_dead_letters() {
     // The broker still serves.
     c.send_ok(&Msg::new(TOPIC, 0, b"after".to_vec()));
 }
+
+#[test]
+fn a_groups_retry_limit_applies_when_the_consumer_sets_none_and_survives_a_restart() {
+    use ringmq_wire::command::{
+        ConsumerGroupList, DeleteSubscriptionGroupRequest, SubscriptionGroupConfig,
+    };
+    let dir = tempdir("consumers-group-config");
+    let data = dir.path().join("data");
+    let levels = "messageDelayLevel=10ms 20ms 30ms";
+    let mut node = Node::standalone(&data, &["--shards", "1", "--set", levels]);
+    let mut c = Client::connect(node.broker_addr());
+    let set = SubscriptionGroupConfig {
+        group: GROUP.to_string(),
+        retry_max_times: 1,
+    };
+    c.call(RequestCode::UpdateAndCreateSubscriptionGroup, &set, &[])
+        .ok();
+    let bad = SubscriptionGroupConfig {
+        group: "bad group name".to_string(),
+        retry_max_times: 1,
+    };
+    c.call(RequestCode::UpdateAndCreateSubscriptionGroup, &bad, &[])
+        .expect_status(Status::MessageIllegal);
+    node.term();
+    let node = Node::standalone(&data, &["--shards", "1", "--set", levels]);
+    let mut c = Client::connect(node.broker_addr());
+    let r = c.call(RequestCode::GetAllSubscriptionGroupConfig, &Empty, &[]);
+    let list = ConsumerGroupList::decode(&r.ok().body).unwrap();
+    let g = list.groups.iter().find(|g| g.group == GROUP).unwrap();
+    assert_eq!(
+        g.retry_max_times, 1,
+        "the setting did not survive a restart"
+    );
+
+    let sent = c.send_ok(&Msg::new(TOPIC, 0, b"once".to_vec()));
+    let body = c.pull_all(TOPIC, 0, sent.first_queue_offset, 1);
+    let rec = decode_records(&body).remove(0);
+    // max 0 in the request: the group's limit (1) applies: one retry, then the DLQ.
+    send_back(&mut c, &rec, 0, 0).ok();
+    let (got, _) = pull_one(&mut c, &format!("%RETRY%{GROUP}"), 0);
+    let retried = decode_records(&got).remove(0);
+    assert_eq!(retried.reconsume_times, 1);
+    send_back(&mut c, &retried, 0, 0).ok();
+    let (got, _) = pull_one(&mut c, &format!("%DLQ%{GROUP}"), 0);
+    assert_eq!(decode_records(&got)[0].body, b"once");
+
+    let del = DeleteSubscriptionGroupRequest {
+        group: GROUP.to_string(),
+    };
+    c.call(RequestCode::DeleteSubscriptionGroup, &del, &[]).ok();
+    c.call(RequestCode::DeleteSubscriptionGroup, &del, &[])
+        .expect_status(Status::SubscriptionNotExist);
+}

@@ -49,8 +49,11 @@ crate::wire_enum! {
         UnregisterBroker = 104 => "UNREGISTER_BROKER",
         GetRouteInfoByTopic = 105 => "GET_ROUTEINFO_BY_TOPIC",
         GetBrokerClusterInfo = 106 => "GET_BROKER_CLUSTER_INFO",
-        /// ringmq: the consumer groups a broker knows (live members, subscriptions).
+        /// A consumer group's settings (its retry limit).
+        UpdateAndCreateSubscriptionGroup = 200 => "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP",
+        /// ringmq: the consumer groups a broker knows (live members, subscriptions, settings).
         GetAllSubscriptionGroupConfig = 201 => "GET_ALL_SUBSCRIPTIONGROUP_CONFIG",
+        DeleteSubscriptionGroup = 207 => "DELETE_SUBSCRIPTIONGROUP",
         GetAllTopicListFromNameserver = 206 => "GET_ALL_TOPIC_LIST_FROM_NAMESERVER",
         DeleteTopicInBroker = 215 => "DELETE_TOPIC_IN_BROKER",
         DeleteTopicInNamesrv = 216 => "DELETE_TOPIC_IN_NAMESRV",

@@ -286,6 +286,62 @@ fn group_entry<'a>(
         })
 }
 
+impl Admin {
+    /// Sets a consumer group's retry limit (retries before the dead-letter topic, used when
+    /// its consumers do not set their own) on every master; returns the brokers changed.
+    pub async fn set_group_retry_max_times(
+        &self,
+        group: &str,
+        retry_max_times: u32,
+    ) -> Result<Vec<BrokerRef>> {
+        let h = ringmq_wire::command::SubscriptionGroupConfig {
+            group: group.to_string(),
+            retry_max_times,
+        };
+        let masters: Vec<BrokerRef> = self
+            .brokers()
+            .await?
+            .into_iter()
+            .filter(BrokerRef::is_master)
+            .collect();
+        for b in &masters {
+            self.call(
+                b.addr,
+                RequestCode::UpdateAndCreateSubscriptionGroup,
+                &h,
+                &[],
+            )
+            .await?
+            .expect(&[Status::Success])?;
+        }
+        Ok(masters)
+    }
+
+    /// Returns a consumer group to the brokers' default settings on every master that has
+    /// settings for it; returns those brokers.
+    pub async fn delete_group_settings(&self, group: &str) -> Result<Vec<BrokerRef>> {
+        let h = ringmq_wire::command::DeleteSubscriptionGroupRequest {
+            group: group.to_string(),
+        };
+        let mut changed = Vec::new();
+        for b in self
+            .brokers()
+            .await?
+            .into_iter()
+            .filter(BrokerRef::is_master)
+        {
+            let a = self
+                .call(b.addr, RequestCode::DeleteSubscriptionGroup, &h, &[])
+                .await?
+                .expect(&[Status::Success, Status::SubscriptionNotExist])?;
+            if a.status()? == Status::Success {
+                changed.push(b);
+            }
+        }
+        Ok(changed)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

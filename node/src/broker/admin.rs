@@ -8,7 +8,7 @@ use ringmq_wire::codec::{Decode, Empty, Encode};
 use ringmq_wire::command::route::perm;
 use ringmq_wire::command::{
     BrokerConfigTable, BrokerRuntimeInfo, ConsumerGroupInfo, ConsumerGroupList, CreateTopicRequest,
-    HelloRequest, HelloResponse,
+    DeleteSubscriptionGroupRequest, HelloRequest, HelloResponse, SubscriptionGroupConfig,
 };
 
 use crate::broker::dispatch::store_error;
@@ -135,25 +135,79 @@ pub fn update_broker_config(shard: &Shard, body: &[u8]) -> Reply {
     }
 }
 
+/// GET_ALL_SUBSCRIPTIONGROUP_CONFIG: groups with live members or settings.
 pub fn consumer_groups(shard: &Shard) -> Reply {
-    let groups = shard
-        .broker
-        .groups
+    let b = &shard.broker;
+    let mut names: std::collections::BTreeSet<String> = b
+        .group_configs
         .lock()
-        .unwrap_or_else(|p| p.into_inner());
+        .unwrap_or_else(|p| p.into_inner())
+        .names()
+        .map(str::to_owned)
+        .collect();
+    let groups = b.lock_groups();
+    names.extend(groups.names());
     let now = Broker::now_ms();
     let list = ConsumerGroupList {
-        groups: groups
-            .names()
+        groups: names
             .into_iter()
             .map(|g| ConsumerGroupInfo {
                 members: groups.members(&g, now),
                 subscriptions: groups.subscriptions(&g),
+                retry_max_times: b.retry_max_times(&g),
                 group: g,
             })
             .collect(),
     };
     encoded_body(list)
+}
+
+/// UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: a group's retry limit on this broker.
+pub fn update_group(shard: &Shard, h: &SubscriptionGroupConfig) -> Reply {
+    if let Err(e) = crate::limits::validate_group_name(&h.group) {
+        return Reply::error(Status::MessageIllegal, e.to_string());
+    }
+    let set = shard
+        .broker
+        .group_configs
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .set(&h.group, h.retry_max_times);
+    match set {
+        Ok(()) => {
+            log::info!(
+                "consumer group {}: retry_max_times {}",
+                h.group,
+                h.retry_max_times
+            );
+            Reply::ok(Empty)
+        }
+        Err(e) => Reply::error(
+            Status::SystemError,
+            format!("saving consumer group settings: {e}"),
+        ),
+    }
+}
+
+/// DELETE_SUBSCRIPTIONGROUP: the group goes back to the broker's defaults.
+pub fn delete_group(shard: &Shard, h: &DeleteSubscriptionGroupRequest) -> Reply {
+    let deleted = shard
+        .broker
+        .group_configs
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .delete(&h.group);
+    match deleted {
+        Ok(true) => Reply::ok(Empty),
+        Ok(false) => Reply::error(
+            Status::SubscriptionNotExist,
+            format!("consumer group {} has no settings on this broker", h.group),
+        ),
+        Err(e) => Reply::error(
+            Status::SystemError,
+            format!("saving consumer group settings: {e}"),
+        ),
+    }
 }
 
 pub fn create_topic(shard: &Shard, h: &CreateTopicRequest) -> Reply {

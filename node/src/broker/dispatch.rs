@@ -132,6 +132,8 @@ pub fn dispatch(shard: &Rc<Shard>, mut frame_bytes: Vec<u8>, origin: Origin) -> 
         Request::GetBrokerConfig(_) => admin::broker_config(shard).into(),
         Request::UpdateBrokerConfig(_) => admin::update_broker_config(shard, body).into(),
         Request::GetAllSubscriptionGroupConfig(_) => admin::consumer_groups(shard).into(),
+        Request::UpdateAndCreateSubscriptionGroup(h) => admin::update_group(shard, &h).into(),
+        Request::DeleteSubscriptionGroup(h) => admin::delete_group(shard, &h).into(),
         Request::UpdateAndCreateTopic(h) => admin::create_topic(shard, &h).into(),
         Request::DeleteTopicInBroker(h) => admin::delete_topic(shard, &h.topic).into(),
         Request::GetAllTopicConfig(_) => admin::all_topics(shard).into(),

@@ -6,6 +6,7 @@
 pub mod admin;
 pub mod clients;
 pub mod dispatch;
+pub mod group_config;
 pub mod groups;
 pub mod live;
 pub mod locks;
@@ -96,6 +97,8 @@ pub struct Broker {
     pub shard_count: u16,
     pub topics: Topics,
     pub groups: Mutex<ConsumerGroups>,
+    /// Consumer groups' settings (`config/subscriptionGroup.json`).
+    pub group_configs: Mutex<group_config::GroupConfigs>,
     /// Queue locks of orderly consumers.
     pub locks: Mutex<locks::QueueLocks>,
     /// Ids of connections (clients' channels), unique in this process.
@@ -159,6 +162,15 @@ impl Broker {
 
     pub fn lock_locks(&self) -> std::sync::MutexGuard<'_, locks::QueueLocks> {
         self.locks.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A consumer group's retry limit: its setting, else `maxReconsumeTimes`.
+    pub fn retry_max_times(&self, group: &str) -> u32 {
+        self.group_configs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retry_max_times(group)
+            .unwrap_or(self.config.max_reconsume_times)
     }
 
     /// How long a queue lock lasts without renewal (`rebalanceLockMaxLiveTime`).

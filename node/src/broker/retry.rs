@@ -3,7 +3,8 @@
 //! (`%RETRY%<group>`, one queue) with the next delay level (`3 + reconsume_times`, RocketMQ's
 //! rule: 10 s, 30 s, 1 min, ... 2 h with the default levels), delivered by the scheduled-message
 //! mechanism; once the message has been reconsumed `max_reconsume_times` times (the
-//! client's setting, else `maxReconsumeTimes`, 16), or when the consumer asks for it, the
+//! client's setting, else the group's `retry_max_times` on this broker, else
+//! `maxReconsumeTimes`, 16), or when the consumer asks for it, the
 //! copy goes to the dead-letter topic (`%DLQ%<group>`, one queue) at once.
 //!
 //! The copy keeps body, flag, born time and host, tags, keys, `UNIQ_KEY` and user properties,
@@ -148,7 +149,7 @@ pub fn send_back(
     let max = if h.max_reconsume_times > 0 {
         h.max_reconsume_times
     } else {
-        shard.broker.config.max_reconsume_times
+        shard.broker.retry_max_times(&h.consumer_group)
     };
     let dest = destination(
         view.reconsume_times,

@@ -229,7 +229,11 @@ fn build_broker(
             None => None,
         },
     };
+    let group_configs =
+        crate::broker::group_config::GroupConfigs::load(&config.store_path_root_dir)
+            .map_err(|e| format!("loading consumer group settings: {e}"))?;
     let broker = Arc::new(Broker {
+        group_configs: Mutex::new(group_configs),
         rt: rt_cfg,
         live: crate::broker::live::Live::new(&config),
         addr,

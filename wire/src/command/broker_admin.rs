@@ -28,6 +28,8 @@ crate::wire_struct! {
         /// Live members (client ids, sorted).
         pub members: Vec<String>,
         pub subscriptions: Vec<Subscription>,
+        /// The group's retry limit on this broker (its setting, else `maxReconsumeTimes`).
+        pub retry_max_times: u32,
     }
 }
 
@@ -54,6 +56,7 @@ mod tests {
                 group: "g".into(),
                 members: vec!["c1".into()],
                 subscriptions: vec![],
+                retry_max_times: 16,
             }],
         };
         assert_eq!(ConsumerGroupList::decode(&g.to_vec().unwrap()).unwrap(), g);

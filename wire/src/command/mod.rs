@@ -21,6 +21,8 @@
 //! | GET_BROKER_CONFIG | [`Empty`] | - | [`Empty`] | [`BrokerConfigTable`] |
 //! | UPDATE_BROKER_CONFIG | [`Empty`] | [`BrokerConfigTable`] (keys to change) | [`Empty`] | - |
 //! | GET_ALL_SUBSCRIPTIONGROUP_CONFIG | [`Empty`] | - | [`Empty`] | [`ConsumerGroupList`] |
+//! | UPDATE_AND_CREATE_SUBSCRIPTIONGROUP | [`SubscriptionGroupConfig`] | - | [`Empty`] | - |
+//! | DELETE_SUBSCRIPTIONGROUP | [`DeleteSubscriptionGroupRequest`] | - | [`Empty`] | - |
 //! | GET_ALL_CONSUMER_OFFSET | [`GetAllConsumerOffsetRequest`] | - | [`Empty`] | [`ConsumerOffsetTable`] |
 //! | GET_MAX_OFFSET, GET_MIN_OFFSET | [`GetOffsetRequest`] | - | [`OffsetResponse`] | - |
 //! | SEARCH_OFFSET_BY_TIMESTAMP | [`SearchOffsetRequest`] | - | [`OffsetResponse`] | - |
@@ -62,6 +64,7 @@ use crate::frame::Frame;
 pub mod broker_admin;
 pub mod consumer_list;
 pub mod consumer_offset;
+pub mod group_config;
 pub mod ha;
 pub mod heartbeat;
 pub mod hello;
@@ -83,6 +86,7 @@ pub mod view;
 pub use broker_admin::*;
 pub use consumer_list::*;
 pub use consumer_offset::*;
+pub use group_config::*;
 pub use ha::*;
 pub use heartbeat::*;
 pub use hello::*;
@@ -153,6 +157,8 @@ requests! {
     UpdateBrokerConfig(Empty),
     GetBrokerConfig(Empty),
     GetAllSubscriptionGroupConfig(Empty),
+    UpdateAndCreateSubscriptionGroup(SubscriptionGroupConfig),
+    DeleteSubscriptionGroup(DeleteSubscriptionGroupRequest),
     GetAllConsumerOffset(GetAllConsumerOffsetRequest),
     UpdateConsumerOffset(UpdateConsumerOffsetRequest),
     UpdateAndCreateTopic(CreateTopicRequest),
@@ -247,6 +253,8 @@ macro_rules! for_each_wire_type {
             $crate::command::QueryMessageRequest,
             $crate::command::Response<$crate::command::QueryMessageResponse>,
             $crate::command::ConsumerSendBackRequest,
+            $crate::command::SubscriptionGroupConfig,
+            $crate::command::DeleteSubscriptionGroupRequest,
             $crate::command::EndTransactionRequest,
             $crate::command::CheckTransactionRequest,
             $crate::command::NotifyConsumerIdsChanged,
