@@ -29,6 +29,9 @@ Examples:
   ringmq-ctl cluster list
   ringmq-ctl topic create Orders --queues 8 --cluster DefaultCluster
   ringmq-ctl group progress billing --topic Orders --json
+  ringmq-ctl group dlq billing
+  ringmq-ctl group resend-dlq billing --id 7F00000100002A9F0000000000001F40
+  ringmq-ctl consume %DLQ%billing
   ringmq-ctl send Orders 'remind me' --delay 30m
   ringmq-ctl delay status
   ringmq-ctl broker readonly 127.0.0.1:10911 on";
@@ -70,7 +73,7 @@ pub enum Command {
     /// Create, change, delete and inspect topics.
     #[command(subcommand)]
     Topic(TopicCmd),
-    /// Consumer groups: list, progress (lag), offset reset.
+    /// Consumer groups: list, progress (lag, retry lag), offset reset, dead letters.
     #[command(subcommand)]
     Group(GroupCmd),
     /// Find and read messages: by id, by key, by queue offset.
@@ -85,6 +88,7 @@ pub enum Command {
     /// the epoch; null for a message sent at once). JSON: {"sent": {...}}.
     Send(SendArgs),
     /// Read messages of a topic (from the start, or from a group's committed offsets).
+    /// Works for a retry (%RETRY%GROUP) or dead-letter (%DLQ%GROUP) topic like any other.
     ///
     /// JSON: {"messages": [...]}; each message has "store_time_ms", "born_time_ms" and
     /// "deliver_at_ms" (when a scheduled message was due; null if it was not scheduled).
@@ -232,8 +236,13 @@ pub enum GroupCmd {
     /// Per queue: broker max offset, committed offset and lag; the live members and the
     /// queues each owns (average allocation, as the clients compute it).
     ///
-    /// Without --topic: every topic the group subscribes to or has offsets for.
-    /// JSON: {"queues": [...], "members": [...], "summary": {...}}.
+    /// Without --topic: every topic the group subscribes to or has offsets for. The group's
+    /// retry topic %RETRY%GROUP is always shown beside them when it exists: its lag counts
+    /// failed messages that are due again and not yet consumed (retries still waiting for
+    /// their delay are in `delay status`). The summary gives TOTAL_LAG (the group's own
+    /// topics), RETRY_LAG and DLQ_LAG (dead letters not resent, once `resend-dlq` has
+    /// marked %DLQ%GROUP) apart. JSON: {"queues": [...], "members": [...], "summary":
+    /// {"group", "member_count", "total_lag", "retry_lag", "dlq_lag"}}.
     Progress(GroupProgressArgs),
     /// Move a group's committed offsets of a topic to the earliest or latest message, or
     /// to the first message stored at or after a time.
@@ -241,6 +250,27 @@ pub enum GroupCmd {
     /// Stop the group's consumers first: running consumers commit their own positions over
     /// the reset. JSON: {"offsets": [...]}.
     ResetOffset(ResetOffsetArgs),
+    /// Dead letters of a group: the messages in %DLQ%GROUP (a message goes there after
+    /// its group's maxReconsumeTimes failed deliveries), oldest first.
+    ///
+    /// Per message: its id (MSG_ID, the dead letter's own offset id; UNIQ_KEY, the
+    /// producer's id, the same as the original's), the original topic (its RETRY_TOPIC
+    /// property), how many times it was reconsumed, when it was dead-lettered (STORE_TIME,
+    /// RFC 3339 UTC; JSON "store_time_ms", ms since the epoch), and whether `resend-dlq`
+    /// already resent it (at an offset below the group's resend mark). JSON:
+    /// {"dead_letters": [...], "summary": {...}}.
+    Dlq(DlqArgs),
+    /// Put dead letters back into their original topic (the RETRY_TOPIC property): body,
+    /// tag, keys, flag and user properties are kept; the copy gets a new message id and
+    /// unique key and is delivered to every group subscribed to that topic.
+    ///
+    /// Without --id: resends the dead letters not resent yet, oldest first, at most --max,
+    /// and moves the group's resend mark (its committed offset on %DLQ%GROUP) past them,
+    /// so running it again does not resend them twice. With --id: resends the dead letters
+    /// with that MSG_ID, UNIQ_KEY or ORIGIN_MESSAGE_ID, whatever the mark (the mark does
+    /// not move). The dead letters stay in %DLQ%GROUP until retention removes them.
+    /// JSON: {"resent": [...], "summary": {"resent", ...}}.
+    ResendDlq(ResendDlqArgs),
 }
 
 #[derive(Args, Debug)]
@@ -269,6 +299,31 @@ pub struct GroupProgressArgs {
     #[arg(short = 't', long)]
     pub topic: Option<String>,
 }
+
+#[derive(Args, Debug)]
+pub struct DlqArgs {
+    #[command(flatten)]
+    pub group: GroupArg,
+    /// Show at most this many dead letters (the oldest).
+    #[arg(long, default_value_t = 100, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=DLQ_LIST_MAX as i64))]
+    pub max: u32,
+}
+
+#[derive(Args, Debug)]
+pub struct ResendDlqArgs {
+    #[command(flatten)]
+    pub group: GroupArg,
+    /// Only the dead letters with this id: MSG_ID (as `group dlq` prints it), UNIQ_KEY or
+    /// ORIGIN_MESSAGE_ID.
+    #[arg(short = 'i', long = "id", value_name = "ID")]
+    pub id: Option<String>,
+    /// Resend at most this many dead letters (without --id: the oldest not resent yet).
+    #[arg(long, default_value_t = 1000, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=DLQ_LIST_MAX as i64))]
+    pub max: u32,
+}
+
+/// Most dead letters one `group dlq` or `group resend-dlq` handles.
+pub const DLQ_LIST_MAX: u32 = 100_000;
 
 #[derive(Args, Debug)]
 pub struct ResetOffsetArgs {
@@ -499,6 +554,33 @@ mod tests {
             Cli::try_parse_from(["ringmq-ctl", "consumerProgress", "-g", "G", "-t", "T"]).is_ok()
         );
         assert!(Cli::try_parse_from(["ringmq-ctl", "queryMsgByKey", "-t", "T", "-k", "K"]).is_ok());
+    }
+
+    #[test]
+    fn dead_letter_commands() {
+        let parse = |args: &[&str]| {
+            let mut all = vec!["ringmq-ctl", "group"];
+            all.extend_from_slice(args);
+            Cli::try_parse_from(all).map(|c| c.command)
+        };
+        match parse(&["dlq", "billing"]) {
+            Ok(Command::Group(GroupCmd::Dlq(a))) => {
+                assert_eq!(a.group.group.as_deref(), Some("billing"));
+                assert_eq!(a.max, 100);
+            }
+            other => panic!("{other:?}"),
+        }
+        match parse(&["resend-dlq", "-g", "billing", "--id", "U1", "--max", "5"]) {
+            Ok(Command::Group(GroupCmd::ResendDlq(a))) => {
+                assert_eq!(a.group.group_opt.as_deref(), Some("billing"));
+                assert_eq!(a.id.as_deref(), Some("U1"));
+                assert_eq!(a.max, 5);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(parse(&["dlq"]).is_err(), "a group is required");
+        assert!(parse(&["dlq", "g", "--max", "0"]).is_err());
+        assert!(parse(&["resend-dlq", "g", "--max", "100001"]).is_err());
     }
 
     #[test]

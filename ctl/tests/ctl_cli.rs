@@ -24,6 +24,8 @@ const COMMANDS: &[&[&str]] = &[
     &["group", "list"],
     &["group", "progress"],
     &["group", "reset-offset"],
+    &["group", "dlq"],
+    &["group", "resend-dlq"],
     &["msg"],
     &["msg", "id"],
     &["msg", "key"],

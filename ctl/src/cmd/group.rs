@@ -1,9 +1,12 @@
-//! `group list|progress|reset-offset` and `consumerProgress`.
+//! `group list|progress|reset-offset` and `consumerProgress`. Progress shows the group's
+//! retry topic (`%RETRY%<group>`) and dead-letter topic (`%DLQ%<group>`, lag = dead letters
+//! not resent) beside its own topics, with their lags apart in the summary.
 
 use ringmq_client::admin::ResetTo;
-use ringmq_client::Admin;
-use serde_json::json;
+use ringmq_client::{Admin, Error};
+use serde_json::{json, Value};
 
+use super::dlq::{dlq_queues, dlq_topic, retry_topic, DlqQueue};
 use super::{group_of, usage};
 use crate::cli::ResetOffsetArgs;
 use crate::error::{Context, Result};
@@ -39,10 +42,27 @@ pub async fn list(admin: &Admin) -> Result<Report> {
 }
 
 pub async fn progress(admin: &Admin, group: &str, topic: Option<&str>) -> Result<Report> {
-    let p = admin
+    let mut p = admin
         .group_progress(group, topic)
         .await
         .doing(|| format!("reading the progress of group {group}"))?;
+    let retry = retry_topic(group);
+    let dlq = dlq_topic(group);
+    // The dead-letter queues get their own rows below (lag: not resent yet).
+    p.queues.retain(|q| q.queue.topic != dlq);
+    let mut has_retry = p.queues.iter().any(|q| q.queue.topic == retry);
+    if !has_retry {
+        match admin.group_progress(group, Some(&retry)).await {
+            Ok(r) => {
+                has_retry = true;
+                p.queues.extend(r.queues);
+            }
+            // No retry topic (yet): the broker creates it for a clustering group.
+            Err(Error::NoRoute { .. }) => {}
+            Err(e) => return Err(e).doing(|| format!("reading the progress of {retry}")),
+        }
+    }
+    let dlq_queues = dlq_queues(admin, group).await?;
     let mut queues = Section::list(
         "queues",
         vec![
@@ -66,6 +86,17 @@ pub async fn progress(admin: &Admin, group: &str, topic: Option<&str>) -> Result
             json!(q.member),
         ]);
     }
+    for q in dlq_queues.iter().flatten() {
+        queues.push(vec![
+            json!(q.mq.topic),
+            json!(q.mq.broker_name),
+            json!(q.mq.queue_id),
+            json!(q.max),
+            json!(q.mark),
+            json!(q.not_resent()),
+            Value::Null,
+        ]);
+    }
     let mut members = Section::list(
         "members",
         vec![
@@ -78,14 +109,29 @@ pub async fn progress(admin: &Admin, group: &str, topic: Option<&str>) -> Result
         let names: Vec<String> = qs.iter().map(ToString::to_string).collect();
         members.push(vec![json!(m), json!(qs.len()), json!(names)]);
     }
+    let lag_of = |retry_only: bool| -> u64 {
+        p.queues
+            .iter()
+            .filter(|q| (q.queue.topic == retry) == retry_only)
+            .filter_map(|q| q.lag)
+            .sum()
+    };
     let summary = Section::record(
         "summary",
         vec![
             text("GROUP", "group"),
             int("MEMBERS", "member_count"),
             int("TOTAL_LAG[msg]", "total_lag"),
+            int("RETRY_LAG[msg]", "retry_lag"),
+            int("DLQ_LAG[msg]", "dlq_lag"),
         ],
-        vec![json!(p.group), json!(p.members.len()), json!(p.total_lag())],
+        vec![
+            json!(p.group),
+            json!(p.members.len()),
+            json!(lag_of(false)),
+            json!(has_retry.then(|| lag_of(true))),
+            json!(dlq_queues.map(|qs| qs.iter().map(DlqQueue::not_resent).sum::<u64>())),
+        ],
     );
     Ok(Report::one(queues).with(members).with(summary))
 }

@@ -4,6 +4,7 @@
 mod broker;
 mod cluster;
 mod delay;
+mod dlq;
 mod group;
 mod msg;
 mod topic;
@@ -41,6 +42,8 @@ pub async fn run(admin: &Admin, cfg: &ClientConfig, command: &Command) -> Result
             group::progress(admin, &group_of(&a.group), a.topic.as_deref()).await
         }
         Command::Group(GroupCmd::ResetOffset(a)) => group::reset(admin, a).await,
+        Command::Group(GroupCmd::Dlq(a)) => dlq::list(admin, a).await,
+        Command::Group(GroupCmd::ResendDlq(a)) => dlq::resend(admin, cfg, a).await,
         Command::Msg(MsgCmd::Id(a)) | Command::QueryMsgById(a) => msg::by_id(admin, a).await,
         Command::Msg(MsgCmd::Key(a)) | Command::QueryMsgByKey(a) => msg::by_key(admin, a).await,
         Command::Msg(MsgCmd::Dump(a)) => msg::dump(admin, a).await,
