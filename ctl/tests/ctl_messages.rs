@@ -216,18 +216,36 @@ fn groups_progress_and_reset() {
         "LAG[msg]",
         "MEMBER",
     ]);
-    assert_eq!(t.column("MEMBER"), [member.id.clone(), member.id.clone()]);
+    // The group's retry topic (the broker created it at the member's heartbeat) is shown
+    // beside the topic, also owned by the member.
+    assert_eq!(t.column("TOPIC"), ["Jobs", "Jobs", "%RETRY%workers"]);
+    assert_eq!(
+        t.column("MEMBER"),
+        [member.id.clone(), member.id.clone(), member.id.clone()]
+    );
     assert_eq!(t.more.len(), 2, "queues, members, summary");
     t.more[0].assert_header(&["MEMBER", "QUEUES", "ASSIGNED"]);
-    assert_eq!(t.more[0].column("QUEUES"), ["2"]);
+    assert_eq!(t.more[0].column("QUEUES"), ["3"]);
     let j = node.json(&["consumerProgress", "-g", "workers"]);
     assert_eq!(j["members"][0]["member"], member.id.as_str());
-    assert_eq!(j["members"][0]["queue_count"], 2);
+    assert_eq!(j["members"][0]["queue_count"], 3);
     assert_eq!(j["summary"]["member_count"], 1);
+    let topics: Vec<&str> = j["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["topic"].as_str().unwrap())
+        .collect();
     assert_eq!(
-        j["queues"].as_array().unwrap().len(),
-        2,
+        topics,
+        ["Jobs", "Jobs", "%RETRY%workers"],
         "topics found without --topic"
+    );
+    assert_eq!(j["summary"]["retry_lag"], 0, "{j}");
+    assert_eq!(
+        j["summary"]["dlq_lag"],
+        Value::Null,
+        "no dead-letter topic: {j}"
     );
 
     // group list
@@ -339,12 +357,14 @@ fn groups_progress_and_reset() {
 }
 
 /// The group's committed offsets of Jobs' queues, in queue order.
+/// The committed offsets of `workers` on Jobs (the retry topic's rows left out).
 fn committed_offsets(node: &Node) -> Vec<Option<u64>> {
     let j = node.json(&["group", "progress", "workers", "--topic", "Jobs"]);
     j["queues"]
         .as_array()
         .unwrap()
         .iter()
+        .filter(|q| q["topic"] == "Jobs")
         .map(|q| q["consumer_offset"].as_u64())
         .collect()
 }
