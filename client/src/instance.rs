@@ -354,9 +354,10 @@ impl Instance {
         }
     }
 
-    /// Sends the heartbeat `body` (see [`encode_heartbeat`]) to each of `brokers`; a
-    /// failure is logged, not returned.
-    pub async fn heartbeat_to(&self, brokers: Vec<SocketAddr>, body: &[u8]) {
+    /// Sends the heartbeat `body` (see [`encode_heartbeat`]) to each of `brokers`; returns
+    /// those that acknowledged it (a failure is logged, not returned).
+    pub async fn heartbeat_to(&self, brokers: Vec<SocketAddr>, body: &[u8]) -> Vec<SocketAddr> {
+        let mut acked = Vec::with_capacity(brokers.len());
         for addr in brokers {
             let r = self
                 .broker_call(
@@ -369,10 +370,12 @@ impl Instance {
                 )
                 .await
                 .and_then(|a| a.expect(&[Status::Success]));
-            if let Err(e) = r {
-                log::debug!("heartbeat to {addr}: {e}");
+            match r {
+                Ok(_) => acked.push(addr),
+                Err(e) => log::debug!("heartbeat to {addr}: {e}"),
             }
         }
+        acked
     }
 
     /// Sends `req` (UNREGISTER_CLIENT) to each of `brokers`, ignoring failures.

@@ -14,7 +14,11 @@ use ringmq_wire::record::{self, RecordView};
 
 use crate::error::{Error, Result};
 
-/// Property names the client sets itself; user properties may not use them.
+/// Property the broker sets on a message it stores in a retry or dead-letter topic: the
+/// topic the message was consumed from (RocketMQ's `RETRY_TOPIC`).
+pub const RETRY_TOPIC: &str = "RETRY_TOPIC";
+
+/// Property names the client or the broker sets; user properties may not use them.
 pub const RESERVED_PROPERTIES: &[&str] = &[
     keys::KEYS,
     keys::TAGS,
@@ -31,6 +35,7 @@ pub const RESERVED_PROPERTIES: &[&str] = &[
     keys::TRAN_MSG,
     keys::RECONSUME_TIME,
     keys::MAX_RECONSUME_TIMES,
+    RETRY_TOPIC,
 ];
 
 /// Highest delay level of RocketMQ's default `messageDelayLevel` (1 s, 5 s, 10 s, 30 s,
@@ -236,7 +241,8 @@ pub struct ReceivedMessage {
     pub born_host: SocketAddr,
     pub store_timestamp_ms: i64,
     pub store_host: SocketAddr,
-    /// Times this message was handed to a listener before (local redeliveries included).
+    /// Times this message was delivered before: the broker's count of retries (the
+    /// record's field) plus this consumer's local redeliveries.
     pub reconsume_times: i32,
     /// Every property, reserved ones included.
     pub properties: BTreeMap<String, String>,

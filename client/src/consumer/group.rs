@@ -7,9 +7,18 @@
 //! consumable queue.
 //!
 //! A topic whose route or member list cannot be read keeps its current assignment: a
-//! transient error never drops queues.
+//! transient error never drops queues. Nor does a member list that does not name this
+//! member yet (its heartbeat has not reached the broker that answered): the heartbeat is
+//! sent again and the list asked again once, and if this member is still missing the
+//! topic keeps its queues and the assignment is reported unsettled, so the caller tries
+//! again soon. Member lists are asked first of the brokers that acknowledged this member's
+//! latest heartbeat.
+//!
+//! Brokers tell members that the group changed (NOTIFY_CONSUMER_IDS_CHANGED, see
+//! [`crate::net::inbox`]); [`Group::changed`] is the wake-up the consumer waits on.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use ringmq_wire::code::{RequestCode, Status};
@@ -19,10 +28,11 @@ use ringmq_wire::command::heartbeat::{
 };
 use ringmq_wire::command::pull::FilterType;
 use ringmq_wire::command::{ConsumerList, GetConsumerListRequest, UnregisterClientRequest};
+use tokio::sync::Notify;
 
 use super::replica::ReadPath;
 use super::{allocate_average, MessageModel, StartPosition};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::instance::{encode_heartbeat, Instance};
 use crate::net::Answer;
 use crate::route::MessageQueue;
@@ -47,6 +57,19 @@ pub struct Group {
     /// topic -> tag expression.
     subscriptions: Mutex<BTreeMap<String, String>>,
     version: std::sync::atomic::AtomicU64,
+    /// Brokers that acknowledged the latest heartbeat.
+    acked: Mutex<BTreeSet<SocketAddr>>,
+    /// Notified when a broker says the group's members changed.
+    changed: Arc<Notify>,
+}
+
+/// What a rebalance computed.
+#[derive(Debug, Default)]
+pub struct Assignment {
+    pub queues: BTreeSet<MessageQueue>,
+    /// False if some topic kept its current queues (its route or member list could not be
+    /// read, or the list did not name this member yet).
+    pub settled: bool,
 }
 
 impl Group {
@@ -58,6 +81,7 @@ impl Group {
         start: StartPosition,
         push: bool,
     ) -> Self {
+        let changed = inst.pool.inbox().register_group(name);
         Group {
             inst,
             reads,
@@ -67,7 +91,14 @@ impl Group {
             push,
             subscriptions: Mutex::new(BTreeMap::new()),
             version: std::sync::atomic::AtomicU64::new(1),
+            acked: Mutex::new(BTreeSet::new()),
+            changed,
         }
+    }
+
+    /// Notified (one pending wake-up at most) when a broker says the members changed.
+    pub fn changed(&self) -> Arc<Notify> {
+        Arc::clone(&self.changed)
     }
 
     pub fn subscribe(&self, topic: &str, expression: &str) {
@@ -89,12 +120,14 @@ impl Group {
             .unwrap_or_else(|| "*".to_string())
     }
 
-    /// Sends a heartbeat to every replica (master and slaves) of every subscribed topic.
+    /// Sends a heartbeat to every replica (master and slaves) of every subscribed topic;
+    /// remembers which acknowledged it.
     pub async fn heartbeat(&self) {
         let Some(body) = encode_heartbeat(&self.heartbeat_data()) else {
             return;
         };
-        self.inst.heartbeat_to(self.replicas().await, &body).await;
+        let acked = self.inst.heartbeat_to(self.replicas().await, &body).await;
+        *self.lock_acked() = acked.into_iter().collect();
     }
 
     /// Leaves the group on every replica (so the others rebalance without waiting for the
@@ -109,18 +142,20 @@ impl Group {
     }
 
     /// The queues this member should own now. Topics whose route or member list cannot be
-    /// read keep the queues of `current`.
-    pub async fn target_assignment(
-        &self,
-        current: &BTreeSet<MessageQueue>,
-    ) -> BTreeSet<MessageQueue> {
-        let mut out = BTreeSet::new();
+    /// read, or whose member list does not name this member, keep the queues of `current`.
+    pub async fn target_assignment(&self, current: &BTreeSet<MessageQueue>) -> Assignment {
+        let mut out = Assignment {
+            queues: BTreeSet::new(),
+            settled: true,
+        };
         for topic in self.subscriptions().keys() {
             match self.topic_assignment(topic).await {
-                Ok(qs) => out.extend(qs),
+                Ok(qs) => out.queues.extend(qs),
                 Err(e) => {
                     log::debug!("rebalance of {topic} for {}: {e}", self.name);
-                    out.extend(current.iter().filter(|q| &q.topic == topic).cloned());
+                    out.settled = false;
+                    out.queues
+                        .extend(current.iter().filter(|q| &q.topic == topic).cloned());
                 }
             }
         }
@@ -135,12 +170,36 @@ impl Group {
         }
         let mut ask = route.masters();
         ask.extend(route.slaves());
-        let members = self.members(&ask).await?;
+        let mut members = self.members(&self.acked_first(ask.clone())).await?;
+        if !members.contains(&self.inst.id) {
+            log::debug!(
+                "{}: the member list of {} does not name this member yet; heartbeating again",
+                self.inst.id,
+                self.name
+            );
+            self.heartbeat().await;
+            members = self.members(&self.acked_first(ask)).await?;
+        }
+        if !members.contains(&self.inst.id) {
+            return Err(Error::NotFound {
+                what: format!("{} in the member list of {}", self.inst.id, self.name),
+            });
+        }
         Ok(allocate_average(&queues, &members, &self.inst.id))
     }
 
+    /// `brokers` with those that acknowledged the latest heartbeat first (order otherwise
+    /// kept).
+    fn acked_first(&self, brokers: Vec<SocketAddr>) -> Vec<SocketAddr> {
+        let acked = self.lock_acked().clone();
+        let (mut first, rest): (Vec<_>, Vec<_>) =
+            brokers.into_iter().partition(|a| acked.contains(a));
+        first.extend(rest);
+        first
+    }
+
     /// The group's members (sorted), asked of the first of `brokers` that answers.
-    pub async fn members(&self, brokers: &[std::net::SocketAddr]) -> Result<Vec<String>> {
+    pub async fn members(&self, brokers: &[SocketAddr]) -> Result<Vec<String>> {
         let req = GetConsumerListRequest {
             consumer_group: self.name.clone(),
         };
@@ -163,14 +222,14 @@ impl Group {
                 Err(e) => last = Some(e),
             }
         }
-        Err(last.unwrap_or(crate::error::Error::NoRoute {
+        Err(last.unwrap_or(Error::NoRoute {
             topic: String::new(),
             detail: "no broker to ask for the member list".into(),
         }))
     }
 
     /// Masters and slaves of the brokers of the subscribed topics.
-    async fn replicas(&self) -> Vec<std::net::SocketAddr> {
+    async fn replicas(&self) -> Vec<SocketAddr> {
         let mut out = Vec::new();
         for topic in self.subscriptions().keys() {
             if let Ok(route) = self.inst.route(topic).await {
@@ -220,5 +279,9 @@ impl Group {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, String>> {
         self.subscriptions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn lock_acked(&self) -> std::sync::MutexGuard<'_, BTreeSet<SocketAddr>> {
+        self.acked.lock().unwrap_or_else(|p| p.into_inner())
     }
 }

@@ -4,16 +4,27 @@
 //! broadcasting mode (every member reads every queue, offsets kept in a local file).
 //!
 //! This module holds what both share: settings types, the low-level queue calls (pull,
-//! offsets), the group membership (`group`) and the choice of replica reads go to
-//! (`replica`: the master, or a slave of the same broker name while the master is down).
+//! offsets), the group membership (`group`), the choice of replica reads go to
+//! (`replica`: the master, or a slave of the same broker name while the master is down),
+//! and handing failed messages back to the broker (`send_back`: retry and dead-letter
+//! topics). The push consumer's parts: its queues (`push_queues`, with the broker locks of
+//! `locks`), each queue's pull task (`push_pull`), the listener (`listener`), and the two
+//! ways of calling it (`concurrent`, `orderly`).
 
 mod allocate;
+mod concurrent;
 pub(crate) mod group;
+mod listener;
+mod locks;
 mod offsets;
+mod orderly;
 mod pull;
 mod push;
+mod push_pull;
+mod push_queues;
 mod queue_state;
 pub(crate) mod replica;
+mod send_back;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -34,9 +45,15 @@ use offsets::OffsetStore;
 use replica::ReadPath;
 
 pub use allocate::allocate_average;
+pub use listener::{ConsumeContext, MessageListener};
 pub(crate) use offsets::committed_offset_in;
+pub use orderly::ORDERLY_RECONSUME_TIMES_DEFAULT;
 pub use pull::{PullConfig, PullConsumer, PullConsumerBuilder};
-pub use push::{ConsumeContext, MessageListener, PushConfig, PushConsumer, PushConsumerBuilder};
+pub use push::{PushConfig, PushConsumer, PushConsumerBuilder, UNSETTLED_REBALANCE_PAUSE};
+pub use send_back::{
+    dlq_topic, original_topic, retry_topic, DELAY_LEVEL_BROKER, DELAY_LEVEL_DLQ, DLQ_TOPIC_PREFIX,
+    RETRY_TOPIC_PREFIX,
+};
 
 /// How a group shares messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,7 +82,11 @@ pub enum StartPosition {
 pub enum ConsumeResult {
     /// Every message of the batch is done: its offsets may be committed.
     Success,
-    /// Hand the same batch to the listener again after the redelivery backoff.
+    /// The batch failed. A concurrent clustering consumer hands its messages back to the
+    /// broker (they come again from the group's retry topic after a delay, or go to its
+    /// dead-letter topic after `max_reconsume_times` retries); an orderly consumer suspends
+    /// the queue and hands the same batch over again; a broadcasting consumer (or a failed
+    /// send-back) hands it over again after the redelivery backoff.
     Retry,
 }
 

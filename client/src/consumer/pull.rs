@@ -9,6 +9,11 @@
 //!   commits those positions (or `auto_commit` does it periodically and at shutdown).
 //!   A position starts at the group's committed offset, or at the start position.
 //!
+//! A message the application could not process can be handed back to its broker
+//! ([`PullConsumer::send_back`]): it comes again from the group's retry topic
+//! (`%RETRY%<group>`, which a pull consumer reads only if it subscribes to or assigns it)
+//! after a delay, or goes to the group's dead-letter topic.
+//!
 //! Either way, a queue whose master is down is read from a slave of the same broker name
 //! (positions are kept; offsets are committed to the slave meanwhile), and from the master
 //! again once it is back (see `replica`).
@@ -24,6 +29,7 @@ use tokio::time::Instant;
 use super::group::Group;
 use super::offsets::OffsetStore;
 use super::replica::ReadPath;
+use super::send_back::send_back;
 use super::{
     check_expression, default_offset_dir, group_setters, join_group, pull_via, queue_offset_via,
     search_offset_via, start_offset, MessageModel, PullResult, PullStatus, StartPosition,
@@ -246,6 +252,27 @@ impl PullConsumer {
         self.inner.offsets.flush().await
     }
 
+    /// Hands a message this consumer could not process back to its broker (the master of
+    /// the broker it was pulled from) for the group: the broker stores a copy in the group's
+    /// retry topic, delivered after a delay (`delay_level` 0: the broker picks the next level
+    /// from the message's retries so far; n > 0: that level), or in the group's dead-letter
+    /// topic once the message was retried the group's `retryMaxTimes` (16 unless
+    /// configured), or at once with `delay_level` -1. A slave refuses it
+    /// (SERVICE_NOT_AVAILABLE): while the master is down, keep the message yourself.
+    pub async fn send_back(&self, msg: &ReceivedMessage, delay_level: i32) -> Result<()> {
+        self.inner.check_open()?;
+        let mq = MessageQueue::new(msg.topic.clone(), msg.broker_name.clone(), msg.queue_id);
+        send_back(
+            self.inner.inst(),
+            &self.inner.cfg.group,
+            &mq,
+            msg,
+            delay_level,
+            0,
+        )
+        .await
+    }
+
     /// The oldest offset still stored in a queue.
     pub async fn min_offset(&self, mq: &MessageQueue) -> Result<u64> {
         queue_offset_via(self.inner.inst(), self.inner.reads(), mq, false).await
@@ -273,7 +300,8 @@ impl PullConsumer {
     }
 
     /// Subscribes to a topic with a tag expression; the group decides which of its queues
-    /// this member polls (rebalanced every `rebalance_interval`).
+    /// this member polls (rebalanced every `rebalance_interval`, and at once when a broker
+    /// says the group's members changed).
     pub async fn subscribe(&self, topic: &str, expression: &str) -> Result<()> {
         self.inner.check_open()?;
         check_expression(expression)?;
@@ -345,7 +373,7 @@ impl PullConsumer {
         if self.inner.managed.load(Ordering::Acquire) {
             self.inner.group.unregister().await;
         }
-        self.inner.inst().pool.close_all();
+        self.inner.inst().pool.shutdown();
     }
 }
 
@@ -440,7 +468,7 @@ async fn rebalance(inner: &Inner) {
         return;
     }
     let current: BTreeSet<MessageQueue> = inner.positions().keys().cloned().collect();
-    let target = inner.group.target_assignment(&current).await;
+    let target = inner.group.target_assignment(&current).await.queues;
     let removed: Vec<(MessageQueue, Option<u64>)> = {
         let mut p = inner.positions();
         let gone: Vec<MessageQueue> = current.difference(&target).cloned().collect();
@@ -465,13 +493,14 @@ async fn rebalance(inner: &Inner) {
 }
 
 async fn timers(weak: Weak<Inner>) {
-    let Some((hb, reb, refresh, commit, probe)) = weak.upgrade().map(|i| {
+    let Some((hb, reb, refresh, commit, probe, changed)) = weak.upgrade().map(|i| {
         (
             i.cfg.heartbeat_interval,
             i.cfg.rebalance_interval,
             i.inst().cfg.route_refresh_interval,
             i.cfg.auto_commit,
             i.cfg.master_probe_interval,
+            i.group.changed(),
         )
     }) else {
         return;
@@ -491,6 +520,10 @@ async fn timers(weak: Weak<Inner>) {
                 }
             }
             _ = reb_tick.tick() => {
+                let Some(inner) = weak.upgrade() else { return };
+                rebalance(&inner).await;
+            }
+            _ = changed.notified() => {
                 let Some(inner) = weak.upgrade() else { return };
                 rebalance(&inner).await;
             }

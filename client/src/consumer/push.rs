@@ -1,90 +1,51 @@
 //! The push consumer: for each assigned queue a task long-polls the broker and hands the
-//! messages to the listener in batches (at most `consume_concurrency` listener calls at
-//! once across all queues). At-least-once: a queue's committed offset never passes a
-//! message whose listener has not returned [`ConsumeResult::Success`]; a batch that failed
-//! (returned [`ConsumeResult::Retry`], or panicked) is handed over again after
-//! `redeliver_backoff`, until it succeeds or the queue is released (then the next owner
-//! gets it from the committed offset).
+//! messages to the listener: concurrently in batches ([`super::concurrent`], the default)
+//! or one call at a time per queue in offset order ([`super::orderly`], `orderly(true)`),
+//! at most `consume_concurrency` listener calls at once across all queues. At-least-once: a
+//! queue's committed offset never passes a message the listener has not succeeded on, or
+//! that was not handed back to the broker (retry or dead-letter topic).
 //!
-//! Timers: heartbeat every `heartbeat_interval`, rebalance every `rebalance_interval` (and
-//! when a broker notifies a membership change), offsets committed every `commit_interval`,
-//! when a queue is released, and at shutdown; while some broker is read from its slave, the
-//! master is probed every `master_probe_interval` (see `replica`).
+//! A concurrent clustering consumer also consumes its group's retry topic
+//! (`%RETRY%<group>`), where the messages it handed back come again after a delay.
+//!
+//! Timers: heartbeat every `heartbeat_interval`, rebalance every `rebalance_interval`, at
+//! once when a broker notifies a membership change, and soon again while the last
+//! rebalance left queues untaken ([`Inner::unsettled`]); offsets committed every
+//! `commit_interval`, when a queue is released, and at shutdown; orderly clustering
+//! consumers renew their queue locks every `lock_renew_interval`; while some broker is read
+//! from its slave, the master is probed every `master_probe_interval` (see `replica`).
 //!
 //! A queue whose master is down is pulled from a slave of the same broker name with the
 //! queue's in-memory offsets (nothing is re-read); commits go to the slave meanwhile and to
 //! the master again once it is back.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use tokio::sync::Semaphore;
+use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinHandle;
 
 use super::group::Group;
+use super::listener::{DynListener, MessageListener, Wrap};
 use super::offsets::OffsetStore;
+use super::orderly::OrderlyQueue;
+use super::push_queues::{commit_queue, rebalance, release_all, renew_locks};
 use super::queue_state::QueueState;
+use super::send_back::retry_topic;
 use super::{
-    check_expression, default_offset_dir, group_setters, join_group, pull_via, start_offset,
-    ConsumeResult, MessageModel, PullStatus, StartPosition,
+    check_expression, default_offset_dir, group_setters, join_group, MessageModel, StartPosition,
 };
 use crate::background::{ticker, Background};
 use crate::error::{Error, Result};
 use crate::instance::{client_setters, ClientConfig, Instance};
-use crate::message::ReceivedMessage;
 use crate::route::MessageQueue;
 
-/// What a listener is told besides the messages.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConsumeContext {
-    pub queue: MessageQueue,
-    /// 0 on first delivery, then 1, 2, ... for redeliveries of the same batch.
-    pub attempt: u32,
-}
-
-/// Consumes batches of messages. Implemented for async closures
-/// `Fn(Vec<ReceivedMessage>, ConsumeContext) -> impl Future<Output = ConsumeResult>`.
-/// A listener that blocks should move its work to `tokio::task::spawn_blocking`.
-pub trait MessageListener: Send + Sync + 'static {
-    fn consume(
-        &self,
-        messages: Vec<ReceivedMessage>,
-        ctx: ConsumeContext,
-    ) -> impl Future<Output = ConsumeResult> + Send;
-}
-
-impl<F, Fut> MessageListener for F
-where
-    F: Fn(Vec<ReceivedMessage>, ConsumeContext) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = ConsumeResult> + Send,
-{
-    fn consume(
-        &self,
-        messages: Vec<ReceivedMessage>,
-        ctx: ConsumeContext,
-    ) -> impl Future<Output = ConsumeResult> + Send {
-        self(messages, ctx)
-    }
-}
-
-type BoxFuture = Pin<Box<dyn Future<Output = ConsumeResult> + Send + 'static>>;
-
-trait DynListener: Send + Sync {
-    fn call(self: Arc<Self>, messages: Vec<ReceivedMessage>, ctx: ConsumeContext) -> BoxFuture;
-}
-
-struct Wrap<L>(L);
-
-impl<L: MessageListener> DynListener for Wrap<L> {
-    fn call(self: Arc<Self>, messages: Vec<ReceivedMessage>, ctx: ConsumeContext) -> BoxFuture {
-        Box::pin(async move { self.0.consume(messages, ctx).await })
-    }
-}
+/// While a rebalance leaves queues untaken (locked by another member, an unreadable route
+/// or member list), the next one comes this soon, doubling up to `rebalance_interval`.
+pub const UNSETTLED_REBALANCE_PAUSE: Duration = Duration::from_millis(200);
 
 /// Settings of a push consumer.
 #[derive(Debug, Clone)]
@@ -117,6 +78,17 @@ pub struct PushConfig {
     pub master_probe_interval: Duration,
     /// How long releasing a queue waits for its running listener calls (default 5 s).
     pub release_wait: Duration,
+    /// Retries a message gets before it goes to the dead-letter topic; 0 (the default):
+    /// the group's limit on the broker (16 unless configured), for an orderly consumer 16.
+    pub max_reconsume_times: u32,
+    /// One listener call per queue at a time, in queue-offset order, under a broker lock
+    /// per queue in clustering mode (default false).
+    pub orderly: bool,
+    /// How long an orderly queue pauses after a failed call (default 1 s).
+    pub suspend_current_queue: Duration,
+    /// How often an orderly clustering consumer renews its queue locks (default 20 s; keep
+    /// it well below the broker's `rebalanceLockMaxLiveTime`, 60 s by default).
+    pub lock_renew_interval: Duration,
     /// Folder of broadcasting offset files.
     pub offset_dir: PathBuf,
 }
@@ -187,6 +159,39 @@ impl PushConsumerBuilder {
         self
     }
 
+    /// Retries before the dead-letter topic (RocketMQ `maxReconsumeTimes`): a message is
+    /// delivered at most `1 + n` times. 0 (the default) leaves it to the group's limit on
+    /// the broker (`retryMaxTimes`, 16 by default); an orderly consumer, which counts
+    /// retries itself, then uses 16.
+    pub fn max_reconsume_times(mut self, n: u32) -> Self {
+        self.cfg.max_reconsume_times = n;
+        self
+    }
+
+    /// Orderly consumption (default false): each queue's messages go to the listener one
+    /// call at a time in queue-offset order, and in clustering mode only while this member
+    /// holds the queue's broker lock. A failed call suspends the queue
+    /// (`suspend_current_queue`) and hands the same messages over again.
+    pub fn orderly(mut self, orderly: bool) -> Self {
+        self.cfg.orderly = orderly;
+        self
+    }
+
+    /// How long an orderly queue pauses after a failed call (default 1 s, RocketMQ's
+    /// `suspendCurrentQueueTimeMillis`).
+    pub fn suspend_current_queue(mut self, d: Duration) -> Self {
+        self.cfg.suspend_current_queue = d;
+        self
+    }
+
+    /// How often an orderly clustering consumer renews its queue locks (default 20 s). The
+    /// client trusts a lock for 1.5 times this after the broker granted it, so keep it well
+    /// below the broker's `rebalanceLockMaxLiveTime` (60 s by default).
+    pub fn lock_renew_interval(mut self, d: Duration) -> Self {
+        self.cfg.lock_renew_interval = d;
+        self
+    }
+
     /// Starts consuming: heartbeats, takes its queues and calls `listener` with batches.
     pub async fn start<L: MessageListener>(self, listener: L) -> Result<PushConsumer> {
         let cfg = self.cfg;
@@ -217,6 +222,9 @@ impl PushConsumerBuilder {
         for (t, e) in &cfg.subscriptions {
             group.subscribe(t, e);
         }
+        if cfg.model == MessageModel::Clustering && !cfg.orderly {
+            group.subscribe(&retry_topic(&cfg.group), "*");
+        }
         let inner = Arc::new(Inner {
             group,
             permits: Arc::new(Semaphore::new(cfg.consume_concurrency)),
@@ -225,9 +233,12 @@ impl PushConsumerBuilder {
             offsets,
             queues: Mutex::new(BTreeMap::new()),
             shut: AtomicBool::new(false),
+            aborted: watch::channel(false).0,
+            unsettled: AtomicBool::new(false),
             rebalancing: tokio::sync::Mutex::new(()),
             background: Background::default(),
         });
+        // Heartbeat first, so the first rebalance's member list names this member.
         inner.group.heartbeat().await;
         rebalance(&inner).await;
         let weak = Arc::downgrade(&inner);
@@ -237,39 +248,64 @@ impl PushConsumerBuilder {
         inner
             .background
             .push(tokio::spawn(rebalance_timer(weak.clone())));
+        if inner.uses_locks() {
+            inner
+                .background
+                .push(tokio::spawn(lock_renew_timer(weak.clone())));
+        }
         inner.background.push(tokio::spawn(commit_timer(weak)));
         Ok(PushConsumer { inner })
     }
 }
 
-struct Running {
-    state: Arc<QueueState>,
-    task: JoinHandle<()>,
+/// An owned queue: its state, its orderly buffer and lock (orderly consumers), and its
+/// tasks (the pull loop, and the orderly consuming task).
+pub(crate) struct Running {
+    pub state: Arc<QueueState>,
+    pub orderly: Option<Arc<OrderlyQueue>>,
+    pub tasks: Vec<JoinHandle<()>>,
 }
 
-struct Inner {
-    group: Group,
-    cfg: PushConfig,
-    listener: Arc<dyn DynListener>,
-    offsets: OffsetStore,
+pub(crate) struct Inner {
+    pub group: Group,
+    pub cfg: PushConfig,
+    pub listener: Arc<dyn DynListener>,
+    pub offsets: OffsetStore,
     queues: Mutex<BTreeMap<MessageQueue, Running>>,
-    permits: Arc<Semaphore>,
+    pub permits: Arc<Semaphore>,
     shut: AtomicBool,
-    rebalancing: tokio::sync::Mutex<()>,
+    /// Set by [`PushConsumer::abort`]: running listener calls are dropped.
+    pub aborted: watch::Sender<bool>,
+    /// The last rebalance left queues of the assignment untaken: rebalance again soon.
+    unsettled: AtomicBool,
+    pub rebalancing: tokio::sync::Mutex<()>,
     background: Background,
 }
 
 impl Inner {
-    fn inst(&self) -> &Instance {
+    pub fn inst(&self) -> &Instance {
         &self.group.inst
     }
 
-    fn queues(&self) -> std::sync::MutexGuard<'_, BTreeMap<MessageQueue, Running>> {
+    pub fn queues(&self) -> std::sync::MutexGuard<'_, BTreeMap<MessageQueue, Running>> {
         self.queues.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn is_shut(&self) -> bool {
+    pub fn is_shut(&self) -> bool {
         self.shut.load(Ordering::Acquire)
+    }
+
+    /// True for an orderly clustering consumer: it consumes a queue only under its lock.
+    pub fn uses_locks(&self) -> bool {
+        self.cfg.orderly && self.cfg.model == MessageModel::Clustering
+    }
+
+    pub fn set_unsettled(&self, unsettled: bool) {
+        self.unsettled.store(unsettled, Ordering::Release);
+    }
+
+    fn is_unsettled(&self) -> bool {
+        self.unsettled.load(Ordering::Acquire)
     }
 }
 
@@ -311,6 +347,10 @@ impl PushConsumer {
                 commit_interval: Duration::from_secs(5),
                 master_probe_interval: Duration::from_secs(5),
                 release_wait: Duration::from_secs(5),
+                max_reconsume_times: 0,
+                orderly: false,
+                suspend_current_queue: Duration::from_secs(1),
+                lock_renew_interval: Duration::from_secs(20),
                 offset_dir: default_offset_dir(),
             },
         }
@@ -331,7 +371,8 @@ impl PushConsumer {
     }
 
     /// Stops pulling, waits (up to `release_wait`) for running listener calls, commits
-    /// every queue's offset, leaves the group and closes the connections.
+    /// every queue's offset, releases the queue locks (orderly), leaves the group and
+    /// closes the connections.
     pub async fn shutdown(&self) {
         if self.inner.shut.swap(true, Ordering::AcqRel) {
             return;
@@ -339,223 +380,34 @@ impl PushConsumer {
         self.inner.background.abort_all();
         let _g = self.inner.rebalancing.lock().await;
         let all: Vec<MessageQueue> = self.inner.queues().keys().cloned().collect();
-        release_all(&self.inner, all).await;
+        release_all(&self.inner, all, true).await;
         if let Err(e) = self.inner.offsets.flush().await {
             log::warn!("writing offsets at shutdown: {e}");
         }
         self.inner.group.unregister().await;
-        self.inner.inst().pool.close_all();
+        self.inner.inst().pool.shutdown();
     }
-}
 
-async fn rebalance(inner: &Arc<Inner>) {
-    let _g = inner.rebalancing.lock().await;
-    if inner.is_shut() {
-        return;
-    }
-    let current: BTreeSet<MessageQueue> = inner.queues().keys().cloned().collect();
-    let target = inner.group.target_assignment(&current).await;
-    let removed: Vec<MessageQueue> = current.difference(&target).cloned().collect();
-    let added: Vec<MessageQueue> = target.difference(&current).cloned().collect();
-    if !removed.is_empty() || !added.is_empty() {
-        log::info!(
-            "{} rebalanced {}: +{} -{} queues",
-            inner.inst().id,
-            inner.cfg.group,
-            added.len(),
-            removed.len()
-        );
-    }
-    release_all(inner, removed).await;
-    for mq in added {
-        if let Err(e) = start_queue(inner, mq.clone()).await {
-            log::warn!("starting {mq}: {e}; retrying at the next rebalance");
-        }
-    }
-}
-
-async fn start_queue(inner: &Arc<Inner>, mq: MessageQueue) -> Result<()> {
-    let offset = match inner.offsets.read(&mq).await? {
-        Some(o) => o,
-        None => start_offset(inner.inst(), &inner.group.reads, &mq, inner.cfg.start).await?,
-    };
-    log::debug!("{}: consuming {mq} from {offset}", inner.inst().id);
-    let state = Arc::new(QueueState::new(mq.clone(), offset));
-    let task = tokio::spawn(pull_loop(Arc::downgrade(inner), Arc::clone(&state)));
-    inner.queues().insert(mq, Running { state, task });
-    Ok(())
-}
-
-/// Releases queues: stops their pulls, waits for their listener calls, commits their
-/// offsets.
-async fn release_all(inner: &Arc<Inner>, mqs: Vec<MessageQueue>) {
-    let running: Vec<Running> = {
-        let mut q = inner.queues();
-        mqs.iter().filter_map(|mq| q.remove(mq)).collect()
-    };
-    for r in &running {
-        r.state.drop_queue();
-    }
-    for r in running {
-        if !r.state.idle_within(inner.cfg.release_wait).await {
-            log::warn!(
-                "{}: listener calls still running after {:?}",
-                r.state.mq,
-                inner.cfg.release_wait
-            );
-        }
-        r.task.abort();
-        commit_queue(inner, &r.state).await;
-    }
-}
-
-async fn commit_queue(inner: &Inner, state: &QueueState) {
-    let switches = inner.group.reads.switches();
-    let Some(offset) = state.commit_due(switches) else {
-        return;
-    };
-    match inner.offsets.write(&state.mq, offset).await {
-        Ok(()) => state.mark_committed(offset, switches),
-        Err(e) => log::warn!("committing {} at {offset}: {e}", state.mq),
-    }
-}
-
-async fn pull_loop(weak: Weak<Inner>, state: Arc<QueueState>) {
-    let mut next = state.committable();
-    loop {
-        let Some(inner) = weak.upgrade() else { return };
-        if state.is_dropped() || inner.is_shut() {
+    /// Stops at once, as a crashed process would: running listener calls are dropped (at
+    /// their next await point), nothing is committed, no lock is released, the group is
+    /// not left; the connections are closed (the brokers then drop this member and its
+    /// locks). For tests and failure drills.
+    pub fn abort(&self) {
+        if self.inner.shut.swap(true, Ordering::AcqRel) {
             return;
         }
-        if state.outstanding() >= inner.cfg.queue_outstanding_max {
-            drop(inner);
-            let notified = state.changed.notified();
-            let _ = tokio::time::timeout(Duration::from_millis(100), notified).await;
-            continue;
-        }
-        let expression = inner.group.expression(&state.mq.topic);
-        let commit = match inner.cfg.model {
-            MessageModel::Clustering => Some(state.committable()),
-            MessageModel::Broadcasting => None,
-        };
-        let pull = pull_via(
-            inner.inst(),
-            &inner.group.reads,
-            &inner.group.name,
-            &state.mq,
-            next,
-            inner.cfg.pull_batch_max,
-            inner.cfg.pull_bytes_max,
-            &expression,
-            inner.cfg.long_poll,
-            commit,
-        );
-        let result = tokio::select! {
-            r = pull => r,
-            _ = state.until_dropped() => return,
-        };
-        match result {
-            Ok(p) if p.slave_behind => {
-                // The slave has not replicated up to `next` yet: wait for it (or the master).
-                let pause = inner.cfg.pull_error_backoff;
-                drop(inner);
-                if state.sleep_or_dropped(pause).await {
-                    return;
-                }
-            }
-            Ok(p) => {
-                let r = p.result;
-                match r.status {
-                    PullStatus::Found => {
-                        next = r.next_offset;
-                        state.received(r.messages.iter().map(|m| m.queue_offset), next);
-                        dispatch(&inner, &state, r.messages);
-                    }
-                    PullStatus::NoNewMessage | PullStatus::NoMatchedMessage => {
-                        next = r.next_offset;
-                        state.received([], next);
-                    }
-                    PullStatus::OffsetIllegal => {
-                        log::warn!(
-                            "{}: offset {next} is outside {}..{}; continuing at {}",
-                            state.mq,
-                            r.min_offset,
-                            r.max_offset,
-                            r.next_offset
-                        );
-                        next = r.next_offset;
-                        state.moved_to(next);
-                        commit_queue(&inner, &state).await;
-                    }
-                }
-            }
-            Err(e) => {
-                log::debug!("pulling {}: {e}", state.mq);
-                let pause = inner.cfg.pull_error_backoff;
-                drop(inner);
-                if state.sleep_or_dropped(pause).await {
-                    return;
-                }
+        self.inner.aborted.send_replace(true);
+        self.inner.background.abort_all();
+        let running: Vec<Running> = std::mem::take(&mut *self.inner.queues())
+            .into_values()
+            .collect();
+        for r in running {
+            r.state.drop_queue();
+            for t in &r.tasks {
+                t.abort();
             }
         }
-    }
-}
-
-fn dispatch(inner: &Arc<Inner>, state: &Arc<QueueState>, messages: Vec<ReceivedMessage>) {
-    let mut rest = messages;
-    while !rest.is_empty() {
-        let tail = rest.split_off(rest.len().min(inner.cfg.consume_batch_max));
-        let batch = std::mem::replace(&mut rest, tail);
-        tokio::spawn(consume_batch(
-            Arc::downgrade(inner),
-            Arc::clone(state),
-            batch,
-        ));
-    }
-}
-
-async fn consume_batch(weak: Weak<Inner>, state: Arc<QueueState>, mut batch: Vec<ReceivedMessage>) {
-    let offsets: Vec<u64> = batch.iter().map(|m| m.queue_offset).collect();
-    let mut attempt = 0u32;
-    loop {
-        let Some(inner) = weak.upgrade() else { return };
-        if state.is_dropped() {
-            return;
-        }
-        let Ok(permit) = Arc::clone(&inner.permits).acquire_owned().await else {
-            return;
-        };
-        if state.is_dropped() {
-            return;
-        }
-        state.begin();
-        let ctx = ConsumeContext {
-            queue: state.mq.clone(),
-            attempt,
-        };
-        let call = Arc::clone(&inner.listener).call(batch.clone(), ctx);
-        let outcome = tokio::spawn(call).await;
-        drop(permit);
-        let ok = matches!(outcome, Ok(ConsumeResult::Success));
-        if ok {
-            state.acked(offsets);
-            state.end();
-            return;
-        }
-        state.end();
-        match outcome {
-            Err(e) => log::warn!("listener panicked on {}: {e}; redelivering", state.mq),
-            Ok(_) => log::debug!("listener asked to retry a batch of {}", state.mq),
-        }
-        attempt = attempt.saturating_add(1);
-        for m in &mut batch {
-            m.reconsume_times = m.reconsume_times.saturating_add(1);
-        }
-        let pause = inner.cfg.redeliver_backoff;
-        drop(inner);
-        if state.sleep_or_dropped(pause).await {
-            return;
-        }
+        self.inner.inst().pool.shutdown();
     }
 }
 
@@ -592,20 +444,47 @@ async fn heartbeat_timer(weak: Weak<Inner>) {
 }
 
 async fn rebalance_timer(weak: Weak<Inner>) {
-    let Some((every, notify)) = weak
+    let Some((every, changed)) = weak
         .upgrade()
-        .map(|i| (i.cfg.rebalance_interval, i.inst().pool.peer_requests()))
+        .map(|i| (i.cfg.rebalance_interval, i.group.changed()))
     else {
+        return;
+    };
+    let every = every.max(Duration::from_millis(10));
+    let mut unsettled_pause = UNSETTLED_REBALANCE_PAUSE;
+    loop {
+        let wait = match weak.upgrade() {
+            Some(i) if i.is_unsettled() => {
+                let w = unsettled_pause.min(every);
+                unsettled_pause = unsettled_pause.saturating_mul(2);
+                w
+            }
+            Some(_) => {
+                unsettled_pause = UNSETTLED_REBALANCE_PAUSE;
+                every
+            }
+            None => return,
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = changed.notified() => {
+                unsettled_pause = UNSETTLED_REBALANCE_PAUSE;
+            }
+        }
+        let Some(inner) = weak.upgrade() else { return };
+        rebalance(&inner).await;
+    }
+}
+
+async fn lock_renew_timer(weak: Weak<Inner>) {
+    let Some(every) = weak.upgrade().map(|i| i.cfg.lock_renew_interval) else {
         return;
     };
     let mut tick = ticker(every.max(Duration::from_millis(10))).await;
     loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = notify.notified() => {}
-        }
+        tick.tick().await;
         let Some(inner) = weak.upgrade() else { return };
-        rebalance(&inner).await;
+        renew_locks(&inner).await;
     }
 }
 

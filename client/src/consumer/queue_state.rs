@@ -77,14 +77,21 @@ impl QueueState {
         }
     }
 
-    /// A listener call starts.
-    pub fn begin(&self) {
-        self.active.fetch_add(1, Ordering::AcqRel);
+    /// A listener call (or the handling of its outcome) starts, unless the queue was
+    /// released: false then, and nothing started. Counting first and checking after means
+    /// a release that saw no call running has already marked the queue, so none starts.
+    pub fn try_begin(&self) -> bool {
+        self.active.fetch_add(1, Ordering::SeqCst);
+        if self.is_dropped() {
+            self.end();
+            return false;
+        }
+        true
     }
 
     /// A listener call ended.
     pub fn end(&self) {
-        self.active.fetch_sub(1, Ordering::AcqRel);
+        self.active.fetch_sub(1, Ordering::SeqCst);
         self.changed.notify_waiters();
     }
 
@@ -93,11 +100,11 @@ impl QueueState {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             let notified = self.changed.notified();
-            if self.active.load(Ordering::Acquire) == 0 {
+            if self.active.load(Ordering::SeqCst) == 0 {
                 return true;
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return self.active.load(Ordering::Acquire) == 0;
+                return self.active.load(Ordering::SeqCst) == 0;
             }
         }
     }

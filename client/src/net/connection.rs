@@ -11,6 +11,8 @@
 //! - When the connection fails, every waiting request is completed with
 //!   [`Error::ConnectionClosed`] (saying whether it was written), and the connection is
 //!   marked closed so the pool replaces it.
+//! - A request frame from the peer (broker -> client, ONEWAY) is handed to the pool's
+//!   [`Inbox`] by code; the client never answers it.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -26,10 +28,11 @@ use ringmq_wire::frame::{self, Flags, PREFIX_BYTES};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
+use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::task::JoinHandle;
 
 use crate::error::{Error, Result};
+use crate::net::inbox::Inbox;
 
 /// Frames waiting for the writer, per connection (requests also hold an in-flight permit).
 pub const WRITE_QUEUE_FRAMES_MAX: usize = 1024;
@@ -136,8 +139,8 @@ struct Shared {
     local_addr: SocketAddr,
     waiters: Mutex<Waiters>,
     closed: AtomicBool,
-    /// Woken on any request the peer sends us (e.g. NOTIFY_CONSUMER_IDS_CHANGED).
-    peer_requests: Arc<Notify>,
+    /// Where requests the peer sends us go (e.g. NOTIFY_CONSUMER_IDS_CHANGED).
+    inbox: Arc<Inbox>,
 }
 
 impl Shared {
@@ -196,7 +199,7 @@ impl Connection {
         addr: SocketAddr,
         connect_timeout: Duration,
         in_flight_max: usize,
-        peer_requests: Arc<Notify>,
+        inbox: Arc<Inbox>,
     ) -> Result<Connection> {
         let stream = match tokio::time::timeout(connect_timeout, TcpStream::connect(addr)).await {
             Ok(Ok(s)) => s,
@@ -221,7 +224,7 @@ impl Connection {
             local_addr,
             waiters: Mutex::new(Waiters::default()),
             closed: AtomicBool::new(false),
-            peer_requests,
+            inbox,
         });
         let (tx, rx) = mpsc::channel(WRITE_QUEUE_FRAMES_MAX);
         let reader = tokio::spawn(read_loop(rd, Arc::clone(&shared)));
@@ -536,8 +539,8 @@ async fn read_loop(mut rd: OwnedReadHalf, shared: Arc<Shared>) {
 fn deliver(shared: &Shared, bytes: Bytes) -> Result<(), ringmq_wire::WireError> {
     let f = frame::parse(&bytes)?;
     if !f.is_response() {
-        // A request from the peer (broker -> client notifications): wake whoever listens.
-        shared.peer_requests.notify_waiters();
+        // A request from the peer (broker -> client): routed by code, never answered.
+        shared.inbox.deliver(shared.addr, f.code, f.header, f.body);
         return Ok(());
     }
     let header = bytes.slice_ref(f.header);
@@ -582,7 +585,7 @@ mod tests {
 
     async fn open(addr: SocketAddr) -> Arc<Connection> {
         Arc::new(
-            Connection::open(addr, Duration::from_secs(1), 16, Arc::new(Notify::new()))
+            Connection::open(addr, Duration::from_secs(1), 16, Arc::new(Inbox::new()))
                 .await
                 .unwrap(),
         )
@@ -672,6 +675,53 @@ mod tests {
         let e = failed_send(&conn, Duration::from_millis(200)).await;
         assert!(matches!(e, Error::Timeout { .. }), "{e}");
         assert_eq!(e.outcome(), Outcome::Unknown);
+        server.abort();
+    }
+
+    #[tokio::test]
+    async fn a_broker_request_reaches_the_inbox_between_answers() {
+        use ringmq_wire::command::NotifyConsumerIdsChanged;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let reqs = read_frames(&mut s, 1).await;
+            let mut out = Vec::new();
+            // The broker's notice first (its own request id space), then the answer.
+            let notice = NotifyConsumerIdsChanged {
+                consumer_group: "g".into(),
+            };
+            frame::encode_request(
+                &mut out,
+                RequestCode::NotifyConsumerIdsChanged,
+                true,
+                reqs[0].0,
+                &notice,
+                &[],
+            )
+            .unwrap();
+            let header = WireResponse::<Empty>::remark("");
+            frame::encode_response(&mut out, Status::Success, reqs[0].0, &header, b"ok").unwrap();
+            s.write_all(&out).await.unwrap();
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        });
+        let inbox = Arc::new(Inbox::new());
+        let woken = inbox.register_group("g");
+        let conn = Connection::open(addr, Duration::from_secs(1), 16, Arc::clone(&inbox))
+            .await
+            .unwrap();
+        let answer = conn
+            .call(RequestCode::HeartBeat, &Empty, b"", Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert_eq!(
+            answer.body, "ok",
+            "the notice, with the same request id, is not taken for the answer"
+        );
+        tokio::time::timeout(Duration::from_secs(5), woken.notified())
+            .await
+            .expect("the group was woken");
+        assert!(!conn.is_closed());
         server.abort();
     }
 }

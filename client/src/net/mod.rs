@@ -1,7 +1,9 @@
-//! The network layer: pipelined connections ([`connection`]) and the per-client pool that
-//! keeps one per broker shard ([`pool`]). Nothing above this module touches a socket.
+//! The network layer: pipelined connections ([`connection`]), the per-client pool that
+//! keeps one per broker shard ([`pool`]), and where requests from brokers go ([`inbox`]).
+//! Nothing above this module touches a socket.
 
 pub mod connection;
+pub mod inbox;
 pub mod pool;
 
 pub use connection::{Answer, Connection};

@@ -9,15 +9,16 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ringmq_wire::code::{RequestCode, Status, PROTOCOL_VERSION};
 use ringmq_wire::command::{HelloRequest, HelloResponse};
-use tokio::sync::Notify;
 
 use crate::error::{Error, Result};
 use crate::net::connection::Connection;
+use crate::net::inbox::Inbox;
 
 /// What listens at an endpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -63,7 +64,9 @@ pub struct BrokerHello {
 pub struct Pool {
     cfg: PoolConfig,
     slots: Mutex<HashMap<Endpoint, Arc<tokio::sync::Mutex<Slot>>>>,
-    peer_requests: Arc<Notify>,
+    inbox: Arc<Inbox>,
+    /// Set by [`Pool::shutdown`]: no connection is opened again.
+    shut: AtomicBool,
 }
 
 impl std::fmt::Debug for Pool {
@@ -79,17 +82,21 @@ impl Pool {
         Pool {
             cfg,
             slots: Mutex::new(HashMap::new()),
-            peer_requests: Arc::new(Notify::new()),
+            inbox: Arc::new(Inbox::new()),
+            shut: AtomicBool::new(false),
         }
     }
 
-    /// Woken when any peer sends this client a request (e.g. a consumer-ids-changed notice).
-    pub fn peer_requests(&self) -> Arc<Notify> {
-        Arc::clone(&self.peer_requests)
+    /// Where requests the brokers send this client go (e.g. consumer-ids-changed notices).
+    pub fn inbox(&self) -> &Inbox {
+        &self.inbox
     }
 
     /// The live connection to `ep`, connecting (and saying HELLO) if needed.
     pub async fn get(&self, ep: Endpoint) -> Result<(Arc<Connection>, Option<BrokerHello>)> {
+        if self.shut.load(Ordering::Acquire) {
+            return Err(Error::Shutdown);
+        }
         let slot = {
             let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
             Arc::clone(slots.entry(ep).or_default())
@@ -133,6 +140,12 @@ impl Pool {
         }
     }
 
+    /// Closes every connection for good: requests fail with [`Error::Shutdown`] from now on.
+    pub fn shutdown(&self) {
+        self.shut.store(true, Ordering::Release);
+        self.close_all();
+    }
+
     /// Closes every connection (waiting requests fail).
     pub fn close_all(&self) {
         let slots: Vec<_> = {
@@ -153,7 +166,7 @@ impl Pool {
             ep.addr,
             self.cfg.connect_timeout,
             self.cfg.requests_in_flight_max,
-            Arc::clone(&self.peer_requests),
+            Arc::clone(&self.inbox),
         )
         .await?;
         let Peer::Broker(shard) = ep.peer else {

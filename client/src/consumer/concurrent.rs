@@ -1,0 +1,124 @@
+//! Concurrent consumption (the push consumer's default): each pulled batch is split into
+//! listener calls of at most `consume_batch_max` messages, run at once (at most
+//! `consume_concurrency` calls across all queues).
+//!
+//! A call that fails (returns [`ConsumeResult::Retry`](super::ConsumeResult::Retry) or
+//! panics) in a clustering group has its messages sent back to the broker one by one
+//! (delay level 0: the broker picks the next delay, or dead-letters a message retried
+//! `max_reconsume_times` times); a message sent back counts as consumed, so the queue's
+//! committed offset moves past it. A message whose send-back fails, and every failed message
+//! of a broadcasting member (which has no retry topic), is handed to the listener again by
+//! this consumer after `redeliver_backoff`, until it succeeds or the queue is released (then
+//! the next owner gets it from the committed offset). Nothing is lost either way.
+
+use std::sync::{Arc, Weak};
+
+use super::listener::{call_listener, Called, ConsumeContext};
+use super::push::Inner;
+use super::queue_state::QueueState;
+use super::send_back::{send_back, DELAY_LEVEL_BROKER};
+use super::MessageModel;
+use crate::message::ReceivedMessage;
+
+/// Hands `messages` (pulled from `state`'s queue) to the listener in batches.
+pub(crate) fn dispatch(
+    inner: &Arc<Inner>,
+    state: &Arc<QueueState>,
+    messages: Vec<ReceivedMessage>,
+) {
+    let mut rest = messages;
+    while !rest.is_empty() {
+        let tail = rest.split_off(rest.len().min(inner.cfg.consume_batch_max));
+        let batch = std::mem::replace(&mut rest, tail);
+        tokio::spawn(consume_batch(
+            Arc::downgrade(inner),
+            Arc::clone(state),
+            batch,
+        ));
+    }
+}
+
+async fn consume_batch(weak: Weak<Inner>, state: Arc<QueueState>, mut batch: Vec<ReceivedMessage>) {
+    let mut attempt = 0u32;
+    loop {
+        let Some(inner) = weak.upgrade() else { return };
+        if state.is_dropped() {
+            return;
+        }
+        let Ok(permit) = Arc::clone(&inner.permits).acquire_owned().await else {
+            return;
+        };
+        if !state.try_begin() {
+            return;
+        }
+        let ctx = ConsumeContext {
+            queue: state.mq.clone(),
+            attempt,
+        };
+        let called = call_listener(&inner.listener, batch.clone(), ctx, &inner.aborted).await;
+        drop(permit);
+        match called {
+            Called::Success => {
+                state.acked(batch.iter().map(|m| m.queue_offset));
+                state.end();
+                return;
+            }
+            Called::Aborted => {
+                state.end();
+                return;
+            }
+            Called::Retry | Called::Panicked => {}
+        }
+        if inner.cfg.model == MessageModel::Clustering && !state.is_dropped() {
+            batch = send_back_all(&inner, &state, batch).await;
+        }
+        state.end();
+        if batch.is_empty() {
+            return;
+        }
+        attempt = attempt.saturating_add(1);
+        for m in &mut batch {
+            m.reconsume_times = m.reconsume_times.saturating_add(1);
+        }
+        let pause = inner.cfg.redeliver_backoff;
+        drop(inner);
+        if state.sleep_or_dropped(pause).await {
+            return;
+        }
+    }
+}
+
+/// Sends every message of a failed batch back to its broker; acknowledges those sent and
+/// returns the others (to be retried here).
+async fn send_back_all(
+    inner: &Inner,
+    state: &QueueState,
+    batch: Vec<ReceivedMessage>,
+) -> Vec<ReceivedMessage> {
+    let mut kept = Vec::new();
+    let mut sent = Vec::new();
+    for m in batch {
+        let r = send_back(
+            inner.inst(),
+            &inner.group.name,
+            &state.mq,
+            &m,
+            DELAY_LEVEL_BROKER,
+            inner.cfg.max_reconsume_times,
+        )
+        .await;
+        match r {
+            Ok(()) => sent.push(m.queue_offset),
+            Err(e) => {
+                log::warn!(
+                    "sending {} of {} back failed: {e}; retrying it here",
+                    m.msg_id,
+                    state.mq
+                );
+                kept.push(m);
+            }
+        }
+    }
+    state.acked(sent);
+    kept
+}

@@ -1,0 +1,252 @@
+//! Orderly consumption: each queue has one consuming task that hands its messages to the
+//! listener in queue-offset order, one call at a time (calls of different queues still run
+//! at once, at most `consume_concurrency`). In a clustering group the task calls the
+//! listener only while this member holds the queue's broker lock ([`super::locks`]).
+//!
+//! A failed call (returned [`ConsumeResult::Retry`](super::ConsumeResult::Retry), or
+//! panicked) suspends the queue for `suspend_current_queue`, then the same messages are
+//! handed over again, so nothing after them is consumed first. A message that fails again
+//! after it was already redelivered `max_reconsume_times` times (16 when the setting is 0,
+//! RocketMQ's default limit) is sent to the group's dead-letter topic (send-back with delay
+//! level -1) and counts as consumed, and the queue goes on. If that send-back fails, the
+//! message stays and is retried in place after the suspension.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use super::listener::{call_listener, Called, ConsumeContext};
+use super::locks::QueueLock;
+use super::push::Inner;
+use super::queue_state::QueueState;
+use super::send_back::{send_back, DELAY_LEVEL_DLQ};
+use crate::message::ReceivedMessage;
+
+/// The limit an orderly consumer applies when `max_reconsume_times` is 0 (RocketMQ's
+/// default `retryMaxTimes`; the client does not ask the broker for the group's value).
+pub const ORDERLY_RECONSUME_TIMES_DEFAULT: u32 = 16;
+
+/// How often a queue waiting for its lock looks again.
+const LOCK_WAIT_PAUSE: Duration = Duration::from_millis(100);
+
+/// What an orderly queue holds besides its [`QueueState`]: the pulled messages not yet
+/// consumed, in offset order, and its lock.
+#[derive(Debug, Default)]
+pub(crate) struct OrderlyQueue {
+    pub lock: QueueLock,
+    pending: Mutex<VecDeque<ReceivedMessage>>,
+    arrived: Notify,
+}
+
+impl OrderlyQueue {
+    /// Appends pulled messages (pulls come in offset order).
+    pub fn push(&self, messages: Vec<ReceivedMessage>) {
+        if messages.is_empty() {
+            return;
+        }
+        self.lock_pending().extend(messages);
+        self.arrived.notify_one();
+    }
+
+    /// Copies of the first `n` pending messages.
+    fn front(&self, n: usize) -> Vec<ReceivedMessage> {
+        self.lock_pending().iter().take(n).cloned().collect()
+    }
+
+    /// Forgets the pending messages at `offsets` (consumed or dead-lettered).
+    fn remove(&self, offsets: &BTreeSet<u64>) {
+        self.lock_pending()
+            .retain(|m| !offsets.contains(&m.queue_offset));
+    }
+
+    /// Counts one more failed delivery of the pending messages at `offsets`.
+    fn failed(&self, offsets: &BTreeSet<u64>) {
+        for m in self.lock_pending().iter_mut() {
+            if offsets.contains(&m.queue_offset) {
+                m.reconsume_times = m.reconsume_times.saturating_add(1);
+            }
+        }
+    }
+
+    fn lock_pending(&self) -> std::sync::MutexGuard<'_, VecDeque<ReceivedMessage>> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The consuming task of one orderly queue; ends when the queue is released or the consumer
+/// stops.
+pub(crate) async fn consume_orderly(
+    weak: Weak<Inner>,
+    state: Arc<QueueState>,
+    oq: Arc<OrderlyQueue>,
+) {
+    let mut attempt = 0u32;
+    // After a failure: how many front messages make up the batch handed over again.
+    let mut again: Option<usize> = None;
+    loop {
+        let Some(inner) = weak.upgrade() else { return };
+        if state.is_dropped() || inner.is_shut() {
+            return;
+        }
+        let batch = oq.front(again.unwrap_or(inner.cfg.consume_batch_max));
+        if batch.is_empty() {
+            drop(inner);
+            tokio::select! {
+                _ = oq.arrived.notified() => {}
+                _ = state.until_dropped() => return,
+            }
+            continue;
+        }
+        if inner.uses_locks() && !oq.lock.is_valid() {
+            drop(inner);
+            if state.sleep_or_dropped(LOCK_WAIT_PAUSE).await {
+                return;
+            }
+            continue;
+        }
+        let Ok(permit) = Arc::clone(&inner.permits).acquire_owned().await else {
+            return;
+        };
+        if !state.try_begin() {
+            return;
+        }
+        if inner.uses_locks() && !oq.lock.is_valid() {
+            state.end();
+            continue;
+        }
+        let ctx = ConsumeContext {
+            queue: state.mq.clone(),
+            attempt,
+        };
+        let called = call_listener(&inner.listener, batch.clone(), ctx, &inner.aborted).await;
+        drop(permit);
+        let offsets: BTreeSet<u64> = batch.iter().map(|m| m.queue_offset).collect();
+        match called {
+            Called::Aborted => {
+                state.end();
+                return;
+            }
+            Called::Success => {
+                oq.remove(&offsets);
+                state.acked(offsets);
+                state.end();
+                attempt = 0;
+                again = None;
+                continue;
+            }
+            Called::Retry | Called::Panicked => {}
+        }
+        let dead = dead_letter(&inner, &state, &batch).await;
+        oq.remove(&dead);
+        state.acked(dead.iter().copied());
+        let alive: BTreeSet<u64> = offsets.difference(&dead).copied().collect();
+        oq.failed(&alive);
+        state.end();
+        if alive.is_empty() {
+            attempt = 0;
+            again = None;
+            continue;
+        }
+        attempt = attempt.saturating_add(1);
+        again = Some(alive.len());
+        let pause = inner.cfg.suspend_current_queue;
+        drop(inner);
+        log::debug!("{}: suspended for {pause:?} after a failed batch", state.mq);
+        if state.sleep_or_dropped(pause).await {
+            return;
+        }
+    }
+}
+
+/// Sends the messages of a failed batch that were already redelivered the maximum number
+/// of times to the dead-letter topic; returns the offsets of those sent.
+async fn dead_letter(
+    inner: &Inner,
+    state: &QueueState,
+    batch: &[ReceivedMessage],
+) -> BTreeSet<u64> {
+    let limit = match inner.cfg.max_reconsume_times {
+        0 => ORDERLY_RECONSUME_TIMES_DEFAULT,
+        n => n,
+    };
+    let limit = i32::try_from(limit).unwrap_or(i32::MAX);
+    let mut sent = BTreeSet::new();
+    for m in batch.iter().filter(|m| m.reconsume_times >= limit) {
+        let r = send_back(
+            inner.inst(),
+            &inner.group.name,
+            &state.mq,
+            m,
+            DELAY_LEVEL_DLQ,
+            inner.cfg.max_reconsume_times,
+        )
+        .await;
+        match r {
+            Ok(()) => {
+                log::info!(
+                    "{}: {} failed {} times; sent to the dead-letter topic",
+                    state.mq,
+                    m.msg_id,
+                    m.reconsume_times + 1
+                );
+                sent.insert(m.queue_offset);
+            }
+            Err(e) => log::warn!(
+                "{}: dead-lettering {} failed: {e}; retrying it in place",
+                state.mq,
+                m.msg_id
+            ),
+        }
+    }
+    sent
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::SocketAddr;
+
+    fn msg(offset: u64) -> ReceivedMessage {
+        let addr = SocketAddr::from(([127, 0, 0, 1], 1));
+        ReceivedMessage {
+            topic: "t".into(),
+            broker_name: "b".into(),
+            queue_id: 0,
+            queue_offset: offset,
+            physical_offset: offset * 100,
+            msg_id: format!("m{offset}"),
+            body: bytes::Bytes::from_static(b"x"),
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp_ms: 0,
+            born_host: addr,
+            store_timestamp_ms: 0,
+            store_host: addr,
+            reconsume_times: 0,
+            properties: Default::default(),
+        }
+    }
+
+    #[test]
+    fn pending_messages_keep_offset_order_and_count_failures() {
+        let q = OrderlyQueue::default();
+        q.push((0..5).map(msg).collect());
+        q.push(vec![msg(5)]);
+        let front: Vec<u64> = q.front(3).iter().map(|m| m.queue_offset).collect();
+        assert_eq!(front, [0, 1, 2]);
+        q.failed(&[0, 1].into());
+        q.remove(&[1].into());
+        let front = q.front(3);
+        assert_eq!(
+            front.iter().map(|m| m.queue_offset).collect::<Vec<_>>(),
+            [0, 2, 3]
+        );
+        assert_eq!(
+            front.iter().map(|m| m.reconsume_times).collect::<Vec<_>>(),
+            [1, 0, 0]
+        );
+        assert_eq!(q.front(100).len(), 5);
+    }
+}

@@ -1,0 +1,132 @@
+//! Handing a failed message back to its broker (CONSUMER_SEND_MSG_BACK): the broker stores
+//! a copy in the group's retry topic (`%RETRY%<group>`), delivered again after a delay that
+//! grows with each retry, or, once the message was retried `max_reconsume_times` times (or
+//! when asked with delay level -1), in the group's dead-letter topic (`%DLQ%<group>`).
+//!
+//! The request goes to the master of the broker the message was pulled from (its store holds
+//! the record at `physical_offset`); a slave refuses it, so while a master is down its
+//! messages cannot be handed back and the caller keeps retrying them itself.
+
+use ringmq_wire::code::{RequestCode, Status};
+use ringmq_wire::command::ConsumerSendBackRequest;
+
+use crate::error::Result;
+use crate::instance::Instance;
+use crate::message::{ReceivedMessage, RETRY_TOPIC};
+use crate::route::MessageQueue;
+
+/// Prefix of a group's retry topic.
+pub const RETRY_TOPIC_PREFIX: &str = "%RETRY%";
+/// Prefix of a group's dead-letter topic.
+pub const DLQ_TOPIC_PREFIX: &str = "%DLQ%";
+
+/// Delay level asking the broker to dead-letter the message at once.
+pub const DELAY_LEVEL_DLQ: i32 = -1;
+/// Delay level asking the broker to pick `3 + reconsume times`.
+pub const DELAY_LEVEL_BROKER: i32 = 0;
+
+/// The retry topic of `group` (`%RETRY%<group>`).
+pub fn retry_topic(group: &str) -> String {
+    format!("{RETRY_TOPIC_PREFIX}{group}")
+}
+
+/// The dead-letter topic of `group` (`%DLQ%<group>`).
+pub fn dlq_topic(group: &str) -> String {
+    format!("{DLQ_TOPIC_PREFIX}{group}")
+}
+
+/// The topic the application consumed `msg` from: its `RETRY_TOPIC` property if it came
+/// through a retry topic, else its topic.
+pub fn original_topic(msg: &ReceivedMessage) -> &str {
+    msg.property(RETRY_TOPIC).unwrap_or(&msg.topic)
+}
+
+/// Shows a message pulled from `group`'s retry topic under its original topic (as RocketMQ
+/// does); other messages are left alone.
+pub(crate) fn present_retried(group_retry_topic: &str, msg: &mut ReceivedMessage) {
+    if msg.topic == group_retry_topic {
+        if let Some(t) = msg.property(RETRY_TOPIC) {
+            msg.topic = t.to_string();
+        }
+    }
+}
+
+/// Sends `msg`, pulled from `mq`, back to its broker for `group`. `delay_level`: 0 = the
+/// broker picks, -1 = dead-letter now, n > 0 = that level; `max_reconsume_times`: 0 = the
+/// group's limit on the broker.
+pub(crate) async fn send_back(
+    inst: &Instance,
+    group: &str,
+    mq: &MessageQueue,
+    msg: &ReceivedMessage,
+    delay_level: i32,
+    max_reconsume_times: u32,
+) -> Result<()> {
+    let header = ConsumerSendBackRequest {
+        consumer_group: group.to_string(),
+        original_topic: original_topic(msg).to_string(),
+        physical_offset: msg.physical_offset,
+        delay_level,
+        max_reconsume_times,
+        original_message_id: msg.unique_key().unwrap_or(&msg.msg_id).to_string(),
+    };
+    inst.queue_call(
+        mq,
+        RequestCode::ConsumerSendMsgBack,
+        &header,
+        inst.cfg.request_timeout,
+    )
+    .await?
+    .expect(&[Status::Success])?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+    use std::net::SocketAddr;
+
+    fn received(topic: &str, props: &[(&str, &str)]) -> ReceivedMessage {
+        let addr = SocketAddr::from(([127, 0, 0, 1], 1));
+        ReceivedMessage {
+            topic: topic.into(),
+            broker_name: "b".into(),
+            queue_id: 0,
+            queue_offset: 0,
+            physical_offset: 0,
+            msg_id: "ID".into(),
+            body: bytes::Bytes::from_static(b"x"),
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp_ms: 0,
+            born_host: addr,
+            store_timestamp_ms: 0,
+            store_host: addr,
+            reconsume_times: 0,
+            properties: props
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>(),
+        }
+    }
+
+    #[test]
+    fn retried_messages_show_their_original_topic() {
+        let retry = retry_topic("g");
+        assert_eq!(retry, "%RETRY%g");
+        assert_eq!(dlq_topic("g"), "%DLQ%g");
+        let mut m = received(&retry, &[(RETRY_TOPIC, "Orders")]);
+        present_retried(&retry, &mut m);
+        assert_eq!(m.topic, "Orders");
+        assert_eq!(original_topic(&m), "Orders");
+        // Another group's retry topic, or no property: unchanged.
+        let mut other = received("%RETRY%h", &[(RETRY_TOPIC, "Orders")]);
+        present_retried(&retry, &mut other);
+        assert_eq!(other.topic, "%RETRY%h");
+        let mut plain = received(&retry, &[]);
+        present_retried(&retry, &mut plain);
+        assert_eq!(plain.topic, retry);
+        assert_eq!(original_topic(&received("Orders", &[])), "Orders");
+    }
+}
