@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 
 /// Property the broker sets on a message it stores in a retry or dead-letter topic: the
 /// topic the message was consumed from (RocketMQ's `RETRY_TOPIC`).
-pub const RETRY_TOPIC: &str = "RETRY_TOPIC";
+pub const RETRY_TOPIC: &str = keys::RETRY_TOPIC;
 
 /// Property names the client or the broker sets; user properties may not use them.
 pub const RESERVED_PROPERTIES: &[&str] = &[

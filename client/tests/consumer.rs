@@ -1,6 +1,7 @@
 //! Consumers against a real `ringmq standalone`: clustering rebalance as members join and
-//! leave, broadcasting, resuming from committed offsets, start positions, redelivery of
-//! failed batches, and the pull consumer's direct and managed modes.
+//! leave, broadcasting, resuming from committed offsets, start positions, a broadcasting
+//! member's own redelivery of failed batches (clustering members hand them back to the
+//! broker: `retry.rs`), and the pull consumer's direct and managed modes.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -10,8 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{
-    body, clustering_consumer, collecting_consumer, covers, distinct, duplicates, fast_push,
-    producer, reader, send_all, start_collecting, wait_until, Node,
+    body, clustering_consumer, collecting_consumer, covers, distinct, duplicates, fast_push, owned,
+    owned_queues, producer, send_all, start_collecting, wait_until, Node,
 };
 use ringmq_client::{
     ConsumeResult, Message, MessageModel, Producer, PullConsumer, PullStatus, ReceivedMessage,
@@ -28,13 +29,17 @@ async fn node_and_producer(topic: &str, queues: u32) -> (Node, Producer) {
     (node, p)
 }
 
-/// The offset `group` committed on the only queue of `topic`.
-async fn committed_on_single_queue(node: &Node, group: &str, topic: &str) -> Option<u64> {
-    let reader = reader(node, group).await;
-    let mq = reader.fetch_queues(topic).await.unwrap()[0].clone();
-    let offset = reader.committed_offset(&mq).await.unwrap();
-    reader.shutdown().await;
-    offset
+/// The offset a broadcasting member (`instance`) of `group` committed to its local file
+/// for the only queue it consumed.
+fn local_offset(node: &Node, instance: &str, group: &str) -> Option<u64> {
+    let file = node
+        .dir
+        .path()
+        .join("offsets")
+        .join(instance)
+        .join(format!("{group}.offsets"));
+    let text = std::fs::read_to_string(file).ok()?;
+    text.lines().next()?.rsplit('\t').next()?.parse().ok()
 }
 
 /// The distinct strings of `v`.
@@ -48,7 +53,7 @@ async fn clustering_rebalances_when_members_join_and_leave() {
     let (node, p) = node_and_producer(topic, 8).await;
     let group = "rebalance-group";
     let (a, seen_a) = clustering_consumer(&node, group, topic, "member-a").await;
-    assert_eq!(a.assignment().len(), 8, "a lone member owns every queue");
+    assert_eq!(owned(&a, topic), 8, "a lone member owns every queue");
 
     // A producer sends throughout the joins and leaves.
     let sending = Arc::new(std::sync::atomic::AtomicBool::new(true));
@@ -70,20 +75,17 @@ async fn clustering_rebalances_when_members_join_and_leave() {
 
     // B joins: the queues split 4/4, disjoint, covering all 8.
     let (b, seen_b) = clustering_consumer(&node, group, topic, "member-b").await;
-    let split = wait_until(WAIT, || {
-        a.assignment().len() == 4 && b.assignment().len() == 4
-    })
-    .await;
+    let split = wait_until(WAIT, || owned(&a, topic) == 4 && owned(&b, topic) == 4).await;
     assert!(split, "a {:?} b {:?}", a.assignment(), b.assignment());
-    let qa: BTreeSet<_> = a.assignment().into_iter().collect();
-    let qb: BTreeSet<_> = b.assignment().into_iter().collect();
+    let qa = owned_queues(&a, topic);
+    let qb = owned_queues(&b, topic);
     assert!(qa.is_disjoint(&qb));
     assert_eq!(qa.union(&qb).count(), 8);
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     // A leaves: B takes every queue.
     a.shutdown().await;
-    assert!(wait_until(WAIT, || b.assignment().len() == 8).await);
+    assert!(wait_until(WAIT, || owned(&b, topic) == 8).await);
     tokio::time::sleep(Duration::from_millis(300)).await;
     sending.store(false, std::sync::atomic::Ordering::Relaxed);
     sender.await.unwrap();
@@ -135,8 +137,8 @@ async fn broadcasting_gives_every_member_every_message_and_resumes_from_its_file
     };
     let (a, seen_a) = member("bc-a").await;
     let (b, seen_b) = member("bc-b").await;
-    assert_eq!(a.assignment().len(), 4);
-    assert_eq!(b.assignment().len(), 4);
+    assert_eq!(owned(&a, topic), 4);
+    assert_eq!(owned(&b, topic), 4);
     let sent = send_all(&p, topic, (0..60).map(|i| format!("bc-{i}"))).await;
     assert!(wait_until(WAIT, || covers(&seen_a, &sent) && covers(&seen_b, &sent)).await);
     a.shutdown().await;
@@ -247,7 +249,7 @@ async fn start_positions_last_and_timestamp_and_tag_expressions() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn failed_batches_are_redelivered_and_hold_the_offset() {
+async fn broadcasting_redelivers_failed_batches_itself_and_holds_the_offset() {
     let topic = "Redeliver";
     let (node, p) = node_and_producer(topic, 1).await;
     // body -> (attempt, reconsume_times) of each delivery
@@ -255,8 +257,11 @@ async fn failed_batches_are_redelivered_and_hold_the_offset() {
     let attempts: Attempts = Default::default();
     let sink = attempts.clone();
     let group = "redeliver-group";
+    // A broadcasting member has no retry topic: it hands failed batches over again itself.
     let c = fast_push(&node, group, "redeliver-1")
         .subscribe(topic, "*")
+        .message_model(MessageModel::Broadcasting)
+        .offset_dir(node.dir.path().join("offsets"))
         .start_position(StartPosition::First)
         .consume_batch_max(1)
         .start(
@@ -302,20 +307,19 @@ async fn failed_batches_are_redelivered_and_hold_the_offset() {
     );
     c.shutdown().await;
     // Everything succeeded in the end: the committed offset is past all five.
-    assert_eq!(
-        committed_on_single_queue(&node, group, topic).await,
-        Some(5)
-    );
+    assert_eq!(local_offset(&node, "redeliver-1", group), Some(5));
     p.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failing_batch_is_not_committed_past() {
+async fn a_broadcasting_member_does_not_commit_past_a_failing_batch() {
     let topic = "Hold";
     let (node, p) = node_and_producer(topic, 1).await;
     let group = "hold-group";
     let c = fast_push(&node, group, "hold-1")
         .subscribe(topic, "*")
+        .message_model(MessageModel::Broadcasting)
+        .offset_dir(node.dir.path().join("offsets"))
         .start_position(StartPosition::First)
         .consume_batch_max(1)
         .start(|msgs: Vec<ReceivedMessage>, _| async move {
@@ -336,7 +340,7 @@ async fn a_failing_batch_is_not_committed_past() {
     tokio::time::sleep(Duration::from_millis(800)).await;
     c.shutdown().await;
     assert_eq!(
-        committed_on_single_queue(&node, group, topic).await,
+        local_offset(&node, "hold-1", group),
         Some(2),
         "the offset stops at the message that never succeeded"
     );
@@ -454,10 +458,10 @@ async fn new_queues_of_a_topic_are_taken_after_a_route_refresh() {
             .start_position(StartPosition::First),
     )
     .await;
-    assert_eq!(c.assignment().len(), 2);
+    assert_eq!(owned(&c, topic), 2);
     node.create_topic(topic, 6).await;
     assert!(
-        wait_until(WAIT, || c.assignment().len() == 6).await,
+        wait_until(WAIT, || owned(&c, topic) == 6).await,
         "{:?}",
         c.assignment()
     );

@@ -9,31 +9,17 @@
 
 use ringmq_wire::code::{RequestCode, Status};
 use ringmq_wire::command::ConsumerSendBackRequest;
+pub use ringmq_wire::command::{dlq_topic, retry_topic, DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX};
 
 use crate::error::Result;
 use crate::instance::Instance;
 use crate::message::{ReceivedMessage, RETRY_TOPIC};
 use crate::route::MessageQueue;
 
-/// Prefix of a group's retry topic.
-pub const RETRY_TOPIC_PREFIX: &str = "%RETRY%";
-/// Prefix of a group's dead-letter topic.
-pub const DLQ_TOPIC_PREFIX: &str = "%DLQ%";
-
 /// Delay level asking the broker to dead-letter the message at once.
 pub const DELAY_LEVEL_DLQ: i32 = -1;
 /// Delay level asking the broker to pick `3 + reconsume times`.
 pub const DELAY_LEVEL_BROKER: i32 = 0;
-
-/// The retry topic of `group` (`%RETRY%<group>`).
-pub fn retry_topic(group: &str) -> String {
-    format!("{RETRY_TOPIC_PREFIX}{group}")
-}
-
-/// The dead-letter topic of `group` (`%DLQ%<group>`).
-pub fn dlq_topic(group: &str) -> String {
-    format!("{DLQ_TOPIC_PREFIX}{group}")
-}
 
 /// The topic the application consumed `msg` from: its `RETRY_TOPIC` property if it came
 /// through a retry topic, else its topic.

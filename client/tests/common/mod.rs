@@ -107,6 +107,8 @@ pub struct Node {
     pub shards: usize,
     /// `Some(name)`: an extra broker of this name, not a standalone node.
     broker_name: Option<String>,
+    /// Extra broker keys, passed as `--set key=value`.
+    sets: Vec<String>,
 }
 
 impl Node {
@@ -117,6 +119,12 @@ impl Node {
 
     /// Starts a node on fresh ports.
     pub fn start_with(shards: usize) -> Node {
+        Self::start_configured(shards, &[])
+    }
+
+    /// Starts a node on fresh ports with extra broker keys (`key=value`, each passed as
+    /// `--set`).
+    pub fn start_configured(shards: usize, sets: &[&str]) -> Node {
         let [namesrv_port, broker_port] = free_ports();
         Self::launch(Node {
             child: None,
@@ -125,6 +133,7 @@ impl Node {
             broker_port,
             shards,
             broker_name: None,
+            sets: sets.iter().map(|s| s.to_string()).collect(),
         })
     }
 
@@ -138,6 +147,7 @@ impl Node {
             broker_port: free_port(),
             shards: 2,
             broker_name: Some(broker_name.to_string()),
+            sets: Vec::new(),
         })
     }
 
@@ -216,6 +226,9 @@ impl Node {
                     .args(["--host", "127.0.0.1"]);
             }
         }
+        for s in &self.sets {
+            cmd.args(["--set", s]);
+        }
         let mut child = cmd
             .args(["--shards", &self.shards.to_string()])
             .args(["--set", "mappedFileSizeCommitLog=8388608"])
@@ -290,6 +303,23 @@ impl Drop for Node {
             let _ = child.wait();
         }
     }
+}
+
+/// The queues of `topic` that `c` consumes now (its assignment also holds its group's retry
+/// queue).
+pub fn owned_queues(
+    c: &ringmq_client::PushConsumer,
+    topic: &str,
+) -> std::collections::BTreeSet<ringmq_client::MessageQueue> {
+    c.assignment()
+        .into_iter()
+        .filter(|q| q.topic == topic)
+        .collect()
+}
+
+/// How many queues of `topic` `c` consumes now.
+pub fn owned(c: &ringmq_client::PushConsumer, topic: &str) -> usize {
+    owned_queues(c, topic).len()
 }
 
 /// Polls `cond` every 20 ms until it holds or `limit` passes; false on timeout.
