@@ -12,8 +12,7 @@
 //! ```
 //!
 //! NAMESRV defaults to `$RINGMQ_NAMESRV`, else `127.0.0.1:9876`; the topic (default
-//! `ExampleOrders`) is created by the broker on first send if it allows that
-//! (`autoCreateTopicEnable`), else create it first (`ringmq-ctl topic create`).
+//! `ExampleOrders`) is created with 4 queues on every master (or updated to 4 queues).
 
 use std::collections::{BTreeMap, HashSet};
 use std::error::Error;
@@ -21,7 +20,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ringmq_client::{
-    ConsumeContext, ConsumeResult, Message, Producer, PushConsumer, ReceivedMessage, StartPosition,
+    Admin, ConsumeContext, ConsumeResult, Message, Producer, PushConsumer, ReceivedMessage,
+    StartPosition,
 };
 
 const STEPS: [&str; 3] = ["created", "paid", "shipped"];
@@ -36,6 +36,11 @@ async fn main() -> Result<(), Box<dyn Error>> {
         .unwrap_or_else(|| "127.0.0.1:9876".to_string());
     let topic = args.next().unwrap_or_else(|| "ExampleOrders".to_string());
     let orders: usize = args.next().map(|c| c.parse()).transpose()?.unwrap_or(5);
+
+    let admin = Admin::connect(&namesrv).await?;
+    admin
+        .create_topic(&topic, 4, Duration::from_secs(10))
+        .await?;
 
     // order id -> steps seen, in the order the listener succeeded on them.
     let done: Arc<Mutex<BTreeMap<String, Vec<String>>>> = Default::default();

@@ -78,7 +78,7 @@
 //!         for m in &msgs {
 //!             println!("{} {:?}", m.msg_id, m.body);
 //!         }
-//!         ConsumeResult::Success // Retry: the batch comes back after a backoff
+//!         ConsumeResult::Success // Retry: handed back to the broker, comes again later
 //!     })
 //!     .await?;
 //! // ... later
@@ -88,19 +88,50 @@
 //!
 //! The [`PushConsumer`] long-polls each of its queues and calls the listener with batches
 //! (`consume_batch_max`), at most `consume_concurrency` calls at once. Delivery is
-//! at-least-once: a queue's offset is committed only up to the first message whose
-//! listener has not returned [`ConsumeResult::Success`]; a batch that returned
-//! [`ConsumeResult::Retry`] (or panicked) is handed over again after `redeliver_backoff`.
-//! Offsets are committed every `commit_interval`, when a queue moves to another member,
-//! and at shutdown, so a restarted group continues where it left off.
+//! at-least-once: a queue's offset is committed only up to the first message the listener
+//! has not succeeded on and that was not handed back to the broker. Offsets are committed
+//! every `commit_interval`, when a queue moves to another member, and at shutdown, so a
+//! restarted group continues where it left off.
+//!
+//! ## Retries and dead letters
+//!
+//! In a clustering group, a batch the listener fails ([`ConsumeResult::Retry`] or a panic)
+//! is handed back to the broker message by message (CONSUMER_SEND_MSG_BACK) and its offsets
+//! count as consumed, so one poison message does not stop its queue. The broker stores each
+//! in the group's retry topic `%RETRY%<group>`, which every member consumes by itself, after
+//! a delay that grows with each retry (delay level `3 + retries`: 10 s, 30 s, 1 min, ...);
+//! a retried message reaches the listener with its original `topic` and its
+//! `reconsume_times` counted up. After `max_reconsume_times` retries (default: the group's
+//! limit on the broker, 16) the broker moves it to the dead-letter topic `%DLQ%<group>`,
+//! which can be read like any topic. A message whose hand-back fails (e.g. its master is
+//! down) is handed to the listener again by the consumer itself after `redeliver_backoff`,
+//! as is every failed message of a broadcasting member. [`PullConsumer::send_back`] does
+//! the hand-back by hand.
+//!
+//! ## Orderly consumption
+//!
+//! With `orderly(true)` each queue's messages go to the listener one call at a time, in
+//! queue order, and in a clustering group only while this member holds the queue's lock on
+//! its broker (LOCK_BATCH_MQ, renewed every `lock_renew_interval`, 20 s), so two members never
+//! consume one queue at once, also while queues move between members. A failed call
+//! suspends the queue for `suspend_current_queue` (1 s) and hands the same messages over
+//! again; a message still failing after `max_reconsume_times` retries (16 when unset) goes to
+//! the dead-letter topic and the queue goes on. A released queue is committed, then
+//! unlocked; a member that dies loses its locks when its connections close.
+//!
+//! ## Membership
 //!
 //! [`MessageModel::Clustering`] (default) balances a group's queues across its members:
 //! every member takes its share of the sorted queue list by the broker's sorted member list
-//! ([`consumer::allocate_average`]), re-computed every `rebalance_interval` (so two members
-//! read the same queue for at most that long after a change), and members heartbeat every
-//! `heartbeat_interval`. [`MessageModel::Broadcasting`] gives every member every queue and
-//! keeps its offsets in a local file (`offset_dir`). A queue with no committed offset
-//! starts at [`StartPosition::First`], [`StartPosition::Last`] (default) or
+//! ([`consumer::allocate_average`]). It is computed again when a broker tells the members
+//! that the group changed (NOTIFY_CONSUMER_IDS_CHANGED, sent when a member joins, leaves,
+//! or its connection closes), every `rebalance_interval` (20 s) as a fallback, and soon
+//! again while queues of the assignment could not be taken yet. A member heartbeats to
+//! every broker it reads (master and slaves) before its first rebalance and every
+//! `heartbeat_interval`, so its first rebalance already counts it.
+//! [`MessageModel::Broadcasting`] gives every member every queue and keeps its offsets in a
+//! local file (`offset_dir`). A queue with no committed offset starts at
+//! [`StartPosition::First`], [`StartPosition::Last`] (default) or
 //! [`StartPosition::Timestamp`].
 //!
 //! The [`PullConsumer`] lets the caller pull: directly (any queue, any offset, long polling
@@ -141,7 +172,7 @@
 //! before the running members committed to it again, starts from the master's older offset.
 //!
 //! See `client/examples/` for runnable programs (`producer`, `ordered_producer`,
-//! `push_consumer`, `pull_consumer`) against `ringmq standalone`.
+//! `push_consumer`, `pull_consumer`, `orderly`) against `ringmq standalone`.
 #![forbid(unsafe_code)]
 
 pub use ringmq_wire as wire;

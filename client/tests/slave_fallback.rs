@@ -497,6 +497,44 @@ async fn consumer_reads_the_slave_while_the_master_is_down_and_returns_to_it() {
         "a send succeeded with the master down: {refused:?}"
     );
 
+    // A group that starts while the master is down: its heartbeat reaches the slave before
+    // its first rebalance, so that rebalance (asked of the slave) counts it and gives it
+    // every queue, and it reads everything from the slave.
+    let late_seen: Seen = Default::default();
+    let late_sink = late_seen.clone();
+    let late = PushConsumer::builder()
+        .group("fallback-late-group")
+        .name_server(&ns)
+        .instance_name("fallback-late")
+        .subscribe(TOPIC, "*")
+        .start_position(StartPosition::First)
+        .reconnect_backoff(Duration::from_millis(50), Duration::from_millis(500))
+        .start(move |msgs: Vec<ReceivedMessage>, _ctx| {
+            let sink = late_sink.clone();
+            async move {
+                sink.lock().unwrap().extend(
+                    msgs.iter()
+                        .map(|m| String::from_utf8_lossy(&m.body).into_owned()),
+                );
+                ConsumeResult::Success
+            }
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        common::owned(&late, TOPIC),
+        QUEUES as usize,
+        "the first rebalance of a group started with the master down"
+    );
+    wait_consumed(
+        &late_seen,
+        &acked,
+        Duration::from_secs(20),
+        "a group started with the master down",
+    )
+    .await;
+    late.shutdown().await;
+
     // The master restarts on the same data and ports.
     let restarted = Instant::now();
     let pinned = [

@@ -159,7 +159,8 @@ macro_rules! group_setters {
             self
         }
 
-        /// Rebalance period (default 20 s): the longest two members may both read a queue.
+        /// Rebalance period (default 20 s): the fallback when a membership change is not
+        /// notified by a broker (members also rebalance at once on the broker's notice).
         pub fn rebalance_interval(mut self, d: std::time::Duration) -> Self {
             self.cfg.rebalance_interval = d;
             self

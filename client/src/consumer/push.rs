@@ -360,7 +360,8 @@ impl PushConsumer {
         &self.inner.inst().id
     }
 
-    /// The queues this member consumes now.
+    /// The queues this member consumes now (a concurrent clustering member's include its
+    /// share of the group's retry topic, `%RETRY%<group>`).
     pub fn assignment(&self) -> Vec<MessageQueue> {
         self.inner.queues().keys().cloned().collect()
     }
