@@ -13,5 +13,6 @@ pub mod frame;
 pub mod properties;
 pub mod record;
 pub mod schedule;
+pub mod transaction;
 
 pub use error::WireError;

@@ -48,6 +48,12 @@ pub mod keys {
     pub const RECONSUME_TIME: &str = "RECONSUME_TIME";
     /// Maximum reconsume count before the dead-letter topic.
     pub const MAX_RECONSUME_TIMES: &str = "MAX_RECONSUME_TIMES";
+    /// The producer group of a half message (transactions).
+    pub const PRODUCER_GROUP: &str = "PGROUP";
+    /// The application's transaction id of a half message (RocketMQ `__transactionId__`).
+    pub const TRANSACTION_ID: &str = "__transactionId__";
+    /// Check-backs made for a half message before it went to the check-max topic.
+    pub const TRANSACTION_CHECK_TIMES: &str = "TRANSACTION_CHECK_TIMES";
     /// The topic a retried or dead-lettered message was first consumed from.
     pub const RETRY_TOPIC: &str = "RETRY_TOPIC";
 }

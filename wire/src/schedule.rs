@@ -40,10 +40,14 @@ pub fn unpack_tag(tag: i64) -> (i64, u32) {
     (tag & DUE_MASK, ((tag >> DUE_BITS) & 0x7F) as u32)
 }
 
-/// The ConsumeQueue tag of a record: the packed schedule for [`TIMER_TOPIC`] records, else
-/// the tag hash. Recovery and replication rebuild units with this, so it depends on the
+/// The ConsumeQueue tag of a record: the packed schedule for [`TIMER_TOPIC`] records, the
+/// packed decision for transaction op records (`crate::transaction::op_tag`), else the tag
+/// hash. Recovery and replication rebuild units with this, so it depends on the
 /// record's bytes only.
 pub fn cq_tag(rec: &RecordView<'_>) -> i64 {
+    if rec.topic == crate::transaction::OP_TOPIC {
+        return crate::transaction::op_tag(rec.body);
+    }
     if rec.topic != TIMER_TOPIC {
         return rec.tag_hash();
     }

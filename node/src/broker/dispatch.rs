@@ -158,7 +158,9 @@ pub fn dispatch(shard: &Rc<Shard>, mut frame_bytes: Vec<u8>, origin: Origin) -> 
         Request::CheckTransactionState(_) | Request::NotifyConsumerIdsChanged(_) => {
             not_served(code, "the broker sends it to clients, it does not serve it")
         }
-        Request::EndTransaction(_) => not_served(code, "not implemented yet"),
+        Request::EndTransaction(h) => {
+            crate::broker::txn::end_transaction(shard, h, frame_bytes, origin)
+        }
     }
 }
 

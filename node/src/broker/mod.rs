@@ -19,6 +19,7 @@ pub mod register;
 pub mod retry;
 pub mod schedule;
 pub mod topics;
+pub mod txn;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -108,6 +109,8 @@ pub struct Broker {
     pub counters: Vec<ShardCounters>,
     /// Per shard: its schedule's counts, as its delivery loop last published them.
     pub schedule: Vec<Mutex<crate::store::schedule::ScheduleCounts>>,
+    /// Per shard: its transaction check loop's counts, as it last published them.
+    pub txn: Vec<Mutex<crate::shard::txn::TxnCounts>>,
     pub mailboxes: Vec<flume::Sender<Mail>>,
     pub connections: AtomicUsize,
     pub shutting_down: AtomicBool,

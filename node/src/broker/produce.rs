@@ -31,7 +31,9 @@ pub const MULTI_QUEUE: u32 = u32::MAX;
 /// Makes sure the topic exists (creating it when `autoCreateTopicEnable`) and is writable.
 pub fn ensure_topic(shard: &Rc<Shard>, h: &SendRequest) -> Result<(), Outcome> {
     let broker = &shard.broker;
-    if ringmq_wire::schedule::is_schedule_topic(&h.topic) {
+    if ringmq_wire::schedule::is_schedule_topic(&h.topic)
+        || ringmq_wire::transaction::is_transaction_topic(&h.topic)
+    {
         return Err(Reply::error(
             Status::NoPermission,
             format!("{} is a system topic: only the broker writes it", h.topic),
@@ -222,11 +224,17 @@ pub fn send(shard: &Rc<Shard>, h: SendRequest, body: &mut [u8], checked: &Checke
     }
     let now = Broker::now_ms();
     let real_queue = checked.metas[0].queue_id;
-    let mut rerouted = match schedule::reroute(shard, body, checked, now) {
-        Ok(r) => r,
+    // A half message is stored under the half topic, a scheduled one under the timer
+    // topic: each with its own bytes and check.
+    let mut rerouted = match crate::broker::txn::reroute_half(shard, &h, body, checked) {
+        Ok(None) => match schedule::reroute(shard, body, checked, now) {
+            Ok(r) => r,
+            Err(reply) => return reply.into(),
+        },
+        Ok(Some(half)) => Some(half),
         Err(reply) => return reply.into(),
     };
-    // A scheduled message is stored under the timer topic: its own bytes and check.
+    let hidden = rerouted.is_some();
     let (body, checked, deliver_at_ms) = match rerouted.as_mut() {
         None => (body, checked, 0),
         Some(r) => (&mut r.bytes[..], &r.checked, r.due_ms),
@@ -243,6 +251,8 @@ pub fn send(shard: &Rc<Shard>, h: SendRequest, body: &mut [u8], checked: &Checke
     if deliver_at_ms != 0 {
         // Nothing to wake in the real topic yet: the delivery loop indexes it.
         shard.schedule_kick.notify(usize::MAX);
+    } else if hidden {
+        // A half message: nothing to wake until it is committed.
     } else {
         let mut last_q = None;
         for r in &out.records {
@@ -255,11 +265,7 @@ pub fn send(shard: &Rc<Shard>, h: SendRequest, body: &mut [u8], checked: &Checke
     shard.log_appended.notify(usize::MAX);
     let first = out.records[0];
     let resp = SendResponse {
-        queue_id: if deliver_at_ms != 0 {
-            real_queue
-        } else {
-            first.queue_id
-        },
+        queue_id: if hidden { real_queue } else { first.queue_id },
         first_queue_offset: first.queue_offset,
         record_count: out.records.len() as u32,
         first_physical_offset: first.physical_offset,
@@ -267,13 +273,25 @@ pub fn send(shard: &Rc<Shard>, h: SendRequest, body: &mut [u8], checked: &Checke
         store_timestamp_ms: out.store_timestamp_ms,
         deliver_at_ms,
     };
+    acknowledge(shard, out.end_offset, resp)
+}
+
+/// Acknowledges what was appended up to `end` by the flush and replication policy, with
+/// `fields` in every answer that says it is stored: at once for ASYNC_FLUSH on a master
+/// without SYNC_MASTER; after the fdatasync (FLUSH_DISK_TIMEOUT past `syncFlushTimeout`);
+/// after a slave has it under SYNC_MASTER (SLAVE_NOT_AVAILABLE, FLUSH_SLAVE_TIMEOUT).
+pub fn acknowledge<T: ringmq_wire::codec::Encode + 'static>(
+    shard: &Rc<Shard>,
+    end: u64,
+    fields: T,
+) -> Outcome {
+    let broker = &shard.broker;
     let sync_disk = broker.rt.flush == FlushDiskType::SyncFlush;
     let sync_slave = broker.config.broker_role == BrokerRole::SyncMaster;
     if !sync_disk && !sync_slave {
-        return Reply::ok(resp).into();
+        return Reply::ok(fields).into();
     }
     let shard = Rc::clone(shard);
-    let end = out.end_offset;
     let timeout = Duration::from_millis(broker.live.sync_flush_timeout_ms());
     Outcome::later(async move {
         let planted_early = crate::planted::is(crate::planted::Bug::AckBeforeFsync);
@@ -284,20 +302,25 @@ pub fn send(shard: &Rc<Shard>, h: SendRequest, body: &mut [u8], checked: &Checke
                     "stored, but fdatasync did not complete within {} ms",
                     timeout.as_millis()
                 ),
-                resp,
+                fields,
             );
         }
         if sync_slave {
-            return wait_slave(&shard, end, timeout, resp).await;
+            return wait_slave(&shard, end, timeout, fields).await;
         }
-        Reply::ok(resp)
+        Reply::ok(fields)
     })
 }
 
 /// SYNC_MASTER: OK only once a slave has the record; SLAVE_NOT_AVAILABLE when none is
 /// connected (or close enough), FLUSH_SLAVE_TIMEOUT when none acknowledged in time. The record
 /// stays stored on the master either way: never a false OK.
-async fn wait_slave(shard: &Rc<Shard>, end: u64, timeout: Duration, resp: SendResponse) -> Reply {
+async fn wait_slave<T: ringmq_wire::codec::Encode>(
+    shard: &Rc<Shard>,
+    end: u64,
+    timeout: Duration,
+    resp: T,
+) -> Reply {
     if crate::planted::is(crate::planted::Bug::AckBeforeSlave) {
         return Reply::ok(resp);
     }

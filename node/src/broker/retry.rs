@@ -40,7 +40,8 @@ pub const RETRY_QUEUES: u32 = 1;
 pub const FIRST_RETRY_LEVEL: u32 = 3;
 
 /// Properties the copy sets itself (dropped from the original first).
-const REPLACED_KEYS: [&str; 7] = [
+const REPLACED_KEYS: [&str; 8] = [
+    keys::TRAN_MSG,
     keys::TIMER_OUT_MS,
     keys::REAL_TOPIC,
     keys::REAL_QID,
@@ -277,12 +278,15 @@ fn copy_record(
         &mut props,
     )
     .map_err(|e| format!("properties: {e}"))?;
+    let base = orig.message();
     let msg = Message {
         topic,
         queue_id: 0,
         reconsume_times: next,
         properties: &props,
-        ..orig.message()
+        // A committed transactional message is retried as a plain one.
+        sys_flag: base.sys_flag & !record::sys_flag::TRANSACTION_MASK,
+        ..base
     };
     let len = record::encoded_len(&msg).map_err(|e| e.to_string())?;
     let mut out = Vec::with_capacity(len);

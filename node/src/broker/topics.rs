@@ -131,6 +131,38 @@ impl Topics {
         now_ms: i64,
     ) -> Result<TopicConfig, TopicError> {
         limits::validate_topic_name(topic).map_err(|e| TopicError::BadName(e.to_string()))?;
+        self.put(
+            topic,
+            read_queues,
+            write_queues,
+            perm_bits,
+            attributes,
+            now_ms,
+        )
+    }
+
+    /// Creates a topic the broker itself owns, reserved names allowed (the transaction
+    /// check-max topic).
+    pub fn upsert_system(
+        &self,
+        topic: &str,
+        queues: u32,
+        perm_bits: u8,
+        now_ms: i64,
+    ) -> Result<TopicConfig, TopicError> {
+        limits::validate_topic_format(topic).map_err(|e| TopicError::BadName(e.to_string()))?;
+        self.put(topic, queues, queues, perm_bits, BTreeMap::new(), now_ms)
+    }
+
+    fn put(
+        &self,
+        topic: &str,
+        read_queues: u32,
+        write_queues: u32,
+        perm_bits: u8,
+        attributes: BTreeMap<String, String>,
+        now_ms: i64,
+    ) -> Result<TopicConfig, TopicError> {
         for count in [read_queues, write_queues] {
             if count == 0 || count as usize > limits::QUEUES_PER_TOPIC_MAX {
                 return Err(TopicError::BadQueueCount {

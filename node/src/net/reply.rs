@@ -90,6 +90,14 @@ impl Reply {
         Self::with(status, r, Body::Empty)
     }
 
+    /// The status and remark, for logs.
+    pub fn remark(&self) -> String {
+        let remark = ringmq_wire::command::read_remark(&self.header)
+            .map(|(r, _)| r.to_string())
+            .unwrap_or_default();
+        format!("{}: {remark}", self.status.name())
+    }
+
     /// A status with only a remark.
     pub fn error(status: Status, remark: impl Into<String>) -> Reply {
         Self::with(status, Response::<Empty>::remark(remark), Body::Empty)

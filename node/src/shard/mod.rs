@@ -15,6 +15,7 @@ pub mod run;
 pub mod schedule;
 pub mod start;
 pub mod timers;
+pub mod txn;
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};

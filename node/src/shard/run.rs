@@ -26,6 +26,7 @@ pub async fn run(
     rt::spawn(timers::run(Rc::clone(&shard)));
     if shard.broker.config.broker_role.is_master() {
         rt::spawn(schedule::run(Rc::clone(&shard)));
+        rt::spawn(super::txn::run(Rc::clone(&shard)));
     }
     if shard.id == 0 {
         rt::spawn(register::run(Rc::clone(&shard)));

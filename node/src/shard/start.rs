@@ -245,6 +245,7 @@ fn build_broker(
         push_seq: Default::default(),
         counters: (0..shard_count).map(|_| ShardCounters::default()).collect(),
         schedule: (0..shard_count).map(|_| Mutex::default()).collect(),
+        txn: (0..shard_count).map(|_| Mutex::default()).collect(),
         mailboxes,
         connections: Default::default(),
         shutting_down: Default::default(),

@@ -17,6 +17,9 @@ pub struct RecordMeta {
     pub body_len: usize,
     /// The record names a schedule property (delay level or delivery time).
     pub scheduled: bool,
+    /// The record has the prepared transaction sysflag or a `TRAN_MSG` property (a half
+    /// message, or a malformed attempt at one).
+    pub half: bool,
     topic_start: usize,
     topic_len: usize,
 }
@@ -69,6 +72,10 @@ fn scan_batch(batch: &[u8]) -> Result<Vec<RecordMeta>> {
             tag_hash: ringmq_wire::schedule::cq_tag(&rec),
             body_len: rec.body.len(),
             scheduled: ringmq_wire::schedule::has_schedule_property(rec.properties),
+            half: rec.sys_flag & record::sys_flag::TRANSACTION_MASK != 0
+                || rec
+                    .property(ringmq_wire::properties::keys::TRAN_MSG)
+                    .is_some(),
             topic_start,
             topic_len: rec.topic.len(),
         });

@@ -28,6 +28,7 @@ mod pull;
 mod queues;
 pub mod replica;
 pub mod schedule;
+pub mod txn;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -127,6 +128,8 @@ pub struct Store<D: Disk + Clone> {
     recovery: RecoveryReport,
     /// The index of scheduled messages (see [`schedule`]).
     schedule: schedule::Schedule<D::File>,
+    /// Transaction state (see [`txn`]).
+    txn: txn::Txn,
 }
 
 impl<D: Disk + Clone> Store<D> {
@@ -179,10 +182,12 @@ impl<D: Disk + Clone> Store<D> {
                 torn_tail: scan.torn,
             },
             schedule: schedule::empty(&root),
+            txn: txn::Txn::default(),
             cfg,
         };
         store.checkpoint()?;
         store.open_schedule()?;
+        store.open_txn()?;
         let marker = store
             .disk
             .open(&abort, true)
@@ -440,12 +445,12 @@ impl<D: Disk + Clone> Store<D> {
         max_segments: u32,
     ) -> Result<RetentionOutcome> {
         let mut out = RetentionOutcome::default();
-        let keep_from = self.schedule_keep_from();
+        let keep_from = self.schedule_keep_from().min(self.txn_keep_from());
         while out.removed_segments < max_segments && self.log.segments().len() >= 2 {
             let next_start = self.log.segments()[1].start;
             if next_start >= self.log.write_offset() || next_start > keep_from {
-                // The segment holds records after the log end or pending scheduled
-                // messages (kept whatever their age, until delivered).
+                // The segment holds records after the log end, pending scheduled messages
+                // (kept whatever their age, until delivered) or pending half messages.
                 break;
             }
             let newest_ts = match self.log.read_record(next_start) {
