@@ -292,3 +292,28 @@ fn undecided_halves_are_checked_back_then_moved_to_the_check_max_topic() {
     end(&mut p, &lost, TransactionResolution::Commit).expect_status(Status::MessageIllegal);
     assert_eq!(delivered(&mut p, TOPIC), vec!["checked"]);
 }
+
+#[test]
+fn transaction_status_counts_pending_halves_per_group() {
+    use ringmq_wire::command::TransactionStatus;
+    let dir = tempdir("txn-status");
+    let node = Node::standalone(
+        &dir.path().join("data"),
+        &["--shards", "1", "--set", "transactionTimeOut=3600000"],
+    );
+    let mut c = Client::connect(node.broker_addr());
+    c.create_topic_ok(TOPIC, 1);
+    c.send_bytes(TOPIC, 0, &half("a", "S1")).ok();
+    c.send_bytes(TOPIC, 0, &half("b", "S2")).ok();
+    let st = wait_for(Duration::from_secs(10), || {
+        let r = c.call(RequestCode::GetTransactionStatus, &Empty, &[]);
+        let st = TransactionStatus::decode(&r.ok().body).unwrap();
+        (st.groups.iter().map(|g| g.pending).sum::<u64>() == 2).then_some(st)
+    })
+    .expect("the status did not show 2 pending halves within 10 s");
+    assert_eq!(st.groups.len(), 1);
+    assert_eq!(st.groups[0].producer_group, GROUP);
+    assert!(st.groups[0].oldest_stored_ms > 0);
+    assert_eq!((st.timeout_ms, st.check_max), (3_600_000, 15));
+    assert!(st.checking);
+}

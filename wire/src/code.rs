@@ -62,6 +62,8 @@ crate::wire_enum! {
         Hello = 1000 => "HELLO",
         /// ringmq: pending scheduled messages per delay level and timer, next due time.
         GetScheduleStatus = 1010 => "GET_SCHEDULE_STATUS",
+        /// ringmq: undecided half messages per producer group, check-backs made.
+        GetTransactionStatus = 1011 => "GET_TRANSACTION_STATUS",
         /// ringmq replication: a slave shard subscribes to the master's shard.
         HaSubscribe = 1100 => "HA_SUBSCRIBE",
         /// ringmq replication: master -> slave CommitLog bytes.

@@ -177,6 +177,18 @@ impl Admin {
             .decode_body()
     }
 
+    /// A broker's undecided half messages per producer group and its check-backs
+    /// (GET_TRANSACTION_STATUS).
+    pub async fn transaction_status(
+        &self,
+        addr: SocketAddr,
+    ) -> Result<ringmq_wire::command::TransactionStatus> {
+        self.call(addr, RequestCode::GetTransactionStatus, &Empty, &[])
+            .await?
+            .expect(&[Status::Success])?
+            .decode_body()
+    }
+
     /// [`Admin::schedule_status`] of each target broker, one at a time, in
     /// [`Admin::brokers`] order. Unlike a topic change, a [`TopicTarget::Broker`] may be a
     /// slave (given by address): it holds a copy of its master's schedule, which only the

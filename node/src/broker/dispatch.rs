@@ -139,6 +139,7 @@ pub fn dispatch(shard: &Rc<Shard>, mut frame_bytes: Vec<u8>, origin: Origin) -> 
         Request::GetAllTopicConfig(_) => admin::all_topics(shard).into(),
         Request::Hello(h) => admin::hello(shard, &h).into(),
         Request::GetScheduleStatus(_) => crate::broker::schedule::status(shard).into(),
+        Request::GetTransactionStatus(_) => crate::broker::txn::status(shard).into(),
         // Not served on the broker port, on purpose: each is listed so that a new request
         // code is a compile error here until someone decides where it is served.
         Request::PutKvConfig(_)

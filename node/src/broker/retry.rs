@@ -9,7 +9,8 @@
 //!
 //! The copy keeps body, flag, born time and host, tags, keys, `UNIQ_KEY` and user properties,
 //! and records `RETRY_TOPIC` (the topic first consumed), `ORIGIN_MESSAGE_ID`,
-//! `RECONSUME_TIME` / the record's reconsume count (n + 1) and `MAX_RECONSUME_TIMES`.
+//! `RECONSUME_TIME` / the record's reconsume count (n + 1, for a dead letter too) and
+//! `MAX_RECONSUME_TIMES`.
 //!
 //! The request runs on the shard whose log holds the message (forwarded there once); the
 //! copy is then stored through the ordinary send path (its checks, its shard forwarding,
@@ -236,11 +237,8 @@ fn copy_record(
     dest: &Destination,
     max: u32,
 ) -> Result<Vec<u8>, String> {
-    let n = orig.reconsume_times.max(0);
-    let next = match dest {
-        Destination::Retry { .. } => n.saturating_add(1),
-        Destination::DeadLetter => n,
-    };
+    // Both copies count the delivery that failed (RocketMQ does the same).
+    let next = orig.reconsume_times.max(0).saturating_add(1);
     let retry_topic_value = orig
         .property(keys::RETRY_TOPIC)
         .unwrap_or(&h.original_topic)

@@ -15,7 +15,10 @@ use std::rc::Rc;
 use ringmq_wire::code::Status;
 use ringmq_wire::codec::Empty;
 use ringmq_wire::command::route::perm;
-use ringmq_wire::command::{EndTransactionRequest, SendRequest, TransactionResolution};
+use ringmq_wire::command::{
+    EndTransactionRequest, SendRequest, TransactionGroupPending, TransactionResolution,
+    TransactionStatus,
+};
 use ringmq_wire::properties::{self, keys};
 use ringmq_wire::record::{self, sys_flag, Message, RecordView};
 use ringmq_wire::transaction::{Decision, Op, CHECK_MAX_TOPIC, HALF_TOPIC, OP_TOPIC};
@@ -296,11 +299,33 @@ pub fn decide(
     Ok(out.end_offset)
 }
 
-/// Stores the committed copy of a half alone (its commit op is already in the log: a copy a
-/// crash cut off).
-pub fn store_commit_copy(shard: &Shard, half: &RecordView<'_>) -> Result<u64, Reply> {
-    let (topic, queue) = real_queue(half)?;
-    let mut copy = copy_record(half, topic, queue, sys_flag::TRANSACTION_COMMIT_TYPE, &[])?;
+/// Stores the copy a commit or discard op calls for alone (the op is already in the log: a
+/// copy a crash cut off).
+pub fn store_copy_again(
+    shard: &Shard,
+    half: &RecordView<'_>,
+    decision: Decision,
+) -> Result<u64, Reply> {
+    let checks = shard.broker.config.transaction_check_max.to_string();
+    let (topic, queue, mut copy) = match decision {
+        Decision::Commit => {
+            let (topic, queue) = real_queue(half)?;
+            let copy = copy_record(half, topic, queue, sys_flag::TRANSACTION_COMMIT_TYPE, &[])?;
+            (topic, queue, copy)
+        }
+        Decision::Discarded => {
+            ensure_check_max_topic(shard)?;
+            let copy = copy_record(
+                half,
+                CHECK_MAX_TOPIC,
+                0,
+                sys_flag::TRANSACTION_NOT_TYPE,
+                &[(keys::TRANSACTION_CHECK_TIMES, checks.as_str())],
+            )?;
+            (CHECK_MAX_TOPIC, 0, copy)
+        }
+        Decision::Rollback => return Ok(shard.store.borrow().write_offset()),
+    };
     let appended = shard.store.borrow_mut().append(&mut copy, Broker::now_ms());
     let out = appended.map_err(|e| store_error(shard, e))?;
     shard.wake_queue(topic, queue);
@@ -385,6 +410,42 @@ fn ensure_check_max_topic(shard: &Shard) -> Result<(), Reply> {
                 format!("creating {CHECK_MAX_TOPIC}: {e}"),
             )
         })
+}
+
+/// GET_TRANSACTION_STATUS: the counts every shard's check loop published.
+pub fn status(shard: &Shard) -> Reply {
+    let b = &shard.broker;
+    let mut groups: std::collections::BTreeMap<String, (u64, i64)> = Default::default();
+    let mut st = TransactionStatus {
+        timeout_ms: b.config.transaction_timeout_ms,
+        check_interval_ms: b.config.transaction_check_interval_ms,
+        check_max: b.config.transaction_check_max,
+        checking: b.config.broker_role.is_master(),
+        ..Default::default()
+    };
+    for c in &b.txn {
+        let c = c.lock().unwrap_or_else(|p| p.into_inner());
+        st.checks_sent += c.checks_sent;
+        st.checks_unanswerable += c.checks_unanswerable;
+        st.moved_to_check_max += c.discarded;
+        st.redone += c.redone;
+        for (g, &(n, oldest)) in &c.pending {
+            let e = groups.entry(g.clone()).or_insert((0, i64::MAX));
+            e.0 += n;
+            e.1 = e.1.min(oldest);
+        }
+    }
+    st.groups = groups
+        .into_iter()
+        .map(
+            |(producer_group, (pending, oldest_stored_ms))| TransactionGroupPending {
+                producer_group,
+                pending,
+                oldest_stored_ms,
+            },
+        )
+        .collect();
+    crate::broker::admin::encoded_body(st)
 }
 
 fn encode(msg: &Message<'_>) -> Result<Vec<u8>, String> {

@@ -85,9 +85,9 @@ fn turn(shard: &Shard) -> Duration {
     every
 }
 
-/// A commit whose copy the last crash cut off: store the copy again.
+/// A commit (or discard) whose copy the last crash cut off: store the copy again.
 fn redo(shard: &Shard) -> Result<(), String> {
-    let Some(qo) = shard.store.borrow().txn_redo() else {
+    let Some((qo, decision)) = shard.store.borrow().txn_redo() else {
         return Ok(());
     };
     let half = txn::load_half(shard, qo, None)
@@ -95,11 +95,12 @@ fn redo(shard: &Shard) -> Result<(), String> {
         .ok_or_else(|| format!("half {qo} is gone"))?;
     let rec = record::decode_one(&half).map_err(|e| e.to_string())?;
     // The op is already in the log; append the copy alone.
-    txn::store_commit_copy(shard, &rec).map_err(|r| r.remark())?;
+    txn::store_copy_again(shard, &rec, decision).map_err(|r| r.remark())?;
     shard.store.borrow_mut().txn_redone();
     log::warn!(
-        "shard {}: the committed copy of half {qo} was cut off by a crash; stored it again",
-        shard.id
+        "shard {}: the {} copy of half {qo} was cut off by a crash; stored it again",
+        shard.id,
+        decision.name()
     );
     if let Some(c) = shard.broker.txn.get(usize::from(shard.id)) {
         c.lock().unwrap_or_else(|p| p.into_inner()).redone += 1;

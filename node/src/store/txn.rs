@@ -46,8 +46,8 @@ pub struct Txn {
     /// 0 undecided, else a `Decision` as u8; index = half queue offset - `base`.
     decisions: VecDeque<u8>,
     pending: BTreeMap<u64, Pending>,
-    /// Set at open: the newest commit op's half offset, if its copy was cut off.
-    redo: Option<u64>,
+    /// Set at open: the newest op (a commit or a discard) whose copy was cut off.
+    redo: Option<(u64, Decision)>,
 }
 
 /// How a half stands.
@@ -83,8 +83,8 @@ impl<D: Disk + Clone> Store<D> {
                     let rec = record::decode_one(&bytes)
                         .map_err(|source| StoreError::BadRecord { at: 0, source })?;
                     if let Ok(op) = Op::decode(rec.body) {
-                        if op.decision == Decision::Commit {
-                            self.txn.redo = Some(op.half_queue_offset);
+                        if op.decision != Decision::Rollback {
+                            self.txn.redo = Some((op.half_queue_offset, op.decision));
                         }
                     }
                 }
@@ -200,9 +200,6 @@ impl<D: Disk + Clone> Store<D> {
     /// Records a decision just appended (before the op queue is indexed again).
     pub fn txn_decided(&mut self, half_queue_offset: u64, d: Decision) {
         self.txn_set(half_queue_offset, d);
-        if self.txn.redo == Some(half_queue_offset) && d != Decision::Commit {
-            self.txn.redo = None;
-        }
     }
 
     /// How the half at `half_queue_offset` stands (index first for an exact answer).
@@ -246,8 +243,9 @@ impl<D: Disk + Clone> Store<D> {
         self.txn.pending.values()
     }
 
-    /// A commit whose copy the last crash cut off (its half's queue offset), until redone.
-    pub fn txn_redo(&self) -> Option<u64> {
+    /// A commit or discard whose copy the last crash cut off (its half's queue offset and
+    /// the decision), until redone.
+    pub fn txn_redo(&self) -> Option<(u64, Decision)> {
         self.txn.redo
     }
 
@@ -340,7 +338,10 @@ mod tests {
         assert_eq!(store.txn_state(c + 1), HalfState::Unknown);
         let due = store.txn_due(100, 100, 10);
         assert_eq!(due.len(), 1);
-        assert_eq!((due[0].producer_group.as_str(), due[0].stored_ms), ("h", 12));
+        assert_eq!(
+            (due[0].producer_group.as_str(), due[0].stored_ms),
+            ("h", 12)
+        );
         assert_eq!(store.txn_redo(), None);
         drop(store);
 
@@ -354,7 +355,7 @@ mod tests {
         drop(store);
         let mut store = Store::open(disk, small_config("/s")).unwrap();
         assert_eq!(store.txn_state(c), HalfState::Decided(Decision::Commit));
-        assert_eq!(store.txn_redo(), Some(c));
+        assert_eq!(store.txn_redo(), Some((c, Decision::Commit)));
         store.txn_redone();
         assert_eq!(store.txn_redo(), None);
         assert!(store.txn_due(i64::MAX, i64::MAX, 10).is_empty());

@@ -38,6 +38,7 @@
 //! | GET_CONSUMER_LIST_BY_GROUP | [`GetConsumerListRequest`] | - | [`Empty`] | [`ConsumerList`] |
 //! | GET_BROKER_RUNTIME_INFO | [`Empty`] | - | [`Empty`] | [`BrokerRuntimeInfo`] |
 //! | GET_SCHEDULE_STATUS | [`Empty`] | - | [`Empty`] | [`ScheduleStatus`] |
+//! | GET_TRANSACTION_STATUS | [`Empty`] | - | [`Empty`] | [`TransactionStatus`] |
 //! | UPDATE_AND_CREATE_TOPIC | [`CreateTopicRequest`] | - | [`TopicConfig`] | - |
 //! | DELETE_TOPIC_IN_BROKER | [`DeleteTopicRequest`] | - | [`Empty`] | - |
 //! | GET_ALL_TOPIC_CONFIG | [`Empty`] | - | [`Empty`] | [`TopicConfigTable`] |
@@ -190,6 +191,7 @@ requests! {
     SendBatchMessage(SendRequest),
     Hello(HelloRequest),
     GetScheduleStatus(Empty),
+    GetTransactionStatus(Empty),
     HaSubscribe(HaSubscribeRequest),
     HaTransfer(HaTransfer),
     HaAck(HaAck),
@@ -235,6 +237,7 @@ macro_rules! for_each_wire_type {
             $crate::command::ConsumerList,
             $crate::command::BrokerRuntimeInfo,
             $crate::command::ScheduleStatus,
+            $crate::command::TransactionStatus,
             $crate::command::CreateTopicRequest,
             $crate::command::Response<$crate::command::TopicConfig>,
             $crate::command::DeleteTopicRequest,

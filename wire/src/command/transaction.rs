@@ -41,6 +41,40 @@ crate::wire_struct! {
     }
 }
 
+crate::wire_struct! {
+    /// Undecided half messages of one producer group on a broker.
+    #[derive(Debug, Clone, Default, PartialEq, Eq)]
+    pub struct TransactionGroupPending {
+        pub producer_group: String,
+        pub pending: u64,
+        /// Store time of the oldest, ms since the epoch.
+        pub oldest_stored_ms: i64,
+    }
+}
+
+crate::wire_struct! {
+    /// GET_TRANSACTION_STATUS (1011, ringmq) response body: the broker's transactions,
+    /// summed over its shards. Request header: [`Empty`](crate::codec::Empty).
+    #[derive(Debug, Clone, Default, PartialEq, Eq)]
+    pub struct TransactionStatus {
+        pub groups: Vec<TransactionGroupPending>,
+        /// CHECK_TRANSACTION_STATE requests sent since the broker started.
+        pub checks_sent: u64,
+        /// Checks counted with no live producer of the group to ask.
+        pub checks_unanswerable: u64,
+        /// Halves moved to `TRANS_CHECK_MAX_TIME_TOPIC` since the broker started.
+        pub moved_to_check_max: u64,
+        /// Copies a crash had cut off, stored again at start.
+        pub redone: u64,
+        /// `transactionTimeOut`, `transactionCheckInterval` (ms) and `transactionCheckMax`.
+        pub timeout_ms: u64,
+        pub check_interval_ms: u64,
+        pub check_max: u32,
+        /// False on a slave: it replicates halves and decisions, only its master checks.
+        pub checking: bool,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
