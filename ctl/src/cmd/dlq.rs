@@ -26,25 +26,17 @@ use crate::cli::{DlqArgs, ResendDlqArgs};
 use crate::error::{Context, CtlError, Result};
 use crate::output::{body, int, json_only, text, time, Report, Section};
 
+pub use ringmq_client::wire::command::{dlq_topic, retry_topic};
+
 /// The property a retry or dead-letter copy names its original topic in (RocketMQ's).
-pub const RETRY_TOPIC: &str = "RETRY_TOPIC";
+const RETRY_TOPIC: &str = keys::RETRY_TOPIC;
 
 /// Properties the broker sets on retry and dead-letter copies, besides the client's
 /// reserved ones; a resent message carries none of them.
-const BROKER_PROPERTIES: &[&str] = &[RETRY_TOPIC, keys::TIMER_OUT_MS, "MIN_OFFSET", "MAX_OFFSET"];
+const BROKER_PROPERTIES: &[&str] = &[RETRY_TOPIC, keys::TIMER_OUT_MS];
 
 /// Messages read per pull while scanning a dead-letter queue.
 const SCAN_BATCH: u32 = 256;
-
-/// The dead-letter topic of a group.
-pub fn dlq_topic(group: &str) -> String {
-    format!("%DLQ%{group}")
-}
-
-/// The retry topic of a group.
-pub fn retry_topic(group: &str) -> String {
-    format!("%RETRY%{group}")
-}
 
 /// One queue of a group's dead-letter topic.
 #[derive(Debug, Clone)]

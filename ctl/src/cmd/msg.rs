@@ -193,7 +193,9 @@ pub async fn consume(admin: &Admin, cfg: &ClientConfig, a: &ConsumeArgs) -> Resu
     if commit {
         let mut next: BTreeMap<MessageQueue, u64> = BTreeMap::new();
         for m in &got {
-            let mq = MessageQueue::new(&m.topic, &m.broker_name, m.queue_id);
+            // The queue read, whatever topic the message presents (a retry or dead-letter
+            // copy may present its original topic).
+            let mq = MessageQueue::new(&a.topic, &m.broker_name, m.queue_id);
             let e = next.entry(mq).or_insert(0);
             *e = (*e).max(m.queue_offset + 1);
         }
