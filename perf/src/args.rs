@@ -228,6 +228,31 @@ pub struct RecvOpts {
     /// Messages per pull (the broker allows up to 1024).
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub pull_batch: u32,
+    /// Fail every delivery of this fraction of the messages (0..1), chosen from each
+    /// message's producer id and sequence (the same choice in every consumer): the client
+    /// sends them back to the broker, which redelivers them from the group's retry topic
+    /// with growing delays and, after --max-reconsume failures, stores them in the group's
+    /// dead-letter queue (--verify counts them as dead_lettered, not lost). The listener
+    /// then gets one message per call.
+    #[arg(long, value_name = "F", value_parser = parse_ratio)]
+    pub fail_ratio: Option<f64>,
+    /// With --fail-ratio: fail the chosen messages only on their first K deliveries (as
+    /// this process counts them), so they are delivered on a retry instead of dead-lettered.
+    #[arg(long, value_name = "K", requires = "fail_ratio")]
+    pub fail_times: Option<u32>,
+    /// Failed deliveries before a message goes to the dead-letter queue (the consumers'
+    /// maxReconsumeTimes; default: the group's limit on the broker, 16 unless configured).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub max_reconsume: Option<u32>,
+    /// Orderly consumers: each queue locked on its broker and consumed by one listener
+    /// call at a time in offset order; a failure suspends the queue and redelivers in place.
+    #[arg(long)]
+    pub orderly: bool,
+    /// Every DURATION, stop one consumer, alternately cleanly (commit, unlock, leave the
+    /// group) and by dropping its connections without a goodbye (as a crash would), and
+    /// start a new one in its place.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub consumer_churn: Option<Duration>,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -257,6 +282,16 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         return Err(format!("{s:?} is out of range"));
     }
     Ok(Duration::from_secs_f64(secs))
+}
+
+/// A fraction from 0 to 1.
+pub fn parse_ratio(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(f) if (0.0..=1.0).contains(&f) => Ok(f),
+        _ => Err(format!(
+            "{s:?}: expected a fraction from 0 to 1 (e.g. 0.01)"
+        )),
+    }
 }
 
 /// Bytes, with an optional k/KiB/m/MiB suffix (binary units).
@@ -308,6 +343,43 @@ mod tests {
         assert_eq!(parse_size("1KiB"), Ok(1024));
         assert!(parse_size("8").is_err());
         assert!(parse_size("64m").is_err());
+    }
+
+    #[test]
+    fn ratios() {
+        assert_eq!(parse_ratio("0.25"), Ok(0.25));
+        assert_eq!(parse_ratio("1"), Ok(1.0));
+        assert!(parse_ratio("1.5").is_err());
+        assert!(parse_ratio("-0.1").is_err());
+        assert!(parse_ratio("NaN").is_err());
+    }
+
+    #[test]
+    fn failure_and_churn_flags() {
+        let cli = Cli::try_parse_from([
+            "ringmq-perf",
+            "e2e",
+            "--fail-ratio",
+            "0.1",
+            "--fail-times",
+            "2",
+            "--max-reconsume",
+            "3",
+            "--orderly",
+            "--consumer-churn",
+            "2s",
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+        let Mode::E2e(a) = cli.mode else {
+            panic!("not e2e")
+        };
+        assert_eq!(a.recv.fail_ratio, Some(0.1));
+        assert_eq!(a.recv.fail_times, Some(2));
+        assert_eq!(a.recv.max_reconsume, Some(3));
+        assert!(a.recv.orderly);
+        assert_eq!(a.recv.consumer_churn, Some(Duration::from_secs(2)));
+        let no_ratio = Cli::try_parse_from(["ringmq-perf", "consume", "--fail-times", "2"]);
+        assert!(no_ratio.is_err(), "--fail-times needs --fail-ratio");
     }
 
     #[test]

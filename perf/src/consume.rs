@@ -1,14 +1,25 @@
 //! The receiving half: `consumers` push consumers of one group (queues balanced across
-//! them, each queue long-polled, `pull_batch` messages per pull). The listener reads each
-//! message's perf head: delivery latency (receipt minus the send time in the head), and in
-//! verify mode a [`Delivery`] record for the check.
+//! them, each queue long-polled, `pull_batch` messages per pull), concurrent or orderly. The
+//! listener reads each message's perf head: delivery latency (receipt minus the send time in
+//! the head), and in verify mode a [`Delivery`] record for the check. With a [`FailPlan`]
+//! it fails the chosen messages' deliveries (one message per call then). With churn, one
+//! consumer at a time is stopped (cleanly or aborted) and replaced ([`Consumers::churn`]).
+//!
+//! Every listener call draws a begin and an end position from one counter of the run
+//! (between them it yields once to the runtime, so calls the consumer lets overlap do
+//! overlap); the verify check finds overlapping calls on one queue from them. A call the
+//! consumer drops unfinished (an abort) ends, as failed, when it is dropped.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use ringmq_client::wire::command::retry_topic;
 use ringmq_client::{ConsumeContext, ConsumeResult, PushConsumer, ReceivedMessage, StartPosition};
 
+use crate::dead::RETRY_TOPIC;
+use crate::fail::FailPlan;
 use crate::payload;
 use crate::stats::{Meter, Percentiles};
 use crate::verify::{Delivery, QueueNames};
@@ -29,6 +40,11 @@ pub struct RecvPlan {
     pub verify: bool,
     /// Instance names are `perf-<run id>-c<i>`.
     pub run_id: u64,
+    /// The consumers' maxReconsumeTimes (`None`: the group's limit on the broker).
+    pub max_reconsume: Option<u32>,
+    pub orderly: bool,
+    /// One message per listener call (failures on purpose fail only their message).
+    pub single: bool,
 }
 
 /// What the listener sees, shared by every consumer of the run.
@@ -37,10 +53,19 @@ pub struct Deliveries {
     pub meter: Arc<Meter>,
     /// Messages without a perf head (someone else's).
     pub foreign: AtomicU64,
+    /// Deliveries whose listener call failed (on purpose, or dropped by an abort).
+    pub failed: AtomicU64,
+    /// Deliveries read from the group's retry topic (successful or not).
+    pub retried: AtomicU64,
+    fail: Option<FailPlan>,
+    /// Positions of listener calls' begins and ends.
+    events: AtomicU64,
     started: Instant,
     /// µs after `started` of the last delivery (0: none yet).
     last_us: AtomicU64,
     record: Option<Mutex<(QueueNames, Vec<Delivery>)>>,
+    /// Verify mode: the messages delivered successfully at least once (producer, sequence).
+    delivered: Option<Mutex<HashSet<(u64, u64)>>>,
     /// Scheduled messages: receipt minus due time (µs), and those delivered early.
     lateness: Mutex<hdrhistogram::Histogram<u64>>,
     /// The broker's part: store time of the delivered copy minus due time (ms resolution).
@@ -61,13 +86,18 @@ pub struct Lateness {
 }
 
 impl Deliveries {
-    pub fn new(meter: Arc<Meter>, verify: bool) -> Deliveries {
+    pub fn new(meter: Arc<Meter>, verify: bool, fail: Option<FailPlan>) -> Deliveries {
         Deliveries {
             meter,
             foreign: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            retried: AtomicU64::new(0),
+            fail,
+            events: AtomicU64::new(1),
             started: Instant::now(),
             last_us: AtomicU64::new(0),
             record: verify.then(|| Mutex::new((QueueNames::default(), Vec::new()))),
+            delivered: verify.then(|| Mutex::new(HashSet::new())),
             lateness: Mutex::new(crate::stats::new_histogram()),
             store_lateness: Mutex::new(crate::stats::new_histogram()),
             early: AtomicU64::new(0),
@@ -89,11 +119,77 @@ impl Deliveries {
         }
     }
 
-    fn on_batch(&self, msgs: &[ReceivedMessage]) {
+    /// The failure plan, if the run fails messages on purpose.
+    pub fn fail_plan(&self) -> Option<&FailPlan> {
+        self.fail.as_ref()
+    }
+
+    /// Whether this delivery of `msgs` fails on purpose (counted per message).
+    fn fails_now(&self, msgs: &[ReceivedMessage]) -> bool {
+        let Some(plan) = &self.fail else {
+            return false;
+        };
+        let mut fail = false;
+        for m in msgs {
+            if let Some(h) = payload::parse(&m.body) {
+                fail |= plan.fails_now(&h);
+            }
+        }
+        fail
+    }
+
+    /// A listener call's end: a success is measured (count, latency, lateness); every
+    /// delivery is recorded for verify with the call's begin and end.
+    fn record(&self, msgs: &[ReceivedMessage], begin: u64, ok: bool) {
+        let end = self.events.fetch_add(1, Ordering::Relaxed);
+        let retried = msgs.iter().filter(|m| from_retry(m)).count() as u64;
+        self.retried.fetch_add(retried, Ordering::Relaxed);
+        if ok {
+            self.measure(msgs);
+        } else {
+            self.failed.fetch_add(msgs.len() as u64, Ordering::Relaxed);
+        }
+        if let (Some(set), true) = (&self.delivered, ok) {
+            let mut set = set.lock().unwrap_or_else(|p| p.into_inner());
+            set.extend(
+                msgs.iter()
+                    .filter_map(|m| payload::parse(&m.body))
+                    .map(|h| (h.producer, h.seq)),
+            );
+        }
+        if let Some(rec) = &self.record {
+            let mut g = rec.lock().unwrap_or_else(|p| p.into_inner());
+            let (names, list) = &mut *g;
+            for m in msgs {
+                let Some(h) = payload::parse(&m.body) else {
+                    continue;
+                };
+                let retry = from_retry(m);
+                let queue = if retry {
+                    names.intern(&format!("{}/retry", m.broker_name), m.queue_id)
+                } else {
+                    names.intern(&m.broker_name, m.queue_id)
+                };
+                list.push(Delivery {
+                    producer: h.producer,
+                    seq: h.seq,
+                    queue,
+                    offset: m.queue_offset,
+                    retry,
+                    ok,
+                    begin,
+                    end,
+                });
+            }
+        }
+        let at = (self.started.elapsed().as_micros() as u64).max(1);
+        self.last_us.fetch_max(at, Ordering::Relaxed);
+    }
+
+    fn measure(&self, msgs: &[ReceivedMessage]) {
         let now = payload::now_us();
         let mut lats = Vec::with_capacity(msgs.len());
         let mut bytes = 0u64;
-        let mut mine = Vec::new();
         let mut late = Vec::new();
         for m in msgs {
             bytes += m.body.len() as u64;
@@ -106,12 +202,7 @@ impl Deliveries {
                 late.push((now.saturating_sub(due_us), stored));
             }
             match payload::parse(&m.body) {
-                Some(h) => {
-                    lats.push(now.saturating_sub(h.send_us));
-                    if self.record.is_some() {
-                        mine.push((h, m.broker_name.as_str(), m.queue_id, m.queue_offset));
-                    }
-                }
+                Some(h) => lats.push(now.saturating_sub(h.send_us)),
                 None => {
                     self.foreign.fetch_add(1, Ordering::Relaxed);
                 }
@@ -130,21 +221,15 @@ impl Deliveries {
                 s.saturating_record(stored.max(1));
             }
         }
-        if let Some(rec) = &self.record {
-            let mut g = rec.lock().unwrap_or_else(|p| p.into_inner());
-            let (names, list) = &mut *g;
-            for (h, broker, queue, offset) in mine {
-                let queue = names.intern(broker, queue);
-                list.push(Delivery {
-                    producer: h.producer,
-                    seq: h.seq,
-                    queue,
-                    offset,
-                });
-            }
+    }
+
+    /// Messages delivered successfully: distinct ones in verify mode, else every
+    /// successful delivery (duplicates included).
+    pub fn delivered(&self) -> u64 {
+        match &self.delivered {
+            Some(set) => set.lock().unwrap_or_else(|p| p.into_inner()).len() as u64,
+            None => self.meter.counts().messages,
         }
-        let at = (self.started.elapsed().as_micros() as u64).max(1);
-        self.last_us.fetch_max(at, Ordering::Relaxed);
     }
 
     /// Time since the last delivery (since the start when none came).
@@ -178,10 +263,68 @@ impl Deliveries {
     }
 }
 
-/// Started consumers.
+/// One listener call: recorded when it is dropped, as failed unless [`Call::finish`] said
+/// otherwise (a call dropped by an abort ends then).
+struct Call {
+    sink: Arc<Deliveries>,
+    msgs: Vec<ReceivedMessage>,
+    begin: u64,
+    ok: bool,
+}
+
+impl Call {
+    fn begin(sink: Arc<Deliveries>, msgs: Vec<ReceivedMessage>) -> Call {
+        let begin = sink.events.fetch_add(1, Ordering::Relaxed);
+        Call {
+            sink,
+            msgs,
+            begin,
+            ok: false,
+        }
+    }
+
+    fn finish(mut self, ok: bool) {
+        self.ok = ok;
+    }
+}
+
+impl Drop for Call {
+    fn drop(&mut self) {
+        self.sink.record(&self.msgs, self.begin, self.ok);
+    }
+}
+
+/// Whether a message was read from its group's retry topic.
+fn from_retry(m: &ReceivedMessage) -> bool {
+    m.property(RETRY_TOPIC).is_some()
+}
+
+/// The listener of every consumer of the run.
+async fn listen(sink: Arc<Deliveries>, msgs: Vec<ReceivedMessage>) -> ConsumeResult {
+    let fail = sink.fails_now(&msgs);
+    let call = Call::begin(sink, msgs);
+    // Lets other tasks of this worker run inside the call: calls the consumer allows to
+    // overlap then do overlap, and the verify check can see it.
+    tokio::task::yield_now().await;
+    call.finish(!fail);
+    if fail {
+        ConsumeResult::Retry
+    } else {
+        ConsumeResult::Success
+    }
+}
+
+/// Started consumers; with churn, replaced one at a time.
 #[derive(Debug)]
 pub struct Consumers {
-    list: Vec<PushConsumer>,
+    plan: RecvPlan,
+    sink: Arc<Deliveries>,
+    list: Mutex<Vec<PushConsumer>>,
+    /// Index of the next consumer's instance name.
+    next: AtomicU32,
+    /// Consumers stopped by churn: cleanly, and aborted.
+    pub stopped_clean: AtomicU64,
+    pub aborted: AtomicU64,
 }
 
 impl Consumers {
@@ -190,54 +333,46 @@ impl Consumers {
     pub async fn start(plan: &RecvPlan, sink: Arc<Deliveries>) -> Result<Consumers, String> {
         let mut list = Vec::new();
         for i in 0..plan.consumers {
-            let sink = Arc::clone(&sink);
-            let c = PushConsumer::builder()
-                .group(&plan.group)
-                .name_servers(&plan.namesrv)
-                .instance_name(format!("perf-{:012x}-c{i}", plan.run_id))
-                .subscribe(&plan.topic, "*")
-                .start_position(plan.from)
-                .pull_batch_max(plan.pull_batch)
-                .consume_batch_max(plan.pull_batch as usize)
-                .queue_outstanding_max((plan.pull_batch as usize * 4).max(1000))
-                .rebalance_interval(Duration::from_secs(2))
-                .heartbeat_interval(Duration::from_secs(5))
-                .long_poll(Duration::from_secs(5))
-                .start(move |msgs: Vec<ReceivedMessage>, _ctx: ConsumeContext| {
-                    let sink = Arc::clone(&sink);
-                    async move {
-                        sink.on_batch(&msgs);
-                        ConsumeResult::Success
-                    }
-                })
-                .await
-                .map_err(|e| format!("starting consumer {i} of group {}: {e}", plan.group))?;
-            list.push(c);
+            list.push(start_one(plan, &sink, i).await?);
         }
-        let cs = Consumers { list };
+        let cs = Consumers {
+            plan: plan.clone(),
+            sink,
+            list: Mutex::new(list),
+            next: AtomicU32::new(plan.consumers),
+            stopped_clean: AtomicU64::new(0),
+            aborted: AtomicU64::new(0),
+        };
         cs.balance().await;
         Ok(cs)
     }
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<PushConsumer>> {
+        self.list.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits until every queue has one owner, every member owns some (two or more
+    /// members), and with failures on purpose (concurrent consumers) the group's retry
+    /// queue is owned too, before anything is sent back to it.
     async fn balance(&self) {
-        if self.list.len() < 2 {
+        let list: Vec<PushConsumer> = self.lock().clone();
+        let want_retry = self.plan.single && !self.plan.orderly;
+        if list.len() < 2 && !want_retry {
             return;
         }
+        let retry = retry_topic(&self.plan.group);
         let deadline = Instant::now() + BALANCE_WAIT;
         loop {
-            for c in &self.list {
+            for c in &list {
                 c.rebalance().await;
             }
-            let mut all: Vec<_> = self.list.iter().flat_map(|c| c.assignment()).collect();
+            let mut all: Vec<_> = list.iter().flat_map(|c| c.assignment()).collect();
             let n = all.len();
             all.sort();
             all.dedup();
-            let spread = self
-                .list
-                .iter()
-                .filter(|c| !c.assignment().is_empty())
-                .count();
-            if n == all.len() && spread == self.list.len().min(n) {
+            let spread = list.iter().filter(|c| !c.assignment().is_empty()).count();
+            let retry_owned = !want_retry || all.iter().any(|q| q.topic == retry);
+            if n == all.len() && spread == list.len().min(n) && retry_owned {
                 return;
             }
             if Instant::now() >= deadline {
@@ -248,17 +383,73 @@ impl Consumers {
         }
     }
 
+    /// Stops the oldest consumer (`clean`: shutdown; else abort, as a crash) and starts a
+    /// new one.
+    pub async fn churn(&self, clean: bool) -> Result<(), String> {
+        let old = {
+            let mut list = self.lock();
+            (!list.is_empty()).then(|| list.remove(0))
+        };
+        if let Some(c) = old {
+            if clean {
+                c.shutdown().await;
+                self.stopped_clean.fetch_add(1, Ordering::Relaxed);
+            } else {
+                c.abort();
+                self.aborted.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let i = self.next.fetch_add(1, Ordering::Relaxed);
+        let c = start_one(&self.plan, &self.sink, i).await?;
+        self.lock().push(c);
+        Ok(())
+    }
+
     /// Queues assigned across the group.
     pub fn queues(&self) -> usize {
-        self.list.iter().map(|c| c.assignment().len()).sum()
+        self.lock().iter().map(|c| c.assignment().len()).sum()
     }
 
     /// Commits offsets and leaves the group.
     pub async fn shutdown(&self) {
-        for c in &self.list {
+        let list: Vec<PushConsumer> = std::mem::take(&mut *self.lock());
+        for c in &list {
             c.shutdown().await;
         }
     }
+}
+
+/// Starts consumer `i` of the plan.
+async fn start_one(
+    plan: &RecvPlan,
+    sink: &Arc<Deliveries>,
+    i: u32,
+) -> Result<PushConsumer, String> {
+    let sink = Arc::clone(sink);
+    let batch = if plan.single {
+        1
+    } else {
+        plan.pull_batch as usize
+    };
+    let mut b = PushConsumer::builder()
+        .group(&plan.group)
+        .name_servers(&plan.namesrv)
+        .instance_name(format!("perf-{:012x}-c{i}", plan.run_id))
+        .subscribe(&plan.topic, "*")
+        .start_position(plan.from)
+        .pull_batch_max(plan.pull_batch)
+        .consume_batch_max(batch)
+        .queue_outstanding_max((plan.pull_batch as usize * 4).max(1000))
+        .rebalance_interval(Duration::from_secs(2))
+        .heartbeat_interval(Duration::from_secs(5))
+        .long_poll(Duration::from_secs(5))
+        .orderly(plan.orderly);
+    if let Some(n) = plan.max_reconsume {
+        b = b.max_reconsume_times(n);
+    }
+    b.start(move |msgs: Vec<ReceivedMessage>, _ctx: ConsumeContext| listen(Arc::clone(&sink), msgs))
+        .await
+        .map_err(|e| format!("starting consumer {i} of group {}: {e}", plan.group))
 }
 
 /// When a consume run ends.

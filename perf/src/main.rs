@@ -10,7 +10,9 @@
 mod args;
 mod broker_info;
 mod consume;
+mod dead;
 mod embedded;
+mod fail;
 mod modes;
 mod payload;
 mod produce;

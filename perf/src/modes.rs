@@ -13,19 +13,23 @@ use std::time::{Duration, Instant};
 use ringmq_client::{Admin, StartPosition};
 use serde_json::{json, Value};
 
-use crate::args::{Common, ConsumeArgs, E2eArgs, FromArg, Mode, ProduceArgs, SendOpts};
+use crate::args::{Common, ConsumeArgs, E2eArgs, FromArg, Mode, ProduceArgs, RecvOpts, SendOpts};
 use crate::broker_info::{self, BrokerView, LagSampler};
 use crate::consume::{self, Consumers, Deliveries, RecvPlan, StopWhen};
+use crate::dead;
+use crate::fail::FailPlan;
 use crate::produce::{self, Producers, SendOutcome, SendPlan};
 use crate::report::{self, Context};
 use crate::stats::Meter;
 use crate::threads::{self, CpuSample};
-use crate::verify::{self, AckLog, Acked};
+use crate::verify::{self, AckLog, Acked, Consumption};
 
 /// Produce and e2e run this long when neither --count nor --duration is given.
 pub const DEFAULT_DURATION: Duration = Duration::from_secs(30);
 /// How long creating a topic may take.
 const TOPIC_WAIT: Duration = Duration::from_secs(15);
+/// How often e2e counts the dead letters while it waits for the last deliveries.
+const DLQ_POLL: Duration = Duration::from_millis(500);
 
 pub const EXIT_FAILED: i32 = 1;
 pub const EXIT_LOST: i32 = 3;
@@ -159,41 +163,36 @@ async fn produce_mode(a: ProduceArgs, namesrv: String, embedded: bool) -> Result
 async fn consume_mode(a: ConsumeArgs, namesrv: String, embedded: bool) -> Result<i32, String> {
     let c = &a.common;
     let setup = Setup::new(c, &namesrv, false).await?;
-    let plan = RecvPlan {
-        namesrv: namesrv.clone(),
-        topic: c.topic.clone(),
-        group: a
-            .recv
-            .group
-            .clone()
-            .unwrap_or_else(|| format!("perf-{:012x}", setup.run_id)),
-        consumers: a.recv.consumers,
-        from: match a.recv.from {
-            FromArg::First => StartPosition::First,
-            FromArg::Last => StartPosition::Last,
-        },
-        pull_batch: a.recv.pull_batch,
-        verify: c.verify.is_some(),
-        run_id: setup.run_id,
+    let from = match a.recv.from {
+        FromArg::First => StartPosition::First,
+        FromArg::Last => StartPosition::Last,
     };
+    let plan = recv_plan(&a.recv, &namesrv, c, from, setup.run_id);
     let meter = Arc::new(Meter::default());
-    let sink = Arc::new(Deliveries::new(Arc::clone(&meter), plan.verify));
+    let sink = Arc::new(Deliveries::new(
+        Arc::clone(&meter),
+        plan.verify,
+        fail_plan(&a.recv),
+    ));
     let lag = Arc::new(LagSampler::start(None, &[]));
     let progress_stop = Arc::new(AtomicBool::new(false));
     let progress = progress(c, vec![("recv", Arc::clone(&meter))], &lag, &progress_stop);
-    let consumers = Consumers::start(&plan, Arc::clone(&sink)).await?;
+    let consumers = Arc::new(Consumers::start(&plan, Arc::clone(&sink)).await?);
+    let churn = start_churn(&consumers, a.recv.consumer_churn, &setup.stop);
     let when = StopWhen {
         count: a.length.count,
         duration: a.length.duration,
         idle: a.idle_exit,
     };
     consume::wait(&sink, when, &setup.stop).await;
-    let config = json!({
+    let mut config = json!({
         "group": plan.group, "consumers": plan.consumers, "from": format!("{:?}", a.recv.from).to_lowercase(),
         "pull_batch": plan.pull_batch, "queues_assigned": consumers.queues(),
         "idle_exit_s": a.idle_exit.as_secs_f64(), "threads": c.threads,
     });
+    add_recv_config(&mut config, &a.recv);
     let ctx = setup.context("consume", c, config, embedded);
+    let churn_error = stop_churn(churn).await;
     consumers.shutdown().await;
     progress_stop.store(true, Ordering::Relaxed);
     let _ = progress.await;
@@ -201,8 +200,14 @@ async fn consume_mode(a: ConsumeArgs, namesrv: String, embedded: bool) -> Result
     let mut notes = vec![format!(
         "latency: delivery time minus the send time in the message (catching up: the messages' age)"
     )];
+    notes.extend(recv_notes(
+        &a.recv,
+        &sink,
+        &consumers,
+        churn_error.as_deref(),
+    ));
     let verdict = match &c.verify {
-        Some(path) => Some(check(path, &sink)?),
+        Some(path) => Some(check(path, &sink, &setup.admin, &plan, &mut notes).await?),
         None => None,
     };
     let mut extra = serde_json::Map::new();
@@ -221,10 +226,13 @@ async fn consume_mode(a: ConsumeArgs, namesrv: String, embedded: bool) -> Result
         "foreign".into(),
         json!(sink.foreign.load(Ordering::Relaxed)),
     );
+    extra.extend(recv_extra(&sink, &consumers, sink.active()));
     print!("{}", report::table(&ctx, &[("recv", &summary)], &notes));
     write_json(c, report::document(&ctx, &summary, Value::Object(extra)))?;
     Ok(if verdict.is_some_and(|v| v.total.lost > 0) {
         EXIT_LOST
+    } else if churn_error.is_some() {
+        EXIT_FAILED
     } else {
         0
     })
@@ -242,25 +250,18 @@ async fn e2e_mode(a: E2eArgs, namesrv: String, embedded: bool) -> Result<i32, St
         a.length.duration,
         setup.run_id,
     );
-    let recv_plan = RecvPlan {
-        namesrv: namesrv.clone(),
-        topic: c.topic.clone(),
-        group: a
-            .recv
-            .group
-            .clone()
-            .unwrap_or_else(|| format!("perf-{:012x}", setup.run_id)),
-        consumers: a.recv.consumers,
-        from: StartPosition::Last,
-        pull_batch: a.recv.pull_batch,
-        verify: c.verify.is_some(),
-        run_id: setup.run_id,
-    };
+    let recv_plan = recv_plan(&a.recv, &namesrv, c, StartPosition::Last, setup.run_id);
     let acks = open_ack_log(c.verify.as_deref())?;
     let send_meter = Arc::new(Meter::default());
     let recv_meter = Arc::new(Meter::default());
-    let sink = Arc::new(Deliveries::new(Arc::clone(&recv_meter), recv_plan.verify));
-    let consumers = Consumers::start(&recv_plan, Arc::clone(&sink)).await?;
+    let sink = Arc::new(Deliveries::new(
+        Arc::clone(&recv_meter),
+        recv_plan.verify,
+        fail_plan(&a.recv),
+    ));
+    let dead0 = dead_baseline(&setup.admin, &a.recv, &recv_plan.group).await?;
+    let consumers = Arc::new(Consumers::start(&recv_plan, Arc::clone(&sink)).await?);
+    let churn = start_churn(&consumers, a.recv.consumer_churn, &setup.stop);
     let producers = Producers::start(&plan).await?;
     let lag = Arc::new(LagSampler::start(Some(setup.admin.clone()), &setup.brokers));
     let progress_stop = Arc::new(AtomicBool::new(false));
@@ -286,12 +287,24 @@ async fn e2e_mode(a: E2eArgs, namesrv: String, embedded: bool) -> Result<i32, St
         (Some(r), Some(d)) if r > 0.0 => send_start + d + Duration::from_secs_f64(sent as f64 / r),
         _ => Instant::now() + a.send.schedule_wait(),
     };
+    // With failures on purpose: until everything sent was delivered or dead-lettered, or
+    // nothing arrived for idle_exit (retries keep the consumers busy). Verify mode counts
+    // distinct messages, so duplicates (churn) do not end the wait early.
     let drain_until = due_end.max(Instant::now()) + a.idle_exit;
-    while recv_meter.counts().messages < sent
-        && Instant::now() < drain_until
+    let mut dead_now = 0u64;
+    let mut dead_polled = Instant::now();
+    while sink.delivered() + dead_now < sent
+        && (Instant::now() < drain_until || (dead0.is_some() && sink.idle() < a.idle_exit))
         && !setup.stop.load(Ordering::Relaxed)
     {
         tokio::time::sleep(Duration::from_millis(20)).await;
+        if let Some(base) = dead0 {
+            if dead_polled.elapsed() >= DLQ_POLL {
+                dead_polled = Instant::now();
+                let n = dead::count(&setup.admin, &recv_plan.group).await?;
+                dead_now = n.saturating_sub(base);
+            }
+        }
     }
     let mut config = send_config(&a.send, c, &plan);
     if let Some(o) = config.as_object_mut() {
@@ -299,10 +312,12 @@ async fn e2e_mode(a: E2eArgs, namesrv: String, embedded: bool) -> Result<i32, St
         o.insert("consumers".into(), json!(recv_plan.consumers));
         o.insert("pull_batch".into(), json!(recv_plan.pull_batch));
     }
+    add_recv_config(&mut config, &a.recv);
     let ctx = setup.context("e2e", c, config, embedded);
     progress_stop.store(true, Ordering::Relaxed);
     let _ = progress.await;
     let lag_report = lag.finish();
+    let churn_error = stop_churn(churn).await;
     consumers.shutdown().await;
     producers.shutdown().await;
     let send = send_meter.summary(outcome.elapsed);
@@ -312,8 +327,15 @@ async fn e2e_mode(a: E2eArgs, namesrv: String, embedded: bool) -> Result<i32, St
     let e2e = recv_meter.summary(window);
     let mut notes = send_notes(&outcome);
     notes.push("e2e latency: consumer receipt minus the send time in the message (its intended time under --rate)".into());
+    notes.extend(recv_notes(
+        &a.recv,
+        &sink,
+        &consumers,
+        churn_error.as_deref(),
+    ));
     let mut extra = send_extra(&outcome);
     extra.insert("send".into(), report::summary_json(&send));
+    extra.extend(recv_extra(&sink, &consumers, window));
     let lateness = sink.lateness();
     if a.send.scheduled() || lateness.samples > 0 {
         notes.extend(report::lateness_lines(&lateness));
@@ -324,7 +346,7 @@ async fn e2e_mode(a: E2eArgs, namesrv: String, embedded: bool) -> Result<i32, St
         extra.insert("replication".into(), report::lag_json(l));
     }
     let verdict = match &c.verify {
-        Some(path) => Some(check(path, &sink)?),
+        Some(path) => Some(check(path, &sink, &setup.admin, &recv_plan, &mut notes).await?),
         None => None,
     };
     if let Some(v) = &verdict {
@@ -342,11 +364,13 @@ async fn e2e_mode(a: E2eArgs, namesrv: String, embedded: bool) -> Result<i32, St
     if a.send.flush_check && outcome.not_durable > 0 {
         return Ok(EXIT_NOT_DURABLE);
     }
-    Ok(if outcome.verify_error.is_some() || lateness.early > 0 {
-        EXIT_FAILED
-    } else {
-        0
-    })
+    Ok(
+        if outcome.verify_error.is_some() || lateness.early > 0 || churn_error.is_some() {
+            EXIT_FAILED
+        } else {
+            0
+        },
+    )
 }
 
 fn send_plan(
@@ -472,10 +496,197 @@ fn open_ack_log(path: Option<&Path>) -> Result<Option<Arc<AckLog>>, String> {
     .transpose()
 }
 
-fn check(path: &Path, sink: &Deliveries) -> Result<verify::Report, String> {
+/// The verify check: the deliveries against the log, with the group's dead letters read
+/// now (after the consumers stopped).
+async fn check(
+    path: &Path,
+    sink: &Deliveries,
+    admin: &Admin,
+    plan: &RecvPlan,
+    notes: &mut Vec<String>,
+) -> Result<verify::Report, String> {
     let acked = Acked::load(path)?;
+    let (dead, cut) = dead::messages(admin, &plan.group)
+        .await
+        .map_err(|e| format!("reading the dead-letter queue for --verify: {e}"))?;
+    if cut {
+        notes.push(format!(
+            "verify: read only the first {} dead letters of {}; the rest count as lost",
+            dead::READ_MAX,
+            dead::dlq_topic(&plan.group)
+        ));
+    }
     let (names, deliveries) = sink.take_record();
-    Ok(verify::check(&acked, &names, &deliveries))
+    let mode = if plan.orderly {
+        Consumption::Orderly
+    } else {
+        Consumption::Concurrent
+    };
+    let mut report = verify::check(&acked, &names, &deliveries, &dead, mode);
+    report.fail_chosen = sink.fail_plan().map(|plan| {
+        let chosen = |&(producer, seq): &(u64, u64)| {
+            plan.chosen(&crate::payload::Head {
+                producer,
+                seq,
+                send_us: 0,
+            })
+        };
+        acked.by_msg.keys().filter(|k| chosen(k)).count() as u64
+    });
+    Ok(report)
+}
+
+fn recv_plan(
+    r: &RecvOpts,
+    namesrv: &str,
+    c: &Common,
+    from: StartPosition,
+    run_id: u64,
+) -> RecvPlan {
+    RecvPlan {
+        namesrv: namesrv.to_string(),
+        topic: c.topic.clone(),
+        group: r
+            .group
+            .clone()
+            .unwrap_or_else(|| format!("perf-{run_id:012x}")),
+        consumers: r.consumers,
+        from,
+        pull_batch: r.pull_batch,
+        verify: c.verify.is_some(),
+        run_id,
+        max_reconsume: r.max_reconsume,
+        orderly: r.orderly,
+        single: r.fail_ratio.is_some(),
+    }
+}
+
+fn fail_plan(r: &RecvOpts) -> Option<FailPlan> {
+    r.fail_ratio.map(|f| FailPlan::new(f, r.fail_times))
+}
+
+/// Dead letters already in the group's queue before the run (`None` unless messages are
+/// failed on purpose: then e2e also waits for them to be dead-lettered).
+async fn dead_baseline(admin: &Admin, r: &RecvOpts, group: &str) -> Result<Option<u64>, String> {
+    match r.fail_ratio {
+        Some(_) => Ok(Some(dead::count(admin, group).await?)),
+        None => Ok(None),
+    }
+}
+
+/// A running churn task and its stop flag.
+struct Churn {
+    done: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<Result<(), String>>,
+}
+
+/// Replaces one consumer every `every` until `stop` (or [`stop_churn`]).
+fn start_churn(
+    consumers: &Arc<Consumers>,
+    every: Option<Duration>,
+    stop: &Arc<AtomicBool>,
+) -> Option<Churn> {
+    let every = every?;
+    let done = Arc::new(AtomicBool::new(false));
+    let (cs, d, s) = (Arc::clone(consumers), Arc::clone(&done), Arc::clone(stop));
+    let task = tokio::spawn(async move {
+        let mut clean = true;
+        let mut next = Instant::now() + every;
+        loop {
+            while Instant::now() < next {
+                if d.load(Ordering::Relaxed) || s.load(Ordering::Relaxed) {
+                    return Ok(());
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            cs.churn(clean).await?;
+            clean = !clean;
+            next += every;
+        }
+    });
+    Some(Churn { done, task })
+}
+
+/// Stops the churn task; why it failed, if it did.
+async fn stop_churn(churn: Option<Churn>) -> Option<String> {
+    let Churn { done, task } = churn?;
+    done.store(true, Ordering::Relaxed);
+    match task.await {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(e),
+        Err(e) => Some(format!("the churn task failed: {e}")),
+    }
+}
+
+fn add_recv_config(config: &mut Value, r: &RecvOpts) {
+    if let Some(o) = config.as_object_mut() {
+        o.insert("fail_ratio".into(), json!(r.fail_ratio));
+        o.insert("fail_times".into(), json!(r.fail_times));
+        o.insert("max_reconsume".into(), json!(r.max_reconsume));
+        o.insert("orderly".into(), json!(r.orderly));
+        o.insert(
+            "consumer_churn_s".into(),
+            json!(r.consumer_churn.map(|d| d.as_secs_f64())),
+        );
+    }
+}
+
+/// Failures on purpose, retries and churn, for the table.
+fn recv_notes(
+    r: &RecvOpts,
+    sink: &Deliveries,
+    consumers: &Consumers,
+    churn_error: Option<&str>,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some(f) = r.fail_ratio {
+        let times = r.fail_times.map_or("every delivery".to_string(), |k| {
+            format!("the first {k} deliveries")
+        });
+        notes.push(format!(
+            "failures on purpose: {f} of the messages fail {times}; {} deliveries failed, {} came from the retry topic (one message per listener call)",
+            sink.failed.load(Ordering::Relaxed),
+            sink.retried.load(Ordering::Relaxed),
+        ));
+    }
+    if r.consumer_churn.is_some() {
+        notes.push(format!(
+            "consumer churn: {} consumers stopped cleanly, {} aborted, each replaced",
+            consumers.stopped_clean.load(Ordering::Relaxed),
+            consumers.aborted.load(Ordering::Relaxed),
+        ));
+    }
+    if let Some(e) = churn_error {
+        notes.push(format!("consumer churn stopped: {e}"));
+    }
+    notes
+}
+
+fn recv_extra(
+    sink: &Deliveries,
+    consumers: &Consumers,
+    window: Duration,
+) -> serde_json::Map<String, Value> {
+    let retried = sink.retried.load(Ordering::Relaxed);
+    let mut m = serde_json::Map::new();
+    m.insert(
+        "failed_deliveries".into(),
+        json!(sink.failed.load(Ordering::Relaxed)),
+    );
+    m.insert("retry_deliveries".into(), json!(retried));
+    m.insert(
+        "retry_deliveries_per_s".into(),
+        json!(report::rate(retried, window)),
+    );
+    m.insert(
+        "consumers_stopped_clean".into(),
+        json!(consumers.stopped_clean.load(Ordering::Relaxed)),
+    );
+    m.insert(
+        "consumers_aborted".into(),
+        json!(consumers.aborted.load(Ordering::Relaxed)),
+    );
+    m
 }
 
 fn write_json(c: &Common, doc: Value) -> Result<(), String> {

@@ -2,7 +2,8 @@
 //! document (`--json FILE`). The JSON's stable top-level fields are `messages`, `bytes`,
 //! `errors`, `elapsed_s`, `msgs_per_s`, `mb_per_s` (10^6 bytes), `latency_us` {`p50`,
 //! `p90`, `p99`, `p999`, `p9999`, `max`}; consume adds `acked`, `received`, `lost`,
-//! `duplicates`, `out_of_order` (null without `--verify`) and `per_queue`. The rest
+//! `duplicates`, `out_of_order`, `dead_lettered`, `concurrent` (null without `--verify`)
+//! and `per_queue`. The rest
 //! (`mode`, `durability`, `brokers`, `config`, `cpu`, `replication`, ...) is descriptive.
 
 use std::fmt::Write as _;
@@ -163,23 +164,31 @@ pub fn cpu_line(cpu: &CpuUse, wall: Duration) -> String {
 pub fn verify_lines(r: &verify::Report) -> Vec<String> {
     let t = &r.total;
     let mut out = vec![format!(
-        "verify: acked {} received {} lost {} duplicates {} out_of_order {} misplaced {} (unlisted deliveries {}){}",
+        "verify: acked {} received {} lost {} dead_lettered {} duplicates {} out_of_order {} concurrent {} misplaced {} (failed deliveries {}, unlisted deliveries {}){}",
         t.acked,
         t.received,
         t.lost,
+        t.dead_lettered,
         t.duplicates,
         t.out_of_order,
+        t.concurrent,
         t.misplaced,
+        t.failed,
         r.unlisted,
         if r.torn_tail { "; the log's torn last line was skipped" } else { "" }
     )];
     for (q, v) in &r.per_queue {
-        if v.lost + v.duplicates + v.out_of_order + v.misplaced > 0 {
+        if v.notable() {
             out.push(format!(
-                "  queue {q}: acked {} received {} lost {} duplicates {} out_of_order {} misplaced {}",
-                v.acked, v.received, v.lost, v.duplicates, v.out_of_order, v.misplaced
+                "  queue {q}: acked {} received {} lost {} dead_lettered {} duplicates {} out_of_order {} concurrent {} misplaced {}",
+                v.acked, v.received, v.lost, v.dead_lettered, v.duplicates, v.out_of_order, v.concurrent, v.misplaced
             ));
         }
+    }
+    if let Some(n) = r.fail_chosen {
+        out.push(format!(
+            "  failures on purpose chose {n} of the acked messages (all dead-lettered unless --fail-times lets them through)"
+        ));
     }
     for (p, s, q, o) in &r.lost_examples {
         out.push(format!(
@@ -295,7 +304,7 @@ pub fn verify_json(r: Option<&verify::Report>) -> Value {
     let Some(r) = r else {
         return json!({
             "acked": null, "received": null, "lost": null, "duplicates": null,
-            "out_of_order": null, "per_queue": null,
+            "out_of_order": null, "dead_lettered": null, "concurrent": null, "per_queue": null,
         });
     };
     let per: serde_json::Map<String, Value> = r
@@ -308,6 +317,7 @@ pub fn verify_json(r: Option<&verify::Report>) -> Value {
         o.insert("per_queue".into(), Value::Object(per));
         o.insert("unlisted".into(), json!(r.unlisted));
         o.insert("verify_torn_tail".into(), json!(r.torn_tail));
+        o.insert("fail_chosen".into(), json!(r.fail_chosen));
     }
     doc
 }
@@ -316,6 +326,7 @@ fn verdict_json(v: &verify::Verdict) -> Value {
     json!({
         "acked": v.acked, "received": v.received, "lost": v.lost,
         "duplicates": v.duplicates, "out_of_order": v.out_of_order, "misplaced": v.misplaced,
+        "dead_lettered": v.dead_lettered, "concurrent": v.concurrent, "failed": v.failed,
     })
 }
 
@@ -333,6 +344,16 @@ fn broker_json(b: &BrokerView) -> Value {
         "name": b.name, "id": b.id, "addr": b.addr.to_string(), "role": b.role,
         "flush": b.flush, "shards": b.shards, "durability": b.durability(),
     })
+}
+
+/// `n` per second over `window` (3 decimals; 0 for an empty window).
+pub fn rate(n: u64, window: Duration) -> f64 {
+    let s = window.as_secs_f64();
+    if s > 0.0 {
+        round3(n as f64 / s)
+    } else {
+        0.0
+    }
 }
 
 fn round3(x: f64) -> f64 {

@@ -12,16 +12,31 @@
 //!
 //! `producer` is 16 hex digits (the id in every perf message's head), `offset` the queue
 //! offset the broker acknowledged. The check ([`check`]) compares the deliveries a consumer
-//! saw with the log, listed messages only (others are sent-but-unacknowledged messages or
-//! other runs, and are only counted as `unlisted`):
-//! - `lost`: acknowledged, never delivered;
-//! - `duplicates`: deliveries of a message beyond its first;
-//! - `out_of_order`: in a queue's delivery order (queue offset order, the order a consumer
-//!   of that queue reads in), a message that comes after one acknowledged at a higher
-//!   offset of the same queue;
-//! - `misplaced`: delivered at another queue or offset than the one acknowledged.
+//! saw (every listener call, successful or failed on purpose, with its place in time) and
+//! the messages found in the group's dead-letter queue at the end with the log, listed
+//! messages only (others are sent-but-unacknowledged messages or other runs, and are only
+//! counted as `unlisted`). A message counts as delivered once a listener call that held it
+//! succeeded, whether from its queue or, after failures, from the group's retry topic:
+//! - `received`: acknowledged and delivered;
+//! - `lost`: acknowledged, never delivered, not in the dead-letter queue;
+//! - `dead_lettered`: acknowledged, never delivered, in the dead-letter queue (not lost);
+//! - `duplicates`: successful deliveries of a message beyond its first (failed deliveries
+//!   are counted apart, as `failed`);
+//! - `out_of_order`, concurrent consumption: in a queue's delivery order (queue offset
+//!   order, the order a consumer of that queue reads in), a message that comes after one
+//!   acknowledged at a higher offset of the same queue; orderly consumption: a message whose
+//!   first delivery (successful or not) began after the first delivery of a message at a
+//!   higher offset of its queue (a re-delivery after a rebalance is a duplicate, not
+//!   disorder). Deliveries from the retry topic are not part of either;
+//! - `concurrent`: listener calls on one queue (of the topic, or of the retry topic) that
+//!   began while another call on that queue, by the same member or another, had not ended;
+//! - `misplaced`: delivered from the topic at another queue or offset than the one
+//!   acknowledged.
+//!
+//! "Began" and "ended" are positions in one sequence of events every listener call of the
+//! run draws from (an atomic counter), not clock readings, so overlap is exact.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Write};
 use std::path::Path;
@@ -160,14 +175,21 @@ fn parse_line(line: &str) -> Option<(u64, u64, &str, u32, u64)> {
     Some((p, s, broker, q, off))
 }
 
-/// One delivery a consumer saw.
+/// One delivery a consumer saw: one message of one listener call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Delivery {
     pub producer: u64,
     pub seq: u64,
-    /// Index in the consumer's [`QueueNames`].
+    /// Index in the consumer's [`QueueNames`] (retry-topic queues are named apart).
     pub queue: u32,
     pub offset: u64,
+    /// Read from the group's retry topic (the message carries `RETRY_TOPIC`).
+    pub retry: bool,
+    /// The listener call succeeded.
+    pub ok: bool,
+    /// When the call began and ended, in the run's event sequence (`begin < end`).
+    pub begin: u64,
+    pub end: u64,
 }
 
 /// Verdict for one queue, or for all of them.
@@ -180,6 +202,12 @@ pub struct Verdict {
     pub duplicates: u64,
     pub out_of_order: u64,
     pub misplaced: u64,
+    /// Never delivered, in the dead-letter queue.
+    pub dead_lettered: u64,
+    /// Listener calls that overlapped another on the same queue.
+    pub concurrent: u64,
+    /// Deliveries whose listener call failed (on purpose: --fail-ratio).
+    pub failed: u64,
 }
 
 impl Verdict {
@@ -190,7 +218,22 @@ impl Verdict {
         self.duplicates += o.duplicates;
         self.out_of_order += o.out_of_order;
         self.misplaced += o.misplaced;
+        self.dead_lettered += o.dead_lettered;
+        self.concurrent += o.concurrent;
+        self.failed += o.failed;
     }
+
+    /// Anything worth a per-queue line.
+    pub fn notable(&self) -> bool {
+        self.lost + self.duplicates + self.out_of_order + self.misplaced + self.concurrent > 0
+    }
+}
+
+/// How the run consumed, for the ordering rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Consumption {
+    Concurrent,
+    Orderly,
 }
 
 /// The whole check.
@@ -204,14 +247,24 @@ pub struct Report {
     /// A few lost messages, for the report: (producer, sequence, queue, offset).
     pub lost_examples: Vec<(u64, u64, String, u64)>,
     pub torn_tail: bool,
+    /// Acknowledged messages that --fail-ratio chose to fail (`None` without it).
+    pub fail_chosen: Option<u64>,
 }
 
 /// Lost examples kept for the report.
 const LOST_EXAMPLES_MAX: usize = 5;
 
-/// Checks `deliveries` (queue indices from `names`) against `acked`.
-pub fn check(acked: &Acked, names: &QueueNames, deliveries: &[Delivery]) -> Report {
+/// Checks `deliveries` (queue indices from `names`) and the dead-letter queue's messages
+/// (`dead`: producer, sequence) against `acked`.
+pub fn check(
+    acked: &Acked,
+    names: &QueueNames,
+    deliveries: &[Delivery],
+    dead: &HashSet<(u64, u64)>,
+    mode: Consumption,
+) -> Report {
     let mut per: BTreeMap<String, Verdict> = BTreeMap::new();
+    // Successful deliveries per listed message.
     let mut times: HashMap<(u64, u64), u32> = HashMap::with_capacity(acked.by_msg.len());
     let mut unlisted = 0u64;
     for d in deliveries {
@@ -220,11 +273,18 @@ pub fn check(acked: &Acked, names: &QueueNames, deliveries: &[Delivery]) -> Repo
             unlisted += 1;
             continue;
         };
-        *times.entry(key).or_insert(0) += 1;
-        if names.name(d.queue) != acked.queues.name(ack.queue) || d.offset != ack.offset {
-            per.entry(acked.queues.name(ack.queue).to_string())
-                .or_default()
-                .misplaced += 1;
+        let v = per
+            .entry(acked.queues.name(ack.queue).to_string())
+            .or_default();
+        if d.ok {
+            *times.entry(key).or_insert(0) += 1;
+        } else {
+            v.failed += 1;
+        }
+        if !d.retry
+            && (names.name(d.queue) != acked.queues.name(ack.queue) || d.offset != ack.offset)
+        {
+            v.misplaced += 1;
         }
     }
     let mut lost_examples = Vec::new();
@@ -234,6 +294,7 @@ pub fn check(acked: &Acked, names: &QueueNames, deliveries: &[Delivery]) -> Repo
             .or_default();
         v.acked += 1;
         match times.get(key).copied().unwrap_or(0) {
+            0 if dead.contains(key) => v.dead_lettered += 1,
             0 => {
                 v.lost += 1;
                 if lost_examples.len() < LOST_EXAMPLES_MAX {
@@ -248,8 +309,15 @@ pub fn check(acked: &Acked, names: &QueueNames, deliveries: &[Delivery]) -> Repo
         }
     }
     lost_examples.sort();
-    for (queue, n) in out_of_order(acked, names, deliveries) {
+    let disorder = match mode {
+        Consumption::Concurrent => out_of_order(acked, names, deliveries),
+        Consumption::Orderly => out_of_order_first_delivery(acked, names, deliveries),
+    };
+    for (queue, n) in disorder {
         per.entry(queue).or_default().out_of_order += n;
+    }
+    for (queue, n) in concurrent_calls(names, deliveries) {
+        per.entry(queue).or_default().concurrent += n;
     }
     let mut total = Verdict::default();
     for v in per.values() {
@@ -261,14 +329,15 @@ pub fn check(acked: &Acked, names: &QueueNames, deliveries: &[Delivery]) -> Repo
         unlisted,
         lost_examples,
         torn_tail: acked.torn_tail,
+        fail_chosen: None,
     }
 }
 
 /// Per delivered queue: listed messages that, in queue-offset order, follow a message
-/// acknowledged at a higher offset of that same queue.
+/// acknowledged at a higher offset of that same queue (deliveries from the topic only).
 fn out_of_order(acked: &Acked, names: &QueueNames, deliveries: &[Delivery]) -> Vec<(String, u64)> {
     let mut by_queue: BTreeMap<&str, Vec<(u64, u64, u64)>> = BTreeMap::new();
-    for d in deliveries {
+    for d in deliveries.iter().filter(|d| !d.retry) {
         if acked.by_msg.contains_key(&(d.producer, d.seq)) {
             by_queue
                 .entry(names.name(d.queue))
@@ -280,22 +349,91 @@ fn out_of_order(acked: &Acked, names: &QueueNames, deliveries: &[Delivery]) -> V
     for (queue, mut list) in by_queue {
         list.sort_unstable();
         list.dedup();
-        let mut high: Option<u64> = None;
-        let mut n = 0u64;
-        for (_, p, s) in list {
-            let Some(ack) = acked.by_msg.get(&(p, s)) else {
-                continue;
-            };
-            if acked.queues.name(ack.queue) != queue {
-                continue;
-            }
-            if high.is_some_and(|h| ack.offset < h) {
-                n += 1;
-            }
-            high = Some(high.map_or(ack.offset, |h| h.max(ack.offset)));
-        }
+        let n = descents(list.into_iter().filter_map(|(_, p, s)| {
+            let ack = acked.by_msg.get(&(p, s))?;
+            (acked.queues.name(ack.queue) == queue).then_some(ack.offset)
+        }));
         if n > 0 {
             out.push((queue.to_string(), n));
+        }
+    }
+    out
+}
+
+/// Orderly rule, per acknowledged queue: listed messages whose first delivery from the
+/// topic began after the first delivery of a message at a higher offset of that queue.
+/// Messages of one listener call are in the call's order (it lists them in offset order).
+fn out_of_order_first_delivery(
+    acked: &Acked,
+    names: &QueueNames,
+    deliveries: &[Delivery],
+) -> Vec<(String, u64)> {
+    // (begin, position in `deliveries`) of each message's first delivery at its queue.
+    type FirstAt = (u64, usize);
+    let mut first: HashMap<(u64, u64), FirstAt> = HashMap::new();
+    for (i, d) in deliveries.iter().enumerate().filter(|(_, d)| !d.retry) {
+        let Some(ack) = acked.by_msg.get(&(d.producer, d.seq)) else {
+            continue;
+        };
+        if names.name(d.queue) != acked.queues.name(ack.queue) {
+            continue;
+        }
+        let e = first.entry((d.producer, d.seq)).or_insert((d.begin, i));
+        *e = (*e).min((d.begin, i));
+    }
+    let mut by_queue: BTreeMap<&str, Vec<(FirstAt, u64)>> = BTreeMap::new();
+    for (key, at) in first {
+        let ack = acked.by_msg[&key];
+        by_queue
+            .entry(acked.queues.name(ack.queue))
+            .or_default()
+            .push((at, ack.offset));
+    }
+    let mut out = Vec::new();
+    for (queue, mut list) in by_queue {
+        list.sort_unstable();
+        let n = descents(list.into_iter().map(|(_, offset)| offset));
+        if n > 0 {
+            out.push((queue.to_string(), n));
+        }
+    }
+    out
+}
+
+/// Offsets in a sequence that are below the highest one before them.
+fn descents(offsets: impl Iterator<Item = u64>) -> u64 {
+    let mut high: Option<u64> = None;
+    let mut n = 0u64;
+    for offset in offsets {
+        if high.is_some_and(|h| offset < h) {
+            n += 1;
+        }
+        high = Some(high.map_or(offset, |h| h.max(offset)));
+    }
+    n
+}
+
+/// Per delivered queue: listener calls that began before an earlier-begun call on that
+/// queue had ended.
+fn concurrent_calls(names: &QueueNames, deliveries: &[Delivery]) -> Vec<(String, u64)> {
+    let mut calls: BTreeMap<u32, Vec<(u64, u64)>> = BTreeMap::new();
+    for d in deliveries {
+        calls.entry(d.queue).or_default().push((d.begin, d.end));
+    }
+    let mut out = Vec::new();
+    for (queue, mut list) in calls {
+        list.sort_unstable();
+        list.dedup();
+        let mut open_until: Option<u64> = None;
+        let mut n = 0u64;
+        for (begin, end) in list {
+            if open_until.is_some_and(|e| begin < e) {
+                n += 1;
+            }
+            open_until = Some(open_until.map_or(end, |e| e.max(end)));
+        }
+        if n > 0 {
+            out.push((names.name(queue).to_string(), n));
         }
     }
     out
@@ -338,18 +476,44 @@ mod tests {
         assert!(Acked::load(&path).is_err());
     }
 
+    /// A successful delivery from the topic in a call of its own (calls `10 * i` ..
+    /// `10 * i + 1`, never overlapping).
+    fn d(producer: u64, seq: u64, queue: u32, offset: u64) -> Delivery {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let begin = NEXT.fetch_add(10, std::sync::atomic::Ordering::Relaxed);
+        Delivery {
+            producer,
+            seq,
+            queue,
+            offset,
+            retry: false,
+            ok: true,
+            begin,
+            end: begin + 1,
+        }
+    }
+
+    fn at(mut x: Delivery, begin: u64, end: u64) -> Delivery {
+        x.begin = begin;
+        x.end = end;
+        x
+    }
+
+    fn failed(mut x: Delivery) -> Delivery {
+        x.ok = false;
+        x
+    }
+
+    fn none() -> HashSet<(u64, u64)> {
+        HashSet::new()
+    }
+
     #[test]
     fn lost_duplicates_order_and_unlisted() {
         let (_d, a) = log_with("1 0 b 0 0\n1 1 b 0 1\n1 2 b 0 2\n1 3 b 0 3\n2 0 b 1 0\n");
         let mut names = QueueNames::default();
         let q0 = names.intern("b", 0);
         let q1 = names.intern("b", 1);
-        let d = |producer, seq, queue, offset| Delivery {
-            producer,
-            seq,
-            queue,
-            offset,
-        };
         let deliveries = vec![
             d(1, 0, q0, 0),
             // 1/2 delivered at offset 1 and 1/1 at offset 2: swapped on the broker.
@@ -359,7 +523,7 @@ mod tests {
             d(9, 9, q0, 3), // not listed
             d(2, 0, q1, 0),
         ];
-        let r = check(&a, &names, &deliveries);
+        let r = check(&a, &names, &deliveries, &none(), Consumption::Concurrent);
         assert_eq!(r.total.acked, 5);
         assert_eq!(r.total.received, 4);
         assert_eq!(r.total.lost, 1);
@@ -367,6 +531,7 @@ mod tests {
         assert_eq!(r.total.duplicates, 1);
         assert_eq!(r.total.out_of_order, 1);
         assert_eq!(r.total.misplaced, 3);
+        assert_eq!(r.total.concurrent, 0);
         assert_eq!(r.unlisted, 1);
         assert_eq!(
             r.per_queue["b:1"],
@@ -376,5 +541,112 @@ mod tests {
                 ..Verdict::default()
             }
         );
+    }
+
+    #[test]
+    fn retried_messages_are_delivered_and_dead_letters_are_not_lost() {
+        let (_d, a) = log_with("1 0 b 0 0\n1 1 b 0 1\n1 2 b 0 2\n");
+        let mut names = QueueNames::default();
+        let q0 = names.intern("b", 0);
+        let retry = names.intern("b/retry", 0);
+        let from_retry = |seq, offset, ok| {
+            let mut x = d(1, seq, retry, offset);
+            x.retry = true;
+            x.ok = ok;
+            x
+        };
+        let deliveries = vec![
+            d(1, 0, q0, 0),
+            // 1/1 fails twice (once from the topic, once from the retry topic), then
+            // succeeds from the retry topic.
+            failed(d(1, 1, q0, 1)),
+            from_retry(1, 0, false),
+            from_retry(1, 1, true),
+            // 1/2 fails every time and ends in the dead-letter queue.
+            failed(d(1, 2, q0, 2)),
+            from_retry(2, 2, false),
+        ];
+        let dead: HashSet<(u64, u64)> = [(1, 2)].into_iter().collect();
+        let r = check(&a, &names, &deliveries, &dead, Consumption::Concurrent);
+        assert_eq!(r.total.acked, 3);
+        assert_eq!(r.total.received, 2);
+        assert_eq!(r.total.dead_lettered, 1);
+        assert_eq!(r.total.lost, 0);
+        assert_eq!(r.total.duplicates, 0);
+        assert_eq!(r.total.failed, 4);
+        assert_eq!(
+            r.total.misplaced, 0,
+            "retry deliveries are where they belong"
+        );
+        assert_eq!(r.total.out_of_order, 0);
+        // Without the dead-letter queue's content, 1/2 is lost.
+        let r = check(&a, &names, &deliveries, &none(), Consumption::Concurrent);
+        assert_eq!((r.total.lost, r.total.dead_lettered), (1, 0));
+        assert_eq!(r.lost_examples, vec![(1, 2, "b:0".to_string(), 2)]);
+    }
+
+    #[test]
+    fn orderly_disorder_is_about_first_deliveries() {
+        let (_d, a) = log_with("1 0 b 0 0\n1 1 b 0 1\n1 2 b 0 2\n");
+        let mut names = QueueNames::default();
+        let q0 = names.intern("b", 0);
+        // In order; offset 1 fails once and is redelivered in place; after a rebalance
+        // the new owner reads 0..2 again: duplicates, not disorder.
+        let deliveries = vec![
+            at(d(1, 0, q0, 0), 1, 2),
+            at(failed(d(1, 1, q0, 1)), 3, 4),
+            at(d(1, 1, q0, 1), 5, 6),
+            at(d(1, 2, q0, 2), 7, 8),
+            at(d(1, 0, q0, 0), 9, 10),
+            at(d(1, 1, q0, 1), 9, 10),
+        ];
+        let r = check(&a, &names, &deliveries, &none(), Consumption::Orderly);
+        assert_eq!(r.total.out_of_order, 0);
+        assert_eq!(r.total.duplicates, 2);
+        assert_eq!(r.total.concurrent, 0);
+        // Offset 2 first delivered before offset 1 was: out of order (offset 1 was
+        // skipped, then caught up).
+        let deliveries = vec![
+            at(d(1, 0, q0, 0), 1, 2),
+            at(d(1, 2, q0, 2), 3, 4),
+            at(d(1, 1, q0, 1), 5, 6),
+        ];
+        let r = check(&a, &names, &deliveries, &none(), Consumption::Orderly);
+        assert_eq!(r.total.out_of_order, 1);
+        // Concurrent consumption reads the same deliveries by queue offset: in order.
+        let r = check(&a, &names, &deliveries, &none(), Consumption::Concurrent);
+        assert_eq!(r.total.out_of_order, 0);
+        // One call with the whole batch, in offset order: in order.
+        let batch = vec![
+            at(d(1, 0, q0, 0), 1, 2),
+            at(d(1, 1, q0, 1), 1, 2),
+            at(d(1, 2, q0, 2), 1, 2),
+        ];
+        let r = check(&a, &names, &batch, &none(), Consumption::Orderly);
+        assert_eq!(r.total.out_of_order, 0);
+    }
+
+    #[test]
+    fn overlapping_calls_on_a_queue_are_concurrent() {
+        let (_d, a) = log_with("1 0 b 0 0\n1 1 b 0 1\n1 2 b 0 2\n2 0 b 1 0\n");
+        let mut names = QueueNames::default();
+        let q0 = names.intern("b", 0);
+        let q1 = names.intern("b", 1);
+        let deliveries = vec![
+            // Two messages of one call: one call.
+            at(d(1, 0, q0, 0), 1, 5),
+            at(d(1, 1, q0, 1), 1, 5),
+            // Began at 4, before the first call ended at 5: concurrent.
+            at(d(1, 2, q0, 2), 4, 6),
+            // Another queue at the same time: not concurrent.
+            at(d(2, 0, q1, 0), 2, 3),
+        ];
+        let r = check(&a, &names, &deliveries, &none(), Consumption::Orderly);
+        assert_eq!(r.total.concurrent, 1);
+        assert_eq!(r.per_queue["b:0"].concurrent, 1);
+        // Back to back (the next begins after the last ended): not concurrent.
+        let deliveries = vec![at(d(1, 0, q0, 0), 1, 2), at(d(1, 1, q0, 1), 3, 4)];
+        let r = check(&a, &names, &deliveries, &none(), Consumption::Orderly);
+        assert_eq!(r.total.concurrent, 0);
     }
 }

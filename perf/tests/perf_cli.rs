@@ -46,6 +46,11 @@ fn every_mode_has_help() {
         "--verify",
         "--json",
         "--embedded",
+        "--fail-ratio",
+        "--fail-times",
+        "--max-reconsume",
+        "--orderly",
+        "--consumer-churn",
     ] {
         assert!(consume.stdout.contains(flag), "consume --help lacks {flag}");
     }
@@ -57,6 +62,11 @@ fn every_mode_has_help() {
         "--rate",
         "--embedded",
         "--json",
+        "--fail-ratio",
+        "--fail-times",
+        "--max-reconsume",
+        "--orderly",
+        "--consumer-churn",
     ] {
         assert!(e2e.stdout.contains(flag), "e2e --help lacks {flag}");
     }

@@ -45,12 +45,21 @@ pub struct Node {
 
 impl Node {
     pub fn start(data: &Path) -> Node {
-        let mut child = Command::new(ringmq_bin())
-            .arg("standalone")
+        Node::start_with(data, &[])
+    }
+
+    /// A node with more broker keys (`key=value`, RocketMQ spelling).
+    pub fn start_with(data: &Path, sets: &[&str]) -> Node {
+        let mut cmd = Command::new(ringmq_bin());
+        cmd.arg("standalone")
             .arg("--data")
             .arg(data)
             .args(["--namesrv-port", "0", "--broker-port", "0", "--shards", "2"])
-            .args(["--set", &format!("mappedFileSizeCommitLog={SEGMENT_BYTES}")])
+            .args(["--set", &format!("mappedFileSizeCommitLog={SEGMENT_BYTES}")]);
+        for s in sets {
+            cmd.args(["--set", s]);
+        }
+        let mut child = cmd
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
