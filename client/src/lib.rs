@@ -63,6 +63,34 @@
 //! request to that shard, with many requests in flight at once matched by request id, and
 //! reconnects with exponential backoff when it breaks.
 //!
+//! ## Transactions
+//!
+//! A [`TransactionProducer`] makes a message and a local transaction succeed or fail
+//! together: [`TransactionProducer::send_in_transaction`] stores the message as a hidden
+//! *half*, runs the executor (the local transaction), and sends its decision: Commit
+//! (delivered), Rollback (never delivered) or Unknown (nothing sent). The broker checks back
+//! a half left undecided after `transactionTimeOut` with a live producer of the group, whose
+//! checker answers; see [`producer::TransactionProducer`] and `docs/transactions.md`.
+//!
+//! ```no_run
+//! # async fn demo() -> ringmq_client::Result<()> {
+//! use ringmq_client::{Message, TransactionProducer, TransactionState};
+//!
+//! let producer = TransactionProducer::builder()
+//!     .group("order-service")
+//!     .name_servers("127.0.0.1:9876")
+//!     .executor(|_half, order: u64| async move {
+//!         // write order `order` to the database, then:
+//!         TransactionState::Commit
+//!     })
+//!     .checker(|_check| async { TransactionState::Rollback }) // look the order up
+//!     .start()
+//!     .await?;
+//! let r = producer.send_in_transaction(Message::new("Orders", "order 42 created"), 42).await?;
+//! println!("{:?}, {:?}", r.state, r.end);
+//! # Ok(()) }
+//! ```
+//!
 //! # Consuming
 //!
 //! ```no_run
@@ -172,7 +200,7 @@
 //! before the running members committed to it again, starts from the master's older offset.
 //!
 //! See `client/examples/` for runnable programs (`producer`, `ordered_producer`,
-//! `push_consumer`, `pull_consumer`, `orderly`) against `ringmq standalone`.
+//! `transaction`, `push_consumer`, `pull_consumer`, `orderly`) against `ringmq standalone`.
 #![forbid(unsafe_code)]
 
 pub use ringmq_wire as wire;
@@ -195,5 +223,9 @@ pub use consumer::{
 pub use error::{Error, Outcome, Result};
 pub use instance::ClientConfig;
 pub use message::{Message, ReceivedMessage};
-pub use producer::{Producer, ProducerBuilder, QueueSelector, SendHandle, SendResult, SendStatus};
+pub use producer::{
+    EndOutcome, HalfMessage, Producer, ProducerBuilder, QueueSelector, SendHandle, SendResult,
+    SendStatus, TransactionCheck, TransactionProducer, TransactionProducerBuilder,
+    TransactionSendResult, TransactionState,
+};
 pub use route::MessageQueue;

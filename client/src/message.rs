@@ -181,12 +181,13 @@ impl Message {
         Ok(())
     }
 
-    /// The encoded properties block: tag, keys, unique key, delay, sharding key, then the
-    /// user properties.
+    /// The encoded properties block: tag, keys, unique key, delay, sharding key, the
+    /// transaction mark (`TRAN_MSG=true` for a half message), then the user properties.
     pub(crate) fn encode_properties(
         &self,
         unique_key: &str,
         sharding_key: Option<&str>,
+        half: bool,
     ) -> Result<Vec<u8>> {
         let keys_joined = self.keys.join(" ");
         let delay = self.delay_level.filter(|&l| l > 0).map(|l| l.to_string());
@@ -211,6 +212,9 @@ impl Message {
         }
         if let Some(s) = sharding_key {
             pairs.push((keys::SHARDING_KEY, s));
+        }
+        if half {
+            pairs.push((keys::TRAN_MSG, "true"));
         }
         pairs.extend(
             self.properties
@@ -332,7 +336,7 @@ mod tests {
             .with_property("color", "red")
             .with_delay_level(3);
         m.validate(1024).unwrap();
-        let props = m.encode_properties("U1", Some("order-7")).unwrap();
+        let props = m.encode_properties("U1", Some("order-7"), false).unwrap();
         assert_eq!(properties::get(&props, keys::TAGS), Some("TagA"));
         assert_eq!(properties::get(&props, keys::KEYS), Some("k1 k2"));
         assert_eq!(properties::get(&props, keys::UNIQ_KEY), Some("U1"));
@@ -356,12 +360,12 @@ mod tests {
             .is_err());
         let props = Message::new("t", "x")
             .with_delay(std::time::Duration::from_millis(1500))
-            .encode_properties("U", None)
+            .encode_properties("U", None, false)
             .unwrap();
         assert_eq!(properties::get(&props, keys::TIMER_DELAY_MS), Some("1500"));
         let props = Message::new("t", "x")
             .with_delay_level(0)
-            .encode_properties("U", None)
+            .encode_properties("U", None, false)
             .unwrap();
         assert_eq!(properties::get(&props, keys::DELAY), None);
         assert!(Message::new("t", "x").with_key("a b").validate(10).is_err());

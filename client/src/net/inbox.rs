@@ -4,12 +4,17 @@
 //!
 //! - NOTIFY_CONSUMER_IDS_CHANGED: wakes the consumers of that group, which rebalance at
 //!   once instead of at their next timer tick;
-//! - CHECK_TRANSACTION_STATE: logged and ignored (transaction check-back is issue #14);
+//! - CHECK_TRANSACTION_STATE: handed to the transaction producer of the half's producer
+//!   group (the record's `PGROUP` property), which asks its checker and answers the broker
+//!   with END_TRANSACTION;
 //! - any other code, or a header that does not decode: logged and ignored.
 //!
 //! Bounded: one wake-up per group registered by this client's own consumers (a [`Notify`]
 //! keeps at most one pending permit, so a burst of notices costs one rebalance); nothing
 //! is queued per notice, and a notice for a group nobody here registered is dropped.
+//! Check-backs go into the producer's bounded channel; when it is full, or no producer of
+//! the group is here, the check is dropped (logged): the broker asks again at its next
+//! check interval, so nothing is lost, only later.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -19,12 +24,25 @@ use ringmq_wire::code::RequestCode;
 use ringmq_wire::codec::Decode;
 use ringmq_wire::command::transaction::CheckTransactionRequest;
 use ringmq_wire::command::NotifyConsumerIdsChanged;
-use tokio::sync::Notify;
+use ringmq_wire::properties::keys;
+use tokio::sync::mpsc::error::TrySendError;
+use tokio::sync::{mpsc, Notify};
+
+/// A CHECK_TRANSACTION_STATE a broker sent: which half it asks about and the half record.
+#[derive(Debug)]
+pub struct CheckBack {
+    /// The broker that asked (and that the answer goes to).
+    pub broker: SocketAddr,
+    pub request: CheckTransactionRequest,
+    /// The half record as the broker stores it (topic `RMQ_SYS_TRANS_HALF_TOPIC`).
+    pub record: bytes::Bytes,
+}
 
 /// Where broker -> client requests go (one per connection pool, shared by its connections).
 #[derive(Debug, Default)]
 pub struct Inbox {
     groups: Mutex<HashMap<String, Arc<Notify>>>,
+    checkers: Mutex<HashMap<String, mpsc::Sender<CheckBack>>>,
 }
 
 impl Inbox {
@@ -39,8 +57,19 @@ impl Inbox {
         Arc::clone(groups.entry(group.to_string()).or_default())
     }
 
+    /// Check-backs for half messages of producer group `group` go to `to` from now on
+    /// (replacing an earlier registration of the group).
+    pub fn register_checker(&self, group: &str, to: mpsc::Sender<CheckBack>) {
+        lock(&self.checkers).insert(group.to_string(), to);
+    }
+
+    /// No more check-backs for `group` here.
+    pub fn unregister_checker(&self, group: &str) {
+        lock(&self.checkers).remove(group);
+    }
+
     /// Handles one request frame from the peer at `addr`.
-    pub fn deliver(&self, addr: SocketAddr, code: u16, header: &[u8], _body: &[u8]) {
+    pub fn deliver(&self, addr: SocketAddr, code: u16, header: &[u8], body: &[u8]) {
         match RequestCode::try_from(code) {
             Ok(RequestCode::NotifyConsumerIdsChanged) => {
                 match NotifyConsumerIdsChanged::decode(header) {
@@ -49,18 +78,50 @@ impl Inbox {
                 }
             }
             Ok(RequestCode::CheckTransactionState) => {
-                // Issue #14 answers these with END_TRANSACTION; until then the broker checks
-                // back again later.
                 match CheckTransactionRequest::decode(header) {
-                    Ok(c) => log::info!(
-                        "{addr}: CHECK_TRANSACTION_STATE for {} ignored (not supported yet)",
-                        c.transaction_id
-                    ),
+                    Ok(c) => self.check_transaction(addr, c, body),
                     Err(e) => log::warn!("{addr}: CHECK_TRANSACTION_STATE header: {e}"),
                 }
             }
             Ok(other) => log::debug!("{addr}: request {} from the broker ignored", other.name()),
             Err(_) => log::debug!("{addr}: unknown request code {code} from the broker ignored"),
+        }
+    }
+
+    fn check_transaction(&self, addr: SocketAddr, request: CheckTransactionRequest, body: &[u8]) {
+        let group = match ringmq_wire::record::decode_one(body) {
+            Ok(r) => r
+                .property(keys::PRODUCER_GROUP)
+                .unwrap_or_default()
+                .to_string(),
+            Err(e) => {
+                log::warn!("{addr}: CHECK_TRANSACTION_STATE record: {e}");
+                return;
+            }
+        };
+        let Some(to) = lock(&self.checkers).get(&group).cloned() else {
+            log::debug!(
+                "{addr}: check-back of {} for producer group {group:?}: no transaction producer \
+                 of it here",
+                request.transaction_id
+            );
+            return;
+        };
+        let id = request.transaction_id.clone();
+        let check = CheckBack {
+            broker: addr,
+            request,
+            record: bytes::Bytes::copy_from_slice(body),
+        };
+        match to.try_send(check) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => log::warn!(
+                "{addr}: check-back of {id} dropped: {group}'s check queue is full (the broker \
+                 asks again later)"
+            ),
+            Err(TrySendError::Closed(_)) => {
+                log::debug!("{addr}: check-back of {id}: {group}'s producer is shut down")
+            }
         }
     }
 
@@ -76,8 +137,12 @@ impl Inbox {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Notify>>> {
-        self.groups.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.groups)
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]
@@ -119,5 +184,60 @@ mod tests {
         );
         assert!(tokio::time::timeout(short, b.notified()).await.is_err());
         assert!(Arc::ptr_eq(&a, &inbox.register_group("a")));
+    }
+
+    fn half_record(group: &str) -> Vec<u8> {
+        let mut props = Vec::new();
+        ringmq_wire::properties::encode([(keys::PRODUCER_GROUP, group)], &mut props).unwrap();
+        let m = ringmq_wire::record::Message {
+            topic: ringmq_wire::transaction::HALF_TOPIC,
+            queue_id: 0,
+            flag: 0,
+            sys_flag: ringmq_wire::record::sys_flag::TRANSACTION_PREPARED_TYPE,
+            born_timestamp_ms: 0,
+            born_host: addr(),
+            store_host_v6: false,
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body: b"x",
+            properties: &props,
+        };
+        let mut out = Vec::new();
+        ringmq_wire::record::encode(&m, &mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn check_backs_go_to_their_group_and_a_full_queue_drops_them() {
+        let inbox = Inbox::new();
+        let (tx, mut rx) = mpsc::channel(1);
+        inbox.register_checker("pg", tx);
+        let check = |id: &str| {
+            CheckTransactionRequest {
+                half_queue_offset: 7,
+                physical_offset: 9,
+                message_id: "m".into(),
+                transaction_id: id.into(),
+            }
+            .to_vec()
+            .unwrap()
+        };
+        let code = RequestCode::CheckTransactionState as u16;
+        inbox.deliver(addr(), code, &check("other"), &half_record("other-group"));
+        inbox.deliver(addr(), code, &check("t1"), &half_record("pg"));
+        inbox.deliver(addr(), code, &check("t2"), &half_record("pg"));
+        inbox.deliver(addr(), code, &check("bad"), b"not a record");
+        let got = rx.try_recv().unwrap();
+        assert_eq!(got.request.transaction_id, "t1");
+        assert_eq!(got.request.half_queue_offset, 7);
+        assert_eq!(got.broker, addr());
+        assert_eq!(&got.record[..], &half_record("pg")[..]);
+        assert!(
+            rx.try_recv().is_err(),
+            "t2 found the queue full; others are not pg's"
+        );
+        inbox.unregister_checker("pg");
+        inbox.deliver(addr(), code, &check("t3"), &half_record("pg"));
+        assert!(rx.try_recv().is_err());
     }
 }

@@ -13,6 +13,8 @@
 //! there is one; ordered sends retry on the same queue (order is per queue).
 
 mod send;
+mod transaction;
+mod transaction_check;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -31,7 +33,12 @@ use crate::instance::{client_setters, encode_heartbeat, ClientConfig, Instance};
 use crate::message::Message;
 use crate::route::MessageQueue;
 
+use send::Form;
 pub use send::{SendResult, SendStatus};
+pub use transaction::{
+    EndOutcome, HalfMessage, TransactionCheck, TransactionProducer, TransactionProducerBuilder,
+    TransactionSendResult, TransactionState, CHECKS_IN_FLIGHT_MAX_DEFAULT, CHECKS_QUEUED_MAX,
+};
 
 /// Largest message body by default (RocketMQ's `maxMessageSize`, 4 MiB).
 pub const MESSAGE_BYTES_MAX_DEFAULT: usize = ringmq_wire::record::BODY_BYTES_MAX;
@@ -88,6 +95,9 @@ pub struct ProducerConfig {
 pub struct ProducerBuilder {
     client: ClientConfig,
     cfg: ProducerConfig,
+    /// Heartbeat every master the name servers list, not only those of the routes in use
+    /// (a transaction producer must be known to every broker that may check back).
+    heartbeat_every_master: bool,
 }
 
 impl ProducerBuilder {
@@ -169,6 +179,7 @@ impl ProducerBuilder {
             uniq_seq: AtomicU64::new(0),
             shut: AtomicBool::new(false),
             background: Background::default(),
+            heartbeat_every_master: self.heartbeat_every_master,
         });
         inner
             .background
@@ -186,6 +197,7 @@ pub(crate) struct Inner {
     async_permits: Arc<Semaphore>,
     shut: AtomicBool,
     background: Background,
+    heartbeat_every_master: bool,
 }
 
 impl Inner {
@@ -245,6 +257,7 @@ impl Producer {
                 async_sends_max: 10_000,
                 heartbeat_interval: Duration::from_secs(30),
             },
+            heartbeat_every_master: false,
         }
     }
 
@@ -260,14 +273,14 @@ impl Producer {
             std::slice::from_ref(&msg),
             Pick::Any,
             None,
-            false,
+            Form::Single,
         )
         .await
     }
 
     /// Sends messages of one topic as one batch to one queue, stored contiguously.
     pub async fn send_batch(&self, msgs: &[Message]) -> Result<SendResult> {
-        send::send(&self.inner, msgs, Pick::Any, None, true).await
+        send::send(&self.inner, msgs, Pick::Any, None, Form::Batch).await
     }
 
     /// Sends to one queue (retries stay on it).
@@ -277,7 +290,7 @@ impl Producer {
             std::slice::from_ref(&msg),
             Pick::Queue(mq),
             None,
-            false,
+            Form::Single,
         )
         .await
     }
@@ -293,7 +306,7 @@ impl Producer {
             std::slice::from_ref(&msg),
             Pick::Select(selector),
             None,
-            false,
+            Form::Single,
         )
         .await
     }
@@ -311,7 +324,7 @@ impl Producer {
             std::slice::from_ref(&msg),
             Pick::Select(&selector),
             Some(sharding_key),
-            false,
+            Form::Single,
         )
         .await
     }
@@ -407,7 +420,19 @@ async fn timers(weak: Weak<Inner>) {
     }
 }
 
-async fn heartbeat_all(inner: &Inner) {
+pub(super) async fn heartbeat_all(inner: &Inner) {
+    let mut to = send::known_masters(inner);
+    if inner.heartbeat_every_master {
+        match inner.inst.cluster_info().await {
+            Ok(info) => to.extend(info.brokers.iter().filter_map(|b| {
+                let master = b.replicas.get(&ringmq_wire::command::route::MASTER_ID)?;
+                master.address.parse::<std::net::SocketAddr>().ok()
+            })),
+            Err(e) => log::debug!("heartbeat: listing the brokers: {e}"),
+        }
+        to.sort();
+        to.dedup();
+    }
     let hb = HeartbeatData {
         client_id: inner.inst.id.clone(),
         producer_groups: vec![inner.cfg.group.clone()],
@@ -416,8 +441,5 @@ async fn heartbeat_all(inner: &Inner) {
     let Some(body) = encode_heartbeat(&hb) else {
         return;
     };
-    inner
-        .inst
-        .heartbeat_to(send::known_masters(inner), &body)
-        .await;
+    inner.inst.heartbeat_to(to, &body).await;
 }

@@ -75,10 +75,10 @@ pub(super) async fn send(
     msgs: &[Message],
     pick: Pick<'_>,
     sharding_key: Option<&str>,
-    batch: bool,
+    form: Form,
 ) -> Result<SendResult> {
     inner.check_open()?;
-    validate(inner, msgs, batch)?;
+    validate(inner, msgs, form)?;
     let topic = msgs[0].topic.as_str();
     let deadline = Instant::now() + inner.cfg.send_timeout;
     let attempts = inner.cfg.retries.saturating_add(1);
@@ -92,7 +92,7 @@ pub(super) async fn send(
         {
             Ok(t) => {
                 broker = Some(t.mq.broker_name.clone());
-                send_once(inner, &t, msgs, sharding_key, batch, deadline).await
+                send_once(inner, &t, msgs, sharding_key, form, deadline).await
             }
             Err(e) => Err(e),
         };
@@ -133,7 +133,7 @@ pub(super) async fn send(
 pub(super) async fn send_oneway(inner: &Inner, msg: &Message) -> Result<()> {
     inner.check_open()?;
     let msgs = std::slice::from_ref(msg);
-    validate(inner, msgs, false)?;
+    validate(inner, msgs, Form::Single)?;
     let deadline = Instant::now() + inner.cfg.send_timeout;
     let mut avoid = None;
     let mut attempt = 0;
@@ -190,7 +190,7 @@ pub(super) fn known_masters(inner: &Inner) -> Vec<SocketAddr> {
     inner.inst.known_masters()
 }
 
-fn validate(inner: &Inner, msgs: &[Message], batch: bool) -> Result<()> {
+fn validate(inner: &Inner, msgs: &[Message], form: Form) -> Result<()> {
     let Some(first) = msgs.first() else {
         return Err(Error::InvalidMessage("no messages to send".into()));
     };
@@ -207,9 +207,14 @@ fn validate(inner: &Inner, msgs: &[Message], batch: bool) -> Result<()> {
                 "every message of a batch must have the same topic".into(),
             ));
         }
-        if batch && m.is_scheduled() {
+        if form == Form::Batch && m.is_scheduled() {
             return Err(Error::InvalidMessage(
                 "delayed messages cannot be sent in a batch".into(),
+            ));
+        }
+        if form == Form::Half && m.is_scheduled() {
+            return Err(Error::InvalidMessage(
+                "a transactional message cannot also be delayed or timed".into(),
             ));
         }
     }
@@ -315,11 +320,32 @@ async fn auto_create_target(inner: &Inner, topic: &str, avoid: Option<&str>) -> 
     })
 }
 
+/// How a send's records travel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Form {
+    /// One message, SEND_MESSAGE.
+    Single,
+    /// Messages of one topic, SEND_BATCH_MESSAGE, stored contiguously.
+    Batch,
+    /// One transactional half message: SEND_MESSAGE with the prepared sysflag and
+    /// `TRAN_MSG=true`; the broker hides it until END_TRANSACTION.
+    Half,
+}
+
+impl Form {
+    fn sys_flag(self) -> u32 {
+        match self {
+            Form::Half => record::sys_flag::TRANSACTION_PREPARED_TYPE,
+            Form::Single | Form::Batch => 0,
+        }
+    }
+}
+
 /// What one send carries.
 struct Records<'a> {
     msgs: &'a [Message],
     sharding_key: Option<&'a str>,
-    batch: bool,
+    form: Form,
     oneway: bool,
 }
 
@@ -340,7 +366,8 @@ fn encode(
     t: &Target,
     rec: &Records<'_>,
 ) -> Result<Encoded> {
-    let (msgs, sharding_key, batch, oneway) = (rec.msgs, rec.sharding_key, rec.batch, rec.oneway);
+    let (msgs, sharding_key, form, oneway) = (rec.msgs, rec.sharding_key, rec.form, rec.oneway);
+    let batch = form == Form::Batch;
     let born_host = conn.local_addr();
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -350,7 +377,7 @@ fn encode(
     let mut props = Vec::with_capacity(msgs.len());
     for m in msgs {
         let u = inner.unique_key();
-        props.push(m.encode_properties(&u, sharding_key)?);
+        props.push(m.encode_properties(&u, sharding_key, form == Form::Half)?);
         unique_keys.push(u);
     }
     let records: Vec<record::Message<'_>> = msgs
@@ -360,7 +387,7 @@ fn encode(
             topic: &m.topic,
             queue_id: t.mq.queue_id,
             flag: m.flag,
-            sys_flag: 0,
+            sys_flag: form.sys_flag(),
             born_timestamp_ms: now_ms,
             born_host,
             store_host_v6: t.addr.is_ipv6(),
@@ -416,15 +443,16 @@ async fn send_once(
     t: &Target,
     msgs: &[Message],
     sharding_key: Option<&str>,
-    batch: bool,
+    form: Form,
     deadline: Instant,
 ) -> Result<SendResult> {
+    let batch = form == Form::Batch;
     let (conn, hello) = inner.inst.broker_conn(t.addr, t.shard).await?;
     let frame_max = hello.map_or(frame::FRAME_BYTES_MAX, |h| h.frame_bytes_max);
     let rec = Records {
         msgs,
         sharding_key,
-        batch,
+        form,
         oneway: false,
     };
     let Encoded {
@@ -463,7 +491,7 @@ async fn oneway_once(inner: &Inner, t: &Target, msg: &Message, deadline: Instant
     let rec = Records {
         msgs,
         sharding_key: None,
-        batch: false,
+        form: Form::Single,
         oneway: true,
     };
     let buf = encode(inner, &conn, frame_max, t, &rec)?.frame;
