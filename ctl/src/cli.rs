@@ -34,6 +34,7 @@ Examples:
   ringmq-ctl consume %DLQ%billing
   ringmq-ctl send Orders 'remind me' --delay 30m
   ringmq-ctl delay status
+  ringmq-ctl txn status --json
   ringmq-ctl broker readonly 127.0.0.1:10911 on";
 
 /// The whole command line.
@@ -100,6 +101,10 @@ pub enum Command {
     /// delivery time, next due time, deliveries.
     #[command(subcommand)]
     Delay(DelayCmd),
+    /// Transactional messages the brokers hold: undecided halves per producer group,
+    /// check-backs, halves moved to the check-max topic.
+    #[command(subcommand)]
+    Txn(TxnCmd),
 
     /// mqadmin alias of `cluster list`.
     #[command(name = "clusterList")]
@@ -473,6 +478,28 @@ pub enum DelayCmd {
     /// "shards_indexing", "delivering", "error"}]}.
     Status(DelayStatusArgs),
 }
+
+#[derive(Subcommand, Debug)]
+pub enum TxnCmd {
+    /// What each broker holds of transactions: per producer group its undecided half
+    /// messages and the age of the oldest; per broker the check-backs sent
+    /// (CHECK_TRANSACTION_STATE), those counted with no live producer of the group to ask,
+    /// halves moved to TRANS_CHECK_MAX_TIME_TOPIC after their last check, commits stored
+    /// again after a crash, and its transactionTimeOut / transactionCheckInterval /
+    /// transactionCheckMax.
+    ///
+    /// Counts are since the broker started; a broker refreshes them once per turn of its
+    /// check loop (at most 1 s). Asks every master (default), the masters of one cluster
+    /// (-c), or one broker (-b; a slave holds copies of the halves, only its master checks).
+    /// JSON: {"groups": [{"broker", "address", "producer_group", "pending",
+    /// "oldest_stored_ms", "oldest_age_ms"}], "brokers": [{"broker", "address", "pending",
+    /// "checks_sent", "checks_unanswerable", "moved_to_check_max", "redone", "timeout_ms",
+    /// "check_interval_ms", "check_max", "checking", "error"}]}.
+    Status(TxnStatusArgs),
+}
+
+/// `txn status` chooses its brokers as `delay status` does.
+pub type TxnStatusArgs = DelayStatusArgs;
 
 #[derive(Args, Debug)]
 pub struct DelayStatusArgs {

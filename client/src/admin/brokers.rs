@@ -50,6 +50,14 @@ pub struct BrokerStatus {
     pub error: Option<String>,
 }
 
+/// One broker's line of [`Admin::transaction_statuses`].
+#[derive(Debug)]
+pub struct BrokerTransactions {
+    pub broker: BrokerRef,
+    /// Its answer to GET_TRANSACTION_STATUS, or why it gave none.
+    pub status: Result<ringmq_wire::command::TransactionStatus>,
+}
+
 /// One broker's line of [`Admin::schedule_statuses`].
 #[derive(Debug)]
 pub struct BrokerSchedule {
@@ -194,7 +202,36 @@ impl Admin {
     /// slave (given by address): it holds a copy of its master's schedule, which only the
     /// master delivers. A broker that does not answer is listed with its error.
     pub async fn schedule_statuses(&self, target: &TopicTarget) -> Result<Vec<BrokerSchedule>> {
-        let chosen = match target {
+        let chosen = self.status_targets(target).await?;
+        let mut out = Vec::with_capacity(chosen.len());
+        for broker in chosen {
+            let status = self.schedule_status(broker.addr).await;
+            out.push(BrokerSchedule { broker, status });
+        }
+        Ok(out)
+    }
+
+    /// [`Admin::transaction_status`] of each target broker, one at a time, in
+    /// [`Admin::brokers`] order; as [`Admin::schedule_statuses`], a [`TopicTarget::Broker`]
+    /// may be a slave (it replicates halves and decisions; only its master checks back). A
+    /// broker that does not answer is listed with its error.
+    pub async fn transaction_statuses(
+        &self,
+        target: &TopicTarget,
+    ) -> Result<Vec<BrokerTransactions>> {
+        let chosen = self.status_targets(target).await?;
+        let mut out = Vec::with_capacity(chosen.len());
+        for broker in chosen {
+            let status = self.transaction_status(broker.addr).await;
+            out.push(BrokerTransactions { broker, status });
+        }
+        Ok(out)
+    }
+
+    /// The brokers a status command asks: the target's masters, or one broker by name (its
+    /// master) or by address (master or slave).
+    async fn status_targets(&self, target: &TopicTarget) -> Result<Vec<BrokerRef>> {
+        Ok(match target {
             TopicTarget::Broker(b) => {
                 let brokers = self.brokers().await?;
                 let by_addr: Option<SocketAddr> = b.parse().ok();
@@ -207,13 +244,7 @@ impl Admin {
                 }
             }
             _ => self.target_masters(target).await?,
-        };
-        let mut out = Vec::with_capacity(chosen.len());
-        for broker in chosen {
-            let status = self.schedule_status(broker.addr).await;
-            out.push(BrokerSchedule { broker, status });
-        }
-        Ok(out)
+        })
     }
 
     /// Every broker with its rates, disk use and (slaves) replication lag. Rates come from

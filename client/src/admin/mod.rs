@@ -43,7 +43,8 @@ mod queues;
 mod topics;
 
 pub use brokers::{
-    published_rates, sampled_rates, shard_max, BrokerSchedule, BrokerStatus, TopicTarget,
+    published_rates, sampled_rates, shard_max, BrokerSchedule, BrokerStatus, BrokerTransactions,
+    TopicTarget,
 };
 pub use groups::{GroupProgress, GroupSummary, OffsetReset, QueueProgress, ResetTo};
 pub use topics::{QueueStatus, TopicSpec};

@@ -8,6 +8,7 @@ mod dlq;
 mod group;
 mod msg;
 mod topic;
+mod txn;
 
 use ringmq_client::{Admin, ClientConfig};
 
@@ -19,7 +20,7 @@ pub use topic::PutMode;
 
 /// Runs one command.
 pub async fn run(admin: &Admin, cfg: &ClientConfig, command: &Command) -> Result<Report> {
-    use crate::cli::{BrokerCmd, ClusterCmd, DelayCmd, GroupCmd, MsgCmd, TopicCmd};
+    use crate::cli::{BrokerCmd, ClusterCmd, DelayCmd, GroupCmd, MsgCmd, TopicCmd, TxnCmd};
     match command {
         Command::Cluster(ClusterCmd::List(a)) | Command::ClusterList(a) => {
             cluster::list(admin, a).await
@@ -53,6 +54,7 @@ pub async fn run(admin: &Admin, cfg: &ClientConfig, command: &Command) -> Result
         Command::Broker(BrokerCmd::Config(a)) => broker::config(admin, a).await,
         Command::Broker(BrokerCmd::Readonly(a)) => broker::readonly(admin, a).await,
         Command::Delay(DelayCmd::Status(a)) => delay::status(admin, a).await,
+        Command::Txn(TxnCmd::Status(a)) => txn::status(admin, a).await,
     }
 }
 

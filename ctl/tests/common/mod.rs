@@ -56,9 +56,14 @@ pub struct Node {
 
 impl Node {
     pub fn start() -> Node {
+        Self::start_with(&[])
+    }
+
+    /// Starts a node with extra broker keys (`key=value`, each passed as `--set`).
+    pub fn start_with(sets: &[&str]) -> Node {
         let dir = tempfile::tempdir().unwrap();
         let log = std::fs::File::create(dir.path().join("ringmq.log")).unwrap();
-        let mut child = spawn_server(dir.path(), log);
+        let mut child = spawn_server(dir.path(), log, sets);
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
@@ -126,15 +131,19 @@ impl Drop for Node {
     }
 }
 
-fn spawn_server(dir: &Path, log: std::fs::File) -> Child {
+fn spawn_server(dir: &Path, log: std::fs::File, sets: &[&str]) -> Child {
     let mut tries = 0;
     loop {
-        let r = Command::new(server_binary())
-            .arg("standalone")
+        let mut cmd = Command::new(server_binary());
+        cmd.arg("standalone")
             .arg("--data")
             .arg(dir.join("data"))
             .args(["--namesrv-port", "0", "--broker-port", "0", "--shards", "2"])
-            .args(["--set", "mappedFileSizeCommitLog=8388608"])
+            .args(["--set", "mappedFileSizeCommitLog=8388608"]);
+        for s in sets {
+            cmd.args(["--set", s]);
+        }
+        let r = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log.try_clone().unwrap()))
