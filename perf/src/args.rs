@@ -29,6 +29,66 @@ pub enum Mode {
     /// Producers and consumers together: end-to-end latency (send timestamp in the body to
     /// the consumer's receipt).
     E2e(E2eArgs),
+    /// Transactional messages: each send is a half message, a local "transaction" decides
+    /// commit, rollback or unknown (the broker checks back), and a consumer group checks
+    /// that every committed message is delivered and no rolled-back one.
+    ///
+    /// Each message's outcome is drawn from its producer id and sequence: rollback with
+    /// --rollback-ratio, unknown with --unknown-ratio, commit otherwise. An unknown one is
+    /// decided by the checker when the broker checks back: commit for an even sequence,
+    /// rollback for an odd one. A check-back of a transaction whose executor had decided
+    /// (its END_TRANSACTION lost) answers that decision; of one whose executor never ran
+    /// (its half's send failed), rollback. After the sends, the run waits until every
+    /// transaction is decided and every committed message delivered, or --settle-timeout.
+    Txn(TxnArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct TxnArgs {
+    #[command(flatten)]
+    pub common: Common,
+    #[command(flatten)]
+    pub length: RunLength,
+    /// Fraction of transactions the executor commits (default: the rest after
+    /// --rollback-ratio and --unknown-ratio; the three may not add up to more than 1).
+    #[arg(long, value_name = "C", value_parser = parse_ratio)]
+    pub commit_ratio: Option<f64>,
+    /// Fraction of transactions the executor rolls back.
+    #[arg(long, value_name = "R", value_parser = parse_ratio, default_value_t = 0.0)]
+    pub rollback_ratio: f64,
+    /// Fraction of transactions the executor answers Unknown (decided by check-back).
+    #[arg(long, value_name = "U", value_parser = parse_ratio, default_value_t = 0.0)]
+    pub unknown_ratio: f64,
+    /// After the sends: wait at most this long for every transaction to be decided and
+    /// every committed message to be delivered (what is still pending is reported).
+    #[arg(long, value_parser = parse_duration, default_value = "120s")]
+    pub settle_timeout: Duration,
+    /// Body bytes per message (at least 32: the perf head).
+    #[arg(long, default_value_t = 1024, value_parser = parse_size)]
+    pub size: usize,
+    /// Transaction producers (each its own client), all of one producer group per run.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub producers: u32,
+    /// Transactions in flight per producer.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub inflight: u32,
+    /// Timeout of a half's send (retries included) and of END_TRANSACTION.
+    #[arg(long, value_parser = parse_duration, default_value = "3s")]
+    pub send_timeout: Duration,
+    /// How often the producers heartbeat every broker (a broker checks back only a
+    /// producer whose heartbeat it has; after a broker restart, the next heartbeat or send
+    /// registers it again).
+    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    pub heartbeat_interval: Duration,
+    /// Consumer group (default: a new group per run, starting at the end of each queue).
+    #[arg(long)]
+    pub group: Option<String>,
+    /// Consumers in the group.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub consumers: u32,
+    /// Messages per pull.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub pull_batch: u32,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -380,6 +440,37 @@ mod tests {
         assert_eq!(a.recv.consumer_churn, Some(Duration::from_secs(2)));
         let no_ratio = Cli::try_parse_from(["ringmq-perf", "consume", "--fail-times", "2"]);
         assert!(no_ratio.is_err(), "--fail-times needs --fail-ratio");
+    }
+
+    #[test]
+    fn txn_flags() {
+        let cli = Cli::try_parse_from([
+            "ringmq-perf",
+            "txn",
+            "--commit-ratio",
+            "0.5",
+            "--rollback-ratio",
+            "0.25",
+            "--unknown-ratio",
+            "0.25",
+            "--count",
+            "100",
+            "--settle-timeout",
+            "30s",
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+        let Mode::Txn(a) = cli.mode else {
+            panic!("not txn")
+        };
+        assert_eq!(a.commit_ratio, Some(0.5));
+        assert_eq!(a.rollback_ratio, 0.25);
+        assert_eq!(a.unknown_ratio, 0.25);
+        assert_eq!(a.length.count, Some(100));
+        assert_eq!(a.settle_timeout, Duration::from_secs(30));
+        let Mode::Txn(d) = Cli::try_parse_from(["ringmq-perf", "txn"]).unwrap().mode else {
+            panic!("not txn")
+        };
+        assert_eq!(d.settle_timeout, Duration::from_secs(120));
     }
 
     #[test]

@@ -19,6 +19,7 @@ mod produce;
 mod report;
 mod stats;
 mod threads;
+mod txn;
 mod verify;
 
 use clap::Parser;
@@ -36,6 +37,7 @@ fn main() {
         Mode::Produce(a) => &a.common,
         Mode::Consume(a) => &a.common,
         Mode::E2e(a) => &a.common,
+        Mode::Txn(a) => &a.common,
     };
     let threads = usize::from(common.threads);
     let node = if common.embedded.embedded {

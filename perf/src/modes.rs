@@ -41,6 +41,7 @@ pub async fn run(mode: Mode, namesrv: String, embedded: bool) -> i32 {
         Mode::Produce(a) => produce_mode(a, namesrv, embedded).await,
         Mode::Consume(a) => consume_mode(a, namesrv, embedded).await,
         Mode::E2e(a) => e2e_mode(a, namesrv, embedded).await,
+        Mode::Txn(a) => crate::txn::run(a, namesrv, embedded).await,
     };
     r.unwrap_or_else(|e| {
         eprintln!("ringmq-perf: {e}");
@@ -49,18 +50,22 @@ pub async fn run(mode: Mode, namesrv: String, embedded: bool) -> i32 {
 }
 
 /// What every mode starts with.
-struct Setup {
-    admin: Admin,
+pub(crate) struct Setup {
+    pub(crate) admin: Admin,
     brokers: Vec<BrokerView>,
     durability: String,
-    stop: Arc<AtomicBool>,
-    run_id: u64,
+    pub(crate) stop: Arc<AtomicBool>,
+    pub(crate) run_id: u64,
     cpu0: CpuSample,
     wall0: Instant,
 }
 
 impl Setup {
-    async fn new(c: &Common, namesrv: &str, create_topic: bool) -> Result<Setup, String> {
+    pub(crate) async fn new(
+        c: &Common,
+        namesrv: &str,
+        create_topic: bool,
+    ) -> Result<Setup, String> {
         if create_topic {
             ensure_topic(namesrv, &c.topic, c.queues).await?;
         } else {
@@ -91,12 +96,18 @@ impl Setup {
     }
 
     /// Restarts the CPU and wall clocks (when the measured phase begins).
-    fn mark(&mut self) {
+    pub(crate) fn mark(&mut self) {
         self.cpu0 = threads::sample();
         self.wall0 = Instant::now();
     }
 
-    fn context(&self, mode: &'static str, c: &Common, config: Value, embedded: bool) -> Context {
+    pub(crate) fn context(
+        &self,
+        mode: &'static str,
+        c: &Common,
+        config: Value,
+        embedded: bool,
+    ) -> Context {
         Context {
             mode,
             topic: c.topic.clone(),
@@ -470,7 +481,7 @@ fn lag_note(l: &broker_info::LagReport) -> String {
     )
 }
 
-fn progress(
+pub(crate) fn progress(
     c: &Common,
     meters: Vec<(&'static str, Arc<Meter>)>,
     lag: &Arc<LagSampler>,
@@ -689,7 +700,7 @@ fn recv_extra(
     m
 }
 
-fn write_json(c: &Common, doc: Value) -> Result<(), String> {
+pub(crate) fn write_json(c: &Common, doc: Value) -> Result<(), String> {
     let Some(path) = &c.json else {
         return Ok(());
     };
@@ -697,7 +708,7 @@ fn write_json(c: &Common, doc: Value) -> Result<(), String> {
     std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))
 }
 
-fn as_map(v: Value) -> serde_json::Map<String, Value> {
+pub(crate) fn as_map(v: Value) -> serde_json::Map<String, Value> {
     match v {
         Value::Object(m) => m,
         _ => serde_json::Map::new(),

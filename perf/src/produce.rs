@@ -402,7 +402,7 @@ fn note_error(run: &Run, kind: String, n: u64, detail: &str) {
 }
 
 /// A short name for an error: the broker's status, else the error's variant.
-fn error_kind(e: &Error) -> String {
+pub fn error_kind(e: &Error) -> String {
     if let Some(s) = e.status() {
         return s.to_string();
     }

@@ -13,7 +13,7 @@ const SIZE: u64 = 256;
 fn every_mode_has_help() {
     let top = perf(&["--help"]);
     assert_eq!(top.code, 0);
-    for mode in ["produce", "consume", "e2e"] {
+    for mode in ["produce", "consume", "e2e", "txn"] {
         assert!(top.stdout.contains(mode), "{mode} missing from --help");
     }
     let produce = perf(&["produce", "--help"]);
@@ -69,6 +69,23 @@ fn every_mode_has_help() {
         "--consumer-churn",
     ] {
         assert!(e2e.stdout.contains(flag), "e2e --help lacks {flag}");
+    }
+    let txn = perf(&["txn", "--help"]);
+    assert_eq!(txn.code, 0);
+    for flag in [
+        "--commit-ratio",
+        "--rollback-ratio",
+        "--unknown-ratio",
+        "--settle-timeout",
+        "--producers",
+        "--inflight",
+        "--count",
+        "--duration",
+        "--verify",
+        "--json",
+        "--embedded",
+    ] {
+        assert!(txn.stdout.contains(flag), "txn --help lacks {flag}");
     }
 }
 

@@ -50,12 +50,20 @@ impl Node {
 
     /// A node with more broker keys (`key=value`, RocketMQ spelling).
     pub fn start_with(data: &Path, sets: &[&str]) -> Node {
+        Node::start_at(data, (0, 0), sets)
+    }
+
+    /// A node on these (name server, broker) ports (0: any free one), e.g. to start it
+    /// again where its clients expect it after [`Node::kill`].
+    pub fn start_at(data: &Path, ports: (u16, u16), sets: &[&str]) -> Node {
         let mut cmd = Command::new(ringmq_bin());
         cmd.arg("standalone")
             .arg("--data")
             .arg(data)
-            .args(["--namesrv-port", "0", "--broker-port", "0", "--shards", "2"])
-            .args(["--set", &format!("mappedFileSizeCommitLog={SEGMENT_BYTES}")]);
+            .args(["--namesrv-port", &ports.0.to_string()])
+            .args(["--broker-port", &ports.1.to_string(), "--shards", "2"])
+            .args(["--set", &format!("mappedFileSizeCommitLog={SEGMENT_BYTES}")])
+            .args(["--set", "haListenPort=0"]);
         for s in sets {
             cmd.args(["--set", s]);
         }
@@ -81,6 +89,14 @@ impl Node {
             child: Some(child),
             namesrv,
             data: data.to_path_buf(),
+        }
+    }
+
+    /// SIGKILL: no flush, no checkpoint (the page cache keeps what was written).
+    pub fn kill(mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
         }
     }
 
@@ -114,6 +130,14 @@ impl Drop for Node {
     }
 }
 
+/// Two loopback ports that were free a moment ago.
+pub fn free_ports() -> (u16, u16) {
+    let a = std::net::TcpListener::bind("127.0.0.1:0").expect("binding a port");
+    let b = std::net::TcpListener::bind("127.0.0.1:0").expect("binding a port");
+    let port = |l: &std::net::TcpListener| l.local_addr().expect("a bound address").port();
+    (port(&a), port(&b))
+}
+
 /// A finished `ringmq-perf` run.
 pub struct Run {
     pub code: i32,
@@ -123,21 +147,30 @@ pub struct Run {
 
 /// Runs `ringmq-perf args...` (at most 60 s).
 pub fn perf(args: &[&str]) -> Run {
-    let mut child = Command::new(perf_bin())
+    finish(spawn_perf(args), args, Duration::from_secs(60))
+}
+
+/// Starts `ringmq-perf args...` (see [`finish`]).
+pub fn spawn_perf(args: &[&str]) -> Child {
+    Command::new(perf_bin())
         .args(args)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("spawning ringmq-perf");
-    let deadline = Instant::now() + Duration::from_secs(60);
+        .expect("spawning ringmq-perf")
+}
+
+/// Waits (at most `limit`) for a run [`spawn_perf`] started.
+pub fn finish(mut child: Child, args: &[&str], limit: Duration) -> Run {
+    let deadline = Instant::now() + limit;
     loop {
         if let Ok(Some(_)) = child.try_wait() {
             break;
         }
         if Instant::now() > deadline {
             let _ = child.kill();
-            panic!("ringmq-perf {args:?} did not finish within 60 s");
+            panic!("ringmq-perf {args:?} did not finish within {limit:?}");
         }
         std::thread::sleep(Duration::from_millis(20));
     }
