@@ -106,3 +106,23 @@ fn sixteen_retries_then_the_dead_letter_topic_on_the_simulated_clock() {
         started.elapsed(),
     );
 }
+
+/// Transactions with the broker's default check-back timing (6 s, every 30 s, 15 checks)
+/// on virtual time, across a power loss of a SYNC_FLUSH master: committed exactly once,
+/// rolled back never, unanswered ones in the check-max topic.
+#[test]
+fn transactions_checked_back_on_the_simulated_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    let r = ringmq_node::sim::txn::run(5, dir.path()).unwrap();
+    eprintln!(
+        "transactions: {} events, {} virtual s in {:?}; {} check-backs answered or ignored, \
+         {} delivered, {} in the check-max topic",
+        r.events,
+        r.virtual_s,
+        started.elapsed(),
+        r.checks_received,
+        r.delivered,
+        r.check_max
+    );
+}

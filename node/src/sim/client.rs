@@ -33,6 +33,8 @@ pub const DELAYED_TOPIC: &str = "SimDelayed";
 /// Queues per topic (auto-created with the broker's default of 8; the workload uses 4).
 pub const QUEUES: u32 = 4;
 pub const GROUP: &str = "sim-group";
+/// Pushed frames a client keeps until it looks at them.
+const PUSHED_KEPT_MAX: usize = 256;
 /// Longest a client waits for an answer before it gives the connection up.
 pub const CALL_TIMEOUT_MS: u64 = 8_000;
 
@@ -91,6 +93,8 @@ pub(crate) struct Rpc {
     conn: Option<Conn>,
     buf: Vec<u8>,
     next_id: u64,
+    /// Whole frames the broker sent on its own (oneway requests), oldest first.
+    pushed: Vec<Vec<u8>>,
 }
 
 /// A decoded answer: status, header, body.
@@ -107,7 +111,65 @@ impl Rpc {
             conn: None,
             buf: Vec::new(),
             next_id: 1,
+            pushed: Vec::new(),
         }
+    }
+
+    /// Frames the broker pushed (oneway requests): those kept while waiting for answers,
+    /// else the first to arrive within `timeout_ms` (empty if none; with no connection it
+    /// sleeps `timeout_ms`, so a caller looping on it lets time pass).
+    pub(crate) async fn wait_pushed(&mut self, timeout_ms: u64) -> Vec<Vec<u8>> {
+        if self.pushed.is_empty() {
+            let Some(conn) = self.conn.clone() else {
+                rt::sleep(Duration::from_millis(timeout_ms)).await;
+                return Vec::new();
+            };
+            {
+                let read = async {
+                    loop {
+                        if self.take_frames()? {
+                            return Ok::<(), String>(());
+                        }
+                        let (res, buf) = conn.read_append(std::mem::take(&mut self.buf)).await;
+                        self.buf = buf;
+                        match res {
+                            Ok(0) => return Err("connection closed".to_string()),
+                            Ok(_) => {}
+                            Err(e) => return Err(e.to_string()),
+                        }
+                    }
+                };
+                if let Some(Err(_)) = rt::timeout(Duration::from_millis(timeout_ms), read).await {
+                    self.conn = None;
+                    self.buf.clear();
+                }
+            }
+        }
+        std::mem::take(&mut self.pushed)
+    }
+
+    /// Moves whole pushed frames from the buffer; true if any. Stops at a response (an
+    /// answer nobody waits for any more is dropped).
+    fn take_frames(&mut self) -> Result<bool, String> {
+        while let Some(len) = frame::check(&self.buf, crate::limits::FRAME_BYTES_MAX)
+            .map_err(|e| format!("bad frame from the broker: {e}"))?
+        {
+            let whole: Vec<u8> = self.buf.drain(..len).collect();
+            let f = frame::parse(&whole).map_err(|e| e.to_string())?;
+            if !f.is_response() {
+                self.keep_pushed(whole);
+            }
+        }
+        Ok(!self.pushed.is_empty())
+    }
+
+    /// Keeps a pushed frame, at most `PUSHED_KEPT_MAX` (the oldest go first): a client that
+    /// never looks at them must not grow without bound.
+    fn keep_pushed(&mut self, frame: Vec<u8>) {
+        if self.pushed.len() >= PUSHED_KEPT_MAX {
+            self.pushed.remove(0);
+        }
+        self.pushed.push(frame);
     }
 
     pub(crate) async fn call(
@@ -173,7 +235,11 @@ impl Rpc {
                 let whole: Vec<u8> = self.buf.drain(..len).collect();
                 let f = frame::parse(&whole).map_err(|e| e.to_string())?;
                 // Requests the broker sends on its own (notifications) are not answers.
-                if !f.is_response() || f.request_id != id {
+                if !f.is_response() {
+                    self.keep_pushed(whole);
+                    continue;
+                }
+                if f.request_id != id {
                     continue;
                 }
                 let status = f.status().map_err(|e| e.to_string())?;

@@ -13,6 +13,7 @@ pub mod client;
 pub mod cluster;
 pub mod long_delay;
 pub mod retry;
+pub mod txn;
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
