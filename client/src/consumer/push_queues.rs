@@ -26,7 +26,7 @@ use super::orderly::{consume_orderly, OrderlyQueue};
 use super::push::{Inner, Running};
 use super::push_pull::pull_loop;
 use super::queue_state::QueueState;
-use super::start_offset;
+use super::{start_offset, StartPosition};
 use crate::error::Result;
 use crate::route::MessageQueue;
 
@@ -87,7 +87,17 @@ async fn start_queue(
 ) -> Result<()> {
     let offset = match inner.offsets.read(&mq).await? {
         Some(o) => o,
-        None => start_offset(inner.inst(), &inner.group.reads, &mq, inner.cfg.start).await?,
+        None => {
+            // A retry queue holds only what this group sent back: start at its beginning
+            // whatever the group's start position (RocketMQ does the same), or retries stored
+            // before any member committed there would be skipped.
+            let position = if ringmq_wire::command::is_retry_topic(&mq.topic) {
+                StartPosition::First
+            } else {
+                inner.cfg.start
+            };
+            start_offset(inner.inst(), &inner.group.reads, &mq, position).await?
+        }
     };
     log::debug!("{}: consuming {mq} from {offset}", inner.inst().id);
     let state = Arc::new(QueueState::new(mq.clone(), offset));
