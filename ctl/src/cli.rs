@@ -276,6 +276,31 @@ pub enum GroupCmd {
     /// not move). The dead letters stay in %DLQ%GROUP until retention removes them.
     /// JSON: {"resent": [...], "summary": {"resent", ...}}.
     ResendDlq(ResendDlqArgs),
+    /// Set a group's retry limit on every master (mqadmin's updateSubGroup -r): failed
+    /// messages are retried this many times before %DLQ%GROUP when the group's consumers
+    /// set no limit of their own (a consumer's max_reconsume_times wins). 0 dead-letters a
+    /// failed message at once. Kept in each broker's config/subscriptionGroup.json.
+    /// --reset returns the group to the brokers' maxReconsumeTimes (16 by default).
+    /// JSON: {"brokers": [...]}.
+    Update(GroupUpdateArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct GroupUpdateArgs {
+    #[command(flatten)]
+    pub group: GroupArg,
+    /// Retries before the dead-letter topic.
+    #[arg(
+        short = 'r',
+        long,
+        value_name = "N",
+        required_unless_present = "reset",
+        conflicts_with = "reset"
+    )]
+    pub retry_max_times: Option<u32>,
+    /// Drop the group's settings: the brokers' default applies again.
+    #[arg(long)]
+    pub reset: bool,
 }
 
 #[derive(Args, Debug)]

@@ -198,6 +198,35 @@ fn no_dead_letters_is_an_empty_list() {
     out.failed_one_line(&["resend-dlq"]);
 }
 
+/// `group update -r 0`: the group's failed messages go to its DLQ at their first send-back
+/// (the pull consumer names no limit of its own); `--reset` drops the setting.
+#[test]
+fn a_groups_retry_limit_is_set_and_reset() {
+    let node = Node::start();
+    node.json(&["topic", "create", "Orders", "--queues", "2"]);
+    let j = node.json(&["group", "update", GROUP, "-r", "0"]);
+    let brokers = j["brokers"].as_array().unwrap();
+    assert_eq!(brokers.len(), 1, "{j}");
+    assert_eq!(brokers[0]["retry_max_times"], 0, "{j}");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let sent = rt.block_on(send_orders(&node.namesrv));
+    rt.block_on(send_back_all(&node.namesrv, sent.len(), 0));
+    let j = dlq_until(&node, sent.len());
+    for l in j["dead_letters"].as_array().unwrap() {
+        assert_eq!(l["original_topic"], "Orders", "{l}");
+    }
+    let j = node.json(&["group", "update", GROUP, "--reset"]);
+    assert_eq!(j["brokers"].as_array().unwrap().len(), 1, "{j}");
+    let out = node.ctl(&["group", "update", GROUP, "--reset"]);
+    out.ok(&["group", "update", "--reset"]);
+    assert!(out.stderr.contains("had no settings"), "{}", out.stderr);
+    let out = node.ctl(&["group", "update", GROUP]);
+    assert_ne!(out.code, 0, "update without -r or --reset succeeded");
+}
+
 /// Sends `order <i>` with tag `paid`, key `k<i>` and property color=red; their unique keys.
 async fn send_orders(namesrv: &str) -> Vec<String> {
     let p = Producer::builder()
@@ -221,6 +250,11 @@ async fn send_orders(namesrv: &str) -> Vec<String> {
 
 /// Group `billing` reads `n` messages of Orders and sends each back straight to its DLQ.
 async fn dead_letter_all(namesrv: &str, n: usize) {
+    send_back_all(namesrv, n, -1).await;
+}
+
+/// Group `billing` reads `n` messages of Orders and sends each back with `delay_level`.
+async fn send_back_all(namesrv: &str, n: usize, delay_level: i32) {
     let c = PullConsumer::builder()
         .name_servers(namesrv)
         .group(GROUP)
@@ -241,7 +275,7 @@ async fn dead_letter_all(namesrv: &str, n: usize) {
         got.extend(c.poll(Duration::from_millis(500)).await.unwrap());
     }
     for m in &got {
-        c.send_back(m, -1).await.unwrap();
+        c.send_back(m, delay_level).await.unwrap();
     }
     c.shutdown().await;
 }

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use super::dlq::{dlq_queues, dlq_topic, retry_topic, DlqQueue};
 use super::{group_of, usage};
-use crate::cli::ResetOffsetArgs;
+use crate::cli::{GroupUpdateArgs, ResetOffsetArgs};
 use crate::error::{Context, Result};
 use crate::output::{int, json_only, text, Report, Section};
 
@@ -134,6 +134,47 @@ pub async fn progress(admin: &Admin, group: &str, topic: Option<&str>) -> Result
         ],
     );
     Ok(Report::one(queues).with(members).with(summary))
+}
+
+/// `group update`: a group's retry limit on every master.
+pub async fn update(admin: &Admin, a: &GroupUpdateArgs) -> Result<Report> {
+    let group = group_of(&a.group);
+    let brokers = match a.retry_max_times {
+        Some(n) if !a.reset => admin
+            .set_group_retry_max_times(&group, n)
+            .await
+            .doing(|| format!("setting the retry limit of group {group}"))?,
+        _ => admin
+            .delete_group_settings(&group)
+            .await
+            .doing(|| format!("dropping the settings of group {group}"))?,
+    };
+    let mut s = Section::list(
+        "brokers",
+        vec![
+            text("BROKER", "broker"),
+            text("ADDR", "addr"),
+            text("RETRY_MAX_TIMES", "retry_max_times"),
+        ],
+    );
+    let shown = match a.retry_max_times {
+        Some(n) if !a.reset => json!(n),
+        _ => json!("default"),
+    };
+    for b in &brokers {
+        s.push(vec![
+            json!(b.name),
+            json!(b.addr.to_string()),
+            shown.clone(),
+        ]);
+    }
+    let mut report = Report::one(s);
+    if brokers.is_empty() {
+        report
+            .notes
+            .push(format!("group {group} had no settings on any master"));
+    }
+    Ok(report)
 }
 
 pub async fn reset(admin: &Admin, a: &ResetOffsetArgs) -> Result<Report> {

@@ -45,6 +45,7 @@ pub async fn run(admin: &Admin, cfg: &ClientConfig, command: &Command) -> Result
         Command::Group(GroupCmd::ResetOffset(a)) => group::reset(admin, a).await,
         Command::Group(GroupCmd::Dlq(a)) => dlq::list(admin, a).await,
         Command::Group(GroupCmd::ResendDlq(a)) => dlq::resend(admin, cfg, a).await,
+        Command::Group(GroupCmd::Update(a)) => group::update(admin, a).await,
         Command::Msg(MsgCmd::Id(a)) | Command::QueryMsgById(a) => msg::by_id(admin, a).await,
         Command::Msg(MsgCmd::Key(a)) | Command::QueryMsgByKey(a) => msg::by_key(admin, a).await,
         Command::Msg(MsgCmd::Dump(a)) => msg::dump(admin, a).await,
