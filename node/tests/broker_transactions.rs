@@ -317,3 +317,41 @@ fn transaction_status_counts_pending_halves_per_group() {
     assert_eq!((st.timeout_ms, st.check_max), (3_600_000, 15));
     assert!(st.checking);
 }
+
+/// SYNC_MASTER: a half and its decisions are acknowledged once the slave has them. With the
+/// master killed, the slave serves the committed message and never the rolled-back one.
+#[test]
+fn a_slave_has_halves_and_decisions() {
+    use std::net::SocketAddr;
+    let dir = tempdir("txn-ha");
+    let ns = Node::namesrv(dir.path(), &[]);
+    let nsa = ns.namesrv_addr();
+    let mut mcfg = HaBroker::master(&dir.path().join("master"), "SYNC_MASTER", 1);
+    let mut master = mcfg.start(nsa);
+    mcfg.pin_ports(&master, nsa);
+    let ha = SocketAddr::from(([127, 0, 0, 1], mcfg.ha_listen_port.unwrap()));
+    let slave = HaBroker::slave(&dir.path().join("slave"), 1, Some(ha)).start(nsa);
+    let (maddr, saddr) = (master.broker_addr(), slave.broker_addr());
+    let mut mc = Client::connect(maddr);
+    mc.create_topic_ok(TOPIC, 1);
+    assert!(wait_slaves_connected(maddr, 1, Duration::from_secs(10)));
+    assert!(wait_topic_on(saddr, TOPIC, Duration::from_secs(10)));
+
+    let kept: SendResponse = mc
+        .send_bytes(TOPIC, 0, &half("kept", "H1"))
+        .fields()
+        .unwrap();
+    let dropped: SendResponse = mc
+        .send_bytes(TOPIC, 0, &half("dropped", "H2"))
+        .fields()
+        .unwrap();
+    end(&mut mc, &kept, TransactionResolution::Commit).ok();
+    end(&mut mc, &dropped, TransactionResolution::Rollback).ok();
+    // SUCCESS under SYNC_MASTER: the slave has both decisions.
+    master.kill9();
+    let mut sc = Client::connect(saddr);
+    assert_eq!(delivered(&mut sc, TOPIC), vec!["kept"]);
+    // A slave does not decide.
+    end(&mut sc, &dropped, TransactionResolution::Commit)
+        .expect_status(Status::ServiceNotAvailable);
+}
