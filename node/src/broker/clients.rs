@@ -176,7 +176,20 @@ pub fn unlock_batch(shard: &Shard, body: &[u8]) -> Reply {
     Reply::ok(Empty)
 }
 
+/// Most queues one LOCK_BATCH_MQ / UNLOCK_BATCH_MQ may name (a member locks the queues it
+/// was assigned on one broker: far fewer).
+pub const LOCK_QUEUES_PER_REQUEST_MAX: usize = 4096;
+
 fn check_lock_request(shard: &Shard, req: &LockBatchRequest) -> Result<(), Reply> {
+    if req.queues.len() > LOCK_QUEUES_PER_REQUEST_MAX {
+        return Err(Reply::error(
+            Status::MessageIllegal,
+            format!(
+                "{} queues in one lock request: at most {LOCK_QUEUES_PER_REQUEST_MAX}",
+                req.queues.len()
+            ),
+        ));
+    }
     if req.consumer_group.is_empty() || req.client_id.is_empty() {
         return Err(Reply::error(
             Status::MessageIllegal,
