@@ -176,8 +176,9 @@ impl<A: Send + 'static> TransactionProducerBuilder<A> {
         self
     }
 
-    /// More attempts for a half (or END_TRANSACTION) that certainly did not reach the
-    /// broker (default 2).
+    /// More attempts (default 2) for a half that certainly did not reach the broker, and
+    /// for an END_TRANSACTION that failed without a refusal (sending a decision twice is
+    /// harmless).
     pub fn retries(mut self, n: u32) -> Self {
         self.cfg.retries = n;
         self
@@ -411,7 +412,8 @@ fn half_physical_offset(half: &SendResult) -> u64 {
 }
 
 /// Sends END_TRANSACTION to `addr` and waits for the answer; retried (within the send
-/// timeout) only when it certainly did not reach the broker.
+/// timeout) unless the broker refused it: a decision that may have arrived is safe to send
+/// again, as the broker answers the same decision "already committed / rolled back".
 pub(super) async fn end_transaction(
     inner: &Inner,
     addr: SocketAddr,
@@ -446,7 +448,7 @@ pub(super) async fn end_transaction(
             Ok(()) => return Ok(()),
             Err(e) => e,
         };
-        if e.outcome() != Outcome::NotStored
+        if e.outcome() == Outcome::Rejected
             || attempt > inner.cfg.retries
             || Instant::now() >= deadline
         {

@@ -17,16 +17,18 @@
 //! check uses the same decisions from memory. Lost: decided commit, never delivered.
 //! `rolled_back_delivered`: decided rollback, delivered.
 
+mod decision_log;
+mod decisions;
+
 use std::collections::{BTreeMap, HashMap};
-use std::fs::File;
-use std::io::{self, BufRead, BufReader, Write};
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use ringmq_client::admin::TopicTarget;
 use ringmq_client::{
-    EndOutcome, Message, StartPosition, TransactionCheck, TransactionProducer, TransactionState,
+    Admin, EndOutcome, Message, StartPosition, TransactionCheck, TransactionProducer,
+    TransactionState,
 };
 use serde_json::{json, Value};
 
@@ -36,313 +38,13 @@ use crate::modes::{self, Setup, DEFAULT_DURATION, EXIT_FAILED, EXIT_LOST};
 use crate::payload::{self, BodyMaker, Head};
 use crate::report::{self, Context};
 use crate::stats::{us_since, Meter};
+use decision_log::{verdict, DecisionLog};
+use decisions::{Decisions, TxnPlan, END_ACKED, EXEC_COMMIT, EXEC_ROLLBACK, EXEC_UNKNOWN};
 
-/// The executor's decision (low two bits of a [`Decisions`] byte).
-const EXEC_MASK: u8 = 0b11;
-const EXEC_COMMIT: u8 = 1;
-const EXEC_ROLLBACK: u8 = 2;
-const EXEC_UNKNOWN: u8 = 3;
-/// The broker acknowledged the executor's END_TRANSACTION.
-const END_ACKED: u8 = 1 << 2;
-/// The checker answered commit / rollback.
-const CHECK_COMMIT: u8 = 1 << 3;
-const CHECK_ROLLBACK: u8 = 1 << 4;
+/// The brokers publish their transaction counts once per check-loop turn (at most 1 s).
+const STATUS_LAG: Duration = Duration::from_millis(1500);
 /// How often the settle phase looks at the decisions.
 const SETTLE_POLL: Duration = Duration::from_millis(200);
-
-/// Which outcome the executor chooses.
-#[derive(Debug, Clone, Copy)]
-pub struct TxnPlan {
-    pub rollback: f64,
-    pub unknown: f64,
-}
-
-impl TxnPlan {
-    /// The executor's decision for a message: rollback with `rollback`, unknown with
-    /// `unknown`, commit otherwise, from a hash of producer id and sequence (the same in
-    /// every process).
-    pub fn planned(&self, producer: u64, seq: u64) -> TransactionState {
-        let mut x = producer ^ seq.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        x ^= x >> 31;
-        let u = (x >> 11) as f64 / (1u64 << 53) as f64;
-        if u < self.rollback {
-            TransactionState::Rollback
-        } else if u < self.rollback + self.unknown {
-            TransactionState::Unknown
-        } else {
-            TransactionState::Commit
-        }
-    }
-}
-
-/// The checker's answer for a transaction in state `b` with sequence `seq`.
-fn check_answer(b: u8, seq: u64) -> TransactionState {
-    match b & EXEC_MASK {
-        EXEC_COMMIT => TransactionState::Commit,
-        EXEC_UNKNOWN if seq % 2 == 0 => TransactionState::Commit,
-        EXEC_ROLLBACK | EXEC_UNKNOWN => TransactionState::Rollback,
-        // The executor never ran: the half's send failed, nothing happened locally.
-        _ => TransactionState::Rollback,
-    }
-}
-
-/// `Some(true)`: decided commit; `Some(false)`: decided rollback; `None`: not decided.
-fn decided(b: u8) -> Option<bool> {
-    if b & END_ACKED != 0 {
-        return Some(b & EXEC_MASK == EXEC_COMMIT);
-    }
-    if b & CHECK_COMMIT != 0 {
-        return Some(true);
-    }
-    if b & CHECK_ROLLBACK != 0 {
-        return Some(false);
-    }
-    None
-}
-
-/// What perf knows of every transaction of the run.
-#[derive(Debug)]
-pub struct Decisions {
-    run_id: u64,
-    /// Per producer index, one byte per sequence.
-    per: Vec<Mutex<Vec<u8>>>,
-    /// Check-backs answered.
-    checked: AtomicU64,
-    log: Option<DecisionLog>,
-    log_error: Mutex<Option<String>>,
-}
-
-/// Totals over [`Decisions`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Totals {
-    pub committed: u64,
-    pub rolled_back: u64,
-    /// The executor answered Unknown.
-    pub unknown: u64,
-    /// Half stored, not decided.
-    pub pending: u64,
-    /// Half not acknowledged and never checked (its send failed).
-    pub not_stored: u64,
-}
-
-impl Decisions {
-    fn new(run_id: u64, producers: u32, log: Option<DecisionLog>) -> Decisions {
-        Decisions {
-            run_id,
-            per: (0..producers).map(|_| Mutex::new(Vec::new())).collect(),
-            checked: AtomicU64::new(0),
-            log,
-            log_error: Mutex::new(None),
-        }
-    }
-
-    /// Changes the byte of (producer index, seq); returns it before and after.
-    fn update(&self, idx: usize, seq: u64, f: impl FnOnce(u8) -> u8) -> Option<(u8, u8)> {
-        let mut v = self.per.get(idx)?.lock().unwrap_or_else(|p| p.into_inner());
-        let i = usize::try_from(seq).ok()?;
-        if v.len() <= i {
-            v.resize(i + 1, 0);
-        }
-        let before = v[i];
-        v[i] = f(before);
-        Some((before, v[i]))
-    }
-
-    /// Records a decision that just became known (and logs it).
-    fn note(&self, idx: usize, seq: u64, f: impl FnOnce(u8) -> u8, by: &str) {
-        let Some((before, after)) = self.update(idx, seq, f) else {
-            return;
-        };
-        if decided(before).is_some() {
-            return;
-        }
-        let (Some(commit), Some(log)) = (decided(after), &self.log) else {
-            return;
-        };
-        let producer = (self.run_id << 16) | idx as u64;
-        if let Err(e) = log.append(producer, seq, commit, by) {
-            let mut slot = self.log_error.lock().unwrap_or_else(|p| p.into_inner());
-            slot.get_or_insert_with(|| e.to_string());
-        }
-    }
-
-    /// The producer index of a producer id of this run.
-    fn index(&self, producer: u64) -> Option<usize> {
-        (producer >> 16 == self.run_id)
-            .then_some((producer & 0xFFFF) as usize)
-            .filter(|&i| i < self.per.len())
-    }
-
-    /// Answers a check-back of `head`'s transaction.
-    fn check(&self, head: Option<Head>) -> TransactionState {
-        self.checked.fetch_add(1, Ordering::Relaxed);
-        let Some((idx, seq)) = head.and_then(|h| Some((self.index(h.producer)?, h.seq))) else {
-            // Not a message of this run: nothing was decided for it here.
-            return TransactionState::Rollback;
-        };
-        let b = self.update(idx, seq, |b| b).map_or(0, |(b, _)| b);
-        let answer = check_answer(b, seq);
-        let bit = if answer == TransactionState::Commit {
-            CHECK_COMMIT
-        } else {
-            CHECK_ROLLBACK
-        };
-        self.note(idx, seq, |b| b | bit, "check");
-        answer
-    }
-
-    fn totals(&self) -> Totals {
-        let mut t = Totals::default();
-        for v in &self.per {
-            for &b in v.lock().unwrap_or_else(|p| p.into_inner()).iter() {
-                if b & EXEC_MASK == EXEC_UNKNOWN {
-                    t.unknown += 1;
-                }
-                match decided(b) {
-                    Some(true) => t.committed += 1,
-                    Some(false) => t.rolled_back += 1,
-                    None if b & EXEC_MASK != 0 => t.pending += 1,
-                    None => t.not_stored += 1,
-                }
-            }
-        }
-        t
-    }
-
-    /// Every decision: (producer, seq) -> commit.
-    fn decisions(&self) -> HashMap<(u64, u64), bool> {
-        let mut out = HashMap::new();
-        for (idx, v) in self.per.iter().enumerate() {
-            let producer = (self.run_id << 16) | idx as u64;
-            for (seq, &b) in v
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .iter()
-                .enumerate()
-            {
-                if let Some(c) = decided(b) {
-                    out.insert((producer, seq as u64), c);
-                }
-            }
-        }
-        out
-    }
-}
-
-/// Decisions by (producer, seq): true for commit.
-pub type DecisionMap = HashMap<(u64, u64), bool>;
-
-const LOG_HEADER: &str =
-    "# ringmq-perf txn verify v1: producer sequence commit|rollback executor|check\n";
-
-/// The decision log of `--verify`: one line per decision, appended as it becomes known.
-#[derive(Debug)]
-pub struct DecisionLog {
-    file: Mutex<File>,
-}
-
-impl DecisionLog {
-    pub fn create(path: &Path) -> io::Result<DecisionLog> {
-        let mut file = File::create(path)?;
-        file.write_all(LOG_HEADER.as_bytes())?;
-        Ok(DecisionLog {
-            file: Mutex::new(file),
-        })
-    }
-
-    fn append(&self, producer: u64, seq: u64, commit: bool, by: &str) -> io::Result<()> {
-        let what = if commit { "commit" } else { "rollback" };
-        let line = format!("{producer:016x} {seq} {what} {by}\n");
-        self.file
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .write_all(line.as_bytes())
-    }
-
-    /// Reads a log back: (producer, seq) -> commit. A malformed last line (torn) is
-    /// skipped; a malformed line before it is an error.
-    pub fn load(path: &Path) -> Result<(DecisionMap, bool), String> {
-        let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let lines: Vec<String> = BufReader::new(file)
-            .lines()
-            .collect::<Result<_, _>>()
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        let mut out = HashMap::new();
-        let mut torn = false;
-        for (n, line) in lines.iter().enumerate() {
-            if line.starts_with('#') || line.is_empty() {
-                continue;
-            }
-            match parse_line(line) {
-                Some((p, s, c)) => {
-                    out.insert((p, s), c);
-                }
-                None if n + 1 == lines.len() => torn = true,
-                None => return Err(format!("{}:{}: bad line {line:?}", path.display(), n + 1)),
-            }
-        }
-        Ok((out, torn))
-    }
-}
-
-fn parse_line(line: &str) -> Option<(u64, u64, bool)> {
-    let mut w = line.split_whitespace();
-    let p = u64::from_str_radix(w.next()?, 16).ok()?;
-    let s = w.next()?.parse().ok()?;
-    let c = match w.next()? {
-        "commit" => true,
-        "rollback" => false,
-        _ => return None,
-    };
-    matches!(w.next()?, "executor" | "check").then_some((p, s, c))
-}
-
-/// The check of deliveries against decisions.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct TxnVerdict {
-    /// Decided commit.
-    pub acked: u64,
-    /// Decided commit, delivered.
-    pub received: u64,
-    /// Decided commit, never delivered.
-    pub lost: u64,
-    /// Deliveries beyond a message's first.
-    pub duplicates: u64,
-    /// Decided rollback, delivered.
-    pub rolled_back_delivered: u64,
-    /// Delivered messages of this run with no decision (their half's send failed).
-    pub unlisted: u64,
-}
-
-/// `delivered`: successful deliveries per (producer, seq).
-pub fn verdict(
-    decisions: &HashMap<(u64, u64), bool>,
-    delivered: &HashMap<(u64, u64), u64>,
-) -> TxnVerdict {
-    let mut v = TxnVerdict::default();
-    for (key, &commit) in decisions {
-        let n = delivered.get(key).copied().unwrap_or(0);
-        if commit {
-            v.acked += 1;
-            if n > 0 {
-                v.received += 1;
-            } else {
-                v.lost += 1;
-            }
-        } else if n > 0 {
-            v.rolled_back_delivered += 1;
-        }
-    }
-    for (key, &n) in delivered {
-        v.duplicates += n.saturating_sub(1);
-        if !decisions.contains_key(key) {
-            v.unlisted += 1;
-        }
-    }
-    v
-}
 
 /// Shared by the lanes.
 struct Lanes {
@@ -475,7 +177,14 @@ pub async fn run(a: TxnArgs, namesrv: String, embedded: bool) -> Result<i32, Str
     }
     let send_elapsed = started.elapsed();
     let settle_started = Instant::now();
-    let settled = settle(&decisions, &sink, a.settle_timeout, &setup.stop).await;
+    let (settled, end_applied) = settle(
+        &decisions,
+        &sink,
+        a.settle_timeout,
+        &setup.stop,
+        (&setup.admin, &producer_group),
+    )
+    .await;
     let settle_s = settle_started.elapsed().as_secs_f64();
     let config = json!({
         "size": a.size, "producers": a.producers, "inflight": a.inflight,
@@ -513,7 +222,7 @@ pub async fn run(a: TxnArgs, namesrv: String, embedded: bool) -> Result<i32, Str
     let end_failed = lanes.end_failed.load(Ordering::Relaxed);
     let mut notes = vec![
         format!(
-            "txn: committed {} rolled_back {} unknown {} checked {} pending {} (END_TRANSACTION not acknowledged: {end_failed}; halves not stored: {}); settled {} after {settle_s:.1} s",
+            "txn: committed {} rolled_back {} unknown {} checked {} pending {} (END_TRANSACTION not acknowledged: {end_failed}, of them found applied by the broker: {end_applied}; halves not stored: {}); settled {} after {settle_s:.1} s",
             totals.committed, totals.rolled_back, totals.unknown, checked, totals.pending, totals.not_stored,
             if settled { "yes" } else { "no (settle timeout)" }
         ),
@@ -541,7 +250,7 @@ pub async fn run(a: TxnArgs, namesrv: String, embedded: bool) -> Result<i32, Str
         json!({
             "committed": totals.committed, "rolled_back": totals.rolled_back,
             "unknown": totals.unknown, "checked": checked, "pending": totals.pending,
-            "not_stored": totals.not_stored, "end_failed": end_failed,
+            "not_stored": totals.not_stored, "end_failed": end_failed, "end_applied": end_applied,
             "settled": settled, "settle_s": report_round(settle_s),
         }),
     );
@@ -673,101 +382,62 @@ fn delivered_counts(sink: &Deliveries) -> HashMap<(u64, u64), u64> {
 
 /// Waits until nothing is pending and every committed message was delivered (distinct),
 /// or `limit` passes, or the run is interrupted. True when settled.
+///
+/// A transaction whose END_TRANSACTION got no answer (a broker killed in between) stays
+/// pending here until a check-back asks about it, which never happens when the broker did
+/// get the decision. So while some are pending, the brokers' count of the group's undecided
+/// halves is read every [`STATUS_LAG`]: two readings of 0 in a row (the first taken a lag
+/// after the sends ended, as the count is published once per check-loop turn) mean every
+/// END_TRANSACTION arrived ([`Decisions::resolve_unanswered`]).
 async fn settle(
     decisions: &Decisions,
     sink: &Deliveries,
     limit: Duration,
     stop: &AtomicBool,
-) -> bool {
+    brokers: (&Admin, &str),
+) -> (bool, u64) {
     let deadline = Instant::now() + limit;
+    let mut next_status = Instant::now() + STATUS_LAG;
+    let mut clear_readings = 0;
+    let mut resolved = 0;
     loop {
         let t = decisions.totals();
         if t.pending == 0 && sink.delivered() >= t.committed {
-            return true;
+            return (true, resolved);
         }
         if Instant::now() >= deadline || stop.load(Ordering::Relaxed) {
-            return false;
+            return (false, resolved);
+        }
+        if t.pending > 0 && Instant::now() >= next_status {
+            next_status = Instant::now() + STATUS_LAG;
+            match broker_pending(brokers.0, brokers.1).await {
+                Some(0) => clear_readings += 1,
+                _ => clear_readings = 0,
+            }
+            if clear_readings >= 2 {
+                resolved += decisions.resolve_unanswered();
+                clear_readings = 0;
+            }
         }
         tokio::time::sleep(SETTLE_POLL).await;
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn plan_ratios_hold_roughly() {
-        let plan = TxnPlan {
-            rollback: 0.2,
-            unknown: 0.3,
-        };
-        let mut n = [0u32; 3];
-        for seq in 0..10_000 {
-            match plan.planned(0x1234_5678_0000, seq) {
-                TransactionState::Rollback => n[0] += 1,
-                TransactionState::Unknown => n[1] += 1,
-                TransactionState::Commit => n[2] += 1,
-            }
-        }
-        assert!((1800..2200).contains(&n[0]), "{n:?}");
-        assert!((2700..3300).contains(&n[1]), "{n:?}");
-        assert!((4600..5400).contains(&n[2]), "{n:?}");
+/// Undecided halves of `group` on every master (`None` if one did not answer).
+async fn broker_pending(admin: &Admin, group: &str) -> Option<u64> {
+    let all = admin
+        .transaction_statuses(&TopicTarget::AllMasters)
+        .await
+        .ok()?;
+    let mut n = 0;
+    for b in all {
+        let s = b.status.ok()?;
+        n += s
+            .groups
+            .iter()
+            .filter(|g| g.producer_group == group)
+            .map(|g| g.pending)
+            .sum::<u64>();
     }
-
-    #[test]
-    fn checker_answers_the_executor_then_parity_then_rollback() {
-        assert_eq!(check_answer(EXEC_COMMIT, 1), TransactionState::Commit);
-        assert_eq!(check_answer(EXEC_ROLLBACK, 2), TransactionState::Rollback);
-        assert_eq!(check_answer(EXEC_UNKNOWN, 2), TransactionState::Commit);
-        assert_eq!(check_answer(EXEC_UNKNOWN, 3), TransactionState::Rollback);
-        assert_eq!(check_answer(0, 4), TransactionState::Rollback);
-        assert_eq!(decided(EXEC_COMMIT), None);
-        assert_eq!(decided(EXEC_COMMIT | END_ACKED), Some(true));
-        assert_eq!(decided(EXEC_ROLLBACK | END_ACKED), Some(false));
-        assert_eq!(decided(EXEC_UNKNOWN | CHECK_COMMIT), Some(true));
-        assert_eq!(decided(CHECK_ROLLBACK), Some(false));
-    }
-
-    #[test]
-    fn verdict_counts_lost_duplicates_and_rolled_back_deliveries() {
-        let decisions = HashMap::from([
-            ((1, 0), true),
-            ((1, 1), true),
-            ((1, 2), false),
-            ((1, 3), false),
-        ]);
-        let delivered = HashMap::from([((1, 0), 2), ((1, 2), 1), ((9, 9), 1)]);
-        let v = verdict(&decisions, &delivered);
-        assert_eq!(
-            v,
-            TxnVerdict {
-                acked: 2,
-                received: 1,
-                lost: 1,
-                duplicates: 1,
-                rolled_back_delivered: 1,
-                unlisted: 1,
-            }
-        );
-    }
-
-    #[test]
-    fn decision_log_round_trip_and_torn_tail() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("txn.log");
-        let log = DecisionLog::create(&path).unwrap();
-        log.append(0xabc, 1, true, "executor").unwrap();
-        log.append(0xabc, 2, false, "check").unwrap();
-        drop(log);
-        std::fs::OpenOptions::new()
-            .append(true)
-            .open(&path)
-            .unwrap()
-            .write_all(b"0000000000000abc 3 comm")
-            .unwrap();
-        let (m, torn) = DecisionLog::load(&path).unwrap();
-        assert!(torn);
-        assert_eq!(m, HashMap::from([((0xabc, 1), true), ((0xabc, 2), false)]));
-    }
+    Some(n)
 }
