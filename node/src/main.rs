@@ -196,7 +196,10 @@ fn standalone(a: StandaloneArgs, signals: &ringmq_node::io::signal::Signals) -> 
         ns.addr, broker.addr, broker.broker.shard_count
     );
     let sig = signals.wait();
-    log::info!("{sig}: stopping (finishing in-flight requests, flushing)");
+    log::info!(
+        "{sig}: stopping (finishing in-flight requests, flushing; a second signal exits at once)"
+    );
+    signals.exit_on_next();
     broker.stop();
     ns.stop();
     log::info!("stopped cleanly");
@@ -235,6 +238,7 @@ fn namesrv_cmd(a: NamesrvArgs, signals: &ringmq_node::io::signal::Signals) -> Re
     println!("ringmq namesrv ready: {}", ns.addr);
     let sig = signals.wait();
     log::info!("{sig}: stopping");
+    signals.exit_on_next();
     ns.stop();
     Ok(())
 }
@@ -281,7 +285,8 @@ fn broker_cmd(a: BrokerArgs, signals: &ringmq_node::io::signal::Signals) -> Resu
         broker.addr, broker.broker.shard_count
     );
     let sig = signals.wait();
-    log::info!("{sig}: stopping (finishing in-flight requests, flushing)");
+    log::info!("{sig}: stopping (finishing in-flight requests, flushing, unregistering; a second signal exits at once)");
+    signals.exit_on_next();
     broker.stop();
     log::info!("stopped cleanly");
     Ok(())

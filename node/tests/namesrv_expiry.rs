@@ -171,3 +171,79 @@ fn broker_config_accepts_listen_port_zero() {
     assert_ne!(broker.broker_addr().port(), 0);
     Client::connect(broker.broker_addr()).hello(None);
 }
+
+/// SIGTERM: the broker flushes, unregisters from every name server and exits 0; both name
+/// servers drop it at once although their expiry (120 s) is far away.
+#[test]
+fn a_stopped_broker_leaves_every_name_server_at_once() {
+    let dir = tempdir("unregister");
+    let ns_nodes = [
+        Node::namesrv(dir.path(), &[]),
+        Node::namesrv(dir.path(), &[]),
+    ];
+    let ns_addrs: Vec<SocketAddr> = ns_nodes.iter().map(Node::namesrv_addr).collect();
+    let config = write_config(dir.path());
+    let mut broker = start_broker(dir.path(), &config, &ns_addrs);
+    let baddr = broker.broker_addr();
+    let topic = "Leaving";
+    Client::connect(baddr).create_topic_ok(topic, 2);
+    let mut ns: Vec<Client> = ns_addrs.iter().map(|a| Client::connect(*a)).collect();
+    for c in ns.iter_mut() {
+        let listed = wait_for(Duration::from_secs(10), || {
+            broker_listed(c, topic, baddr).then_some(())
+        });
+        assert!(listed.is_some(), "the broker never registered");
+    }
+    let status = broker.term();
+    assert!(status.success(), "SIGTERM exit status {status:?}");
+    assert!(
+        broker.log().contains("unregistered from name server"),
+        "no unregistration in the log:\n{}",
+        broker.log()
+    );
+    for (i, c) in ns.iter_mut().enumerate() {
+        assert!(
+            !broker_listed(c, topic, baddr),
+            "name server {i} still routes to the stopped broker"
+        );
+    }
+}
+
+/// A second SIGTERM while the graceful stop waits (here on a name server that accepts
+/// connections and never answers: 1 s per unregistration) ends the process at once with
+/// status 1; the data is recovered at the next start.
+#[test]
+fn a_second_signal_exits_at_once() {
+    let dir = tempdir("second-signal");
+    let real = Node::namesrv(dir.path(), &[]);
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_addr = silent.local_addr().unwrap();
+    // Accept and hold connections without a word, so calls to it wait for their timeout.
+    let held = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let keep = std::sync::Arc::clone(&held);
+    std::thread::spawn(move || {
+        for c in silent.incoming().flatten() {
+            keep.lock().unwrap().push(c);
+        }
+    });
+    let config = write_config(dir.path());
+    // The silent one first: the stop waits on it before the real one.
+    let mut broker = start_broker(dir.path(), &config, &[silent_addr, real.namesrv_addr()]);
+    broker.signal(libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(300));
+    broker.signal(libc::SIGTERM);
+    let status = broker
+        .wait(Duration::from_secs(30))
+        .expect("no exit within 30 s of two SIGTERMs");
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "a second signal should end the stop at once:\n{}",
+        broker.log()
+    );
+    assert!(
+        broker.log().contains("again: exiting at once"),
+        "{}",
+        broker.log()
+    );
+}

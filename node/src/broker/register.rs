@@ -117,6 +117,45 @@ pub async fn register_all(shard: &Shard) {
     }
 }
 
+/// How long a stopping broker waits for each name server to take its unregistration.
+pub const UNREGISTER_TIMEOUT_MS: u64 = 1_000;
+
+/// Tells every name server this broker is going (UNREGISTER_BROKER), so clients stop
+/// routing to it at their next route refresh instead of after the 120 s expiry. A name
+/// server that does not answer within `UNREGISTER_TIMEOUT_MS` expires the broker as usual.
+pub async fn unregister_all(shard: &Shard) {
+    let b = &shard.broker;
+    let h = ringmq_wire::command::UnregisterBrokerRequest {
+        cluster: b.config.broker_cluster_name.clone(),
+        broker_name: b.config.broker_name.clone(),
+        broker_id: b.config.broker_id,
+        address: b.addr.to_string(),
+    };
+    for ns in &b.config.namesrv_addr {
+        let Ok(addr) = ns.parse::<SocketAddr>() else {
+            continue;
+        };
+        let answered = rt::timeout(
+            Duration::from_millis(UNREGISTER_TIMEOUT_MS),
+            call(addr, RequestCode::UnregisterBroker, &h, &[]),
+        )
+        .await;
+        match answered {
+            Some(Ok((Status::Success, _, _))) => {
+                log::info!("unregistered from name server {ns}")
+            }
+            Some(Ok((status, _, _))) => log::warn!(
+                "name server {ns} refused the unregistration: {}",
+                status.name()
+            ),
+            Some(Err(e)) => log::warn!("unregistering from name server {ns}: {e}"),
+            None => log::warn!(
+                "name server {ns} did not take the unregistration within                  {UNREGISTER_TIMEOUT_MS} ms; it expires this broker later"
+            ),
+        }
+    }
+}
+
 /// A slave learns its master's addresses from the registration answer (unless
 /// `haMasterAddress` pins the HA address).
 fn learn_master(b: &crate::broker::Broker, header: &[u8]) {

@@ -19,6 +19,23 @@ pub fn block_termination() -> Signals {
 }
 
 impl Signals {
+    /// From now on a second SIGINT or SIGTERM ends the process at once (exit status 1),
+    /// without waiting for a graceful stop already under way. Safe: the next start
+    /// recovers from the log.
+    pub fn exit_on_next(&self) {
+        let set = self.0;
+        let spawned = std::thread::Builder::new()
+            .name("signals".into())
+            .spawn(move || {
+                let name = Signals(set).wait();
+                log::warn!("{name} again: exiting at once (the next start recovers)");
+                std::process::exit(1);
+            });
+        if let Err(e) = spawned {
+            log::warn!("cannot watch for a second signal: {e}");
+        }
+    }
+
     /// Waits for SIGINT or SIGTERM and names it.
     pub fn wait(&self) -> &'static str {
         match self.0.wait() {

@@ -251,7 +251,8 @@ impl Service for ShardService {
     }
 }
 /// Graceful stop of one shard: wake parked pulls (they answer now), wait for in-flight work
-/// (bounded), then flush, checkpoint, save offsets, close the store.
+/// (bounded), then flush, checkpoint, save offsets, close the store; shard 0 then
+/// unregisters the broker from every name server.
 async fn stop(shard: &Rc<Shard>) {
     shard.wake_all();
     for _ in 0..300 {
@@ -271,6 +272,10 @@ async fn stop(shard: &Rc<Shard>) {
     }
     if let Err(e) = shard.offsets.borrow_mut().persist() {
         log::error!("shard {}: saving consumer offsets: {e}", shard.id);
+    }
+    if shard.id == 0 {
+        // Flushed and checkpointed: now leave the name servers' routes.
+        register::unregister_all(shard).await;
     }
     // Give connection writers a moment to send the last acknowledgements.
     rt::sleep(Duration::from_millis(50)).await;

@@ -261,7 +261,7 @@ impl Node {
             .unwrap_or_else(|| panic!("{} survived SIGKILL", self.name))
     }
 
-    fn signal(&self, sig: i32) {
+    pub fn signal(&self, sig: i32) {
         let pid = self.pid();
         if pid > 0 && self.exit.is_none() {
             nix::sys::signal::kill(
