@@ -69,8 +69,6 @@ pub struct BrokerConfig {
     pub namesrv_addr: Vec<String>,
     /// `brokerIP1`: the address published to name servers; `None` = detect at start.
     pub broker_ip1: Option<String>,
-    /// `brokerIP2`: the address slaves connect to for replication; `None` = `brokerIP1`.
-    pub broker_ip2: Option<String>,
     /// `listenPort`, default 10911.
     pub listen_port: u16,
     /// `haListenPort`; `None` = `listenPort + 1` (see `ha_listen_port()`).
@@ -103,14 +101,8 @@ pub struct BrokerConfig {
     pub flush_interval_commit_log_ms: u64,
     /// `flushCommitLogLeastPages`, default 4.
     pub flush_commit_log_least_pages: u32,
-    /// `flushCommitLogThoroughInterval`, default 10,000 ms.
-    pub flush_commit_log_thorough_interval_ms: u64,
-    /// `flushIntervalConsumeQueue`, default 1,000 ms.
-    pub flush_interval_consume_queue_ms: u64,
     /// `syncFlushTimeout`, default 5,000 ms (SYNC_FLUSH and SYNC_MASTER waits).
     pub sync_flush_timeout_ms: u64,
-    /// `checkCRCOnRecover`, default true.
-    pub check_crc_on_recover: bool,
 
     // --- retention ---
     /// `fileReservedTime`, default 72 hours.
@@ -145,19 +137,14 @@ pub struct BrokerConfig {
     pub enable_property_filter: bool,
     /// `longPollingEnable`, default true.
     pub long_polling_enable: bool,
-    /// `shortPollingTimeMills`, default 1,000 ms.
-    pub short_polling_time_ms: u64,
-    /// `slaveReadEnable`, default false.
-    pub slave_read_enable: bool,
-    /// `accessMessageInMemoryMaxRatio`, default 40 (%).
-    pub access_message_in_memory_max_ratio: u8,
 
     // --- replication ---
     /// `haSendHeartbeatInterval`, default 5,000 ms.
     pub ha_send_heartbeat_interval_ms: u64,
     /// `haHousekeepingInterval`, default 20,000 ms.
     pub ha_housekeeping_interval_ms: u64,
-    /// `haTransferBatchSize`, default 32 KiB.
+    /// `haTransferBatchSize`: most log bytes per replication transfer, default 1 MiB
+    /// (RocketMQ: 32 KiB; a record larger than it is sent alone).
     pub ha_transfer_batch_size_bytes: usize,
     /// `haMaxGapNotInSync`, default 256 MiB.
     pub ha_max_gap_not_in_sync_bytes: u64,
@@ -210,7 +197,6 @@ impl Default for BrokerConfig {
             broker_permission: perm::READ_WRITE,
             namesrv_addr: Vec::new(),
             broker_ip1: None,
-            broker_ip2: None,
             listen_port: 10911,
             ha_listen_port: None,
             ha_master_address: None,
@@ -223,10 +209,7 @@ impl Default for BrokerConfig {
             flush_disk_type: FlushDiskType::AsyncFlush,
             flush_interval_commit_log_ms: 500,
             flush_commit_log_least_pages: 4,
-            flush_commit_log_thorough_interval_ms: 10_000,
-            flush_interval_consume_queue_ms: 1_000,
             sync_flush_timeout_ms: 5_000,
-            check_crc_on_recover: true,
             file_reserved_time_hours: 72,
             delete_when_hours: vec![4],
             disk_max_used_space_ratio: 75,
@@ -243,12 +226,9 @@ impl Default for BrokerConfig {
             max_index_num: 20_000_000,
             enable_property_filter: false,
             long_polling_enable: true,
-            short_polling_time_ms: 1_000,
-            slave_read_enable: false,
-            access_message_in_memory_max_ratio: 40,
             ha_send_heartbeat_interval_ms: 5_000,
             ha_housekeeping_interval_ms: 20_000,
-            ha_transfer_batch_size_bytes: 32 * 1024,
+            ha_transfer_batch_size_bytes: crate::shard::ha::TRANSFER_BYTES_MAX as usize,
             ha_max_gap_not_in_sync_bytes: 256 * 1024 * 1024,
             notify_consumer_ids_changed_enable: true,
             rebalance_lock_max_live_time_ms: 60_000,

@@ -57,12 +57,13 @@ struct StandaloneArgs {
 
 #[derive(clap::Args, Debug)]
 struct NamesrvArgs {
-    /// Address to listen on.
-    #[arg(long, default_value = "0.0.0.0")]
-    host: IpAddr,
-    /// Port (0 = any free port, printed at start).
-    #[arg(long, default_value_t = 9876)]
-    port: u16,
+    /// Address to listen on (default: the config file's bindAddress, else 0.0.0.0).
+    #[arg(long)]
+    host: Option<IpAddr>,
+    /// Port; 0 = any free port, printed at start (default: the config file's listenPort,
+    /// else 9876).
+    #[arg(long)]
+    port: Option<u16>,
     /// Optional config file (namesrv.properties or .toml).
     #[arg(short = 'c', long)]
     config: Option<PathBuf>,
@@ -230,9 +231,17 @@ fn namesrv_cmd(a: NamesrvArgs, signals: &ringmq_node::io::signal::Signals) -> Re
         cfg.broker_channel_expired_time_ms,
         cfg.scan_not_active_broker_interval_ms
     );
+    let host = match a.host {
+        Some(h) => h,
+        None => cfg
+            .listen_host
+            .parse()
+            .map_err(|_| format!("bindAddress {} is not an IP address", cfg.listen_host))?,
+    };
+    let port = a.port.unwrap_or(cfg.listen_port);
     let ns = namesrv::start(
         cfg,
-        SocketAddr::new(a.host, a.port),
+        SocketAddr::new(host, port),
         force_fallback(a.no_io_uring),
     )?;
     println!("ringmq namesrv ready: {}", ns.addr);

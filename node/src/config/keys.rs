@@ -57,7 +57,6 @@ const BROKER_KEYS: &[Key<BrokerConfig>] = &[
     key!("namesrvAddr", Some(";"), |c, v| c.namesrv_addr =
         namesrv_addrs(v)?),
     key!("brokerIP1", |c, v| c.broker_ip1 = host(v)?),
-    key!("brokerIP2", |c, v| c.broker_ip2 = host(v)?),
     // 0 = any free port (printed at start), for tests and local clusters.
     key!("listenPort", |c, v| c.listen_port =
         num(v, 0, u16::MAX.into())?),
@@ -87,16 +86,8 @@ const BROKER_KEYS: &[Key<BrokerConfig>] = &[
     key!("flushCommitLogLeastPages", |c, v| c
         .flush_commit_log_least_pages =
         num(v, 0, I32_MAX)?),
-    key!("flushCommitLogThoroughInterval", |c, v| {
-        c.flush_commit_log_thorough_interval_ms = num(v, 1, INTERVAL_MS_MAX)?
-    }),
-    key!("flushIntervalConsumeQueue", |c, v| {
-        c.flush_interval_consume_queue_ms = num(v, 1, INTERVAL_MS_MAX)?
-    }),
     key!("syncFlushTimeout", |c, v| c.sync_flush_timeout_ms =
         num(v, 1, INTERVAL_MS_MAX)?),
-    key!("checkCRCOnRecover", |c, v| c.check_crc_on_recover =
-        boolean(v)?),
     key!("fileReservedTime", |c, v| c.file_reserved_time_hours =
         num(v, 0, I32_MAX)?),
     key!("deleteWhen", Some(";"), |c, v| c.delete_when_hours =
@@ -133,13 +124,6 @@ const BROKER_KEYS: &[Key<BrokerConfig>] = &[
         boolean(v)?),
     key!("longPollingEnable", |c, v| c.long_polling_enable =
         boolean(v)?),
-    key!("shortPollingTimeMills", |c, v| {
-        c.short_polling_time_ms = num(v, 1, limits::LONG_POLL_TIMEOUT_MS_MAX)?
-    }),
-    key!("slaveReadEnable", |c, v| c.slave_read_enable = boolean(v)?),
-    key!("accessMessageInMemoryMaxRatio", |c, v| {
-        c.access_message_in_memory_max_ratio = num(v, 0, 100)?
-    }),
     key!("haSendHeartbeatInterval", |c, v| {
         c.ha_send_heartbeat_interval_ms = num(v, 1, INTERVAL_MS_MAX)?
     }),

@@ -87,7 +87,6 @@ fn defaults_follow_rocketmq() {
     assert_eq!(c.mapped_file_size_commit_log_bytes, 1024 * 1024 * 1024);
     assert_eq!(c.mapped_file_size_consume_queue_bytes, 300_000 * 20);
     assert_eq!(c.flush_interval_commit_log_ms, 500);
-    assert_eq!(c.flush_interval_consume_queue_ms, 1000);
     assert_eq!(c.sync_flush_timeout_ms, 5000);
     assert_eq!(c.file_reserved_time_hours, 72);
     assert_eq!(c.delete_when_hours, vec![4]);

@@ -38,7 +38,7 @@ use crate::net::frames::FrameReader;
 use crate::net::reply::Reply;
 use crate::store::commitlog::shard_base;
 
-/// Most log bytes in one HA_TRANSFER.
+/// Default most log bytes in one HA_TRANSFER (`haTransferBatchSize`).
 pub const TRANSFER_BYTES_MAX: u64 = 1 << 20;
 /// Wait between attempts to reach the master.
 pub const RECONNECT_MS: u64 = 1_000;
@@ -246,6 +246,9 @@ async fn push_loop(
         None
     };
     let mut request_id = 0u64;
+    // `haTransferBatchSize` (validated to fit a frame; a record larger than it goes alone).
+    let batch_bytes = (shard.broker.config.ha_transfer_batch_size_bytes as u64)
+        .clamp(1, limits::HA_TRANSFER_BATCH_BYTES_MAX as u64);
     while !closed.get() && !shard.broker.is_shutting_down() {
         let listener = shard.log_appended.listen();
         let end = shard.store.borrow().write_offset();
@@ -268,7 +271,7 @@ async fn push_loop(
         let range = shard
             .store
             .borrow()
-            .ship_range(cursor, end, TRANSFER_BYTES_MAX)
+            .ship_range(cursor, end, batch_bytes)
             .map_err(|e| e.to_string())?;
         let header = HaTransfer {
             shard_id: shard.id,
