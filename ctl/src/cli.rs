@@ -364,8 +364,17 @@ pub struct ResetOffsetArgs {
     pub topic: String,
     /// earliest, latest, or a time: ms since the epoch or RFC 3339
     /// (2025-01-31T12:00:00Z, 2025-01-31T13:00:00+01:00).
-    #[arg(long, value_name = "earliest|latest|TIMESTAMP")]
-    pub to: String,
+    #[arg(
+        long,
+        value_name = "earliest|latest|TIMESTAMP",
+        required_unless_present = "timestamp",
+        conflicts_with = "timestamp"
+    )]
+    pub to: Option<String>,
+    /// A time (ms since the epoch or RFC 3339): the same as --to TIMESTAMP (mqadmin's
+    /// resetOffsetByTime -s).
+    #[arg(long, short = 's', value_name = "TIMESTAMP")]
+    pub timestamp: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -378,6 +387,26 @@ pub enum MsgCmd {
     Key(MsgKeyArgs),
     /// Messages of one queue from an offset. JSON: {"messages": [...]}.
     Dump(DumpArgs),
+    /// Messages of a topic stored in a time range [--begin, --end), from every queue,
+    /// oldest first (each queue's range found with SEARCH_OFFSET_BY_TIMESTAMP, so only it is
+    /// read). JSON: {"messages": [...]}.
+    Time(MsgTimeArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct MsgTimeArgs {
+    /// Topic.
+    pub topic: String,
+    /// Start of the range (stored at or after): ms since the epoch or RFC 3339
+    /// (2026-12-04T10:00:00Z).
+    #[arg(long, value_name = "TIME")]
+    pub begin: String,
+    /// End of the range (stored before): ms since the epoch or RFC 3339; default now.
+    #[arg(long, value_name = "TIME")]
+    pub end: Option<String>,
+    /// At most this many messages.
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub max: u32,
 }
 
 #[derive(Args, Debug)]

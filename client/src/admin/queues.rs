@@ -121,4 +121,47 @@ impl Admin {
         }
         Ok(out)
     }
+
+    /// Messages of `topic` stored in `[begin_ms, end_ms)` (store time, ms since the epoch),
+    /// from every readable queue, oldest first, at most `max`: each queue's range comes from
+    /// SEARCH_OFFSET_BY_TIMESTAMP at both ends, so only that range is read. A begin after the
+    /// end is [`Error::Config`].
+    pub async fn messages_in_time_range(
+        &self,
+        topic: &str,
+        begin_ms: i64,
+        end_ms: i64,
+        max: u32,
+    ) -> Result<Vec<ReceivedMessage>> {
+        if end_ms < begin_ms {
+            return Err(Error::Config(format!(
+                "the time range ends ({end_ms} ms) before it begins ({begin_ms} ms)"
+            )));
+        }
+        let route = self.topic_route(topic).await?;
+        let mut out = Vec::new();
+        for mq in &route.read_queues {
+            let lo = self.offset_at(mq, begin_ms).await?;
+            let hi = self.offset_at(mq, end_ms).await?;
+            if hi <= lo {
+                continue;
+            }
+            let want = u32::try_from(hi - lo).unwrap_or(u32::MAX).min(max);
+            let msgs = self.read_messages(mq, lo, want).await?;
+            out.extend(
+                msgs.into_iter()
+                    .filter(|m| (begin_ms..end_ms).contains(&m.store_timestamp_ms)),
+            );
+        }
+        out.sort_by_key(|m| {
+            (
+                m.store_timestamp_ms,
+                m.broker_name.clone(),
+                m.queue_id,
+                m.queue_offset,
+            )
+        });
+        out.truncate(max as usize);
+        Ok(out)
+    }
 }

@@ -179,7 +179,11 @@ pub async fn update(admin: &Admin, a: &GroupUpdateArgs) -> Result<Report> {
 
 pub async fn reset(admin: &Admin, a: &ResetOffsetArgs) -> Result<Report> {
     let group = group_of(&a.group);
-    let to = parse_reset_to(&a.to)?;
+    let to = parse_reset_to(
+        a.to.as_deref()
+            .or(a.timestamp.as_deref())
+            .unwrap_or_default(),
+    )?;
     let route = admin
         .topic_route(&a.topic)
         .await

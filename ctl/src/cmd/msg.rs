@@ -13,7 +13,7 @@ use ringmq_client::{
 use serde_json::{json, Value};
 
 use super::usage;
-use crate::cli::{ConsumeArgs, DumpArgs, MsgIdArgs, MsgKeyArgs, SendArgs};
+use crate::cli::{ConsumeArgs, DumpArgs, MsgIdArgs, MsgKeyArgs, MsgTimeArgs, SendArgs};
 use crate::error::{Context, CtlError, Result};
 use crate::output::{body, int, json_only, text, time, Column, Report, Section};
 
@@ -54,6 +54,34 @@ pub async fn by_key(admin: &Admin, a: &MsgKeyArgs) -> Result<Report> {
         .await
         .doing(|| format!("looking up key {key} in {topic}"))?;
     Ok(messages_report(&msgs))
+}
+
+/// `msg time TOPIC --begin T [--end T]`: messages stored in the range, oldest first.
+pub async fn by_time(admin: &Admin, a: &MsgTimeArgs) -> Result<Report> {
+    let begin =
+        crate::parse::parse_time_ms(&a.begin).map_err(|e| usage(format!("--begin: {e}")))?;
+    let end = match &a.end {
+        Some(e) => crate::parse::parse_time_ms(e).map_err(|e| usage(format!("--end: {e}")))?,
+        None => SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(i64::MAX, |d| d.as_millis() as i64),
+    };
+    if end < begin {
+        return Err(CtlError::Refused(format!(
+            "the range ends ({end} ms) before it begins ({begin} ms)"
+        )));
+    }
+    let msgs = admin
+        .messages_in_time_range(&a.topic, begin, end, a.max)
+        .await
+        .doing(|| format!("reading {} between {begin} and {end} ms", a.topic))?;
+    let mut report = messages_report(&msgs);
+    if msgs.is_empty() {
+        report
+            .notes
+            .push(format!("no message of {} stored in that range", a.topic));
+    }
+    Ok(report)
 }
 
 pub async fn dump(admin: &Admin, a: &DumpArgs) -> Result<Report> {
