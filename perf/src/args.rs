@@ -83,8 +83,9 @@ pub struct TxnArgs {
     /// Consumer group (default: a new group per run, starting at the end of each queue).
     #[arg(long)]
     pub group: Option<String>,
-    /// Consumers in the group.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
+    /// Consumers in the group. 0: consume nothing (a throughput run: the settle phase
+    /// waits for the decisions only, and lost / rolled_back_delivered are not checked).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(0..=256))]
     pub consumers: u32,
     /// Messages per pull.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=1024))]

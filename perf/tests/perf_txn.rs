@@ -2,8 +2,9 @@
 //! `transactionCheckInterval=300` ms): with commits, rollbacks and unknowns, every
 //! transaction is decided, every committed message delivered, no rolled-back one, and the
 //! counts add up; the same across a kill -9 of the broker (restarted on its ports and data)
-//! in the middle of the run. The expected counts come from perf's own report and decision
-//! log, never from timing.
+//! in the middle of the run; and with `--consumers 0` (decisions only, deliveries not
+//! checked). The expected counts come from perf's own report and decision log, never from
+//! timing.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -134,6 +135,39 @@ fn commit_rollback_and_unknown_nothing_lost_nothing_rolled_back_delivered() {
         run.stdout.contains("rolled_back_delivered 0"),
         "{}",
         run.stdout
+    );
+
+    // --consumers 0: decisions only; what was not checked is null, not 0.
+    let json0 = dir.path().join("txn0.json");
+    let run = perf(&[
+        "txn",
+        "-n",
+        &node.namesrv,
+        "--topic",
+        "TxnNoConsumer",
+        "--size",
+        "64",
+        "--count",
+        "200",
+        "--unknown-ratio",
+        "0.5",
+        "--consumers",
+        "0",
+        "-q",
+        "--json",
+        json0.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let doc = read_json(&json0);
+    assert_eq!(n(&doc, &["txn", "pending"]), 0, "{doc}");
+    assert_eq!(
+        n(&doc, &["txn", "committed"]) + n(&doc, &["txn", "rolled_back"]),
+        200,
+        "{doc}"
+    );
+    assert!(
+        doc["lost"].is_null() && doc["rolled_back_delivered"].is_null(),
+        "{doc}"
     );
     node.stop();
 }

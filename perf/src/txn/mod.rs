@@ -130,7 +130,11 @@ pub async fn run(a: TxnArgs, namesrv: String, embedded: bool) -> Result<i32, Str
     };
     let recv_meter = Arc::new(Meter::default());
     let sink = Arc::new(Deliveries::new(Arc::clone(&recv_meter), true, None));
-    let consumers = Consumers::start(&recv, Arc::clone(&sink)).await?;
+    let consume = a.consumers > 0;
+    let consumers = match consume {
+        true => Some(Consumers::start(&recv, Arc::clone(&sink)).await?),
+        false => None,
+    };
     let producers = start_producers(
         &a,
         &namesrv,
@@ -179,7 +183,7 @@ pub async fn run(a: TxnArgs, namesrv: String, embedded: bool) -> Result<i32, Str
     let settle_started = Instant::now();
     let (settled, end_applied) = settle(
         &decisions,
-        &sink,
+        consume.then_some(&*sink),
         a.settle_timeout,
         &setup.stop,
         (&setup.admin, &producer_group),
@@ -197,7 +201,9 @@ pub async fn run(a: TxnArgs, namesrv: String, embedded: bool) -> Result<i32, Str
     let ctx: Context = setup.context("txn", c, config, embedded);
     progress_stop.store(true, Ordering::Relaxed);
     let _ = progress.await;
-    consumers.shutdown().await;
+    if let Some(cs) = &consumers {
+        cs.shutdown().await;
+    }
     for (_, p) in &producers {
         p.shutdown().await;
     }
@@ -227,12 +233,15 @@ pub async fn run(a: TxnArgs, namesrv: String, embedded: bool) -> Result<i32, Str
             if settled { "yes" } else { "no (settle timeout)" }
         ),
         "txn latency: half send + executor + END_TRANSACTION round trip; recv latency: receipt minus the send time in the message".to_string(),
-        format!(
+    ];
+    notes.push(match consume {
+        true => format!(
             "verify (decisions from {source}): acked {} received {} lost {} duplicates {} rolled_back_delivered {} unlisted {}{}",
             v.acked, v.received, v.lost, v.duplicates, v.rolled_back_delivered, v.unlisted,
             if torn { "; the log's torn last line was skipped" } else { "" }
         ),
-    ];
+        false => "verify: nothing consumed (--consumers 0): deliveries not checked".to_string(),
+    });
     for (k, n) in &errors {
         notes.push(format!("errors {k}: {n} transactions"));
     }
@@ -254,24 +263,27 @@ pub async fn run(a: TxnArgs, namesrv: String, embedded: bool) -> Result<i32, Str
             "settled": settled, "settle_s": report_round(settle_s),
         }),
     );
-    extra.insert("acked".into(), json!(v.acked));
-    extra.insert("received".into(), json!(v.received));
-    extra.insert("lost".into(), json!(v.lost));
-    extra.insert("duplicates".into(), json!(v.duplicates));
+    // Without consumers nothing was checked: null, not 0.
+    let checked_only = |n: u64| if consume { json!(n) } else { Value::Null };
+    extra.insert("acked".into(), checked_only(v.acked));
+    extra.insert("received".into(), checked_only(v.received));
+    extra.insert("lost".into(), checked_only(v.lost));
+    extra.insert("duplicates".into(), checked_only(v.duplicates));
     extra.insert(
         "rolled_back_delivered".into(),
-        json!(v.rolled_back_delivered),
+        checked_only(v.rolled_back_delivered),
     );
-    extra.insert("unlisted".into(), json!(v.unlisted));
+    extra.insert("unlisted".into(), checked_only(v.unlisted));
     extra.insert("verify_torn_tail".into(), json!(torn));
     extra.insert("error_kinds".into(), json!(errors));
     extra.insert("recv".into(), report::summary_json(&recv_summary));
+    let rows = [("txn", &summary), ("recv", &recv_summary)];
     print!(
         "{}",
-        report::table(&ctx, &[("txn", &summary), ("recv", &recv_summary)], &notes)
+        report::table(&ctx, &rows[..if consume { 2 } else { 1 }], &notes)
     );
     modes::write_json(c, report::document(&ctx, &summary, Value::Object(extra)))?;
-    Ok(if v.lost > 0 || v.rolled_back_delivered > 0 {
+    Ok(if consume && (v.lost > 0 || v.rolled_back_delivered > 0) {
         EXIT_LOST
     } else if !settled || log_error.is_some() {
         EXIT_FAILED
@@ -391,7 +403,7 @@ fn delivered_counts(sink: &Deliveries) -> HashMap<(u64, u64), u64> {
 /// END_TRANSACTION arrived ([`Decisions::resolve_unanswered`]).
 async fn settle(
     decisions: &Decisions,
-    sink: &Deliveries,
+    sink: Option<&Deliveries>,
     limit: Duration,
     stop: &AtomicBool,
     brokers: (&Admin, &str),
@@ -402,7 +414,7 @@ async fn settle(
     let mut resolved = 0;
     loop {
         let t = decisions.totals();
-        if t.pending == 0 && sink.delivered() >= t.committed {
+        if t.pending == 0 && sink.is_none_or(|s| s.delivered() >= t.committed) {
             return (true, resolved);
         }
         if Instant::now() >= deadline || stop.load(Ordering::Relaxed) {
