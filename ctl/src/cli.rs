@@ -499,6 +499,10 @@ pub struct ConsumeArgs {
     /// Stop when no message came for this long.
     #[arg(long, default_value = "3s", value_parser = parse_duration, value_name = "DURATION")]
     pub wait: Duration,
+    /// Start every queue at the first message stored at or after this time (ms since the
+    /// epoch or RFC 3339), whatever the group committed.
+    #[arg(long, value_name = "TIME")]
+    pub from_time: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]

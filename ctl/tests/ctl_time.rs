@@ -63,6 +63,10 @@ fn messages_by_time_and_offsets_reset_to_a_time() {
     let out = node.ctl(&["msg", "time", "Timed", "--begin", "yesterday"]);
     assert_eq!(out.code, 2, "{}", out.stderr);
 
+    // consume --from-time: from the first message stored at or after the time.
+    let j = node.json(&["consume", "Timed", "--from-time", &s(1), "--wait", "1s"]);
+    assert_eq!(bodies(&j), vec!["second", "third"]);
+
     // reset-offset --timestamp (mqadmin's resetOffsetByTime) = --to TIME.
     let j = node.json(&[
         "group",

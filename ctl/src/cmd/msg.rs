@@ -189,6 +189,12 @@ pub async fn consume(admin: &Admin, cfg: &ClientConfig, a: &ConsumeArgs) -> Resu
             .unwrap_or(0);
         format!("ringmq-ctl-{}-{ms}", std::process::id())
     });
+    let from_ms = match &a.from_time {
+        Some(t) => {
+            Some(crate::parse::parse_time_ms(t).map_err(|e| usage(format!("--from-time: {e}")))?)
+        }
+        None => None,
+    };
     let route = admin
         .topic_route(&a.topic)
         .await
@@ -202,6 +208,17 @@ pub async fn consume(admin: &Admin, cfg: &ClientConfig, a: &ConsumeArgs) -> Resu
         .await
         .doing(|| "starting a consumer".into())?;
     consumer.assign(route.read_queues.clone());
+    if let Some(t) = from_ms {
+        for mq in &route.read_queues {
+            let at = consumer
+                .offset_for_timestamp(mq, t)
+                .await
+                .doing(|| format!("finding the offset of {mq} at {t} ms"))?;
+            consumer
+                .seek(mq, at)
+                .doing(|| format!("moving {mq} to offset {at}"))?;
+        }
+    }
     let mut got: Vec<ReceivedMessage> = Vec::new();
     let mut poll_error = None;
     while (got.len() as u32) < a.count {
