@@ -483,6 +483,24 @@ pub struct SendArgs {
     /// most the broker's timerMaxDelaySec (3 days by default) ahead.
     #[arg(long, value_parser = parse_time_ms, value_name = "TIME")]
     pub deliver_at: Option<i64>,
+    /// Send to this queue id (of --broker, or of the one broker that has the topic).
+    /// Without it the queue is picked as the producer picks: round robin from a random
+    /// start across brokers and queues.
+    #[arg(short = 'q', long, value_name = "Q", conflicts_with = "sharding_key")]
+    pub queue: Option<u32>,
+    /// The broker (name) whose queue --queue names, when several have the topic; alone, a
+    /// queue of that broker picked round robin.
+    #[arg(
+        short = 'b',
+        long,
+        value_name = "NAME",
+        conflicts_with = "sharding_key"
+    )]
+    pub broker: Option<String>,
+    /// Ordered send: the queue the producer maps this key to (every message with the same
+    /// key goes to the same queue).
+    #[arg(long, value_name = "KEY")]
+    pub sharding_key: Option<String>,
 }
 
 #[derive(Args, Debug)]

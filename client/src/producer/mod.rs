@@ -60,6 +60,13 @@ where
     }
 }
 
+/// A random starting point for the round robin (std's randomly keyed hasher).
+fn random_start() -> usize {
+    use std::hash::{BuildHasher, Hasher};
+    let h = std::collections::hash_map::RandomState::new().build_hasher();
+    (h.finish() as usize) & 0xFFFF
+}
+
 /// The queue index a sharding key maps to among `queue_count` queues: FNV-1a (64-bit) of
 /// the key's bytes, modulo the count. Stable across processes and versions, so every
 /// producer sends one key to one queue while the topic's queues do not change.
@@ -174,7 +181,10 @@ impl ProducerBuilder {
             async_permits: Arc::new(Semaphore::new(self.cfg.async_sends_max)),
             cfg: self.cfg,
             inst,
-            round_robin: AtomicUsize::new(0),
+            // A random first queue, as RocketMQ's producer: short-lived producers (one send
+            // each, like `ringmq-ctl send`) spread over the queues instead of all writing
+            // the first one.
+            round_robin: AtomicUsize::new(random_start()),
             uniq_prefix,
             uniq_seq: AtomicU64::new(0),
             shut: AtomicBool::new(false),

@@ -121,6 +121,63 @@ pub async fn dump(admin: &Admin, a: &DumpArgs) -> Result<Report> {
     Ok(messages_report(&msgs))
 }
 
+/// The queue `send --queue Q [--broker B]` or `send --broker B` names, from the topic's
+/// writable queues.
+async fn pick_queue(
+    producer: &Producer,
+    topic: &str,
+    queue: Option<u32>,
+    broker: Option<&str>,
+) -> Result<MessageQueue> {
+    let queues = producer
+        .write_queues(topic)
+        .await
+        .doing(|| format!("reading the route of {topic}"))?;
+    let brokers: std::collections::BTreeSet<&str> =
+        queues.iter().map(|q| q.broker_name.as_str()).collect();
+    let broker = match broker {
+        Some(b) if brokers.contains(b) => b.to_string(),
+        Some(b) => {
+            return Err(CtlError::Refused(format!(
+                "broker {b} has no writable queue of {topic} (it is on: {})",
+                brokers.into_iter().collect::<Vec<_>>().join(", ")
+            )))
+        }
+        None if brokers.len() == 1 => brokers
+            .iter()
+            .next()
+            .map_or(String::new(), |b| b.to_string()),
+        None => {
+            return Err(CtlError::Refused(format!(
+                "{topic} is on several brokers ({}): name one with --broker",
+                brokers.into_iter().collect::<Vec<_>>().join(", ")
+            )))
+        }
+    };
+    let mine: Vec<&MessageQueue> = queues.iter().filter(|q| q.broker_name == broker).collect();
+    match queue {
+        Some(id) => mine
+            .iter()
+            .find(|q| q.queue_id == id)
+            .map(|q| (*q).clone())
+            .ok_or_else(|| {
+                CtlError::Refused(format!(
+                    "{topic} has no writable queue {id} on broker {broker} ({} queues)",
+                    mine.len()
+                ))
+            }),
+        None => {
+            let i = (SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos()) as usize)
+                % mine.len().max(1);
+            mine.get(i).map(|q| (*q).clone()).ok_or_else(|| {
+                CtlError::Refused(format!("broker {broker} has no writable queue of {topic}"))
+            })
+        }
+    }
+}
+
 pub async fn send(cfg: &ClientConfig, a: &SendArgs) -> Result<Report> {
     let producer = Producer::builder()
         .client_config(cfg.clone())
@@ -143,7 +200,19 @@ pub async fn send(cfg: &ClientConfig, a: &SendArgs) -> Result<Report> {
     if let Some(at_ms) = a.deliver_at {
         msg = msg.with_deliver_at_ms(at_ms);
     }
-    let result = producer.send(msg).await;
+    let result = match (&a.sharding_key, a.queue, &a.broker) {
+        (Some(key), _, _) => producer.send_ordered(msg, key).await,
+        (None, None, None) => producer.send(msg).await,
+        (None, queue, broker) => {
+            match pick_queue(&producer, &a.topic, queue, broker.as_deref()).await {
+                Ok(mq) => producer.send_to_queue(msg, &mq).await,
+                Err(e) => {
+                    producer.shutdown().await;
+                    return Err(e);
+                }
+            }
+        }
+    };
     producer.shutdown().await;
     let r = result.doing(|| format!("sending to {}", a.topic))?;
     let status = match r.status {
