@@ -157,6 +157,18 @@ pub fn has_schedule_property(props: &[u8]) -> bool {
         .any(|(k, _)| SCHEDULE_KEYS.contains(&k))
 }
 
+/// What the send path must look at in a record's properties, found in one pass: whether it
+/// names any of [`SCHEDULE_KEYS`], and whether it names `TRAN_MSG` (a transactional half,
+/// or a malformed attempt at one).
+pub fn special_properties(props: &[u8]) -> (bool, bool) {
+    let (mut scheduled, mut tran) = (false, false);
+    for (k, _) in crate::properties::iter(props).filter_map(|p| p.ok()) {
+        scheduled |= SCHEDULE_KEYS.contains(&k);
+        tran |= k == keys::TRAN_MSG;
+    }
+    (scheduled, tran)
+}
+
 /// Reads the schedule a message asks for. An error names the property and what is wrong
 /// with it: not an integer, out of range, or more than one of them set.
 pub fn asked(props: &[u8]) -> std::result::Result<Asked, String> {
@@ -240,6 +252,11 @@ mod tests {
         assert!(asked(&props(&[("TIMER_DELAY_SEC", "9223372036854775807")])).is_err());
         assert!(has_schedule_property(&props(&[("A", "b"), ("DELAY", "1")])));
         assert!(!has_schedule_property(&props(&[("A", "b")])));
+        assert_eq!(
+            special_properties(&props(&[("TRAN_MSG", "true"), ("DELAY", "2")])),
+            (true, true)
+        );
+        assert_eq!(special_properties(&props(&[("A", "b")])), (false, false));
     }
 
     #[test]

@@ -65,17 +65,15 @@ fn scan_batch(batch: &[u8]) -> Result<Vec<RecordMeta>> {
             });
         }
         let topic_start = rec.topic.as_ptr() as usize - rec.bytes.as_ptr() as usize;
+        let (scheduled, tran_msg) = ringmq_wire::schedule::special_properties(rec.properties);
         metas.push(RecordMeta {
             start: at,
             len: rec.len(),
             queue_id: rec.queue_id,
             tag_hash: ringmq_wire::schedule::cq_tag(&rec),
             body_len: rec.body.len(),
-            scheduled: ringmq_wire::schedule::has_schedule_property(rec.properties),
-            half: rec.sys_flag & record::sys_flag::TRANSACTION_MASK != 0
-                || rec
-                    .property(ringmq_wire::properties::keys::TRAN_MSG)
-                    .is_some(),
+            scheduled,
+            half: rec.sys_flag & record::sys_flag::TRANSACTION_MASK != 0 || tran_msg,
             topic_start,
             topic_len: rec.topic.len(),
         });
