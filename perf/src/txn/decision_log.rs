@@ -80,6 +80,31 @@ fn parse_line(line: &str) -> Option<(u64, u64, bool)> {
     matches!(w.next()?, "executor" | "check").then_some((p, s, c))
 }
 
+/// The decisions the check reads, and where from.
+#[derive(Debug)]
+pub struct Checks {
+    pub decisions: DecisionMap,
+    /// The log's last line was torn and skipped.
+    pub torn: bool,
+    /// "memory" or "the log PATH".
+    pub source: String,
+}
+
+impl Checks {
+    pub fn of(decisions: DecisionMap, torn: bool, source: String) -> Checks {
+        Checks {
+            decisions,
+            torn,
+            source,
+        }
+    }
+
+    /// [`verdict`] of these decisions.
+    pub fn verdict(&self, delivered: &HashMap<(u64, u64), u64>) -> TxnVerdict {
+        verdict(&self.decisions, delivered)
+    }
+}
+
 /// The check of deliveries against decisions.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TxnVerdict {

@@ -19,6 +19,7 @@
 
 mod decision_log;
 mod decisions;
+mod outcome;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -34,12 +35,13 @@ use serde_json::{json, Value};
 
 use crate::args::TxnArgs;
 use crate::consume::{Consumers, Deliveries, RecvPlan};
-use crate::modes::{self, Setup, DEFAULT_DURATION, EXIT_FAILED, EXIT_LOST};
+use crate::modes::{self, Setup, DEFAULT_DURATION};
 use crate::payload::{self, BodyMaker, Head};
 use crate::report::{self, Context};
 use crate::stats::{us_since, Meter};
-use decision_log::{verdict, DecisionLog};
+use decision_log::{Checks, DecisionLog};
 use decisions::{Decisions, TxnPlan, END_ACKED, EXEC_COMMIT, EXEC_ROLLBACK, EXEC_UNKNOWN};
+use outcome::Outcome;
 
 /// The brokers publish their transaction counts once per check-loop turn (at most 1 s).
 const STATUS_LAG: Duration = Duration::from_millis(1500);
@@ -64,6 +66,30 @@ struct Lanes {
 }
 
 impl Lanes {
+    fn new(
+        a: &TxnArgs,
+        meter: &Arc<Meter>,
+        decisions: &Arc<Decisions>,
+        stop: &Arc<AtomicBool>,
+    ) -> Lanes {
+        Lanes {
+            topic: a.common.topic.clone(),
+            maker: BodyMaker::new(a.size),
+            meter: Arc::clone(meter),
+            decisions: Arc::clone(decisions),
+            stop: Arc::clone(stop),
+            remaining: a.length.count.map(AtomicU64::new),
+            deadline: match (a.length.count, a.length.duration) {
+                (_, Some(d)) => Some(Instant::now() + d),
+                (None, None) => Some(Instant::now() + DEFAULT_DURATION),
+                (Some(_), None) => None,
+            },
+            errors: Mutex::new(BTreeMap::new()),
+            end_failed: AtomicU64::new(0),
+            next_seq: (0..a.producers).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
     fn claim(&self) -> bool {
         if self.stop.load(Ordering::Relaxed) || self.deadline.is_some_and(|d| Instant::now() >= d) {
             return false;
@@ -112,22 +138,7 @@ pub async fn run(a: TxnArgs, namesrv: String, embedded: bool) -> Result<i32, Str
         .transpose()?;
     let decisions = Arc::new(Decisions::new(setup.run_id, a.producers, log));
     let producer_group = format!("perf-txn-{:012x}", setup.run_id);
-    let recv = RecvPlan {
-        namesrv: namesrv.clone(),
-        topic: c.topic.clone(),
-        group: a
-            .group
-            .clone()
-            .unwrap_or_else(|| format!("perf-{:012x}", setup.run_id)),
-        consumers: a.consumers,
-        from: StartPosition::Last,
-        pull_batch: a.pull_batch,
-        verify: true,
-        run_id: setup.run_id,
-        max_reconsume: None,
-        orderly: false,
-        single: false,
-    };
+    let recv = recv_plan(&a, &namesrv, setup.run_id);
     let recv_meter = Arc::new(Meter::default());
     let sink = Arc::new(Deliveries::new(Arc::clone(&recv_meter), true, None));
     let consume = a.consumers > 0;
@@ -153,22 +164,7 @@ pub async fn run(a: TxnArgs, namesrv: String, embedded: bool) -> Result<i32, Str
     ];
     let progress = modes::progress(c, meters, &lag, &progress_stop);
     setup.mark();
-    let lanes = Arc::new(Lanes {
-        topic: c.topic.clone(),
-        maker: BodyMaker::new(a.size),
-        meter: Arc::clone(&meter),
-        decisions: Arc::clone(&decisions),
-        stop: Arc::clone(&setup.stop),
-        remaining: a.length.count.map(AtomicU64::new),
-        deadline: match (a.length.count, a.length.duration) {
-            (_, Some(d)) => Some(Instant::now() + d),
-            (None, None) => Some(Instant::now() + DEFAULT_DURATION),
-            (Some(_), None) => None,
-        },
-        errors: Mutex::new(BTreeMap::new()),
-        end_failed: AtomicU64::new(0),
-        next_seq: (0..a.producers).map(|_| AtomicU64::new(0)).collect(),
-    });
+    let lanes = Arc::new(Lanes::new(&a, &meter, &decisions, &setup.stop));
     let started = Instant::now();
     let mut tasks = Vec::new();
     for (idx, (id, p)) in producers.iter().enumerate() {
@@ -207,89 +203,65 @@ pub async fn run(a: TxnArgs, namesrv: String, embedded: bool) -> Result<i32, Str
     for (_, p) in &producers {
         p.shutdown().await;
     }
-    let totals = decisions.totals();
-    let (decided_map, torn, source) = match &c.verify {
+    let checks = match &c.verify {
         Some(path) => {
             let (m, torn) = DecisionLog::load(path)?;
-            (m, torn, format!("the log {}", path.display()))
+            Checks::of(m, torn, format!("the log {}", path.display()))
         }
-        None => (decisions.decisions(), false, "memory".to_string()),
+        None => Checks::of(decisions.decisions(), false, "memory".to_string()),
     };
-    let delivered = delivered_counts(&sink);
-    let v = verdict(&decided_map, &delivered);
+    let outcome = Outcome {
+        totals: decisions.totals(),
+        checked: decisions.checked.load(Ordering::Relaxed),
+        errors: lanes
+            .errors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone(),
+        end_failed: lanes.end_failed.load(Ordering::Relaxed),
+        end_applied,
+        settled,
+        settle_s,
+        verdict: consume.then(|| checks.verdict(&delivered_counts(&sink))),
+        torn: checks.torn,
+        source: checks.source,
+        log_error: decisions
+            .log_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone(),
+    };
     let summary = meter.summary(send_elapsed);
     let recv_summary = recv_meter.summary(sink.active());
-    let checked = decisions.checked.load(Ordering::Relaxed);
-    let errors = lanes
-        .errors
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone();
-    let end_failed = lanes.end_failed.load(Ordering::Relaxed);
-    let mut notes = vec![
-        format!(
-            "txn: committed {} rolled_back {} unknown {} checked {} pending {} (END_TRANSACTION not acknowledged: {end_failed}, of them found applied by the broker: {end_applied}; halves not stored: {}); settled {} after {settle_s:.1} s",
-            totals.committed, totals.rolled_back, totals.unknown, checked, totals.pending, totals.not_stored,
-            if settled { "yes" } else { "no (settle timeout)" }
-        ),
-        "txn latency: half send + executor + END_TRANSACTION round trip; recv latency: receipt minus the send time in the message".to_string(),
-    ];
-    notes.push(match consume {
-        true => format!(
-            "verify (decisions from {source}): acked {} received {} lost {} duplicates {} rolled_back_delivered {} unlisted {}{}",
-            v.acked, v.received, v.lost, v.duplicates, v.rolled_back_delivered, v.unlisted,
-            if torn { "; the log's torn last line was skipped" } else { "" }
-        ),
-        false => "verify: nothing consumed (--consumers 0): deliveries not checked".to_string(),
-    });
-    for (k, n) in &errors {
-        notes.push(format!("errors {k}: {n} transactions"));
-    }
-    let log_error = decisions
-        .log_error
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone();
-    if let Some(e) = &log_error {
-        notes.push(format!("verify log: {e}"));
-    }
-    let mut extra = serde_json::Map::new();
-    extra.insert(
-        "txn".into(),
-        json!({
-            "committed": totals.committed, "rolled_back": totals.rolled_back,
-            "unknown": totals.unknown, "checked": checked, "pending": totals.pending,
-            "not_stored": totals.not_stored, "end_failed": end_failed, "end_applied": end_applied,
-            "settled": settled, "settle_s": report_round(settle_s),
-        }),
-    );
-    // Without consumers nothing was checked: null, not 0.
-    let checked_only = |n: u64| if consume { json!(n) } else { Value::Null };
-    extra.insert("acked".into(), checked_only(v.acked));
-    extra.insert("received".into(), checked_only(v.received));
-    extra.insert("lost".into(), checked_only(v.lost));
-    extra.insert("duplicates".into(), checked_only(v.duplicates));
-    extra.insert(
-        "rolled_back_delivered".into(),
-        checked_only(v.rolled_back_delivered),
-    );
-    extra.insert("unlisted".into(), checked_only(v.unlisted));
-    extra.insert("verify_torn_tail".into(), json!(torn));
-    extra.insert("error_kinds".into(), json!(errors));
+    let mut extra = outcome.json();
     extra.insert("recv".into(), report::summary_json(&recv_summary));
     let rows = [("txn", &summary), ("recv", &recv_summary)];
     print!(
         "{}",
-        report::table(&ctx, &rows[..if consume { 2 } else { 1 }], &notes)
+        report::table(&ctx, &rows[..if consume { 2 } else { 1 }], &outcome.notes())
     );
     modes::write_json(c, report::document(&ctx, &summary, Value::Object(extra)))?;
-    Ok(if consume && (v.lost > 0 || v.rolled_back_delivered > 0) {
-        EXIT_LOST
-    } else if !settled || log_error.is_some() {
-        EXIT_FAILED
-    } else {
-        0
-    })
+    Ok(outcome.exit_code())
+}
+
+/// The consumer group of a run: from the end of each queue, a delivery record per message.
+fn recv_plan(a: &TxnArgs, namesrv: &str, run_id: u64) -> RecvPlan {
+    RecvPlan {
+        namesrv: namesrv.to_string(),
+        topic: a.common.topic.clone(),
+        group: a
+            .group
+            .clone()
+            .unwrap_or_else(|| format!("perf-{run_id:012x}")),
+        consumers: a.consumers,
+        from: StartPosition::Last,
+        pull_batch: a.pull_batch,
+        verify: true,
+        run_id,
+        max_reconsume: None,
+        orderly: false,
+        single: false,
+    }
 }
 
 /// `x` to 3 decimals (for the JSON).
