@@ -615,3 +615,167 @@ async fn consumer_reads_the_slave_while_the_master_is_down_and_returns_to_it() {
     drop(master);
     slave.kill();
 }
+
+/// Messages served (pulled) by a broker since it started: its shards' `msgs_out`.
+async fn served(admin: &Admin, addr: SocketAddr) -> u64 {
+    admin
+        .runtime_info(addr)
+        .await
+        .unwrap()
+        .shards
+        .iter()
+        .map(|s| s.msgs_out)
+        .sum()
+}
+
+/// `slaveReadEnable`: a consumer far behind (here any distance: the ratio is 0 %) is told by
+/// the master to read from the slave, which serves the backlog, so the master's read load
+/// falls; once caught up the slave sends it back and new messages come from the master.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_far_behind_reads_from_the_slave() {
+    const BACKLOG: usize = 2_000;
+    let dir = tempfile::tempdir().unwrap();
+    let (_ns, ns) = tokio::task::block_in_place(|| namesrv(dir.path()));
+    let admin = Admin::connect(&ns).await.unwrap();
+    let reads = [
+        "slaveReadEnable=true".to_string(),
+        "accessMessageInMemoryMaxRatio=0".to_string(),
+    ];
+    let (_master, master_addr) = tokio::task::block_in_place(|| {
+        broker(
+            "master",
+            &dir.path().join("master"),
+            &ns,
+            "ASYNC_MASTER",
+            0,
+            &reads,
+        )
+    });
+    let ha: SocketAddr = eventually(Duration::from_secs(10), || async {
+        let info = admin.cluster_info().await.ok()?;
+        let b = info.brokers.iter().find(|b| b.broker_name == BROKER)?;
+        b.master()?.ha_address.parse().ok()
+    })
+    .await
+    .expect("the master registered an HA address");
+    let mut slave_sets = reads.to_vec();
+    slave_sets.push(format!("haMasterAddress={ha}"));
+    let (_slave, slave_addr) = tokio::task::block_in_place(|| {
+        broker(
+            "slave",
+            &dir.path().join("slave"),
+            &ns,
+            "SLAVE",
+            1,
+            &slave_sets,
+        )
+    });
+    admin
+        .create_topic(TOPIC, QUEUES, Duration::from_secs(10))
+        .await
+        .unwrap();
+    eventually(Duration::from_secs(10), || async {
+        admin
+            .topic_config(slave_addr, TOPIC)
+            .await
+            .ok()
+            .flatten()
+            .map(|_| ())
+    })
+    .await
+    .expect("the slave has the topic");
+    let producer = Producer::builder()
+        .name_servers(&ns)
+        .group("slave-read-producer")
+        .start()
+        .await
+        .unwrap();
+    for i in 0..BACKLOG {
+        producer
+            .send(Message::new(TOPIC, format!("backlog {i}")))
+            .await
+            .unwrap();
+    }
+    // The slave has the whole backlog before the consumer starts.
+    let master_end = |a: SocketAddr| {
+        let admin = &admin;
+        async move {
+            admin
+                .runtime_info(a)
+                .await
+                .ok()
+                .map(|i| i.shards.iter().map(|s| s.commitlog_max_offset).sum::<u64>())
+        }
+    };
+    let want = master_end(master_addr).await.unwrap();
+    eventually(Duration::from_secs(20), || async {
+        (master_end(slave_addr).await? >= want).then_some(())
+    })
+    .await
+    .expect("the slave caught up with the master");
+
+    let (m0, s0) = (
+        served(&admin, master_addr).await,
+        served(&admin, slave_addr).await,
+    );
+    let consumer = PullConsumer::builder()
+        .name_servers(&ns)
+        .group("slave-read-group")
+        .start_position(StartPosition::First)
+        .start()
+        .await
+        .unwrap();
+    let queues = consumer.fetch_queues(TOPIC).await.unwrap();
+    consumer.assign(queues);
+    let mut got = BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while got.len() < BACKLOG {
+        assert!(Instant::now() < deadline, "read {} of {BACKLOG}", got.len());
+        for m in consumer.poll(Duration::from_millis(500)).await.unwrap() {
+            got.insert(common::body(&m));
+        }
+    }
+    let (m1, s1) = (
+        served(&admin, master_addr).await,
+        served(&admin, slave_addr).await,
+    );
+    eprintln!(
+        "backlog of {BACKLOG}: the master served {} messages, the slave {}",
+        m1 - m0,
+        s1 - s0
+    );
+    assert!(s1 - s0 > 0, "the slave served nothing");
+    assert!(
+        m1 - m0 < (BACKLOG / 2) as u64,
+        "the master still served {} of {BACKLOG} messages",
+        m1 - m0
+    );
+
+    // Caught up: new messages come from the master again.
+    for i in 0..20 {
+        producer
+            .send(Message::new(TOPIC, format!("fresh {i}")))
+            .await
+            .unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut fresh = 0;
+    while fresh < 20 {
+        assert!(
+            Instant::now() < deadline,
+            "read {fresh} of 20 fresh messages"
+        );
+        fresh += consumer
+            .poll(Duration::from_millis(500))
+            .await
+            .unwrap()
+            .len();
+    }
+    let m2 = served(&admin, master_addr).await;
+    assert!(
+        m2 > m1,
+        "the caught-up consumer did not return to the master"
+    );
+    consumer.shutdown().await;
+    producer.shutdown().await;
+}

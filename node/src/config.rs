@@ -138,6 +138,13 @@ pub struct BrokerConfig {
     /// `longPollingEnable`, default true.
     pub long_polling_enable: bool,
 
+    /// `slaveReadEnable`: a consumer far behind is told to read from the slave, default
+    /// false.
+    pub slave_read_enable: bool,
+    /// `accessMessageInMemoryMaxRatio`: "far behind" is more log bytes behind the end than
+    /// this percentage of the machine's memory, default 40 (%).
+    pub access_message_in_memory_max_ratio: u8,
+
     // --- replication ---
     /// `haSendHeartbeatInterval`, default 5,000 ms.
     pub ha_send_heartbeat_interval_ms: u64,
@@ -230,6 +237,8 @@ impl Default for BrokerConfig {
             ha_housekeeping_interval_ms: 20_000,
             ha_transfer_batch_size_bytes: crate::shard::ha::TRANSFER_BYTES_MAX as usize,
             ha_max_gap_not_in_sync_bytes: 256 * 1024 * 1024,
+            slave_read_enable: false,
+            access_message_in_memory_max_ratio: 40,
             notify_consumer_ids_changed_enable: true,
             rebalance_lock_max_live_time_ms: 60_000,
             max_reconsume_times: 16,

@@ -261,7 +261,9 @@ pub(crate) async fn pull_via(
         filter_type: FilterType::Tag,
         expression: expression.to_string(),
         suspend_timeout_ms: u32::try_from(suspend.as_millis()).unwrap_or(u32::MAX),
-        commit_offset: commit,
+        // A pull a slave serves because the broker suggested it commits nothing: commits
+        // keep going to the master.
+        commit_offset: commit.filter(|_| !reads.is_slow(mq)),
     };
     let timeout = suspend + inst.cfg.request_timeout;
     let (answer, served) = reads
@@ -276,6 +278,7 @@ pub(crate) async fn pull_via(
         other => return Err(answer.error(other)),
     };
     let fields: PullResponse = answer.required_fields()?;
+    reads.note_suggestion(mq, served, fields.suggest_broker_id);
     if status == PullStatus::OffsetIllegal && !served.master && fields.next_begin_offset < offset {
         log::debug!(
             "{mq}: slave {} holds {}..{}, behind offset {offset}; waiting",

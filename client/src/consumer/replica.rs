@@ -15,13 +15,20 @@
 //!   [`ReadPath::probe`] (the consumer's timer, every `master_probe_interval`) connects to
 //!   the marked-down master: both are noticed without waiting on any pull.
 //!
+//! Independently of that, a broker with `slaveReadEnable` answers a pull whose consumer is far
+//! behind (its reads would leave the page cache) with a suggestion to read from a slave
+//! (`suggest_broker_id` not 0): the next pulls of that queue go to the broker's first slave
+//! while the master stays up, until the slave suggests the master again (the consumer caught
+//! up), or the slave cannot be reached. Such pulls carry no offset commit (commits keep going
+//! to the master).
+//!
 //! A slave that is behind the consumer (it has not replicated what the consumer already read
 //! from the master, or has not copied the topic yet) answers PULL_OFFSET_MOVED with a next
 //! offset below the one asked for. Following it would rewind the consumer and deliver
 //! messages again, so such an answer is reported as "nothing new yet" at the same offset
 //! ([`Pulled::slave_behind`]): the consumer waits until the slave, or the master, has more.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -59,6 +66,8 @@ pub(crate) struct ReadPath {
     brokers: Mutex<HashMap<String, BrokerReads>>,
     /// Counts changes of replica for any broker (commits are sent again after a change).
     switches: AtomicU64,
+    /// Queues a broker told to pull from a slave (`slaveReadEnable`, consumer far behind).
+    slow: Mutex<HashSet<MessageQueue>>,
 }
 
 /// True when the error says the peer cannot be reached (or cannot serve at all), as opposed
@@ -117,6 +126,34 @@ impl ReadPath {
         };
         Self::serve(&self.switches, &entry.name, b, target);
         Some(target)
+    }
+
+    /// True while the broker's suggestion sends `mq`'s pulls to a slave.
+    pub fn is_slow(&self, mq: &MessageQueue) -> bool {
+        self.slow
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(mq)
+    }
+
+    /// Follows a pull answer's `suggest_broker_id`: a slave (not 0) while the consumer is
+    /// far behind; the master again when a slave suggests it.
+    pub fn note_suggestion(&self, mq: &MessageQueue, served: Served, suggest_broker_id: u64) {
+        let mut slow = self.slow.lock().unwrap_or_else(|p| p.into_inner());
+        if suggest_broker_id != 0 {
+            if slow.insert(mq.clone()) {
+                log::info!("{mq}: far behind, reading from a slave (the broker suggests it)");
+            }
+        } else if !served.master && slow.remove(mq) {
+            log::info!("{mq}: caught up, reading from the master again");
+        }
+    }
+
+    fn forget_slow(&self, mq: &MessageQueue) {
+        self.slow
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(mq);
     }
 
     /// Records the replica reads go to, logging and counting a change.
@@ -196,6 +233,24 @@ impl ReadPath {
             });
         };
         let shard = route.shard(mq);
+        if code == RequestCode::PullMessage && first.master && self.is_slow(mq) {
+            if let Some(slave) = entry.first_slave() {
+                let served = Served {
+                    addr: slave,
+                    master: false,
+                };
+                let result = inst
+                    .broker_call(slave, shard, code, header, &[], timeout)
+                    .await;
+                match &result {
+                    // The slave is gone: back to the master for this pull and the next.
+                    Err(e) if is_unreachable(e) => self.forget_slow(mq),
+                    _ => return finish(inst, mq, result, served).await,
+                }
+            } else {
+                self.forget_slow(mq);
+            }
+        }
         let result = inst
             .broker_call(first.addr, shard, code, header, &[], timeout)
             .await;

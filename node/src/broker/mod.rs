@@ -84,6 +84,10 @@ pub struct Runtime {
     /// (RocketMQ's `transferMsgByHeap`).
     pub transfer_msg_by_heap: bool,
     pub long_polling: bool,
+    /// `slaveReadEnable`: a pull whose consumer is more than this many log bytes behind the
+    /// end is told to read from the slave (`accessMessageInMemoryMaxRatio` of the machine's
+    /// memory); `None` when slave reads are off.
+    pub slave_read_behind_bytes: Option<u64>,
 }
 
 /// State shared by every shard of the broker.

@@ -13,7 +13,7 @@ use crate::io::clock::Instant;
 
 use ringmq_wire::code::Status;
 use ringmq_wire::command::pull::FilterType;
-use ringmq_wire::command::route::perm;
+use ringmq_wire::command::route::{self, perm};
 use ringmq_wire::command::{PullRequest, PullResponse};
 use ringmq_wire::record;
 
@@ -198,13 +198,34 @@ fn lookup(
     Ok(r)
 }
 
+/// Broker id a consumer too far behind is told to read from (RocketMQ's
+/// `whichBrokerWhenConsumeSlowly`): the first slave.
+pub const SLOW_CONSUMER_BROKER_ID: u64 = 1;
+
+/// The replica the consumer should pull from next (`slaveReadEnable`): a slave while what it
+/// read is more than `accessMessageInMemoryMaxRatio` of memory behind the log's end (its
+/// reads would leave the page cache), the master otherwise. Slaves answer the same way, so a
+/// consumer that caught up goes back to the master.
+fn suggested_broker(shard: &Shard, r: &PullResult) -> u64 {
+    let (Some(limit), Some(last)) = (shard.broker.rt.slave_read_behind_bytes, r.runs.last()) else {
+        return route::MASTER_ID;
+    };
+    let read_to = last.physical_offset + u64::from(last.len);
+    let behind = shard.store.borrow().write_offset().saturating_sub(read_to);
+    if behind > limit {
+        SLOW_CONSUMER_BROKER_ID
+    } else {
+        route::MASTER_ID
+    }
+}
+
 fn respond(shard: &Shard, r: &PullResult, zero_copy: bool) -> Reply {
     let fields = PullResponse {
         next_begin_offset: r.next_offset,
         min_offset: r.min_offset,
         max_offset: r.max_offset,
         message_count: r.messages,
-        suggest_broker_id: 0,
+        suggest_broker_id: suggested_broker(shard, r),
     };
     match r.status {
         PullStatus::Found => match body(shard, r, zero_copy) {

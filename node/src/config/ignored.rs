@@ -44,14 +44,11 @@ pub(super) const BROKER_IGNORED_KEYS: &[&str] = &[
     // Parsed once, never read: reported rather than pretending (issue #15). brokerIP2:
     // slaves reach the master's HA port at the registered HA address. checkCRCOnRecover:
     // recovery always checks CRCs. shortPollingTimeMills: with long polling off a pull
-    // answers at once. slaveReadEnable / accessMessageInMemoryMaxRatio: no read
-    // redirection to slaves yet. flushIntervalConsumeQueue / flushCommitLogThoroughInterval:
+    // answers at once. flushIntervalConsumeQueue / flushCommitLogThoroughInterval:
     // ConsumeQueues are flushed by the checkpoint (flushIntervalCommitLog).
     "brokerIP2",
     "checkCRCOnRecover",
     "shortPollingTimeMills",
-    "slaveReadEnable",
-    "accessMessageInMemoryMaxRatio",
     "flushIntervalConsumeQueue",
     "flushCommitLogThoroughInterval",
     "clusterTopicEnable",

@@ -130,6 +130,10 @@ const BROKER_KEYS: &[Key<BrokerConfig>] = &[
     key!("haHousekeepingInterval", |c, v| {
         c.ha_housekeeping_interval_ms = num(v, 1, INTERVAL_MS_MAX)?
     }),
+    key!("slaveReadEnable", |c, v| c.slave_read_enable = boolean(v)?),
+    key!("accessMessageInMemoryMaxRatio", |c, v| {
+        c.access_message_in_memory_max_ratio = num(v, 0, 100)?
+    }),
     key!("haTransferBatchSize", |c, v| {
         c.ha_transfer_batch_size_bytes = num(v, 1, limits::HA_TRANSFER_BATCH_BYTES_MAX as u64)?
     }),

@@ -7,6 +7,7 @@
 
 pub mod clock;
 pub mod disk;
+pub mod memory;
 pub mod net;
 pub mod node_disk;
 pub mod rt;

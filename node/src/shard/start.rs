@@ -218,6 +218,10 @@ fn build_broker(
         frame_bytes_max: limits::FRAME_BYTES_MAX,
         transfer_msg_by_heap,
         long_polling: config.long_polling_enable,
+        slave_read_behind_bytes: config.slave_read_enable.then(|| {
+            crate::io::memory::total_bytes() / 100
+                * u64::from(config.access_message_in_memory_max_ratio)
+        }),
     };
     let master = MasterAddrs {
         broker: None,
