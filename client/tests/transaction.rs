@@ -203,7 +203,12 @@ async fn commit_is_delivered_rollback_never_and_unknown_is_decided_by_check_back
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_producer_dead_between_half_and_decision_is_replaced_by_another_of_its_group() {
-    let node = Node::start_configured(2, &FAST_CHECKS);
+    // Checks go unanswered until the second producer starts: enough of them (100 x 300 ms)
+    // that the half is not moved to the check-max topic meanwhile on a slow machine.
+    let node = Node::start_configured(
+        2,
+        &[FAST_CHECKS[0], FAST_CHECKS[1], "transactionCheckMax=100"],
+    );
     let topic = "TxnHandOver";
     node.create_topic(topic, 1).await;
     let group = "txn-hand-over";
