@@ -13,6 +13,7 @@ pub mod frame;
 pub mod properties;
 pub mod record;
 pub mod schedule;
+pub mod sql92;
 pub mod transaction;
 
 pub use error::WireError;
