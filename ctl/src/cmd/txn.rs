@@ -66,6 +66,7 @@ fn report(answers: &[BrokerTransactions], now_ms: i64) -> Report {
             int("CHECK_INTERVAL[ms]", "check_interval_ms"),
             int("CHECK_MAX[checks]", "check_max"),
             text("CHECKING", "checking"),
+            int("INDEXING[shards]", "shards_indexing"),
             json_only("error"),
         ],
     );
@@ -78,7 +79,7 @@ fn report(answers: &[BrokerTransactions], now_ms: i64) -> Report {
             Err(e) => {
                 notes.push(format!("broker {name} ({addr}) did not answer: {e}"));
                 let mut row = vec![json!(name), json!(addr)];
-                row.extend(std::iter::repeat_n(Value::Null, 9));
+                row.extend(std::iter::repeat_n(Value::Null, 10));
                 row.push(json!(e.to_string()));
                 brokers.push(row);
                 continue;
@@ -106,8 +107,16 @@ fn report(answers: &[BrokerTransactions], now_ms: i64) -> Report {
             json!(s.check_interval_ms),
             json!(s.check_max),
             json!(s.checking),
+            json!(s.shards_indexing),
             Value::Null,
         ]);
+        if s.shards_indexing > 0 {
+            notes.push(format!(
+                "broker {name} ({addr}): {} shard(s) still indexing after a start; their \
+                 pending halves are not counted yet",
+                s.shards_indexing
+            ));
+        }
         if !s.checking {
             notes.push(format!(
                 "broker {name} ({addr}) does not check back (a slave: its master does)"
@@ -169,6 +178,7 @@ mod tests {
             check_interval_ms: 30000,
             check_max: 15,
             checking,
+            shards_indexing: 0,
         }
     }
 

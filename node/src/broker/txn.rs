@@ -429,6 +429,7 @@ pub fn status(shard: &Shard) -> Reply {
         st.checks_unanswerable += c.checks_unanswerable;
         st.moved_to_check_max += c.discarded;
         st.redone += c.redone;
+        st.shards_indexing += u32::from(c.indexing);
         for (g, &(n, oldest)) in &c.pending {
             let e = groups.entry(g.clone()).or_insert((0, i64::MAX));
             e.0 += n;

@@ -23,7 +23,8 @@ use crate::io::rt;
 use crate::shard::Shard;
 use crate::store::txn::Pending;
 
-/// Most halves checked (or discarded) per turn.
+/// Most halves checked (or discarded) before the loop lets requests in (it goes on at once
+/// while more are due).
 const CHECKS_PER_TURN: usize = 256;
 /// Index step (ConsumeQueue units) per turn.
 const INDEX_UNITS_PER_TURN: u64 = 4096;
@@ -39,6 +40,8 @@ pub struct TxnCounts {
     pub checks_unanswerable: u64,
     pub discarded: u64,
     pub redone: u64,
+    /// Still indexing halves and decisions after a start (pending counts are not complete).
+    pub indexing: bool,
 }
 
 /// The loop (see the module docs).
@@ -64,6 +67,9 @@ fn turn(shard: &Shard) -> Duration {
         return every;
     }
     let caught_up = shard.store.borrow_mut().txn_index(INDEX_UNITS_PER_TURN);
+    if let Some(c) = shard.broker.txn.get(usize::from(shard.id)) {
+        c.lock().unwrap_or_else(|p| p.into_inner()).indexing = !matches!(caught_up, Ok(true));
+    }
     match caught_up {
         Ok(true) => {}
         Ok(false) => return Duration::ZERO,
@@ -78,10 +84,15 @@ fn turn(shard: &Shard) -> Duration {
         .store
         .borrow()
         .txn_due(now.saturating_sub(timeout), now, CHECKS_PER_TURN);
+    let more = due.len() >= CHECKS_PER_TURN;
     for p in due {
         check(shard, &p, now);
     }
     publish(shard);
+    if more {
+        // A backlog of due halves: go on after letting requests in, not a whole turn later.
+        return Duration::ZERO;
+    }
     every
 }
 

@@ -72,6 +72,9 @@ crate::wire_struct! {
         pub check_max: u32,
         /// False on a slave: it replicates halves and decisions, only its master checks.
         pub checking: bool,
+        /// Shards still indexing halves and decisions after a start: their pending halves
+        /// are not counted yet.
+        pub shards_indexing: u32,
     }
 }
 
