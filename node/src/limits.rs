@@ -77,6 +77,9 @@ pub const PULL_BYTES_MAX: usize = 8 * MIB;
 pub const LONG_POLL_TIMEOUT_MS_MAX: u64 = 60_000;
 /// Pulls parked on one shard at once; past it new pulls are answered "busy" at once.
 pub const PARKED_PULLS_PER_SHARD_MAX: usize = 16_384;
+/// Compiled SQL92 subscription expressions one shard keeps (each at most
+/// `sql92::EXPRESSION_BYTES_MAX` bytes of text); past it the cache starts over.
+pub const SQL_FILTERS_PER_SHARD_MAX: usize = 1024;
 
 const _: () = assert!(PULL_BYTES_MAX >= record::RECORD_BYTES_MAX);
 const _: () = assert!(PULL_BYTES_MAX <= FRAME_BODY_BYTES_MAX);

@@ -99,6 +99,9 @@ crate::wire_enum! {
         /// The requested offset is outside `[min, max]`; use the response's next offset.
         PullOffsetMoved = 21 => "PULL_OFFSET_MOVED",
         QueryNotFound = 22 => "QUERY_NOT_FOUND",
+        /// A subscription's expression did not parse (RocketMQ's number); the remark names
+        /// the group, the topic, the byte position and what was expected.
+        SubscriptionParseFailed = 23 => "SUBSCRIPTION_PARSE_FAILED",
         SubscriptionNotExist = 24 => "SUBSCRIPTION_NOT_EXIST",
         /// ringmq: the frame's length is over the receiver's maximum.
         FrameTooLarge = 1000 => "FRAME_TOO_LARGE",
@@ -114,6 +117,9 @@ crate::wire_enum! {
         MalformedRequest = 1005 => "MALFORMED_REQUEST",
         /// ringmq: HELLO asked for a protocol version this peer does not speak.
         ProtocolVersionNotSupported = 1006 => "PROTOCOL_VERSION_NOT_SUPPORTED",
+        /// ringmq: a SQL92 subscription reached a broker with `enablePropertyFilter=false`.
+        /// RocketMQ answers SYSTEM_ERROR, which ringmq clients retry; this is final.
+        PropertyFilterDisabled = 1007 => "PROPERTY_FILTER_DISABLED",
     }
 }
 

@@ -25,7 +25,12 @@ use crate::net::reply::Reply;
 use crate::shard::Shard;
 
 /// HEART_BEAT on `channel` (`None` when it did not come on a client connection).
+/// A SQL92 subscription that does not parse (or reaches a broker that does not filter by
+/// SQL92) refuses the whole heartbeat: nothing of it is recorded.
 pub fn heartbeat(shard: &Shard, hb: &HeartbeatData, channel: Option<Channel>) -> Reply {
+    if let Err(reply) = crate::broker::filter::check_heartbeat(shard, hb) {
+        return reply;
+    }
     let now = Broker::now_ms();
     let (joined, expired) = {
         let mut groups = shard.broker.lock_groups();

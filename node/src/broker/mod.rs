@@ -6,6 +6,7 @@
 pub mod admin;
 pub mod clients;
 pub mod dispatch;
+pub mod filter;
 pub mod group_config;
 pub mod groups;
 pub mod live;

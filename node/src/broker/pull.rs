@@ -1,4 +1,5 @@
-//! PULL_MESSAGE: ConsumeQueue lookup, then record bytes straight from the log: spliced from
+//! PULL_MESSAGE: ConsumeQueue lookup (tag filter on the unit's hash, SQL92 filter on the
+//! record's properties, see `broker::filter`), then record bytes straight from the log: spliced from
 //! the segment file to the socket (zero copy) for larger responses, copied from the mapping
 //! for small ones, when `transferMsgByHeap` is set, or on the epoll fallback loop. With no
 //! data yet the pull is parked on the shard until an append to its queue or its suspend
@@ -12,12 +13,12 @@ use std::time::Duration;
 use crate::io::clock::Instant;
 
 use ringmq_wire::code::Status;
-use ringmq_wire::command::pull::FilterType;
 use ringmq_wire::command::route::{self, perm};
 use ringmq_wire::command::{PullRequest, PullResponse};
 use ringmq_wire::record;
 
 use crate::broker::dispatch::store_error;
+use crate::broker::filter::Filter;
 use crate::io::rt;
 use crate::limits;
 use crate::net::reply::{Body, LogRun, Outcome, Reply};
@@ -68,13 +69,10 @@ pub fn pull(shard: &Rc<Shard>, h: PullRequest, zero_copy: bool) -> Outcome {
             .into();
         }
     }
-    if h.filter_type == FilterType::Sql92 {
-        return Reply::error(
-            Status::SubscriptionNotExist,
-            "SQL92 filters are not supported yet; use a tag expression",
-        )
-        .into();
-    }
+    let filter = match Filter::for_pull(shard, &h) {
+        Ok(f) => f,
+        Err(reply) => return reply.into(),
+    };
     if let Some(commit) = h.commit_offset {
         if !h.consumer_group.is_empty() {
             shard
@@ -83,7 +81,6 @@ pub fn pull(shard: &Rc<Shard>, h: PullRequest, zero_copy: bool) -> Outcome {
                 .set(&h.consumer_group, &h.topic, h.queue_id, commit);
         }
     }
-    let filter = TagFilter::parse(&h.expression);
     let max_messages = h.max_messages.clamp(1, limits::PULL_MESSAGES_MAX as u32);
     let max_bytes = u64::from(h.max_bytes.max(1)).min(limits::PULL_BYTES_MAX as u64);
     let first = match lookup(shard, &h, h.queue_offset, max_messages, max_bytes, &filter) {
@@ -140,7 +137,7 @@ async fn park(
     suspend_ms: u64,
     max_messages: u32,
     max_bytes: u64,
-    filter: &TagFilter,
+    filter: &Filter,
     zero_copy: bool,
 ) -> Reply {
     let deadline = Instant::now() + Duration::from_millis(suspend_ms);
@@ -173,13 +170,22 @@ fn lookup(
     offset: u64,
     max_messages: u32,
     max_bytes: u64,
-    filter: &TagFilter,
+    filter: &Filter,
 ) -> Result<PullResult, Reply> {
     let store = shard.store.borrow();
+    let sql = filter
+        .sql()
+        .map(|e| move |props: &[u8]| e.matches_properties(props));
     let mut r = store
-        .get(&h.topic, h.queue_id, offset, max_messages, max_bytes, |t| {
-            filter.matches(t)
-        })
+        .get_where(
+            &h.topic,
+            h.queue_id,
+            offset,
+            max_messages,
+            max_bytes,
+            |t| filter.tag_matches(t),
+            sql,
+        )
         .map_err(|e| store_error(shard, e))?;
     if r.status == PullStatus::NoQueue {
         // A queue of an existing topic that has never been written: empty, at offset 0.
