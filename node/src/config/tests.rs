@@ -422,3 +422,53 @@ fn namesrv_config() {
         "scanNotActiveBrokerInterval: 200000 ms is longer than brokerChannelExpiredTime (120000 ms)"
     );
 }
+
+/// Every config field a key sets (`c.<field> = ...` in `keys.rs`) is read somewhere outside
+/// the config module (`.<field>`): a key that is parsed and then read by nothing would
+/// pretend to take effect. Such a key belongs in `ignored.rs`, reported at start.
+#[test]
+fn every_applied_key_is_read_by_something() {
+    fn sources(dir: &std::path::Path, skip: &std::path::Path, out: &mut String) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.starts_with(skip) {
+                continue;
+            }
+            if p.is_dir() {
+                sources(&p, skip, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push_str(&std::fs::read_to_string(&p).unwrap());
+            }
+        }
+    }
+    let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let keys = std::fs::read_to_string(src.join("config").join("keys.rs")).unwrap();
+    let mut fields = std::collections::BTreeSet::new();
+    for (i, _) in keys.match_indices("c.") {
+        let rest = &keys[i + 2..];
+        let name: String = rest.chars().take_while(|&c| is_ident(c)).collect();
+        if !name.is_empty() && rest[name.len()..].trim_start().starts_with('=') {
+            fields.insert(name);
+        }
+    }
+    assert!(
+        fields.len() > 30,
+        "found only {} key fields: {fields:?}",
+        fields.len()
+    );
+    let mut other = String::new();
+    sources(&src, &src.join("config"), &mut other);
+    let read = |f: &str| {
+        let pat = format!(".{f}");
+        other
+            .match_indices(&pat)
+            .any(|(i, _)| !other[i + pat.len()..].chars().next().is_some_and(is_ident))
+    };
+    let unread: Vec<&String> = fields.iter().filter(|f| !read(f)).collect();
+    assert!(
+        unread.is_empty(),
+        "config fields set by a key but read by nothing outside config/: {unread:?} \
+         (make them take effect, or move their keys to ignored.rs)"
+    );
+}
