@@ -217,8 +217,8 @@ pub mod route;
 
 pub use admin::Admin;
 pub use consumer::{
-    ConsumeContext, ConsumeResult, MessageListener, MessageModel, PullConsumer, PullResult,
-    PullStatus, PushConsumer, StartPosition,
+    ConsumeContext, ConsumeResult, MessageListener, MessageModel, MessageSelector, PullConsumer,
+    PullResult, PullStatus, PushConsumer, StartPosition,
 };
 pub use error::{Error, Outcome, Result};
 pub use instance::ClientConfig;

@@ -76,7 +76,7 @@ impl Admin {
             offset,
             max.max(1),
             PULL_BYTES_MAX,
-            "*",
+            &consumer::MessageSelector::all(),
             Duration::ZERO,
             None,
         )

@@ -26,12 +26,11 @@ use ringmq_wire::command::heartbeat::{
     ConsumeFromWhere, ConsumeType, ConsumerGroupData, HeartbeatData, MessageModel as WireModel,
     Subscription as WireSubscription,
 };
-use ringmq_wire::command::pull::FilterType;
 use ringmq_wire::command::{ConsumerList, GetConsumerListRequest, UnregisterClientRequest};
 use tokio::sync::Notify;
 
 use super::replica::ReadPath;
-use super::{allocate_average, MessageModel, StartPosition};
+use super::{allocate_average, MessageModel, MessageSelector, StartPosition};
 use crate::error::{Error, Result};
 use crate::instance::{encode_heartbeat, Instance};
 use crate::net::Answer;
@@ -54,8 +53,8 @@ pub struct Group {
     pub model: MessageModel,
     pub start: StartPosition,
     pub push: bool,
-    /// topic -> tag expression.
-    subscriptions: Mutex<BTreeMap<String, String>>,
+    /// topic -> what it keeps.
+    subscriptions: Mutex<BTreeMap<String, MessageSelector>>,
     version: std::sync::atomic::AtomicU64,
     /// Brokers that acknowledged the latest heartbeat.
     acked: Mutex<BTreeSet<SocketAddr>>,
@@ -101,33 +100,72 @@ impl Group {
         Arc::clone(&self.changed)
     }
 
-    pub fn subscribe(&self, topic: &str, expression: &str) {
-        self.lock()
-            .insert(topic.to_string(), expression.to_string());
+    pub fn subscribe(&self, topic: &str, selector: &MessageSelector) {
+        self.lock().insert(topic.to_string(), selector.clone());
         self.version
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
-    pub fn subscriptions(&self) -> BTreeMap<String, String> {
+    pub fn unsubscribe(&self, topic: &str) {
+        self.lock().remove(topic);
+        self.version
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn subscriptions(&self) -> BTreeMap<String, MessageSelector> {
         self.lock().clone()
     }
 
-    /// The tag expression of a topic (`*` when not subscribed).
-    pub fn expression(&self, topic: &str) -> String {
+    /// The selector of a topic (every message when not subscribed).
+    pub fn selector(&self, topic: &str) -> MessageSelector {
         self.lock()
             .get(topic)
             .cloned()
-            .unwrap_or_else(|| "*".to_string())
+            .unwrap_or_else(MessageSelector::all)
     }
 
     /// Sends a heartbeat to every replica (master and slaves) of every subscribed topic;
     /// remembers which acknowledged it.
     pub async fn heartbeat(&self) {
+        if let Err(e) = self.heartbeat_checked().await {
+            log::warn!("{}: {e}", self.name);
+        }
+    }
+
+    /// [`Group::heartbeat`], failing when a broker refuses a subscription for good (a SQL92
+    /// expression it cannot parse, or SQL92 on a broker with `enablePropertyFilter=false`);
+    /// other failures only leave that broker out of the acknowledged set.
+    pub async fn heartbeat_checked(&self) -> Result<()> {
         let Some(body) = encode_heartbeat(&self.heartbeat_data()) else {
-            return;
+            return Ok(());
         };
-        let acked = self.inst.heartbeat_to(self.replicas().await, &body).await;
-        *self.lock_acked() = acked.into_iter().collect();
+        let mut acked = BTreeSet::new();
+        let mut refused = None;
+        for addr in self.replicas().await {
+            let r = self
+                .inst
+                .broker_call(
+                    addr,
+                    None,
+                    RequestCode::HeartBeat,
+                    &ringmq_wire::codec::Empty,
+                    &body,
+                    self.inst.cfg.request_timeout,
+                )
+                .await
+                .and_then(|a| a.expect(&[Status::Success]));
+            match r {
+                Ok(_) => {
+                    acked.insert(addr);
+                }
+                Err(e @ Error::Broker { status, .. }) if subscription_refused(status) => {
+                    refused.get_or_insert(e);
+                }
+                Err(e) => log::debug!("heartbeat to {addr}: {e}"),
+            }
+        }
+        *self.lock_acked() = acked;
+        refused.map_or(Ok(()), Err)
     }
 
     /// Leaves the group on every replica (so the others rebalance without waiting for the
@@ -266,10 +304,10 @@ impl Group {
                 subscriptions: self
                     .subscriptions()
                     .into_iter()
-                    .map(|(topic, expression)| WireSubscription {
+                    .map(|(topic, selector)| WireSubscription {
                         topic,
-                        filter_type: FilterType::Tag,
-                        expression,
+                        filter_type: selector.filter_type(),
+                        expression: selector.expression().to_string(),
                         version,
                     })
                     .collect(),
@@ -277,11 +315,19 @@ impl Group {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, String>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, MessageSelector>> {
         self.subscriptions.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn lock_acked(&self) -> std::sync::MutexGuard<'_, BTreeSet<SocketAddr>> {
         self.acked.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// Statuses by which a broker refuses a subscription until it changes.
+fn subscription_refused(status: Status) -> bool {
+    matches!(
+        status,
+        Status::SubscriptionParseFailed | Status::PropertyFilterDisabled
+    )
 }

@@ -24,6 +24,7 @@ mod push_pull;
 mod push_queues;
 mod queue_state;
 pub(crate) mod replica;
+mod selector;
 mod send_back;
 
 use std::path::{Path, PathBuf};
@@ -31,12 +32,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ringmq_wire::code::{RequestCode, Status};
-use ringmq_wire::command::pull::{FilterType, TagFilter};
 use ringmq_wire::command::{
     Boundary, GetOffsetRequest, OffsetResponse, PullRequest, PullResponse, SearchOffsetRequest,
 };
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::instance::{ClientConfig, Instance};
 use crate::message::{decode_records, ReceivedMessage};
 use crate::route::MessageQueue;
@@ -50,6 +50,7 @@ pub(crate) use offsets::committed_offset_in;
 pub use orderly::ORDERLY_RECONSUME_TIMES_DEFAULT;
 pub use pull::{PullConfig, PullConsumer, PullConsumerBuilder};
 pub use push::{PushConfig, PushConsumer, PushConsumerBuilder, UNSETTLED_REBALANCE_PAUSE};
+pub use selector::MessageSelector;
 pub use send_back::{
     dlq_topic, original_topic, retry_topic, DELAY_LEVEL_BROKER, DELAY_LEVEL_DLQ, DLQ_TOPIC_PREFIX,
     RETRY_TOPIC_PREFIX,
@@ -218,13 +219,6 @@ pub(crate) async fn join_group(
     Ok((Group::new(inst, reads, group, model, start, push), offsets))
 }
 
-/// Checks a tag expression the way the broker will read it.
-pub(crate) fn check_expression(expr: &str) -> Result<()> {
-    TagFilter::parse(expr)
-        .map(|_| ())
-        .map_err(|e| Error::Config(format!("tag expression {expr:?}: {e}")))
-}
-
 /// A pull's answer.
 #[derive(Debug)]
 pub(crate) struct Pulled {
@@ -247,7 +241,7 @@ pub(crate) async fn pull_via(
     offset: u64,
     max_messages: u32,
     max_bytes: u32,
-    expression: &str,
+    selector: &MessageSelector,
     suspend: Duration,
     commit: Option<u64>,
 ) -> Result<Pulled> {
@@ -258,8 +252,8 @@ pub(crate) async fn pull_via(
         queue_offset: offset,
         max_messages,
         max_bytes,
-        filter_type: FilterType::Tag,
-        expression: expression.to_string(),
+        filter_type: selector.filter_type(),
+        expression: selector.expression().to_string(),
         suspend_timeout_ms: u32::try_from(suspend.as_millis()).unwrap_or(u32::MAX),
         // A pull a slave serves because the broker suggested it commits nothing: commits
         // keep going to the master.
@@ -300,11 +294,8 @@ pub(crate) async fn pull_via(
     let mut messages = Vec::new();
     if status == PullStatus::Found {
         messages = decode_records(&answer.body, &mq.broker_name)?;
-        // The broker filters by tag hash; drop hash collisions here.
-        let filter = TagFilter::parse(expression).unwrap_or(TagFilter::All);
-        if filter != TagFilter::All {
-            messages.retain(|m| filter.matches(m.tag()));
-        }
+        // The broker filters tags by hash; drop hash collisions here.
+        messages.retain(|m| selector.keeps_tag(m.tag()));
     }
     Ok(Pulled {
         result: PullResult {
@@ -328,7 +319,7 @@ pub(crate) async fn pull_queue(
     offset: u64,
     max_messages: u32,
     max_bytes: u32,
-    expression: &str,
+    selector: &MessageSelector,
     suspend: Duration,
     commit: Option<u64>,
 ) -> Result<PullResult> {
@@ -341,7 +332,7 @@ pub(crate) async fn pull_queue(
         offset,
         max_messages,
         max_bytes,
-        expression,
+        selector,
         suspend,
         commit,
     )

@@ -31,8 +31,8 @@ use super::offsets::OffsetStore;
 use super::replica::ReadPath;
 use super::send_back::send_back;
 use super::{
-    check_expression, default_offset_dir, group_setters, join_group, pull_via, queue_offset_via,
-    search_offset_via, start_offset, MessageModel, PullResult, PullStatus, StartPosition,
+    default_offset_dir, group_setters, join_group, pull_via, queue_offset_via, search_offset_via,
+    start_offset, MessageModel, MessageSelector, PullResult, PullStatus, StartPosition,
 };
 use crate::background::{ticker, Background};
 use crate::error::{Error, Result};
@@ -204,9 +204,9 @@ impl PullConsumer {
         mq: &MessageQueue,
         offset: u64,
         max_messages: u32,
-        expression: &str,
+        selector: impl Into<MessageSelector>,
     ) -> Result<PullResult> {
-        self.pull_blocking(mq, offset, max_messages, expression, Duration::ZERO)
+        self.pull_blocking(mq, offset, max_messages, selector, Duration::ZERO)
             .await
     }
 
@@ -218,11 +218,12 @@ impl PullConsumer {
         mq: &MessageQueue,
         offset: u64,
         max_messages: u32,
-        expression: &str,
+        selector: impl Into<MessageSelector>,
         wait: Duration,
     ) -> Result<PullResult> {
         self.inner.check_open()?;
-        check_expression(expression)?;
+        let selector = selector.into();
+        selector.check()?;
         pull_via(
             self.inner.inst(),
             self.inner.reads(),
@@ -231,7 +232,7 @@ impl PullConsumer {
             offset,
             max_messages,
             self.inner.cfg.pull_bytes_max,
-            expression,
+            &selector,
             wait,
             None,
         )
@@ -299,15 +300,26 @@ impl PullConsumer {
         }
     }
 
-    /// Subscribes to a topic with a tag expression; the group decides which of its queues
-    /// this member polls (rebalanced every `rebalance_interval`, and at once when a broker
-    /// says the group's members changed).
-    pub async fn subscribe(&self, topic: &str, expression: &str) -> Result<()> {
+    /// Subscribes to a topic with a selector (a tag expression such as `"TagA || TagB"`, or
+    /// [`MessageSelector::sql`]); the group decides which of its queues this member polls
+    /// (rebalanced every `rebalance_interval`, and at once when a broker says the group's
+    /// members changed). A selector that does not parse fails here, before any pull, and so
+    /// does one a broker refuses (SQL92 on a broker without `enablePropertyFilter=true`).
+    pub async fn subscribe(&self, topic: &str, selector: impl Into<MessageSelector>) -> Result<()> {
         self.inner.check_open()?;
-        check_expression(expression)?;
-        self.inner.group.subscribe(topic, expression);
+        let selector = selector.into();
+        selector.check()?;
+        let before = self.inner.group.subscriptions().remove(topic);
+        self.inner.group.subscribe(topic, &selector);
+        if let Err(e) = self.inner.group.heartbeat_checked().await {
+            match before {
+                Some(s) => self.inner.group.subscribe(topic, &s),
+                None => self.inner.group.unsubscribe(topic),
+            }
+            self.inner.group.heartbeat().await;
+            return Err(e);
+        }
         self.inner.managed.store(true, Ordering::Release);
-        self.inner.group.heartbeat().await;
         rebalance(&self.inner).await;
         Ok(())
     }
@@ -402,7 +414,7 @@ async fn poll_round(inner: &Inner) -> Vec<ReceivedMessage> {
             },
         };
         let want = inner.cfg.poll_batch_max - out.len() as u32;
-        let expression = inner.group.expression(&mq.topic);
+        let selector = inner.group.selector(&mq.topic);
         let r = pull_via(
             inner.inst(),
             inner.reads(),
@@ -411,7 +423,7 @@ async fn poll_round(inner: &Inner) -> Vec<ReceivedMessage> {
             offset,
             want,
             inner.cfg.pull_bytes_max,
-            &expression,
+            &selector,
             Duration::ZERO,
             None,
         )

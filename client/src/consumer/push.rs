@@ -36,7 +36,7 @@ use super::push_queues::{commit_queue, rebalance, release_all, renew_locks};
 use super::queue_state::QueueState;
 use super::send_back::retry_topic;
 use super::{
-    check_expression, default_offset_dir, group_setters, join_group, MessageModel, StartPosition,
+    default_offset_dir, group_setters, join_group, MessageModel, MessageSelector, StartPosition,
 };
 use crate::background::{ticker, Background};
 use crate::error::{Error, Result};
@@ -53,7 +53,7 @@ pub struct PushConfig {
     pub group: String,
     pub model: MessageModel,
     pub start: StartPosition,
-    pub subscriptions: Vec<(String, String)>,
+    pub subscriptions: Vec<(String, MessageSelector)>,
     /// Listener calls running at once across all queues (default 16).
     pub consume_concurrency: usize,
     /// Most messages per listener call (default 32).
@@ -104,11 +104,14 @@ impl PushConsumerBuilder {
     client_setters!();
     group_setters!();
 
-    /// Subscribes to `topic` with a tag expression (`*`, `TagA || TagB`).
-    pub fn subscribe(mut self, topic: impl Into<String>, expression: impl Into<String>) -> Self {
-        self.cfg
-            .subscriptions
-            .push((topic.into(), expression.into()));
+    /// Subscribes to `topic` with a selector: a tag expression (`*`, `TagA || TagB`) or
+    /// [`MessageSelector::sql`]. Checked by `start`, before any pull.
+    pub fn subscribe(
+        mut self,
+        topic: impl Into<String>,
+        selector: impl Into<MessageSelector>,
+    ) -> Self {
+        self.cfg.subscriptions.push((topic.into(), selector.into()));
         self
     }
 
@@ -201,8 +204,8 @@ impl PushConsumerBuilder {
         if cfg.subscriptions.is_empty() {
             return Err(Error::Config("subscribe to at least one topic".into()));
         }
-        for (_, e) in &cfg.subscriptions {
-            check_expression(e)?;
+        for (_, s) in &cfg.subscriptions {
+            s.check()?;
         }
         if cfg.consume_concurrency == 0 || cfg.consume_batch_max == 0 || cfg.pull_batch_max == 0 {
             return Err(Error::Config(
@@ -219,11 +222,18 @@ impl PushConsumerBuilder {
             true,
         )
         .await?;
-        for (t, e) in &cfg.subscriptions {
-            group.subscribe(t, e);
+        for (t, s) in &cfg.subscriptions {
+            group.subscribe(t, s);
         }
         if cfg.model == MessageModel::Clustering && !cfg.orderly {
-            group.subscribe(&retry_topic(&cfg.group), "*");
+            group.subscribe(&retry_topic(&cfg.group), &MessageSelector::all());
+        }
+        // Heartbeat first, so the first rebalance's member list names this member. A
+        // subscription a broker refuses (SQL92 it cannot parse or does not filter by) fails
+        // the start, before any pull.
+        if let Err(e) = group.heartbeat_checked().await {
+            group.unregister().await;
+            return Err(e);
         }
         let inner = Arc::new(Inner {
             group,
@@ -238,8 +248,6 @@ impl PushConsumerBuilder {
             rebalancing: tokio::sync::Mutex::new(()),
             background: Background::default(),
         });
-        // Heartbeat first, so the first rebalance's member list names this member.
-        inner.group.heartbeat().await;
         rebalance(&inner).await;
         let weak = Arc::downgrade(&inner);
         inner

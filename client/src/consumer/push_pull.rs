@@ -37,7 +37,7 @@ pub(crate) async fn pull_loop(
             let _ = tokio::time::timeout(Duration::from_millis(100), notified).await;
             continue;
         }
-        let expression = inner.group.expression(&state.mq.topic);
+        let selector = inner.group.selector(&state.mq.topic);
         let commit = match inner.cfg.model {
             MessageModel::Clustering => Some(state.committable()),
             MessageModel::Broadcasting => None,
@@ -50,7 +50,7 @@ pub(crate) async fn pull_loop(
             next,
             inner.cfg.pull_batch_max,
             inner.cfg.pull_bytes_max,
-            &expression,
+            &selector,
             inner.cfg.long_poll,
             commit,
         );
