@@ -469,6 +469,10 @@ pub struct SendArgs {
     /// Key (repeatable; indexed for `msg key`).
     #[arg(short = 'k', long = "key", value_name = "KEY")]
     pub keys: Vec<String>,
+    /// User property KEY=VALUE (repeatable), e.g. `--property region=eu --property n=7`;
+    /// what `consume --sql` filters on.
+    #[arg(long = "property", value_name = "KEY=VALUE", value_parser = parse_property)]
+    pub properties: Vec<(String, String)>,
     /// Deliver after delay level N of the broker's messageDelayLevel (default 1s 5s 10s
     /// 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h for 1..18; 0 = at once; above the
     /// highest = the highest). See `delay status` for a broker's levels.
@@ -521,6 +525,19 @@ pub struct ConsumeArgs {
     /// epoch or RFC 3339), whatever the group committed.
     #[arg(long, value_name = "TIME")]
     pub from_time: Option<String>,
+    /// Only messages whose properties match this SQL92 expression (RocketMQ's grammar:
+    /// `n > 5 AND region IN ('eu', 'us')`; TAGS is the tag; a missing property never
+    /// matches). The broker filters; it needs enablePropertyFilter=true.
+    #[arg(long, value_name = "EXPR")]
+    pub sql: Option<String>,
+}
+
+/// `KEY=VALUE` of `send --property`: a non-empty key before the first `=`.
+fn parse_property(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("expected KEY=VALUE, got {s:?}")),
+    }
 }
 
 #[derive(Subcommand, Debug)]

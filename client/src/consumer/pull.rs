@@ -306,6 +306,16 @@ impl PullConsumer {
     /// members changed). A selector that does not parse fails here, before any pull, and so
     /// does one a broker refuses (SQL92 on a broker without `enablePropertyFilter=true`).
     pub async fn subscribe(&self, topic: &str, selector: impl Into<MessageSelector>) -> Result<()> {
+        self.select(topic, selector).await?;
+        self.inner.managed.store(true, Ordering::Release);
+        rebalance(&self.inner).await;
+        Ok(())
+    }
+
+    /// Sets what [`PullConsumer::poll`] keeps of `topic` (every message by default), checked
+    /// as [`PullConsumer::subscribe`] checks it, without taking queues: for queues given to
+    /// [`PullConsumer::assign`].
+    pub async fn select(&self, topic: &str, selector: impl Into<MessageSelector>) -> Result<()> {
         self.inner.check_open()?;
         let selector = selector.into();
         selector.check()?;
@@ -319,8 +329,6 @@ impl PullConsumer {
             self.inner.group.heartbeat().await;
             return Err(e);
         }
-        self.inner.managed.store(true, Ordering::Release);
-        rebalance(&self.inner).await;
         Ok(())
     }
 

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use ringmq_client::{
-    Admin, ClientConfig, Message, MessageQueue, Producer, PullConsumer, ReceivedMessage,
-    SendStatus, StartPosition,
+    Admin, ClientConfig, Message, MessageQueue, MessageSelector, Producer, PullConsumer,
+    ReceivedMessage, SendStatus, StartPosition,
 };
 use serde_json::{json, Value};
 
@@ -191,6 +191,9 @@ pub async fn send(cfg: &ClientConfig, a: &SendArgs) -> Result<Report> {
     if let Some(t) = &a.tag {
         msg = msg.with_tag(t);
     }
+    for (k, v) in &a.properties {
+        msg = msg.with_property(k, v);
+    }
     if let Some(level) = a.delay_level {
         msg = msg.with_delay_level(level);
     }
@@ -264,6 +267,15 @@ pub async fn consume(admin: &Admin, cfg: &ClientConfig, a: &ConsumeArgs) -> Resu
         }
         None => None,
     };
+    let selector = match &a.sql {
+        Some(expr) => {
+            let s = MessageSelector::sql(expr);
+            s.check()
+                .map_err(|e| CtlError::Refused(format!("--sql: {e}")))?;
+            Some(s)
+        }
+        None => None,
+    };
     let route = admin
         .topic_route(&a.topic)
         .await
@@ -277,6 +289,12 @@ pub async fn consume(admin: &Admin, cfg: &ClientConfig, a: &ConsumeArgs) -> Resu
         .await
         .doing(|| "starting a consumer".into())?;
     consumer.assign(route.read_queues.clone());
+    if let Some(s) = selector {
+        if let Err(e) = consumer.select(&a.topic, s).await {
+            consumer.shutdown().await;
+            return Err(e).doing(|| format!("filtering {} with --sql", a.topic));
+        }
+    }
     if let Some(t) = from_ms {
         for mq in &route.read_queues {
             let at = consumer
