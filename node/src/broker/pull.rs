@@ -1,7 +1,8 @@
 //! PULL_MESSAGE: ConsumeQueue lookup (tag filter on the unit's hash, SQL92 filter on the
-//! record's properties, see `broker::filter`), then record bytes straight from the log: spliced from
-//! the segment file to the socket (zero copy) for larger responses, copied from the mapping
-//! for small ones, when `transferMsgByHeap` is set, or on the epoll fallback loop. With no
+//! record's properties, see `broker::filter`), then record bytes straight from the log:
+//! spliced from the segment file to the socket (zero copy) for larger responses, copied for
+//! small ones, for scattered ones (runs averaging under `SPLICE_RUN_MIN_BYTES`), when
+//! `transferMsgByHeap` is set, or on the epoll fallback loop. With no
 //! data yet the pull is parked on the shard until an append to its queue or its suspend
 //! timeout (long polling); parked pulls are bounded per shard (`PARKED_PULLS_PER_SHARD_MAX`),
 //! past that they answer at once.
@@ -28,6 +29,10 @@ use crate::store::{PullResult, PullStatus};
 /// Responses with fewer record bytes than this are copied: two splices and a pipe cost more
 /// than a small memcpy.
 pub const SPLICE_MIN_BYTES: usize = 16 * 1024;
+/// Responses whose runs average fewer bytes than this are copied too: each run costs its own
+/// splices, and a filter that keeps scattered records (SQL92, rare tags) makes one run per
+/// record.
+pub const SPLICE_RUN_MIN_BYTES: usize = 4 * 1024;
 
 /// A parsed tag expression: `None` = every message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -269,6 +274,7 @@ fn body(shard: &Shard, r: &PullResult, zero_copy: bool) -> Result<Body, Reply> {
         && shard.splice_ok
         && !shard.broker.rt.transfer_msg_by_heap
         && total >= SPLICE_MIN_BYTES
+        && total / r.runs.len().max(1) >= SPLICE_RUN_MIN_BYTES
     {
         let mut runs = Vec::with_capacity(r.runs.len());
         for run in &r.runs {

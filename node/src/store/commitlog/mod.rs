@@ -296,6 +296,14 @@ impl<D: Disk + Clone> CommitLog<D> {
             .map_err(|e| StoreError::io(self.dir.join(segment_name(seg.start)), e))
     }
 
+    /// How many bytes one [`CommitLog::read`] can take from `physical_offset`: up to the end
+    /// of its segment or the write offset, whichever comes first.
+    pub fn contiguous_from(&self, physical_offset: u64) -> Result<u64> {
+        let seg = self.segment_for(physical_offset)?;
+        let end = (seg.start + self.segment_bytes).min(self.write_offset);
+        Ok(end.saturating_sub(physical_offset))
+    }
+
     /// Reads and validates the record at `physical_offset`.
     pub fn read_record(&self, physical_offset: u64) -> Result<Vec<u8>> {
         let mut head = [0u8; BLANK_BYTES];
