@@ -18,16 +18,16 @@ mod common;
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{append_log, binary, duplicates, missing, ready_lines, Seen, START_TIMEOUT};
+use common::{binary, duplicates, missing, Seen, START_TIMEOUT};
 use ringmq_client::{
     Admin, ConsumeResult, Message, MessageQueue, Producer, PullConsumer, PushConsumer,
     ReceivedMessage, SendStatus, StartPosition,
 };
+use ringmq_testkit::{Proc, Spawn};
 
 const BROKER: &str = "broker-fb";
 const TOPIC: &str = "SlaveFallback";
@@ -41,70 +41,16 @@ const AFTER: usize = 100;
 /// Most messages one queue holds in the consumer (pulled, not yet consumed).
 const QUEUE_BUFFER: usize = 8;
 
-/// A child process, killed when dropped; its stderr goes to `log`.
-struct Proc {
-    name: &'static str,
-    child: Option<Child>,
-    log: PathBuf,
-}
-
-impl Proc {
-    /// Starts `ringmq args...` and waits for its ready line; returns the address printed
-    /// after `marker`.
-    fn start(name: &'static str, args: &[String], log: PathBuf, marker: &str) -> (Proc, String) {
-        let err = append_log(&log);
-        let mut child = Command::new(binary())
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(err))
-            .spawn()
-            .unwrap();
-        let rx = ready_lines(&mut child);
-        let mut proc = Proc {
-            name,
-            child: Some(child),
-            log,
-        };
-        let Ok(line) = rx.recv_timeout(START_TIMEOUT) else {
-            proc.kill();
-            panic!(
-                "{name} did not start within {START_TIMEOUT:?}; log:\n{}",
-                proc.log_text()
-            );
-        };
-        let addr = line
-            .split_once(marker)
-            .map(|(_, rest)| rest.split_whitespace().next().unwrap_or("").to_string())
-            .unwrap_or_else(|| panic!("{name}: unexpected ready line {line:?}"));
-        (proc, addr)
-    }
-
-    /// SIGKILL: no clean shutdown, no unregistering.
-    fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if std::thread::panicking() && self.child.is_some() {
-            let text = self.log_text();
-            let tail: Vec<&str> = text.lines().rev().take(30).collect();
-            eprintln!("--- {} log (last lines, newest first) ---", self.name);
-            for l in tail {
-                eprintln!("{l}");
-            }
-        }
-        self.kill();
-    }
+/// Starts `ringmq args...` (stderr to `log`) and waits for its ready line; returns the
+/// address printed after `marker`.
+fn start(name: &str, args: &[String], log: PathBuf, marker: &str) -> (Proc, String) {
+    let mut proc = Spawn::new(name, binary()).args(args).log(log).start();
+    let line = proc.wait_line(START_TIMEOUT, "its ready line", |l| l.contains("ready"));
+    let addr = line
+        .split_once(marker)
+        .map(|(_, rest)| rest.split_whitespace().next().unwrap_or("").to_string())
+        .unwrap_or_else(|| panic!("{name}: unexpected ready line {line:?}"));
+    (proc, addr)
 }
 
 fn namesrv(dir: &Path) -> (Proc, String) {
@@ -122,7 +68,7 @@ fn namesrv(dir: &Path) -> (Proc, String) {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    Proc::start(
+    start(
         "namesrv",
         &args,
         dir.join("namesrv.log"),
@@ -132,7 +78,7 @@ fn namesrv(dir: &Path) -> (Proc, String) {
 
 /// Starts a broker of `BROKER` with its home in `home`; `sets` are extra `--set` keys.
 fn broker(
-    name: &'static str,
+    name: &str,
     home: &Path,
     namesrv: &str,
     role: &str,
@@ -168,7 +114,7 @@ fn broker(
         args.push("--set".into());
         args.push(s.clone());
     }
-    let (p, addr) = Proc::start(
+    let (p, addr) = start(
         name,
         &args,
         home.join("broker.log"),
@@ -431,7 +377,7 @@ async fn consumer_reads_the_slave_while_the_master_is_down_and_returns_to_it() {
     .expect("both consumers started consuming");
 
     // The master dies.
-    tokio::task::block_in_place(|| master.kill());
+    tokio::task::block_in_place(|| master.kill9());
     let killed = Instant::now();
     let at_kill = seen.lock().unwrap().len();
     let pulled_at_kill = pulled.lock().unwrap().len();
@@ -613,7 +559,7 @@ async fn consumer_reads_the_slave_while_the_master_is_down_and_returns_to_it() {
     producer.shutdown().await;
     admin.close();
     drop(master);
-    slave.kill();
+    slave.kill9();
 }
 
 /// Messages served (pulled) by a broker since it started: its shards' `msgs_out`.

@@ -1,83 +1,23 @@
 //! Test harness: a real `ringmq standalone` process in a temporary folder, on loopback, on
-//! ports picked for it (kept across a restart), stopped (SIGTERM, then kill) when dropped.
-//! Its stderr goes to `<data>/ringmq.log`, printed when a test fails to start it.
+//! ports picked for it (kept across a restart), on the workspace's process guard
+//! (`ringmq_testkit::Proc`: killed when dropped). Its stderr goes to `<dir>/ringmq.log`,
+//! whose tail is printed when a test fails.
 #![allow(dead_code, clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ringmq_testkit::{Proc, Spawn};
 
 use ringmq_client::Admin;
 
 /// How long the node may take to print its ready line.
 pub const START_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// The `ringmq` binary of this workspace: `target/debug/ringmq` (which `cargo test
-/// --workspace` builds for the node's own tests). When it is missing (e.g. `cargo test -p
-/// ringmq-client` on a fresh checkout) it is built once into `target/client-tests`, a target
-/// directory of its own, because the running `cargo test` holds the lock of `target/`.
-/// `RINGMQ_BIN` overrides the path.
+/// The `ringmq` binary of this workspace (see `ringmq_testkit::bin`).
 pub fn binary() -> PathBuf {
-    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-            let target = std::env::var_os("CARGO_TARGET_DIR")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| root.join("target"));
-            let bin = target.join("debug").join("ringmq");
-            if bin.exists() {
-                return bin;
-            }
-            let own = target.join("client-tests");
-            let built = own.join("debug").join("ringmq");
-            eprintln!(
-                "{} is missing: building ringmq into {}",
-                bin.display(),
-                own.display()
-            );
-            let status = Command::new(env!("CARGO"))
-                .args(["build", "-p", "ringmq-node", "--bin", "ringmq"])
-                .env("CARGO_TARGET_DIR", &own)
-                .current_dir(&root)
-                .status();
-            assert!(
-                built.exists(),
-                "the ringmq binary is missing at {} and `cargo build -p ringmq-node --bin ringmq` \
-             did not produce one ({status:?}); build the workspace first",
-                bin.display()
-            );
-            built
-        })
-        .clone()
-}
-
-/// `path` opened for appending (created if missing): where a process's stderr goes.
-pub fn append_log(path: &Path) -> std::fs::File {
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .unwrap()
-}
-
-/// The lines of `child`'s stdout that say it is ready, as they come (read by a thread of
-/// their own).
-pub fn ready_lines(child: &mut Child) -> mpsc::Receiver<String> {
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if line.contains("ready") {
-                let _ = tx.send(line);
-            }
-        }
-    });
-    rx
+    ringmq_testkit::bin::ringmq()
 }
 
 /// A loopback port that was free a moment ago.
@@ -100,7 +40,7 @@ pub fn free_ports<const N: usize>() -> [u16; N] {
 /// A running `ringmq standalone`, or (see [`Node::start_broker`]) a `ringmq broker` that
 /// registers with another node's name server.
 pub struct Node {
-    child: Option<Child>,
+    proc: Option<Proc>,
     pub dir: tempfile::TempDir,
     pub namesrv_port: u16,
     pub broker_port: u16,
@@ -127,7 +67,7 @@ impl Node {
     pub fn start_configured(shards: usize, sets: &[&str]) -> Node {
         let [namesrv_port, broker_port] = free_ports();
         Self::launch(Node {
-            child: None,
+            proc: None,
             dir: tempfile::tempdir().unwrap(),
             namesrv_port,
             broker_port,
@@ -141,7 +81,7 @@ impl Node {
     /// server.
     pub fn start_broker(standalone: &Node, broker_name: &str) -> Node {
         Self::launch(Node {
-            child: None,
+            proc: None,
             dir: tempfile::tempdir().unwrap(),
             namesrv_port: standalone.namesrv_port,
             broker_port: free_port(),
@@ -174,9 +114,8 @@ impl Node {
 
     /// Kills the process at once (SIGKILL): no clean shutdown, no unregistering.
     pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
+        if let Some(mut proc) = self.proc.take() {
+            proc.kill9();
         }
     }
 
@@ -197,11 +136,11 @@ impl Node {
 
     fn try_spawn(&mut self) -> Result<(), String> {
         let data = self.dir.path().join("data");
-        let log = append_log(&self.log_path());
-        let mut cmd = Command::new(binary());
+        let mut spawn = Spawn::new("ringmq", binary()).log(self.log_path());
         match &self.broker_name {
             None => {
-                cmd.arg("standalone")
+                spawn = spawn
+                    .arg("standalone")
                     .arg("--data")
                     .arg(&data)
                     .args(["--namesrv-port", &self.namesrv_port.to_string()])
@@ -220,63 +159,36 @@ impl Node {
                     ),
                 )
                 .unwrap();
-                cmd.arg("broker")
+                spawn = spawn
+                    .arg("broker")
                     .arg("-c")
                     .arg(&conf)
                     .args(["--host", "127.0.0.1"]);
             }
         }
         for s in &self.sets {
-            cmd.args(["--set", s]);
+            spawn = spawn.args(["--set", s]);
         }
-        let mut child = cmd
+        let mut proc = spawn
             .args(["--shards", &self.shards.to_string()])
             .args(["--set", "mappedFileSizeCommitLog=8388608"])
             // Any free HA port: the default, listenPort + 1, may be taken by a parallel test.
             .args(["--set", "haListenPort=0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(log))
-            .spawn()
-            .unwrap();
-        let rx = ready_lines(&mut child);
-        match rx.recv_timeout(START_TIMEOUT) {
-            Ok(line) => assert!(
-                line.contains(&format!("127.0.0.1:{}", self.broker_port)),
-                "{line}"
-            ),
-            Err(_) => {
-                let _ = child.kill();
-                let status = child.wait();
-                return Err(format!(
-                    "ringmq did not start within {START_TIMEOUT:?} ({status:?}); log:\n{}",
-                    std::fs::read_to_string(self.log_path()).unwrap_or_default()
-                ));
-            }
-        }
-        self.child = Some(child);
+            .start();
+        // A failed start (a port taken meanwhile) drops `proc`: killed and reaped.
+        let line = proc.try_wait_line(START_TIMEOUT, "its ready line", |l| l.contains("ready"))?;
+        assert!(
+            line.contains(&format!("127.0.0.1:{}", self.broker_port)),
+            "{line}"
+        );
+        self.proc = Some(proc);
         Ok(())
     }
 
     /// Graceful stop: SIGTERM, then kill after 15 s.
     pub fn stop(&mut self) {
-        let Some(mut child) = self.child.take() else {
-            return;
-        };
-        let _ = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            if let Ok(Some(_)) = child.try_wait() {
-                return;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        if let Some(mut proc) = self.proc.take() {
+            proc.term_or_kill(Duration::from_secs(15));
         }
     }
 
@@ -293,15 +205,6 @@ impl Node {
             .create_topic(topic, queues, Duration::from_secs(10))
             .await
             .unwrap();
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
     }
 }
 
@@ -322,18 +225,9 @@ pub fn owned(c: &ringmq_client::PushConsumer, topic: &str) -> usize {
     owned_queues(c, topic).len()
 }
 
-/// Polls `cond` every 20 ms until it holds or `limit` passes; false on timeout.
-pub async fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if cond() {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+/// Polls `cond` until it holds or `limit` passes; false on timeout.
+pub async fn wait_until(limit: Duration, cond: impl FnMut() -> bool) -> bool {
+    ringmq_testkit::poll_until_async(limit, cond).await
 }
 
 /// Bodies a push consumer's listener saw, in delivery order.

@@ -1,15 +1,13 @@
 //! Test harness for `ringmq-ctl`: a real `ringmq standalone` in a temporary folder on
-//! loopback ports it picks itself (read from its ready line), killed when dropped; and a
-//! runner for the `ringmq-ctl` binary with a deadline, returning its exit code, stdout and
+//! loopback ports it picks itself (read from its ready line), killed when dropped (the
+//! workspace's process guard, `ringmq_testkit::Proc`); and a runner for the `ringmq-ctl` binary with a deadline, returning its exit code, stdout and
 //! stderr, with helpers to parse tables and JSON.
 #![allow(dead_code, clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader, Read};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::time::Duration;
 
+use ringmq_testkit::{Proc, Spawn};
 use serde_json::Value;
 
 /// How long the node may take to print its ready line.
@@ -17,38 +15,15 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long one `ringmq-ctl` run may take before the test fails.
 pub const CTL_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The `ringmq` server binary of this workspace, built if missing.
+/// The `ringmq` server binary of this workspace (see `ringmq_testkit::bin`).
 pub fn server_binary() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    let bin = target.join("debug").join("ringmq");
-    if !bin.exists() {
-        // Another build may be replacing it right now: give it a moment first.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !bin.exists() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-    if !bin.exists() {
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "-p", "ringmq-node", "--bin", "ringmq"])
-            .current_dir(&root)
-            .status();
-        assert!(
-            bin.exists(),
-            "the ringmq server binary is missing at {} and `cargo build -p ringmq-node --bin ringmq` \
-             did not produce it ({status:?}); build the workspace first",
-            bin.display()
-        );
-    }
-    bin
+    ringmq_testkit::bin::ringmq()
 }
 
-/// A running `ringmq standalone` (2 shards, 8 MiB segments).
+/// A running `ringmq standalone` (2 shards, 8 MiB segments) on the workspace's process
+/// guard (killed when dropped; its stderr, `<dir>/ringmq.log`, printed when a test fails).
 pub struct Node {
-    child: Child,
+    proc: Proc,
     pub dir: tempfile::TempDir,
     pub namesrv: String,
     pub broker: String,
@@ -62,39 +37,22 @@ impl Node {
     /// Starts a node with extra broker keys (`key=value`, each passed as `--set`).
     pub fn start_with(sets: &[&str]) -> Node {
         let dir = tempfile::tempdir().unwrap();
-        let log = std::fs::File::create(dir.path().join("ringmq.log")).unwrap();
-        let mut child = spawn_server(dir.path(), log, sets);
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if line.contains("ready") {
-                    let _ = tx.send(line);
-                }
-            }
-        });
-        let line = match rx.recv_timeout(START_TIMEOUT) {
-            Ok(l) => l,
-            Err(_) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!(
-                    "ringmq did not start within {START_TIMEOUT:?}; log:\n{}",
-                    std::fs::read_to_string(dir.path().join("ringmq.log")).unwrap_or_default()
-                );
-            }
-        };
-        // "ringmq standalone ready: namesrv 127.0.0.1:P broker 127.0.0.1:Q (N shards)"
-        let words: Vec<&str> = line.split_whitespace().collect();
-        let after = |w: &str| {
-            let i = words.iter().position(|x| *x == w).unwrap();
-            words[i + 1].to_string()
-        };
+        let mut spawn = Spawn::new("ringmq", server_binary())
+            .arg("standalone")
+            .arg("--data")
+            .arg(dir.path().join("data"))
+            .args(["--namesrv-port", "0", "--broker-port", "0", "--shards", "2"])
+            .args(["--set", "mappedFileSizeCommitLog=8388608"])
+            .log(dir.path().join("ringmq.log"));
+        for s in sets {
+            spawn = spawn.args(["--set", s]);
+        }
+        let mut proc = spawn.start();
+        let ready = proc.wait_ready(START_TIMEOUT);
         Node {
-            namesrv: after("namesrv"),
-            broker: after("broker"),
-            child,
+            namesrv: ready.namesrv_addr().to_string(),
+            broker: ready.broker_addr().to_string(),
+            proc,
             dir,
         }
     }
@@ -121,42 +79,6 @@ impl Node {
         let out = self.ctl(args);
         out.ok(args);
         Table::parse(&out.stdout)
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn spawn_server(dir: &Path, log: std::fs::File, sets: &[&str]) -> Child {
-    let mut tries = 0;
-    loop {
-        let mut cmd = Command::new(server_binary());
-        cmd.arg("standalone")
-            .arg("--data")
-            .arg(dir.join("data"))
-            .args(["--namesrv-port", "0", "--broker-port", "0", "--shards", "2"])
-            .args(["--set", "mappedFileSizeCommitLog=8388608"]);
-        for s in sets {
-            cmd.args(["--set", s]);
-        }
-        let r = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(log.try_clone().unwrap()))
-            .spawn();
-        match r {
-            Ok(c) => return c,
-            // A concurrent build may be swapping the binary.
-            Err(e) if tries < 50 && e.kind() == std::io::ErrorKind::NotFound => {
-                tries += 1;
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            Err(e) => panic!("starting ringmq: {e}"),
-        }
     }
 }
 
@@ -207,46 +129,18 @@ pub fn ctl(args: &[&str]) -> Out {
 
 /// [`ctl`] with environment variables set.
 pub fn ctl_env(args: &[&str], env: &[(&str, &str)]) -> Out {
-    let start = Instant::now();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ringmq-ctl"));
-    cmd.args(args).env_remove("RINGMQ_NAMESRV");
+    let mut spawn = Spawn::new("ringmq-ctl", env!("CARGO_BIN_EXE_ringmq-ctl"))
+        .args(args)
+        .env_remove("RINGMQ_NAMESRV");
     for (k, v) in env {
-        cmd.env(k, v);
+        spawn = spawn.env(k, v);
     }
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut so = child.stdout.take().unwrap();
-    let mut se = child.stderr.take().unwrap();
-    let t_out = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = so.read_to_string(&mut s);
-        s
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = se.read_to_string(&mut s);
-        s
-    });
-    let code = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status.code().unwrap_or(-1);
-        }
-        if start.elapsed() > CTL_TIMEOUT {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("ringmq-ctl {args:?} did not finish within {CTL_TIMEOUT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let out = ringmq_testkit::run(spawn, CTL_TIMEOUT);
     Out {
-        code,
-        stdout: t_out.join().unwrap(),
-        stderr: t_err.join().unwrap(),
-        elapsed: start.elapsed(),
+        code: out.code,
+        stdout: out.stdout,
+        stderr: out.stderr,
+        elapsed: out.elapsed,
     }
 }
 

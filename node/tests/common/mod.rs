@@ -1,8 +1,9 @@
 //! Shared by the integration tests: a small blocking client for the native protocol over
 //! `std::net::TcpStream` (built only on `ringmq_wire`: frame check/parse, typed request
-//! headers, `Response<T>` decoding), and [`Node`], a guard around a spawned `ringmq` process
-//! (temp dir, ready line parsed from stdout with a timeout, stderr captured to a file that is
-//! printed when a test fails, SIGKILL on drop).
+//! headers, `Response<T>` decoding), and [`Node`], a spawned `ringmq` process on the
+//! workspace's one process guard (`ringmq_testkit::Proc`: ready line parsed from stdout with
+//! a timeout, stderr captured to a file whose tail is printed when a test fails, SIGKILL on
+//! drop).
 //!
 //! Every wait here is bounded: socket reads time out, the ready line has a deadline, `term`
 //! gives up after a while. A hung broker fails the test instead of hanging the suite.

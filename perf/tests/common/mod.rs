@@ -1,44 +1,32 @@
-//! Real processes for the perf tests: a `ringmq standalone` node (the debug binary, built if
+//! Real processes for the perf tests, on the workspace's process guard
+//! (`ringmq_testkit::Proc`): a `ringmq standalone` node (the workspace's binary, built if
 //! missing) on ephemeral loopback ports, and `ringmq-perf` runs with their exit code,
 //! output and JSON result.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::Once;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use ringmq_testkit::{Proc, Spawn};
+
+/// How long a node may take to print its ready line.
+pub const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// Segment size for test nodes: small, so a start does not pre-write 1 GiB per shard.
 pub const SEGMENT_BYTES: u64 = 8 << 20;
 
+/// The `ringmq` server binary of this workspace (see `ringmq_testkit::bin`).
 pub fn ringmq_bin() -> PathBuf {
-    static BUILD: Once = Once::new();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    let bin = target.join("debug").join("ringmq");
-    BUILD.call_once(|| {
-        if !bin.exists() {
-            let status = Command::new(env!("CARGO"))
-                .args(["build", "-p", "ringmq-node", "--bin", "ringmq"])
-                .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
-                .status()
-                .expect("running cargo build for the ringmq binary");
-            assert!(status.success(), "building the ringmq binary failed");
-        }
-    });
-    bin
+    ringmq_testkit::bin::ringmq()
 }
 
 pub fn perf_bin() -> &'static str {
     env!("CARGO_BIN_EXE_ringmq-perf")
 }
 
-/// A `ringmq standalone` process; SIGKILLed when dropped unless stopped.
+/// A `ringmq standalone` process on the workspace's process guard (SIGKILLed when dropped
+/// unless stopped; its stderr, `<data>.log`, printed when a test fails).
 pub struct Node {
-    child: Option<Child>,
+    proc: Proc,
     pub namesrv: String,
     pub data: PathBuf,
 }
@@ -56,77 +44,36 @@ impl Node {
     /// A node on these (name server, broker) ports (0: any free one), e.g. to start it
     /// again where its clients expect it after [`Node::kill`].
     pub fn start_at(data: &Path, ports: (u16, u16), sets: &[&str]) -> Node {
-        let mut cmd = Command::new(ringmq_bin());
-        cmd.arg("standalone")
+        let mut spawn = Spawn::new("ringmq", ringmq_bin())
+            .arg("standalone")
             .arg("--data")
             .arg(data)
             .args(["--namesrv-port", &ports.0.to_string()])
             .args(["--broker-port", &ports.1.to_string(), "--shards", "2"])
             .args(["--set", &format!("mappedFileSizeCommitLog={SEGMENT_BYTES}")])
-            .args(["--set", "haListenPort=0"]);
-        for s in sets {
-            cmd.args(["--set", s]);
-        }
-        let mut child = cmd
+            .args(["--set", "haListenPort=0"])
             .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawning ringmq standalone");
-        let stdout = child.stdout.take().expect("stdout is piped");
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("reading the ready line");
-        // "ringmq standalone ready: namesrv 127.0.0.1:P broker 127.0.0.1:Q (N shards)"
-        let namesrv = line
-            .split_whitespace()
-            .skip_while(|w| *w != "namesrv")
-            .nth(1)
-            .unwrap_or_else(|| panic!("no name server address in {line:?}"))
-            .to_string();
+            .log(data.with_extension("log"));
+        for s in sets {
+            spawn = spawn.args(["--set", s]);
+        }
+        let mut proc = spawn.start();
+        let ready = proc.wait_ready(START_TIMEOUT);
         Node {
-            child: Some(child),
-            namesrv,
+            proc,
+            namesrv: ready.namesrv_addr().to_string(),
             data: data.to_path_buf(),
         }
     }
 
     /// SIGKILL: no flush, no checkpoint (the page cache keeps what was written).
     pub fn kill(mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        self.proc.kill9();
     }
 
     /// SIGTERM (graceful: flush, checkpoint) and wait for the exit.
     pub fn stop(mut self) {
-        let Some(mut child) = self.child.take() else {
-            return;
-        };
-        let _ = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("the node did not stop within 20 s of SIGTERM");
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        self.proc.term(Duration::from_secs(20));
     }
 }
 
@@ -150,35 +97,21 @@ pub fn perf(args: &[&str]) -> Run {
     finish(spawn_perf(args), args, Duration::from_secs(60))
 }
 
-/// Starts `ringmq-perf args...` (see [`finish`]).
-pub fn spawn_perf(args: &[&str]) -> Child {
-    Command::new(perf_bin())
+/// Starts `ringmq-perf args...` (see [`finish`]); killed if dropped unfinished.
+pub fn spawn_perf(args: &[&str]) -> Proc {
+    Spawn::new("ringmq-perf", perf_bin())
         .args(args)
         .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawning ringmq-perf")
+        .start()
 }
 
 /// Waits (at most `limit`) for a run [`spawn_perf`] started.
-pub fn finish(mut child: Child, args: &[&str], limit: Duration) -> Run {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Ok(Some(_)) = child.try_wait() {
-            break;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("ringmq-perf {args:?} did not finish within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().expect("collecting perf output");
+pub fn finish(proc: Proc, args: &[&str], limit: Duration) -> Run {
+    let out = proc.finish(limit);
     let run = Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        code: out.code,
+        stdout: out.stdout,
+        stderr: out.stderr,
     };
     eprintln!(
         "--- ringmq-perf {args:?} -> {}\n{}{}",

@@ -1,0 +1,39 @@
+//! Test support shared by the integration tests of `node`, `client`, `ctl` and `perf`
+//! (a dev-dependency only; never part of a shipped binary).
+//!
+//! - [`Proc`]: one spawned process (a `ringmq` node or any other binary) as a guard: its
+//!   stdout lines are read by a thread of their own, its stderr goes to a log file, it is
+//!   killed and reaped on drop, and a panicking test prints the tail of that log.
+//! - [`run`]: a command run to completion under a deadline (exit code, stdout, stderr).
+//! - [`bin`]: where the workspace's binaries are, from any crate's tests.
+//! - [`ready`]: the ready lines `ringmq` prints and the addresses in them.
+//! - [`wait`]: polling a condition under a deadline instead of sleeping a fixed time.
+//!
+//! Every wait here is bounded and every timeout panics with what was awaited and the
+//! process's recent stderr, so a hung process fails its test instead of hanging the suite.
+#![forbid(unsafe_code)]
+
+pub mod bin;
+mod proc;
+pub mod ready;
+mod run;
+pub mod wait;
+
+pub use proc::{Proc, Spawn};
+pub use ready::{parse_ready, Ready};
+pub use run::{run, Output};
+pub use wait::{poll_until, poll_until_async, wait_for, wait_until, wait_until_async};
+
+/// A fresh temp dir for one test, removed on drop.
+pub fn tempdir(prefix: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("ringmq-it-{prefix}-"))
+        .tempdir()
+        .expect("creating a temp dir")
+}
+
+/// The last `n` lines of `text`, joined.
+pub fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
