@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use common::{clustering_consumer, covers, wait_until, Node};
 use ringmq_client::{Message, Producer};
+use ringmq_testkit::wait_until_async;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_reconnect_and_nothing_acknowledged_is_lost() {
@@ -61,9 +62,13 @@ async fn clients_reconnect_and_nothing_acknowledged_is_lost() {
             }
         })
     };
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    wait_until_async(
+        Duration::from_secs(30),
+        "50 sends before the restart",
+        || acked.lock().unwrap().len() >= 50,
+    )
+    .await;
     let before = acked.lock().unwrap().len();
-    assert!(before > 0);
     // The node's stop/start blocks (waits for the process); keep the runtime's other
     // worker running the clients meanwhile.
     tokio::task::block_in_place(|| node.restart());

@@ -71,7 +71,19 @@ async fn clustering_rebalances_when_members_join_and_leave() {
             }
         })
     };
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Messages flow while A is alone, between the joins and after the leave: each phase
+    // lasts until 50 more sends were acknowledged.
+    let flowing = |what: &'static str| {
+        let acked = acked.clone();
+        let from = acked.lock().unwrap().len();
+        async move {
+            ringmq_testkit::wait_until_async(WAIT, what, || {
+                acked.lock().unwrap().len() >= from + 50
+            })
+            .await
+        }
+    };
+    flowing("50 sends while A is alone").await;
 
     // B joins: the queues split 4/4, disjoint, covering all 8.
     let (b, seen_b) = clustering_consumer(&node, group, topic, "member-b").await;
@@ -81,12 +93,12 @@ async fn clustering_rebalances_when_members_join_and_leave() {
     let qb = owned_queues(&b, topic);
     assert!(qa.is_disjoint(&qb));
     assert_eq!(qa.union(&qb).count(), 8);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    flowing("50 sends while A and B share the queues").await;
 
     // A leaves: B takes every queue.
     a.shutdown().await;
     assert!(wait_until(WAIT, || owned(&b, topic) == 8).await);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    flowing("50 sends after A left").await;
     sending.store(false, std::sync::atomic::Ordering::Relaxed);
     sender.await.unwrap();
     let acked = acked.lock().unwrap().clone();
@@ -113,6 +125,7 @@ async fn clustering_rebalances_when_members_join_and_leave() {
     let before = seen_b.lock().unwrap().len();
     let fin = send_all(&p, topic, (0..100).map(|i| format!("final-{i}"))).await;
     assert!(wait_until(WAIT, || covers(&seen_b, &fin)).await);
+    // Time for a duplicate to show up, if there were one (proving none comes takes time).
     tokio::time::sleep(Duration::from_millis(300)).await;
     let after: Vec<String> = seen_b.lock().unwrap()[before..].to_vec();
     assert_eq!(after.len(), fin.len(), "exactly once in steady state");
@@ -150,6 +163,7 @@ async fn broadcasting_gives_every_member_every_message_and_resumes_from_its_file
     let more = send_all(&p, topic, (0..20).map(|i| format!("bc-more-{i}"))).await;
     let (a2, seen_a2) = member("bc-a").await;
     assert!(wait_until(WAIT, || covers(&seen_a2, &more)).await);
+    // Time for a redelivery of an old message to show up, if there were one.
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(distinct(&seen_a2), set(&more), "only the new messages");
     assert!(wait_until(WAIT, || covers(&seen_b, &more)).await);
@@ -171,6 +185,7 @@ async fn restart_resumes_from_the_committed_offset() {
     let second = send_all(&p, topic, (0..50).map(|i| format!("r2-{i}"))).await;
     let (c2, seen2) = clustering_consumer(&node, group, topic, "resume-2").await;
     assert!(wait_until(WAIT, || covers(&seen2, &second)).await);
+    // Time for a redelivery of the first batch to show up, if there were one.
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(
         distinct(&seen2),
@@ -187,6 +202,8 @@ async fn start_positions_last_and_timestamp_and_tag_expressions() {
     let topic = "Positions";
     let (node, p) = node_and_producer(topic, 2).await;
     send_all(&p, topic, (0..20).map(|i| format!("old-{i}"))).await;
+    // The clock moves on between the old messages, `t` and the mid ones, so their store
+    // times fall on either side of `t`.
     tokio::time::sleep(Duration::from_millis(50)).await;
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -238,6 +255,7 @@ async fn start_positions_last_and_timestamp_and_tag_expressions() {
     mid_and_new.extend(new.iter().cloned());
     assert!(wait_until(WAIT, || covers(&seen_ts, &mid_and_new)).await);
     assert!(wait_until(WAIT, || covers(&seen_tag, &tag_a)).await);
+    // Time for an unwanted message (older, or another tag) to show up, if there were one.
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(distinct(&seen_last), set(&new));
     assert_eq!(distinct(&seen_ts), set(&mid_and_new));
@@ -316,17 +334,24 @@ async fn a_broadcasting_member_does_not_commit_past_a_failing_batch() {
     let topic = "Hold";
     let (node, p) = node_and_producer(topic, 1).await;
     let group = "hold-group";
+    let tried: common::Seen = Default::default();
+    let sink = tried.clone();
     let c = fast_push(&node, group, "hold-1")
         .subscribe(topic, "*")
         .message_model(MessageModel::Broadcasting)
         .offset_dir(node.dir.path().join("offsets"))
         .start_position(StartPosition::First)
         .consume_batch_max(1)
-        .start(|msgs: Vec<ReceivedMessage>, _| async move {
-            if msgs[0].body.as_ref() == b"stuck" {
-                ConsumeResult::Retry
-            } else {
-                ConsumeResult::Success
+        .start(move |msgs: Vec<ReceivedMessage>, _| {
+            let sink = sink.clone();
+            async move {
+                let b = body(&msgs[0]);
+                sink.lock().unwrap().push(b.clone());
+                if b == "stuck" {
+                    ConsumeResult::Retry
+                } else {
+                    ConsumeResult::Success
+                }
             }
         })
         .await
@@ -337,7 +362,18 @@ async fn a_broadcasting_member_does_not_commit_past_a_failing_batch() {
         ["ok-0", "ok-1", "stuck", "ok-3"].map(String::from),
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    // Until the offset file holds the messages before stuck and stuck failed a second time
+    // (the file is written every commit interval).
+    ringmq_testkit::wait_until_async(WAIT, "offset 2 written and two tries of stuck", || {
+        let stuck = tried
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|x| *x == "stuck")
+            .count();
+        stuck >= 2 && local_offset(&node, "hold-1", group) == Some(2)
+    })
+    .await;
     c.shutdown().await;
     assert_eq!(
         local_offset(&node, "hold-1", group),
@@ -389,6 +425,8 @@ async fn pull_consumer_direct_assigned_and_subscribed() {
                 .unwrap()
         })
     };
+    // Lets the pull park at the end first. Not a precondition of the assertions: a pull
+    // that had not parked yet just finds the message at once.
     tokio::time::sleep(Duration::from_millis(200)).await;
     p.send_to_queue(Message::new(topic, "late"), mq)
         .await

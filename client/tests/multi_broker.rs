@@ -61,7 +61,26 @@ async fn sends_spread_over_brokers_and_fail_over_when_one_dies() {
     // the instant before the client notices would fail with an unknown outcome instead: it
     // is never retried blindly.)
     other.kill();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Until the client has noticed: probes are sent until four in a row (one round over the
+    // four queues, two of them broker-b's) are stored on broker-a. A probe in the instant
+    // before the client notices may fail (unknown outcome); that is not what is tested.
+    let mut in_a_row = 0;
+    let mut probes = 0;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while in_a_row < 4 {
+        probes += 1;
+        assert!(
+            std::time::Instant::now() < deadline,
+            "sends kept failing or reaching broker-b for 30 s ({probes} probes)"
+        );
+        match p.send(Message::new(topic, format!("probe-{probes}"))).await {
+            Ok(r) if r.queue.broker_name == "broker-a" => in_a_row += 1,
+            _ => {
+                in_a_row = 0;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
     let mut after = Vec::new();
     for i in 0..20 {
         let body = format!("after-{i}");

@@ -300,6 +300,16 @@ async fn until_owned(
     }
 }
 
+/// Waits until the members have consumed 20 more messages: each phase of the churn test
+/// consumes some.
+async fn consuming(journal: &Journal, phase: &str) {
+    let from = journal.succeeded.lock().unwrap().len();
+    ringmq_testkit::wait_until_async(WAIT, format!("20 messages consumed ({phase})"), || {
+        journal.succeeded.lock().unwrap().len() >= from + 20
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queues_move_between_members_without_overlap_and_a_dead_holders_locks_free_at_once() {
     let node = Node::start();
@@ -342,7 +352,7 @@ async fn queues_move_between_members_without_overlap_and_a_dead_holders_locks_fr
             }
         })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    consuming(&journal, "A alone").await;
 
     // B joins: A unlocks half after its notice; B locks them once free.
     let t = Instant::now();
@@ -357,14 +367,14 @@ async fn queues_move_between_members_without_overlap_and_a_dead_holders_locks_fr
     )
     .await;
     until_owned(&[&a, &b], topic, queues, "B joined", t).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    consuming(&journal, "B joined").await;
 
     // A dies holding its locks: the broker frees them when A's connections close (the
     // lock itself would live 60 s), and tells B.
     let t = Instant::now();
     a.abort();
     until_owned(&[&b], topic, queues, "A aborted", t).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    consuming(&journal, "A aborted").await;
 
     // C joins; then B shuts down cleanly (commits, unlocks, unregisters).
     let t = Instant::now();
@@ -379,7 +389,7 @@ async fn queues_move_between_members_without_overlap_and_a_dead_holders_locks_fr
     )
     .await;
     until_owned(&[&b, &c], topic, queues, "C joined", t).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    consuming(&journal, "C joined").await;
     let t = Instant::now();
     b.shutdown().await;
     until_owned(&[&c], topic, queues, "B shut down", t).await;

@@ -160,6 +160,7 @@ fn groups_progress_and_reset() {
     let mut sent = Vec::new();
     for i in 0..6 {
         sent.push(node.json(&["send", "Jobs", &format!("job {i}")])["sent"].clone());
+        // Lets the clock move on: the reset to a store time below needs distinct times.
         std::thread::sleep(Duration::from_millis(5));
     }
 

@@ -40,6 +40,7 @@ fn messages_by_time_and_offsets_reset_to_a_time() {
     let mut stored = Vec::new();
     for b in ["first", "second", "third"] {
         stored.push(send(&node, b));
+        // Lets the clock move on: each message gets a store time of its own.
         std::thread::sleep(Duration::from_millis(30));
     }
     assert!(stored[0] < stored[1] && stored[1] < stored[2], "{stored:?}");

@@ -8,7 +8,7 @@
 mod common;
 
 use std::net::Shutdown;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,10 +27,12 @@ struct GoodReport {
     errors: Vec<String>,
 }
 
-/// Sends a record and pulls it back, over and over, until `stop`.
+/// Sends a record and pulls it back, over and over, until `stop`; counts its sends in
+/// `sent` as they are acknowledged.
 fn good_client(
     addr: std::net::SocketAddr,
     stop: Arc<AtomicBool>,
+    sent: Arc<AtomicU64>,
 ) -> std::thread::JoinHandle<GoodReport> {
     std::thread::spawn(move || {
         let mut rep = GoodReport::default();
@@ -58,6 +60,7 @@ fn good_client(
                 continue;
             }
             rep.sent += 1;
+            sent.fetch_add(1, Ordering::Relaxed);
             let off = r.fields::<SendResponse>().unwrap().first_queue_offset;
             let p = match c.try_call(
                 RequestCode::PullMessage,
@@ -139,8 +142,13 @@ fn bad_input_gets_a_status_and_disturbs_no_one_else() {
     admin.create_topic_ok("Good", 4);
     admin.create_topic_ok("BadInput", 4);
     let stop = Arc::new(AtomicBool::new(false));
-    let good = good_client(addr, Arc::clone(&stop));
-    std::thread::sleep(Duration::from_millis(100));
+    let good_sent = Arc::new(AtomicU64::new(0));
+    let good = good_client(addr, Arc::clone(&stop), Arc::clone(&good_sent));
+    wait_until(
+        Duration::from_secs(30),
+        "the good client's first send",
+        || good_sent.load(Ordering::Relaxed) >= 1 || good.is_finished(),
+    );
 
     // 1. Not a frame at all (an HTTP request): MALFORMED_REQUEST, then the connection closes.
     let mut c = Client::connect(addr);
@@ -276,7 +284,12 @@ fn bad_input_gets_a_status_and_disturbs_no_one_else() {
     // The misbehaving connection is still served.
     assert_eq!(c.max_offset("BadInput", 2), 0);
 
-    std::thread::sleep(Duration::from_millis(100));
+    // The good client is still served after all that (or it stopped on an error, which
+    // the assertions below report).
+    let after_bad = good_sent.load(Ordering::Relaxed);
+    wait_until(Duration::from_secs(30), "10 more good sends", || {
+        good_sent.load(Ordering::Relaxed) >= after_bad + 10 || good.is_finished()
+    });
     stop.store(true, Ordering::Relaxed);
     let rep = good.join().unwrap();
     assert!(

@@ -7,7 +7,7 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -163,19 +163,28 @@ fn kill9_mid_load_with_sync_flush_loses_no_acknowledged_record() {
     for round in 0..3usize {
         let addr = node.broker_addr();
         let stop = Arc::new(AtomicBool::new(false));
+        let progress: Vec<Arc<AtomicUsize>> = (0..4).map(|_| Arc::default()).collect();
         let producers: Vec<_> = (0..4)
             .map(|i| {
-                spawn_sender(
+                spawn_counted_sender(
                     addr,
                     topic,
                     round * 10 + i,
                     vec![i as u32, i as u32 + 4],
                     PIPELINE,
                     Arc::clone(&stop),
+                    Arc::clone(&progress[i]),
                 )
             })
             .collect();
-        std::thread::sleep(Duration::from_millis(700 + 250 * round as u64));
+        // Kill mid-stream, at a different point each round: once every producer has had
+        // some sends acknowledged (more each round).
+        let want = 20 + 40 * round;
+        wait_until(
+            Duration::from_secs(30),
+            format_args!("every producer to have {want} sends acknowledged"),
+            || progress.iter().all(|p| p.load(Ordering::Relaxed) >= want),
+        );
         let killed_at = Instant::now();
         node.kill9();
         let results: Vec<SendLog> = producers.into_iter().map(|p| p.join().unwrap()).collect();
@@ -271,13 +280,20 @@ fn sigterm_under_load(flush: &str) {
     });
     assert!(parked.is_some(), "the long poll was never parked");
     let stop = Arc::new(AtomicBool::new(false));
+    let progress: Vec<Arc<AtomicUsize>> = (0..3).map(|_| Arc::default()).collect();
     let producers: Vec<_> = (0..3)
         .map(|i| {
             let queues = (0..queues).collect();
-            spawn_sender(addr, topic, i, queues, PIPELINE, Arc::clone(&stop))
+            let p = Arc::clone(&progress[i]);
+            spawn_counted_sender(addr, topic, i, queues, PIPELINE, Arc::clone(&stop), p)
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(800));
+    // SIGTERM under load: once every producer has had sends acknowledged.
+    wait_until(
+        Duration::from_secs(30),
+        "every producer to have 50 sends acknowledged",
+        || progress.iter().all(|p| p.load(Ordering::Relaxed) >= 50),
+    );
     let t_term = Instant::now();
     let status = node.term();
     let term_took = t_term.elapsed();

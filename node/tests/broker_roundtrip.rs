@@ -199,7 +199,8 @@ fn standalone_send_pull_round_trip() {
     let r = c.view_message(s0.first_physical_offset + 1);
     assert_ne!(r.status(), Status::Success, "no record starts at offset+1");
 
-    // Offset by store timestamp (first message stored at or after the time).
+    // Offset by store timestamp (first message stored at or after the time). The sleep lets
+    // the clock move on, so "later" has a store time after the first message's.
     std::thread::sleep(Duration::from_millis(30));
     let later = c.send_ok(&Msg::new(topic, 0, "later"));
     assert_eq!(later.first_queue_offset, 1);

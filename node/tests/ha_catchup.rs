@@ -151,9 +151,30 @@ fn restarted_slave_resumes_from_its_own_offset() {
             )
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(1_500));
+    // Kill the slave once it has replicated something on every shard...
+    let saddr = slave.broker_addr();
+    let mut sc = Client::connect(saddr);
+    let start_ends = log_ends(&mut sc);
+    wait_until(
+        Duration::from_secs(30),
+        "the slave to replicate records on every shard",
+        || {
+            let ends = log_ends(&mut sc);
+            ends.iter().zip(&start_ends).all(|(e, s)| e > s)
+        },
+    );
     slave.kill9();
-    std::thread::sleep(Duration::from_millis(1_500));
+    // ... and restart it once the master has moved on without it on every shard.
+    let mut mc = Client::connect(maddr);
+    let at_kill = log_ends(&mut mc);
+    wait_until(
+        Duration::from_secs(30),
+        "the master to append on every shard while the slave is down",
+        || {
+            let ends = log_ends(&mut mc);
+            ends.iter().zip(&at_kill).all(|(e, k)| e > k)
+        },
+    );
     let mut slave = scfg.start(p.nsa);
     let restarted_at = log_ends(&mut Client::connect(maddr));
     let log = wait_for(Duration::from_secs(10), || {
@@ -184,7 +205,16 @@ fn restarted_slave_resumes_from_its_own_offset() {
             "shard {s}: the master did not move on while the slave was down"
         );
     }
-    std::thread::sleep(Duration::from_millis(1_500));
+    // The restarted slave catches up under live sends: stop them once the master has
+    // appended more on every shard since the restart.
+    wait_until(
+        Duration::from_secs(30),
+        "the master to append on every shard after the slave's restart",
+        || {
+            let ends = log_ends(&mut mc);
+            ends.iter().zip(&restarted_at).all(|(e, r)| e > r)
+        },
+    );
     stop.store(true, Ordering::Relaxed);
     let acked: usize = senders
         .into_iter()

@@ -251,6 +251,8 @@ fn sync_master_link_cut_never_acknowledges_and_slave_catches_up() {
     }
 
     // Stalled link: no acknowledgement arrives; each send times out after syncFlushTimeout.
+    // Not a wait for state (the proxy reads the mode before every forward); it lets bytes
+    // already on their way through the proxy land before the stalled sends start.
     proxy.set(STALL);
     std::thread::sleep(Duration::from_millis(100));
     let mut worst = Duration::ZERO;
@@ -329,7 +331,13 @@ fn sync_master_link_cut_never_acknowledges_and_slave_catches_up() {
         }
     }
     eprintln!("cut link: answers within {worst:?}");
-    std::thread::sleep(Duration::from_millis(1_500));
+    // The slave keeps trying while the link refuses it: wait for one more refused attempt.
+    let cut_accepts = proxy.accepted();
+    wait_until(
+        Duration::from_secs(30),
+        "the slave to retry the cut link",
+        || proxy.accepted() > cut_accepts,
+    );
     let refused_links = proxy.accepted();
 
     // Link back: the slave reconnects, catches up, sends are OK again.

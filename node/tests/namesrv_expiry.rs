@@ -102,7 +102,8 @@ fn name_servers_drop_a_killed_broker_after_expiry() {
         assert_eq!(m.shard_count, 1);
     }
 
-    // Re-registration keeps the broker alive well past one expiry period.
+    // Re-registration keeps the broker alive well past one expiry period (time must pass to
+    // show it is not dropped: two expiry periods, checked every 250 ms).
     let until = Instant::now() + Duration::from_millis(2 * EXPIRY_MS);
     while Instant::now() < until {
         for (i, c) in ns.iter_mut().enumerate() {
@@ -230,7 +231,11 @@ fn a_second_signal_exits_at_once() {
     // The silent one first: the stop waits on it before the real one.
     let mut broker = start_broker(dir.path(), &config, &[silent_addr, real.namesrv_addr()]);
     broker.signal(libc::SIGTERM);
-    std::thread::sleep(Duration::from_millis(300));
+    // The second signal lands while the stop is under way (it logs before it starts; a
+    // signal that arrives in between stays pending for the second-signal watcher).
+    wait_until(Duration::from_secs(30), "the first SIGTERM's stop", || {
+        broker.log().contains("SIGTERM: stopping")
+    });
     broker.signal(libc::SIGTERM);
     let status = broker
         .wait(Duration::from_secs(30))

@@ -280,6 +280,7 @@ fn dropping_a_disk_stops_its_preparer() {
         assert!(Instant::now() < deadline, "preparation never started");
         std::thread::sleep(Duration::from_millis(1));
     }
+    // Let the zero-filling get under way, so the drop lands mid-preparation.
     std::thread::sleep(Duration::from_millis(20));
     drop(disk);
     let written = |p: &Path| {
@@ -287,6 +288,8 @@ fn dropping_a_disk_stops_its_preparer() {
         (m.len(), m.modified().unwrap(), m.blocks())
     };
     let at_drop = written(&path);
+    // Proving that nothing happens takes time: a live preparer writes far more than once
+    // in 300 ms.
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(
         written(&path),

@@ -332,6 +332,21 @@ pub fn spawn_sender(
     pipeline: usize,
     stop: Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<SendLog> {
+    let acked = Arc::new(AtomicUsize::new(0));
+    spawn_counted_sender(addr, topic, id, queues, pipeline, stop, acked)
+}
+
+/// [`spawn_sender`] that also counts its acknowledgements in `acked` as they come, so a
+/// test can wait for progress (instead of sleeping and hoping some was made).
+pub fn spawn_counted_sender(
+    addr: SocketAddr,
+    topic: &str,
+    id: usize,
+    queues: Vec<u32>,
+    pipeline: usize,
+    stop: Arc<AtomicBool>,
+    acked: Arc<AtomicUsize>,
+) -> std::thread::JoinHandle<SendLog> {
     let topic = topic.to_string();
     std::thread::spawn(move || {
         let mut out = SendLog::default();
@@ -369,6 +384,7 @@ pub fn spawn_sender(
                             offset: s.first_queue_offset,
                             body,
                         });
+                        acked.fetch_add(1, Ordering::Relaxed);
                     }
                     Ok(r) => *out.refused.entry(r.status().name()).or_default() += 1,
                     Err(e) => {
@@ -514,19 +530,26 @@ pub fn master_kill9_scenario(name: &str, role: &'static str, shards: u16) -> Kil
 
     // Produce, kill -9 the master mid-stream.
     let stop = Arc::new(AtomicBool::new(false));
+    let progress: Vec<Arc<AtomicUsize>> = (0..PRODUCERS).map(|_| Arc::default()).collect();
     let senders: Vec<_> = (0..PRODUCERS)
         .map(|id| {
-            spawn_sender(
+            spawn_counted_sender(
                 maddr,
                 &topic,
                 id,
                 (0..QUEUES).collect(),
                 4,
                 Arc::clone(&stop),
+                Arc::clone(&progress[id]),
             )
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(2_000));
+    // Kill mid-stream: once every producer has had 100 sends acknowledged.
+    wait_until(
+        Duration::from_secs(30),
+        "every producer to have 100 sends acknowledged",
+        || progress.iter().all(|p| p.load(Ordering::Relaxed) >= 100),
+    );
     master.kill9();
     stop.store(true, Ordering::Relaxed);
     let logs: Vec<SendLog> = senders

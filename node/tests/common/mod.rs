@@ -20,6 +20,7 @@ pub use client::*;
 pub use ha::*;
 pub use node::*;
 pub use records::*;
+pub use ringmq_testkit::wait_until;
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Read, Write};
