@@ -101,12 +101,49 @@ pub fn iter(block: &[u8]) -> PropertyIter<'_> {
     PropertyIter { rest: block }
 }
 
-/// Looks up one property by key.
+/// Looks up one property by key: the value of the first pair whose key is `key`, if that
+/// value is UTF-8. Keys are compared as bytes and only the value found is validated, so a
+/// lookup costs one pass over the block without decoding the other pairs (it runs for
+/// every record on the send path). The scan ends at a pair without a name/value separator,
+/// as [`iter`] does.
 pub fn get<'a>(block: &'a [u8], key: &str) -> Option<&'a str> {
-    iter(block)
-        .filter_map(|pair| pair.ok())
-        .find(|(k, _)| *k == key)
-        .map(|(_, v)| v)
+    raw_pairs(block)
+        .find(|(k, _)| *k == key.as_bytes())
+        .and_then(|(_, v)| std::str::from_utf8(v).ok())
+}
+
+/// The pairs of a block as raw bytes (not checked to be UTF-8), up to the first pair
+/// without a name/value separator. For scans that compare keys against known ASCII names.
+pub fn raw_pairs(block: &[u8]) -> RawPairs<'_> {
+    RawPairs { rest: block }
+}
+
+/// Iterator returned by [`raw_pairs`].
+#[derive(Debug, Clone)]
+pub struct RawPairs<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Iterator for RawPairs<'a> {
+    type Item = (&'a [u8], &'a [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.rest.is_empty() {
+            return None;
+        }
+        let end = memchr(PROPERTY_SEPARATOR, self.rest).unwrap_or(self.rest.len());
+        let pair = &self.rest[..end];
+        self.rest = self.rest.get(end + 1..).unwrap_or(&[]);
+        let Some(split) = memchr(NAME_VALUE_SEPARATOR, pair) else {
+            self.rest = &[];
+            return None;
+        };
+        Some((&pair[..split], &pair[split + 1..]))
+    }
+}
+
+fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
+    hay.iter().position(|&b| b == needle)
 }
 
 /// Iterator returned by [`iter`].
@@ -166,6 +203,20 @@ mod tests {
         assert_eq!(pairs, vec![("TAGS", "TagA"), ("KEYS", "k1 k2")]);
         assert_eq!(get(&out, "KEYS"), Some("k1 k2"));
         assert_eq!(get(&out, "NOPE"), None);
+    }
+
+    #[test]
+    fn get_compares_keys_as_bytes_and_checks_only_the_value_found() {
+        let block = b"A\x01\xff\x02TAGS\x01t\x02BAD\x01\xfe\x02";
+        assert_eq!(get(block, "TAGS"), Some("t"));
+        assert_eq!(
+            get(block, "BAD"),
+            None,
+            "a value that is not UTF-8 is not returned"
+        );
+        assert_eq!(get(b"A\x01x\x02NOSEP\x02TAGS\x01t\x02", "TAGS"), None);
+        let raw: Vec<_> = raw_pairs(b"K\x01\x02L\x01v").collect();
+        assert_eq!(raw, vec![(&b"K"[..], &b""[..]), (&b"L"[..], &b"v"[..])]);
     }
 
     #[test]

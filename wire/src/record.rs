@@ -358,7 +358,31 @@ pub fn decode(buf: &[u8]) -> Result<Entry<'_>> {
             }
             Ok(Entry::Blank { len: size })
         }
-        MAGIC_V1 | MAGIC_V2 => decode_record(buf, size, magic == MAGIC_V2).map(Entry::Record),
+        MAGIC_V1 | MAGIC_V2 => decode_record(buf, size, magic == MAGIC_V2, true).map(Entry::Record),
+        other => Err(WireError::BadMagic {
+            magic: other,
+            offset: pos::MAGIC,
+        }),
+    }
+}
+
+/// [`decode_one`] without the body CRC: for bytes this process already checked, e.g. a
+/// record read back from its own CommitLog below the write offset (the key index). Every
+/// length is still checked, so a torn or foreign record is an error, not a panic.
+pub fn decode_one_unverified(buf: &[u8]) -> Result<RecordView<'_>> {
+    let Some((size, magic)) = peek_header(buf) else {
+        return Err(WireError::Truncated {
+            what: "record header",
+            need: BLANK_BYTES,
+            have: buf.len(),
+        });
+    };
+    match magic {
+        MAGIC_V1 | MAGIC_V2 => decode_record(buf, size as usize, magic == MAGIC_V2, false),
+        BLANK_MAGIC => Err(WireError::Invalid {
+            what: "record",
+            detail: "BLANK entry where a record was expected",
+        }),
         other => Err(WireError::BadMagic {
             magic: other,
             offset: pos::MAGIC,
@@ -377,7 +401,7 @@ pub fn decode_one(buf: &[u8]) -> Result<RecordView<'_>> {
     }
 }
 
-fn decode_record(buf: &[u8], size: usize, v2: bool) -> Result<RecordView<'_>> {
+fn decode_record(buf: &[u8], size: usize, v2: bool, verify_crc: bool) -> Result<RecordView<'_>> {
     if size < RECORD_BYTES_MIN {
         return Err(WireError::TooShort {
             what: "record",
@@ -426,9 +450,11 @@ fn decode_record(buf: &[u8], size: usize, v2: bool) -> Result<RecordView<'_>> {
         });
     }
     let stored = read_u32(bytes, pos::BODY_CRC)?;
-    let computed = body_crc(body);
-    if stored != computed {
-        return Err(WireError::BadCrc { stored, computed });
+    if verify_crc {
+        let computed = body_crc(body);
+        if stored != computed {
+            return Err(WireError::BadCrc { stored, computed });
+        }
     }
     Ok(RecordView {
         bytes,
@@ -718,6 +744,22 @@ mod tests {
         assert_eq!(r.store_host, store);
         assert_eq!(r.tags(), Some("TagA"));
         assert_eq!(r.tag_hash(), tag_hash("TagA"));
+    }
+
+    #[test]
+    fn unverified_decode_skips_only_the_crc() {
+        let msg = sample("orders", b"hello", b"");
+        let mut out = Vec::new();
+        encode(&msg, &mut out).unwrap();
+        let body_at = out.len() - b"hello".len() - 1 - "orders".len() - 2;
+        out[body_at] ^= 0xff;
+        assert!(matches!(decode_one(&out), Err(WireError::BadCrc { .. })));
+        let r = decode_one_unverified(&out).unwrap();
+        assert_eq!((r.topic, r.body.len()), ("orders", 5));
+        // Lengths are still checked.
+        assert!(decode_one_unverified(&out[..out.len() - 1]).is_err());
+        out[pos::MAGIC] ^= 1;
+        assert!(decode_one_unverified(&out).is_err());
     }
 
     #[test]

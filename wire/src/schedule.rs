@@ -162,9 +162,9 @@ pub fn has_schedule_property(props: &[u8]) -> bool {
 /// or a malformed attempt at one).
 pub fn special_properties(props: &[u8]) -> (bool, bool) {
     let (mut scheduled, mut tran) = (false, false);
-    for (k, _) in crate::properties::iter(props).filter_map(|p| p.ok()) {
-        scheduled |= SCHEDULE_KEYS.contains(&k);
-        tran |= k == keys::TRAN_MSG;
+    for (k, _) in crate::properties::raw_pairs(props) {
+        scheduled |= SCHEDULE_KEYS.iter().any(|s| s.as_bytes() == k);
+        tran |= k == keys::TRAN_MSG.as_bytes();
     }
     (scheduled, tran)
 }

@@ -1,7 +1,7 @@
 //! `RealDisk`: the store's [`Disk`] on real files. Writes and fdatasyncs go through an
 //! io_uring owned by the disk (one per shard store; submissions batch every write of an
-//! append into one `io_uring_enter`), except small appends, written inline with pwrite (see
-//! [`INLINE_WRITE_BYTES_MAX`]). Where io_uring is refused (seccomp, old kernel, memlock
+//! append into one `io_uring_enter`), except appends up to [`INLINE_WRITE_BYTES_MAX`] (every
+//! ordinary send), written inline with pwrite: on ext4 the ring only adds a worker thread. Where io_uring is refused (seccomp, old kernel, memlock
 //! limit) the same calls fall back to pwrite/fdatasync, and [`RealDisk::driver`] says which.
 //! Reads copy from a read-only memory map of the file. Segment files are prepared (created,
 //! fallocated, and with [`RealDisk::set_warm_segments`] pre-written with zeros) by a background
@@ -29,10 +29,13 @@ pub const RING_ENTRIES: u32 = 64;
 pub const PREWRITE_CHUNK_BYTES: usize = 1 << 20;
 /// Appends of at most this many bytes are written with pwrite on the calling thread, not the
 /// ring. File systems without async buffered writes (ext4 here) make io_uring hand every
-/// buffered write to a kernel worker thread; for a caller that waits anyway, that hand-off is
-/// pure cost: measured 16.5 µs vs 6.5 µs p50 for a 1-record append (`benches/store.rs`).
-/// Larger batches still go through the ring, where the two were within noise.
-pub const INLINE_WRITE_BYTES_MAX: usize = 16 << 10;
+/// buffered write to a kernel worker thread (`iou-wrk`); for a caller that waits anyway, that
+/// hand-off is pure cost: a 1-record append took 16.5 µs vs 6.5 µs p50 (`benches/store.rs`),
+/// and in batched sends (64 x 1 KiB) the workers were 35 % of the broker's CPU profile, the
+/// wake-ups between them and the shard a good part of it; writing inline cut the broker's
+/// CPU per message by ~13 % (docs/perf.md, issue #16). Larger writes (several MiB, e.g. a
+/// slave applying a replication chunk) still go through the ring in one submission.
+pub const INLINE_WRITE_BYTES_MAX: usize = 4 << 20;
 /// Slice of a segment being prepared whose writeback is started (and the previous one's
 /// awaited) at once.
 pub const PREWRITE_SYNC_BYTES: u64 = 8 << 20;

@@ -173,6 +173,8 @@ async fn read_loop<S: Service + 'static>(
     let max = svc.frame_bytes_max();
     let mut start = 0usize;
     let mut skip = 0u64;
+    // Length of the last large frame handed over whole (see the read below).
+    let mut last_large = 0usize;
     loop {
         if skip > 0 {
             let n = (skip as usize).min(buf.len() - start);
@@ -183,8 +185,19 @@ async fn read_loop<S: Service + 'static>(
             let avail = &buf[start..];
             match frame::check(avail, max) {
                 Ok(Some(n)) => {
-                    let f = avail[..n].to_vec();
-                    start += n;
+                    let f = if start == 0 && n * 2 >= buf.len() {
+                        // The frame is most of the buffer: hand the buffer over and keep a
+                        // copy of the (smaller) rest, instead of copying the frame out.
+                        if n >= EXACT_READ_FRAME_BYTES {
+                            last_large = n;
+                        }
+                        let rest = buf.split_off(n);
+                        std::mem::replace(&mut buf, rest)
+                    } else {
+                        let f = avail[..n].to_vec();
+                        start += n;
+                        f
+                    };
                     if let Some(shard) = svc.handoff_target(&f) {
                         if inflight.get() == 0 {
                             let rest = buf[start..].to_vec();
@@ -243,7 +256,24 @@ async fn read_loop<S: Service + 'static>(
             }
             l.await;
         }
-        buf.reserve(READ_CHUNK_BYTES);
+        // Large frames are read to their exact end into a buffer that holds only them, so
+        // they are handed over without a copy: the frame under way once its length is known,
+        // else (nothing buffered) the length of the last large frame as a guess.
+        let partial = partial_frame_len(&buf[start..]).filter(|&n| n >= EXACT_READ_FRAME_BYTES);
+        match partial {
+            Some(n) if start > 0 || buf.capacity() > n => {
+                let mut b = Vec::with_capacity(n);
+                b.extend_from_slice(&buf[start..]);
+                buf = b;
+                start = 0;
+            }
+            Some(n) => buf.reserve_exact(n - buf.len()),
+            None if start == buf.len() && last_large > 0 => {
+                buf = Vec::with_capacity(last_large);
+                start = 0;
+            }
+            None => buf.reserve(READ_CHUNK_BYTES),
+        }
         let (res, b) = conn.read_append(buf).await;
         buf = b;
         match res {
@@ -251,6 +281,16 @@ async fn read_loop<S: Service + 'static>(
             Ok(_) => {}
         }
     }
+}
+
+/// Frames at least this long are read to their exact end (see the read loop).
+const EXACT_READ_FRAME_BYTES: usize = 16 << 10;
+
+/// The whole length of the frame that `buf` begins, once its length field has arrived.
+fn partial_frame_len(buf: &[u8]) -> Option<usize> {
+    let len: [u8; frame::LENGTH_FIELD_BYTES] =
+        buf.get(..frame::LENGTH_FIELD_BYTES)?.try_into().ok()?;
+    Some(u32::from_be_bytes(len) as usize + frame::LENGTH_FIELD_BYTES)
 }
 
 enum Refusal {

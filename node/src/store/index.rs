@@ -97,6 +97,44 @@ pub struct KeyIndex<D: Disk> {
     /// How far the log was read while no index file exists yet (records without keys):
     /// in memory only, so a restart reads them again, once.
     end_without_files: u64,
+    /// The last file's slot table and unwritten entries (see [`Active`]); `None` until the
+    /// first put after an open or a truncation.
+    active: Option<Active>,
+}
+
+/// What the last index file has in memory: its whole slot table, which pages of it changed
+/// since they were last written, and the entries put since the last [`KeyIndex::commit`].
+/// A put costs no system call: entries go to the file once per indexing step (one
+/// contiguous write), changed slot pages once per flush (before the header that counts
+/// them), where one write per key per slot used to be two `pwrite`s per key.
+#[derive(Debug)]
+struct Active {
+    slots: Vec<u32>,
+    /// One flag per [`SLOT_PAGE_SLOTS`] slots.
+    dirty_pages: Vec<bool>,
+    /// Encoded entries not yet written, the first numbered `pending_first`.
+    pending: Vec<u8>,
+    pending_first: u32,
+}
+
+/// Slots per 4 KiB page of the slot table: the unit in which changed slots are written.
+const SLOT_PAGE_SLOTS: usize = 1024;
+
+impl Active {
+    fn new(slots: Vec<u32>) -> Self {
+        Active {
+            dirty_pages: vec![false; slots.len().div_ceil(SLOT_PAGE_SLOTS)],
+            slots,
+            pending: Vec::new(),
+            pending_first: 0,
+        }
+    }
+
+    /// Entry `n` if it is still pending.
+    fn pending_entry(&self, n: u32) -> Option<&[u8]> {
+        let i = n.checked_sub(self.pending_first)? as usize * INDEX_ENTRY_BYTES as usize;
+        self.pending.get(i..i + INDEX_ENTRY_BYTES as usize)
+    }
 }
 
 impl<D: Disk + Clone> KeyIndex<D> {
@@ -141,6 +179,7 @@ impl<D: Disk + Clone> KeyIndex<D> {
             max_entries: max_entries.max(1),
             files,
             end_without_files: 0,
+            active: None,
         })
     }
 
@@ -168,31 +207,25 @@ impl<D: Disk + Clone> KeyIndex<D> {
         if full {
             self.new_file(phys, store_ts_ms)?;
         }
+        self.load_active()?;
         let slots = self.slots;
-        let Some(f) = self.files.last_mut() else {
+        let (Some(f), Some(a)) = (self.files.last_mut(), self.active.as_mut()) else {
             return Ok(());
         };
         let hash = key_hash(topic, key);
-        let slot_at = INDEX_HEADER_BYTES + u64::from(hash % slots) * INDEX_SLOT_BYTES;
-        let mut slot = [0u8; 4];
-        self.disk
-            .read_at(&f.file, slot_at, &mut slot)
-            .map_err(|e| StoreError::io(&self.dir, e))?;
-        let prev = u32::from_be_bytes(slot);
+        let slot = (hash % slots) as usize;
+        let prev = a.slots[slot];
         let n = f.header.index_count.max(1);
         let time_diff = ((store_ts_ms - f.header.begin_ts).max(0) / 1000) as u32;
-        let mut entry = [0u8; INDEX_ENTRY_BYTES as usize];
-        entry[0..4].copy_from_slice(&hash.to_be_bytes());
-        entry[4..12].copy_from_slice(&phys.to_be_bytes());
-        entry[12..16].copy_from_slice(&time_diff.to_be_bytes());
-        entry[16..20].copy_from_slice(&prev.to_be_bytes());
-        let entry_at = INDEX_HEADER_BYTES
-            + u64::from(slots) * INDEX_SLOT_BYTES
-            + u64::from(n) * INDEX_ENTRY_BYTES;
-        self.disk
-            .write_at(&f.file, entry_at, &entry)
-            .and_then(|()| self.disk.write_at(&f.file, slot_at, &n.to_be_bytes()))
-            .map_err(|e| StoreError::io(&self.dir, e))?;
+        if a.pending.is_empty() {
+            a.pending_first = n;
+        }
+        a.pending.extend_from_slice(&hash.to_be_bytes());
+        a.pending.extend_from_slice(&phys.to_be_bytes());
+        a.pending.extend_from_slice(&time_diff.to_be_bytes());
+        a.pending.extend_from_slice(&prev.to_be_bytes());
+        a.slots[slot] = n;
+        a.dirty_pages[slot / SLOT_PAGE_SLOTS] = true;
         if prev == 0 {
             f.header.slot_count += 1;
         }
@@ -200,6 +233,79 @@ impl<D: Disk + Clone> KeyIndex<D> {
         f.header.end_ts = f.header.end_ts.max(store_ts_ms);
         f.header.end_phys = f.header.end_phys.max(record_end);
         f.dirty = true;
+        Ok(())
+    }
+
+    /// Reads the last file's slot table into memory, once (a new file's is all zeros).
+    fn load_active(&mut self) -> Result<()> {
+        if self.active.is_some() {
+            return Ok(());
+        }
+        let Some(f) = self.files.last() else {
+            return Ok(());
+        };
+        let n = self.slots as usize;
+        let mut raw = vec![0u8; n * INDEX_SLOT_BYTES as usize];
+        self.disk
+            .read_at(&f.file, INDEX_HEADER_BYTES, &mut raw)
+            .map_err(|e| StoreError::io(&self.dir, e))?;
+        let slots = raw
+            .chunks_exact(4)
+            .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        self.active = Some(Active::new(slots));
+        Ok(())
+    }
+
+    /// Writes the entries put since the last call, in one write. The indexing step calls
+    /// it when it is done, so queries read every entry from the file.
+    pub fn commit(&mut self) -> Result<()> {
+        let (Some(f), Some(a)) = (self.files.last(), self.active.as_mut()) else {
+            return Ok(());
+        };
+        if a.pending.is_empty() {
+            return Ok(());
+        }
+        let at = INDEX_HEADER_BYTES
+            + u64::from(self.slots) * INDEX_SLOT_BYTES
+            + u64::from(a.pending_first) * INDEX_ENTRY_BYTES;
+        self.disk
+            .write_at(&f.file, at, &a.pending)
+            .map_err(|e| StoreError::io(&self.dir, e))?;
+        a.pending.clear();
+        Ok(())
+    }
+
+    /// Writes the pending entries, then every changed page of the last file's slot table
+    /// (consecutive pages in one write): the header written after them counts nothing that
+    /// is not in the file.
+    fn write_slots(&mut self) -> Result<()> {
+        self.commit()?;
+        let (Some(f), Some(a)) = (self.files.last(), self.active.as_mut()) else {
+            return Ok(());
+        };
+        let mut page = 0;
+        while page < a.dirty_pages.len() {
+            if !a.dirty_pages[page] {
+                page += 1;
+                continue;
+            }
+            let first = page;
+            while page < a.dirty_pages.len() && a.dirty_pages[page] {
+                a.dirty_pages[page] = false;
+                page += 1;
+            }
+            let from = first * SLOT_PAGE_SLOTS;
+            let to = (page * SLOT_PAGE_SLOTS).min(a.slots.len());
+            let bytes: Vec<u8> = a.slots[from..to]
+                .iter()
+                .flat_map(|v| v.to_be_bytes())
+                .collect();
+            let at = INDEX_HEADER_BYTES + from as u64 * INDEX_SLOT_BYTES;
+            self.disk
+                .write_at(&f.file, at, &bytes)
+                .map_err(|e| StoreError::io(&self.dir, e))?;
+        }
         Ok(())
     }
 
@@ -227,7 +333,9 @@ impl<D: Disk + Clone> KeyIndex<D> {
     ) -> Result<Vec<u64>> {
         let hash = key_hash(topic, key);
         let mut out = Vec::new();
-        for f in self.files.iter().rev() {
+        let last = self.files.len().saturating_sub(1);
+        for (i, f) in self.files.iter().enumerate().rev() {
+            let active = self.active.as_ref().filter(|_| i == last);
             if out.len() >= max {
                 break;
             }
@@ -235,12 +343,18 @@ impl<D: Disk + Clone> KeyIndex<D> {
             {
                 continue;
             }
-            let slot_at = INDEX_HEADER_BYTES + u64::from(hash % self.slots) * INDEX_SLOT_BYTES;
-            let mut slot = [0u8; 4];
-            self.disk
-                .read_at(&f.file, slot_at, &mut slot)
-                .map_err(|e| StoreError::io(&self.dir, e))?;
-            let mut n = u32::from_be_bytes(slot);
+            let mut n = match active {
+                Some(a) => a.slots[(hash % self.slots) as usize],
+                None => {
+                    let slot_at =
+                        INDEX_HEADER_BYTES + u64::from(hash % self.slots) * INDEX_SLOT_BYTES;
+                    let mut slot = [0u8; 4];
+                    self.disk
+                        .read_at(&f.file, slot_at, &mut slot)
+                        .map_err(|e| StoreError::io(&self.dir, e))?;
+                    u32::from_be_bytes(slot)
+                }
+            };
             let mut steps = 0u32;
             while n != 0 && n < f.header.index_count && out.len() < max && steps <= self.max_entries
             {
@@ -249,9 +363,13 @@ impl<D: Disk + Clone> KeyIndex<D> {
                     + u64::from(self.slots) * INDEX_SLOT_BYTES
                     + u64::from(n) * INDEX_ENTRY_BYTES;
                 let mut e = [0u8; INDEX_ENTRY_BYTES as usize];
-                self.disk
-                    .read_at(&f.file, at, &mut e)
-                    .map_err(|err| StoreError::io(&self.dir, err))?;
+                match active.and_then(|a| a.pending_entry(n)) {
+                    Some(bytes) => e.copy_from_slice(bytes),
+                    None => self
+                        .disk
+                        .read_at(&f.file, at, &mut e)
+                        .map_err(|err| StoreError::io(&self.dir, err))?,
+                }
                 let h = u32::from_be_bytes([e[0], e[1], e[2], e[3]]);
                 let mut p = [0u8; 8];
                 p.copy_from_slice(&e[4..12]);
@@ -282,6 +400,7 @@ impl<D: Disk + Clone> KeyIndex<D> {
             .is_some_and(|f| f.header.begin_phys >= end && f.header.index_count > 0)
         {
             if let Some(f) = self.files.pop() {
+                self.active = None;
                 let path = self.dir.join(format!("{:020}", f.header.begin_phys));
                 drop(f);
                 self.disk
@@ -313,6 +432,7 @@ impl<D: Disk + Clone> KeyIndex<D> {
     /// fdatasync. They count as flushed from here on (the index is rebuilt from the log
     /// after a crash, so a failed fdatasync loses nothing but time).
     pub fn write_headers(&mut self) -> Result<Vec<&D::File>> {
+        self.write_slots()?;
         let mut out = Vec::new();
         for f in self.files.iter_mut().filter(|f| f.dirty) {
             self.disk
@@ -353,6 +473,7 @@ impl<D: Disk + Clone> KeyIndex<D> {
             header,
             dirty: true,
         });
+        self.active = Some(Active::new(vec![0; self.slots as usize]));
         Ok(())
     }
 }
@@ -383,6 +504,7 @@ pub fn index_pending<D: Disk + Clone>(
         pos = index.end_offset().max(store.min_offset());
     }
     let mut n = 0;
+    let mut buf = Vec::new();
     while pos < end && n < max_records {
         let mut head = [0u8; record::BLANK_BYTES];
         store.read(pos, &mut head)?;
@@ -392,25 +514,37 @@ pub fn index_pending<D: Disk + Clone>(
             index.advance(pos.min(end));
             continue;
         }
-        let bytes = store.read_record(pos)?;
-        let rec = record::decode_one(&bytes).map_err(|e| StoreError::NotFound {
+        if !(record::RECORD_BYTES_MIN..=record::RECORD_BYTES_MAX).contains(&(size as usize)) {
+            return Err(StoreError::NotFound {
+                detail: format!("no record at physical offset {pos}"),
+            });
+        }
+        buf.resize(size as usize, 0);
+        store.read(pos, &mut buf)?;
+        // Below the write offset of this process's own log: checked when it was appended
+        // (or recovered), so the body's CRC is not computed again.
+        let rec = record::decode_one_unverified(&buf).map_err(|e| StoreError::NotFound {
             detail: format!("record at {pos}: {e}"),
         })?;
-        let next = pos + bytes.len() as u64;
-        let mut keys_of = Vec::new();
+        if rec.physical_offset != pos {
+            return Err(StoreError::NotFound {
+                detail: format!("no record starts at physical offset {pos}"),
+            });
+        }
+        let next = pos + rec.len() as u64;
         if let Some(ks) = rec.property(keys::KEYS) {
-            keys_of.extend(ks.split(' ').filter(|k| !k.is_empty()));
+            for k in ks.split(' ').filter(|k| !k.is_empty()) {
+                index.put(rec.topic, k, pos, next, rec.store_timestamp_ms)?;
+            }
         }
         if let Some(u) = rec.property(keys::UNIQ_KEY) {
-            keys_of.push(u);
-        }
-        for k in keys_of {
-            index.put(rec.topic, k, pos, next, rec.store_timestamp_ms)?;
+            index.put(rec.topic, u, pos, next, rec.store_timestamp_ms)?;
         }
         index.advance(next);
         pos = next;
         n += 1;
     }
+    index.commit()?;
     Ok(n)
 }
 

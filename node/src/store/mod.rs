@@ -560,18 +560,40 @@ impl<D: Disk + Clone> Store<D> {
         // (physical offset, batch range) of contiguous pieces, and BLANK positions.
         let mut pieces: Vec<(u64, usize, usize)> = Vec::new();
         let mut blanks: Vec<(u64, [u8; record::BLANK_BYTES])> = Vec::new();
+        // The queue of the previous record: a batch usually holds one topic and queue, so
+        // the ConsumeQueue is looked up (and the topic copied) once per run of records.
+        let mut run: Option<(String, u32, &mut ConsumeQueue<D>)> = None;
         for m in metas {
             let place = self.log.place(m.len)?;
             if let Some(at) = place.blank_at {
                 blanks.push((at, self.log.blank_bytes(at)));
             }
-            let topic = m.topic(batch).to_string();
             let unit = CqUnit {
                 physical_offset: place.physical_offset,
                 size: m.len as u32,
                 tag_hash: m.tag_hash,
             };
-            let cq = self.queue_or_open(&topic, m.queue_id)?;
+            let same_queue = run
+                .as_ref()
+                .is_some_and(|(t, q, _)| *q == m.queue_id && t.as_str() == m.topic(batch));
+            if !same_queue {
+                let topic = m.topic(batch).to_string();
+                if !touched.iter().any(|(t, q)| *t == topic && *q == m.queue_id) {
+                    touched.push((topic.clone(), m.queue_id));
+                }
+                let cq = open_queue(
+                    &self.disk,
+                    &self.cfg.root,
+                    self.cfg.cq_units_per_file,
+                    &mut self.queues,
+                    &topic,
+                    m.queue_id,
+                )?;
+                run = Some((topic, m.queue_id, cq));
+            }
+            let Some((_, _, cq)) = run.as_mut() else {
+                unreachable!("the run was just set");
+            };
             let queue_offset = if cq.next_offset() == 4
                 && crate::planted::once(crate::planted::Bug::SkipCqWrite)
             {
@@ -580,9 +602,6 @@ impl<D: Disk + Clone> Store<D> {
             } else {
                 cq.stage(unit)?
             };
-            if !touched.iter().any(|(t, q)| *t == topic && *q == m.queue_id) {
-                touched.push((topic, m.queue_id));
-            }
             let fields = BrokerFields {
                 queue_offset,
                 physical_offset: place.physical_offset,
