@@ -161,12 +161,40 @@ pub fn has_schedule_property(props: &[u8]) -> bool {
 /// names any of [`SCHEDULE_KEYS`], and whether it names `TRAN_MSG` (a transactional half,
 /// or a malformed attempt at one).
 pub fn special_properties(props: &[u8]) -> (bool, bool) {
-    let (mut scheduled, mut tran) = (false, false);
-    for (k, _) in crate::properties::raw_pairs(props) {
-        scheduled |= SCHEDULE_KEYS.iter().any(|s| s.as_bytes() == k);
-        tran |= k == keys::TRAN_MSG.as_bytes();
+    let s = scan_send(props);
+    (s.scheduled, s.tran_msg)
+}
+
+/// [`special_properties`] and the `TAGS` value, in one pass over the block (the send path
+/// needs all three for every record).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SendProperties<'a> {
+    pub scheduled: bool,
+    pub tran_msg: bool,
+    /// The first `TAGS` value, if it is UTF-8 (as [`crate::properties::get`] finds it).
+    pub tags: Option<&'a str>,
+}
+
+pub fn scan_send(props: &[u8]) -> SendProperties<'_> {
+    let mut out = SendProperties::default();
+    let mut tags_seen = false;
+    for (k, v) in crate::properties::raw_pairs(props) {
+        out.scheduled |= SCHEDULE_KEYS.iter().any(|s| s.as_bytes() == k);
+        out.tran_msg |= k == keys::TRAN_MSG.as_bytes();
+        if !tags_seen && k == keys::TAGS.as_bytes() {
+            tags_seen = true;
+            out.tags = std::str::from_utf8(v).ok();
+        }
     }
-    (scheduled, tran)
+    out
+}
+
+/// [`cq_tag`] with the record's `TAGS` already found (see [`scan_send`]).
+pub fn cq_tag_with(rec: &RecordView<'_>, tags: Option<&str>) -> i64 {
+    if rec.topic == crate::transaction::OP_TOPIC || rec.topic == TIMER_TOPIC {
+        return cq_tag(rec);
+    }
+    tags.map(crate::record::tag_hash).unwrap_or(0)
 }
 
 /// Reads the schedule a message asks for. An error names the property and what is wrong
@@ -207,6 +235,31 @@ pub fn asked(props: &[u8]) -> std::result::Result<Asked, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_pass_scan_agrees_with_the_lookups() {
+        let blocks: [&[u8]; 5] = [
+            b"TAGS\x01a\x02DELAY\x013\x02",
+            b"KEYS\x01k\x02TRAN_MSG\x01true\x02TAGS\x01b\x02TAGS\x01c\x02",
+            b"TAGS\x01\xff\x02TAGS\x01d\x02",
+            b"X\x01y\x02BROKEN\x02TAGS\x01e\x02",
+            b"",
+        ];
+        for b in blocks {
+            let s = scan_send(b);
+            assert_eq!(s.tags, crate::properties::get(b, keys::TAGS), "{b:?}");
+            let scheduled = crate::properties::raw_pairs(b)
+                .any(|(k, _)| SCHEDULE_KEYS.iter().any(|s| s.as_bytes() == k));
+            assert_eq!(s.scheduled, scheduled, "{b:?}");
+        }
+        assert_eq!(scan_send(blocks[0]).tags, Some("a"));
+        assert!(scan_send(blocks[1]).tran_msg);
+        assert_eq!(
+            scan_send(blocks[3]).tags,
+            None,
+            "the scan ends at a pair without 0x01"
+        );
+    }
 
     #[test]
     fn tags_pack_and_unpack() {

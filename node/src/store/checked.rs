@@ -65,12 +65,13 @@ fn scan_batch(batch: &[u8]) -> Result<Vec<RecordMeta>> {
             });
         }
         let topic_start = rec.topic.as_ptr() as usize - rec.bytes.as_ptr() as usize;
-        let (scheduled, tran_msg) = ringmq_wire::schedule::special_properties(rec.properties);
+        let props = ringmq_wire::schedule::scan_send(rec.properties);
+        let (scheduled, tran_msg) = (props.scheduled, props.tran_msg);
         metas.push(RecordMeta {
             start: at,
             len: rec.len(),
             queue_id: rec.queue_id,
-            tag_hash: ringmq_wire::schedule::cq_tag(&rec),
+            tag_hash: ringmq_wire::schedule::cq_tag_with(&rec, props.tags),
             body_len: rec.body.len(),
             scheduled,
             half: rec.sys_flag & record::sys_flag::TRANSACTION_MASK != 0 || tran_msg,
