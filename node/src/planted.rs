@@ -17,15 +17,18 @@ pub enum Bug {
     DeliverEarly,
     /// The schedule's progress record claims the next pending message delivered too.
     ProgressAhead,
+    /// The name server never drops a silent broker (its expiry scan does nothing).
+    NamesrvNoExpiry,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 5] = [
+    pub const ALL: [Bug; 6] = [
         Bug::AckBeforeFsync,
         Bug::AckBeforeSlave,
         Bug::SkipCqWrite,
         Bug::DeliverEarly,
         Bug::ProgressAhead,
+        Bug::NamesrvNoExpiry,
     ];
 
     pub fn name(self) -> &'static str {
@@ -35,6 +38,7 @@ impl Bug {
             Bug::SkipCqWrite => "skip-cq-write",
             Bug::DeliverEarly => "deliver-early",
             Bug::ProgressAhead => "progress-ahead",
+            Bug::NamesrvNoExpiry => "namesrv-no-expiry",
         }
     }
 

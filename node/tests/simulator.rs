@@ -126,3 +126,71 @@ fn transactions_checked_back_on_the_simulated_clock() {
         r.check_max
     );
 }
+
+/// The name server's broker leases run on the monotonic clock: a jump of its wall clock
+/// neither drops a registered broker early nor keeps a silent one. Found by the simulator
+/// (`ringmq-sim --seed 12 --runs 1 --virtual-secs 20`): a forward jump of the name server's
+/// clock dropped every broker at the next scan, and a backward one kept silent brokers for
+/// as long as the jump.
+#[test]
+fn name_server_leases_ignore_wall_clock_jumps() {
+    use std::cell::Cell;
+    use std::rc::Rc;
+    use std::time::Duration;
+
+    use ringmq_node::io::sim::{NetConfig, World};
+    use ringmq_node::sim::cluster::{NamesrvNode, BROKER_EXPIRY_MS, NAMESRV, NAMESRV_SCAN_MS};
+    use ringmq_wire::code::{RequestCode, Status};
+    use ringmq_wire::codec::{Empty, Encode};
+    use ringmq_wire::command::route::{BrokerRegistration, BrokerRole, DataVersion};
+
+    let world = World::new(1, NetConfig::default());
+    let _entered = world.enter();
+    let mut ns = NamesrvNode::new();
+    ns.start(&world).unwrap();
+    let reg = BrokerRegistration {
+        cluster: "c".into(),
+        broker_name: "b".into(),
+        broker_id: 0,
+        address: "10.0.1.1:10911".into(),
+        ha_address: String::new(),
+        role: BrokerRole::AsyncMaster,
+        shard_count: 1,
+        version: "test".into(),
+        heartbeat_timeout_ms: 120_000,
+        data_version: DataVersion::default(),
+        topics: Vec::new(),
+    };
+    let body = reg.to_vec().unwrap();
+    let answered: Rc<Cell<Option<Status>>> = Rc::default();
+    let (addr, slot) = (ns.addr, Rc::clone(&answered));
+    world.spawn_on(20, async move {
+        let r =
+            ringmq_node::broker::register::call(addr, RequestCode::RegisterBroker, &Empty, &body)
+                .await;
+        slot.set(Some(r.map(|(s, _, _)| s).unwrap_or(Status::SystemError)));
+    });
+    assert!(world.run_until(1_000_000_000, || answered.get().is_some()));
+    assert_eq!(answered.get(), Some(Status::Success));
+    let listed = |ns: &NamesrvNode| {
+        ns.running
+            .as_ref()
+            .unwrap()
+            .with_routes(|t| t.broker_count())
+    };
+    assert_eq!(listed(&ns), 1);
+    // An hour forward: the lease (registered a moment ago) still runs.
+    world.jump_clock(NAMESRV, 3_600_000);
+    world.run_for(Duration::from_millis(3 * NAMESRV_SCAN_MS));
+    assert_eq!(listed(&ns), 1, "dropped early after a forward clock jump");
+    // Two hours back, and silent for longer than the expiry: dropped.
+    world.jump_clock(NAMESRV, -7_200_000);
+    world.run_for(Duration::from_millis(
+        BROKER_EXPIRY_MS + 2 * NAMESRV_SCAN_MS,
+    ));
+    assert_eq!(
+        listed(&ns),
+        0,
+        "a silent broker kept after a backward clock jump"
+    );
+}

@@ -9,9 +9,10 @@ use clap::Parser;
 use ringmq_node::planted::Bug;
 use ringmq_node::sim::{self, Options};
 
-/// Deterministic simulation of a ringmq deployment (master, slave, clients) on virtual time,
-/// with crashes, torn writes, full and slow disks, connection resets, partitions and clock
-/// jumps; checks that nothing acknowledged is lost and that queues match the log.
+/// Deterministic simulation of a ringmq deployment (name server, master, slave, clients) on
+/// virtual time, with crashes, torn writes, full and slow disks, connection resets,
+/// partitions and clock jumps; checks that nothing acknowledged is lost, that queues match the
+/// log and that the name server's routes follow the brokers' registrations and expiry.
 #[derive(Parser, Debug)]
 #[command(name = "ringmq-sim", version)]
 struct Args {
@@ -22,7 +23,7 @@ struct Args {
     #[arg(long, default_value_t = 10)]
     runs: u64,
     /// Plant a known bug the simulator must find: ack-before-fsync, ack-before-slave,
-    /// skip-cq-write.
+    /// skip-cq-write, deliver-early, progress-ahead, namesrv-no-expiry.
     #[arg(long, value_name = "NAME")]
     inject_bug: Option<String>,
     /// Virtual seconds of load and faults per run.
@@ -71,7 +72,7 @@ fn main() {
         digest = (digest ^ report.digest).wrapping_mul(0x0100_0000_01b3);
         if args.verbose {
             eprintln!(
-                "seed {seed}: {} | {} events, {} ms virtual, {} crashes, {} sends ok, {} records pulled, {} long polls woken, {}/{} scheduled delivered, {} fuzzed requests answered{}",
+                "seed {seed}: {} | {} events, {} ms virtual, {} crashes, {} sends ok, {} records pulled, {} long polls woken, {}/{} scheduled delivered, {} fuzzed requests answered, {} routes fetched, {} brokers expired, {} name server restarts, {} slave pulls, {} sends to a slave refused{}",
                 report.mode,
                 report.events,
                 report.virtual_ms,
@@ -82,6 +83,11 @@ fn main() {
                 report.scheduled_delivered,
                 report.scheduled_acked,
                 report.fuzz_answered,
+                report.route_fetches,
+                report.brokers_expired,
+                report.namesrv_restarts,
+                report.slave_pulls,
+                report.misrouted_sends,
                 report
                     .failure
                     .as_ref()
@@ -92,7 +98,8 @@ fn main() {
         if let Some(f) = report.failure {
             failed += 1;
             let replay = format!(
-                "scripts/sim.sh --seed {seed} --runs 1{}",
+                "scripts/sim.sh --seed {seed} --runs 1 --virtual-secs {}{}",
+                args.virtual_secs,
                 bug.map(|b| format!(" --inject-bug {}", b.name()))
                     .unwrap_or_default()
             );

@@ -1,6 +1,7 @@
 //! The name server process side: one thread with its own event loop serving the route table
 //! (`crate::namesrv`, pure) over the native protocol, plus the expiry scan that drops brokers
-//! silent for `brokerChannelExpiredTime` (checked every `scanNotActiveBrokerInterval`).
+//! silent for `brokerChannelExpiredTime` (checked every `scanNotActiveBrokerInterval`), on
+//! the monotonic clock.
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
@@ -14,6 +15,7 @@ use ringmq_wire::command::{GetKvResponse, RegisterBrokerResponse, Request};
 use ringmq_wire::frame;
 
 use crate::config::NamesrvConfig;
+use crate::io::clock;
 use crate::io::net::{self as ionet, Listener};
 use crate::io::rt::{self, EventLoop};
 use crate::limits;
@@ -39,14 +41,20 @@ impl NamesrvHandle {
 struct State {
     routes: RouteTable,
     kv: KvStore,
+    /// Zero of the route table's time: leases run on the monotonic clock, so a jump of the
+    /// wall clock neither drops brokers early nor keeps silent ones (found by the simulator).
+    started: clock::Instant,
+}
+
+impl State {
+    /// Monotonic milliseconds since this name server started (the route table's `now_ms`).
+    fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
 }
 
 struct NamesrvService {
     state: Rc<RefCell<State>>,
-}
-
-fn now_ms() -> u64 {
-    crate::io::clock::now_ms().max(0) as u64
 }
 
 /// Starts a name server on `listen` (port 0 = any free port).
@@ -96,18 +104,65 @@ pub fn start(
     })
 }
 
-async fn serve(cfg: NamesrvConfig, listener: Listener, stop: flume::Receiver<()>) {
-    let state = Rc::new(RefCell::new(State {
+/// A name server started in the simulated world installed on this thread (see
+/// [`crate::io::sim`]): the same request handling and expiry scan as [`start`], as tasks of
+/// the running node, listening on `addr` of the simulated network. Killing the node ends it.
+pub struct SimNamesrv {
+    state: Rc<RefCell<State>>,
+    /// Held so the server runs until its node is killed.
+    _stop: flume::Sender<()>,
+}
+
+impl SimNamesrv {
+    /// Reads the route table (the simulator's invariants look at it between steps).
+    pub fn with_routes<T>(&self, f: impl FnOnce(&RouteTable) -> T) -> T {
+        f(&self.state.borrow().routes)
+    }
+}
+
+/// Starts a name server in the simulated world, as the running node.
+pub fn start_sim(cfg: NamesrvConfig, addr: SocketAddr) -> Result<SimNamesrv, String> {
+    let listener = Listener::bind_sim(addr).map_err(|e| format!("binding {addr}: {e}"))?;
+    let state = new_state();
+    let (stop_tx, stop_rx) = flume::bounded::<()>(1);
+    rt::spawn(serve_state(cfg, listener, Rc::clone(&state), stop_rx));
+    Ok(SimNamesrv {
+        state,
+        _stop: stop_tx,
+    })
+}
+
+fn new_state() -> Rc<RefCell<State>> {
+    Rc::new(RefCell::new(State {
         routes: RouteTable::new(),
         kv: KvStore::new(),
-    }));
+        started: clock::Instant::now(),
+    }))
+}
+
+async fn serve(cfg: NamesrvConfig, listener: Listener, stop: flume::Receiver<()>) {
+    serve_state(cfg, listener, new_state(), stop).await;
+}
+
+async fn serve_state(
+    cfg: NamesrvConfig,
+    listener: Listener,
+    state: Rc<RefCell<State>>,
+    stop: flume::Receiver<()>,
+) {
     let scan_state = Rc::clone(&state);
     let scan_ms = cfg.scan_not_active_broker_interval_ms.max(10);
     let expiry_ms = cfg.broker_channel_expired_time_ms;
     rt::spawn(async move {
         loop {
             rt::sleep(Duration::from_millis(scan_ms)).await;
-            let dropped = scan_state.borrow_mut().routes.expire(now_ms(), expiry_ms);
+            if crate::planted::is(crate::planted::Bug::NamesrvNoExpiry) {
+                continue;
+            }
+            let mut st = scan_state.borrow_mut();
+            let now = st.now_ms();
+            let dropped = st.routes.expire(now, expiry_ms);
+            drop(st);
             for d in dropped {
                 log::warn!(
                     "name server: dropped broker {}/{} id {} at {}: silent for over {expiry_ms} ms",
@@ -162,8 +217,8 @@ fn handle(state: &RefCell<State>, frame_bytes: &[u8]) -> Reply {
         Ok(r) => r,
         Err(e) => return Reply::error(Status::RequestCodeNotSupported, e.to_string()),
     };
-    let now = now_ms();
     let mut st = state.borrow_mut();
+    let now = st.now_ms();
     match request {
         Request::RegisterBroker(_) => {
             let reg = match BrokerRegistration::decode(f.body) {

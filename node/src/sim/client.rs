@@ -1,6 +1,8 @@
 //! Simulated clients: tasks on the clients' node that speak the native protocol over the
-//! simulated network to the broker's real connection handling and request handlers, doing
-//! what the real client does (sync and batch sends, long-polling pulls, offset commits and
+//! simulated network to the name server's and the brokers' real connection handling and
+//! request handlers, doing what the real client does (topic routes from the name server,
+//! cached and refreshed; sync and batch sends to a master of the route; long-polling pulls
+//! from the master, or from a slave while the route lists no master; offset commits and
 //! queries, heartbeats, topic create and delete), and recording what was acknowledged in the
 //! [`Oracle`]. Every pull answer is checked as it arrives ([`Checks`]).
 
@@ -12,7 +14,7 @@ use std::time::Duration;
 
 use ringmq_wire::code::{RequestCode, Status};
 use ringmq_wire::codec::{Decode, Empty, Encode};
-use ringmq_wire::command::route::perm;
+use ringmq_wire::command::route::{perm, ClusterInfo, GetRouteRequest, TopicRoute, MASTER_ID};
 use ringmq_wire::command::{
     ConsumeFromWhere, ConsumeType, ConsumerGroupData, CreateTopicRequest, DeleteTopicRequest,
     FilterType, HeartbeatData, MessageModel, PullRequest, PullResponse, QueryConsumerOffsetRequest,
@@ -24,6 +26,7 @@ use ringmq_wire::record::{self, Entry, Message};
 use crate::io::net::Conn;
 use crate::io::rt;
 use crate::io::sim::World;
+use crate::sim::cluster::ROUTE_REFRESH_MS;
 
 /// Topics whose acknowledged records are checked (never deleted).
 pub const TOPICS: [&str; 2] = ["SimOrders", "SimEvents"];
@@ -66,8 +69,17 @@ pub struct Checks {
     pub pulls_found: u64,
     pub pulled_records: u64,
     pub long_polls_woken: u64,
-    /// Fuzzed requests the broker answered (any status).
+    /// Fuzzed requests the broker or the name server answered (any status).
     pub fuzz_answered: u64,
+    /// Sends not made because the client's route listed no writable queue (or it had none).
+    pub sends_no_route: u64,
+    /// Sends made on purpose to a replica the route does not list as writable (a slave);
+    /// each must be refused.
+    pub misrouted_sends: u64,
+    /// Pulls served by a slave (the route listed no master).
+    pub slave_pulls: u64,
+    /// Route answers from the name server (GET_ROUTEINFO_BY_TOPIC, any status).
+    pub route_fetches: u64,
 }
 
 /// What the clients share with the simulator.
@@ -76,9 +88,9 @@ pub struct Shared {
     pub world: World,
     pub oracle: Rc<RefCell<Oracle>>,
     pub checks: Rc<RefCell<Checks>>,
-    /// Log end of the broker the clients talk to, read when a pull answer arrives (no pull
-    /// may return bytes past it). `None` while the broker is down.
-    pub log_end: Rc<dyn Fn() -> Option<u64>>,
+    /// Log end of the broker at an address, read when a pull answer from it arrives (no
+    /// pull may return bytes past it). `None` while the broker is down or unknown.
+    pub log_end: Rc<dyn Fn(SocketAddr) -> Option<u64>>,
 }
 
 impl Shared {
@@ -260,10 +272,218 @@ impl Rpc {
     }
 }
 
-/// A producer: sends single records and batches to the checked topics, records every
-/// acknowledgement.
-pub async fn producer(shared: Shared, id: u32, addr: SocketAddr) {
-    let mut rpc = Rpc::new(addr);
+/// One queue as a client's route digests it: where requests about it go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueTarget {
+    pub queue_id: u32,
+    pub addr: SocketAddr,
+    /// The address is the broker group's master (else a slave).
+    pub master: bool,
+}
+
+/// A topic route digested as the real client digests it (`ringmq_client::route`): writes go
+/// to writable queues of broker groups with a master, reads to readable queues of groups with
+/// any replica, from the master, else from the slave with the lowest id.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RouteView {
+    pub write: Vec<QueueTarget>,
+    pub read: Vec<QueueTarget>,
+    /// Slaves the route lists (a send there must be refused).
+    pub slaves: Vec<SocketAddr>,
+}
+
+impl RouteView {
+    pub fn from_wire(route: &TopicRoute) -> Self {
+        let mut view = RouteView::default();
+        for q in &route.queues {
+            let Some(b) = route
+                .brokers
+                .iter()
+                .find(|b| b.broker_name == q.broker_name)
+            else {
+                continue;
+            };
+            let master = b
+                .replicas
+                .get(&MASTER_ID)
+                .and_then(|r| r.address.parse::<SocketAddr>().ok());
+            let slaves: Vec<SocketAddr> = b
+                .replicas
+                .iter()
+                .filter(|(&id, _)| id != MASTER_ID)
+                .filter_map(|(_, r)| r.address.parse().ok())
+                .collect();
+            view.slaves.extend(&slaves);
+            if let Some(m) = master {
+                if perm::is_writeable(q.perm) {
+                    view.write
+                        .extend((0..q.write_queue_count).map(|queue_id| QueueTarget {
+                            queue_id,
+                            addr: m,
+                            master: true,
+                        }));
+                }
+            }
+            let from = master
+                .map(|m| (m, true))
+                .or(slaves.first().map(|&s| (s, false)));
+            if let (Some((addr, is_master)), true) = (from, perm::is_readable(q.perm)) {
+                view.read
+                    .extend((0..q.read_queue_count).map(|queue_id| QueueTarget {
+                        queue_id,
+                        addr,
+                        master: is_master,
+                    }));
+            }
+        }
+        view
+    }
+
+    pub fn write_target(&self, queue: u32) -> Option<QueueTarget> {
+        self.write.iter().find(|t| t.queue_id == queue).copied()
+    }
+
+    pub fn read_target(&self, queue: u32) -> Option<QueueTarget> {
+        self.read.iter().find(|t| t.queue_id == queue).copied()
+    }
+}
+
+/// What a client knows of a topic's route.
+#[derive(Debug, Clone)]
+pub enum Known {
+    /// The name server answered TOPIC_NOT_EXIST.
+    NoRoute,
+    Route(RouteView),
+}
+
+/// A client's route cache: routes from the name server, fetched again every
+/// [`ROUTE_REFRESH_MS`] or after a request failed; while the name server cannot be reached
+/// the last route is used (as the real client does).
+pub struct Routes {
+    ns: Rpc,
+    cached: BTreeMap<String, (Known, u64)>,
+}
+
+impl Routes {
+    pub fn new(namesrv: SocketAddr) -> Self {
+        Routes {
+            ns: Rpc::new(namesrv),
+            cached: BTreeMap::new(),
+        }
+    }
+
+    /// The route of `topic`: cached if fresh, else fetched (the cached one if that fails).
+    pub async fn get(&mut self, shared: &Shared, topic: &str) -> Option<Known> {
+        let now = shared.world.now_ns();
+        if let Some((known, at)) = self.cached.get(topic) {
+            if now < at + ROUTE_REFRESH_MS * 1_000_000 {
+                return Some(known.clone());
+            }
+        }
+        let h = GetRouteRequest {
+            topic: topic.to_string(),
+        };
+        let fetched = match self
+            .ns
+            .call(RequestCode::GetRouteInfoByTopic, &h, &[], CALL_TIMEOUT_MS)
+            .await
+        {
+            Ok(a) => {
+                shared.checks.borrow_mut().route_fetches += 1;
+                match a.status {
+                    Status::Success => match TopicRoute::decode(&a.body) {
+                        Ok(r) => Some(Known::Route(RouteView::from_wire(&r))),
+                        Err(e) => {
+                            shared.fail(format!("route of {topic}: undecodable body: {e}"));
+                            None
+                        }
+                    },
+                    Status::TopicNotExist => Some(Known::NoRoute),
+                    other => {
+                        shared.fail(format!("route of {topic}: answered {}", other.name()));
+                        None
+                    }
+                }
+            }
+            Err(_) => None,
+        };
+        match fetched {
+            Some(k) => {
+                self.cached
+                    .insert(topic.to_string(), (k.clone(), shared.world.now_ns()));
+                Some(k)
+            }
+            None => self.cached.get(topic).map(|(k, _)| k.clone()),
+        }
+    }
+
+    /// A request about `topic` failed: fetch its route again before the next one.
+    pub fn stale(&mut self, topic: &str) {
+        if let Some((_, at)) = self.cached.get_mut(topic) {
+            *at = 0;
+        }
+    }
+
+    /// A master the name server knows (GET_BROKER_CLUSTER_INFO), for a topic no broker has
+    /// yet (the real producer's auto-create path).
+    pub async fn any_master(&mut self) -> Option<SocketAddr> {
+        let a = self
+            .ns
+            .call(
+                RequestCode::GetBrokerClusterInfo,
+                &Empty,
+                &[],
+                CALL_TIMEOUT_MS,
+            )
+            .await
+            .ok()?;
+        if a.status != Status::Success {
+            return None;
+        }
+        let info = ClusterInfo::decode(&a.body).ok()?;
+        info.brokers
+            .iter()
+            .find_map(|b| b.replicas.get(&MASTER_ID)?.address.parse().ok())
+    }
+}
+
+/// One reconnecting connection per broker address.
+#[derive(Default)]
+pub(crate) struct Conns(BTreeMap<SocketAddr, Rpc>);
+
+impl Conns {
+    pub(crate) fn to(&mut self, addr: SocketAddr) -> &mut Rpc {
+        self.0.entry(addr).or_insert_with(|| Rpc::new(addr))
+    }
+}
+
+/// Where a producer's send goes, by its route: (address, a deliberate misroute).
+async fn send_target(
+    shared: &Shared,
+    routes: &mut Routes,
+    topic: &str,
+    queue: u32,
+) -> Option<(SocketAddr, bool)> {
+    match routes.get(shared, topic).await? {
+        Known::NoRoute => routes.any_master().await.map(|a| (a, false)),
+        Known::Route(view) => {
+            // Now and then a send to a replica the route lists but not as writable, as a
+            // client with a wrong route would: the broker must refuse it.
+            if let Some(&slave) = view.slaves.first() {
+                if shared.world.with_rng(|r| r.chance(0.02)) {
+                    return Some((slave, true));
+                }
+            }
+            view.write_target(queue).map(|t| (t.addr, false))
+        }
+    }
+}
+
+/// A producer: sends single records and batches to the checked topics (to the master its
+/// route names), records every acknowledgement.
+pub async fn producer(shared: Shared, id: u32, namesrv: SocketAddr) {
+    let mut routes = Routes::new(namesrv);
+    let mut conns = Conns::default();
     let mut seq = 0u64;
     loop {
         let (topic, queue, count, pause_ms) = shared.world.with_rng(|r| {
@@ -282,21 +502,25 @@ pub async fn producer(shared: Shared, id: u32, addr: SocketAddr) {
             .map(|i| format!("p{id}-{seq}-{i}").into_bytes())
             .collect();
         seq += 1;
-        if shared.world.with_rng(|r| r.chance(0.2)) {
+        let delayed = shared.world.with_rng(|r| r.chance(0.2));
+        let topic = if delayed { DELAYED_TOPIC } else { topic };
+        let Some((addr, misrouted)) = send_target(&shared, &mut routes, topic, queue).await else {
+            shared.checks.borrow_mut().sends_no_route += 1;
+            rt::sleep(Duration::from_millis(50 + pause_ms)).await;
+            continue;
+        };
+        let rpc = conns.to(addr);
+        let ok = if misrouted {
+            misrouted_send(&shared, rpc, topic, queue).await
+        } else if delayed {
             let (props, malformed) = schedule_properties(&shared);
             let body = vec![format!("d{id}-{seq}").into_bytes()];
-            send(
-                &shared,
-                &mut rpc,
-                DELAYED_TOPIC,
-                queue,
-                &body,
-                &props,
-                malformed,
-            )
-            .await;
+            send(&shared, rpc, topic, queue, &body, &props, malformed).await
         } else {
-            send(&shared, &mut rpc, topic, queue, &bodies, &[], false).await;
+            send(&shared, rpc, topic, queue, &bodies, &[], false).await
+        };
+        if !ok {
+            routes.stale(topic);
         }
         rt::sleep(Duration::from_millis(pause_ms)).await;
     }
@@ -326,8 +550,52 @@ fn schedule_properties(shared: &Shared) -> (Vec<u8>, bool) {
     (out, malformed)
 }
 
+/// A send to a replica the route does not list as writable (a slave): never acknowledged.
+async fn misrouted_send(shared: &Shared, rpc: &mut Rpc, topic: &str, queue: u32) -> bool {
+    let body = b"misrouted".to_vec();
+    let mut batch = Vec::new();
+    let msg = Message {
+        topic,
+        queue_id: queue,
+        flag: 0,
+        sys_flag: 0,
+        born_timestamp_ms: crate::io::clock::now_ms(),
+        born_host: SocketAddr::from(([10, 0, 10, 1], 40000)),
+        store_host_v6: false,
+        reconsume_times: 0,
+        prepared_transaction_offset: 0,
+        body: &body,
+        properties: &[],
+    };
+    if record::encode(&msg, &mut batch).is_err() {
+        return false;
+    }
+    let h = SendRequest {
+        producer_group: "sim-producers".to_string(),
+        topic: topic.to_string(),
+        queue_id: queue,
+        batch: false,
+        record_count: 1,
+    };
+    shared.checks.borrow_mut().misrouted_sends += 1;
+    match rpc
+        .call(RequestCode::SendMessage, &h, &batch, CALL_TIMEOUT_MS)
+        .await
+    {
+        Ok(a) if a.status == Status::Success => {
+            shared.fail(format!(
+                "{topic}/{queue}: a send to {}, which the route lists as a slave, was acknowledged",
+                rpc.addr
+            ));
+            false
+        }
+        _ => true,
+    }
+}
+
 /// Sends `bodies` (one record each, `properties` on every one) and records what was
-/// acknowledged in the oracle.
+/// acknowledged in the oracle. False when no answer came or it was not SUCCESS (the route
+/// may be stale).
 pub(crate) async fn send(
     shared: &Shared,
     rpc: &mut Rpc,
@@ -336,7 +604,7 @@ pub(crate) async fn send(
     bodies: &[Vec<u8>],
     properties: &[u8],
     malformed: bool,
-) {
+) -> bool {
     let mut batch = Vec::new();
     for b in bodies {
         let msg = Message {
@@ -354,7 +622,7 @@ pub(crate) async fn send(
         };
         if record::encode(&msg, &mut batch).is_err() {
             shared.fail("the simulator could not encode its own record".to_string());
-            return;
+            return false;
         }
         shared.oracle.borrow_mut().sent.insert(b.clone());
     }
@@ -374,7 +642,7 @@ pub(crate) async fn send(
         Ok(a) => a,
         Err(_) => {
             shared.checks.borrow_mut().sends_failed += 1;
-            return;
+            return false;
         }
     };
     if malformed {
@@ -383,11 +651,11 @@ pub(crate) async fn send(
                 "{topic}/{queue}: a malformed schedule was acknowledged"
             ));
         }
-        return;
+        return true;
     }
     if ans.status != Status::Success {
         shared.checks.borrow_mut().sends_failed += 1;
-        return;
+        return false;
     }
     let resp = match Response::<SendResponse>::decode(&ans.header) {
         Ok(Response {
@@ -395,7 +663,7 @@ pub(crate) async fn send(
         }) => r,
         _ => {
             shared.fail(format!("{topic}/{queue}: SUCCESS without send fields"));
-            return;
+            return false;
         }
     };
     if resp.record_count as usize != bodies.len() || resp.queue_id != queue {
@@ -437,17 +705,20 @@ pub(crate) async fn send(
                     String::from_utf8_lossy(&prev.body),
                     String::from_utf8_lossy(b)
                 ));
-                return;
+                return false;
             }
         }
     }
     shared.checks.borrow_mut().sends_ok += 1;
+    true
 }
 
-/// A consumer of one queue of each checked topic: long-polling pulls from its cursor,
-/// checking every answer, committing offsets now and then.
-pub async fn consumer(shared: Shared, id: u32, addr: SocketAddr) {
-    let mut rpc = Rpc::new(addr);
+/// A consumer of one queue of each checked topic: long-polling pulls from its cursor (at the
+/// master its route names, else at a slave), checking every answer, committing offsets now
+/// and then (at the master).
+pub async fn consumer(shared: Shared, id: u32, namesrv: SocketAddr) {
+    let mut routes = Routes::new(namesrv);
+    let mut conns = Conns::default();
     let mut cursors: BTreeMap<(String, u32), u64> = BTreeMap::new();
     loop {
         let (topic, queue, suspend_ms, commit) = shared.world.with_rng(|r| {
@@ -464,13 +735,25 @@ pub async fn consumer(shared: Shared, id: u32, addr: SocketAddr) {
         });
         let key = (topic.to_string(), queue);
         let offset = *cursors.get(&key).unwrap_or(&0);
-        match pull(&shared, &mut rpc, topic, queue, offset, suspend_ms).await {
+        let target = match routes.get(&shared, topic).await {
+            Some(Known::Route(view)) => view.read_target(queue),
+            _ => None,
+        };
+        let Some(target) = target else {
+            rt::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let rpc = conns.to(target.addr);
+        match pull(&shared, rpc, target, topic, queue, offset, suspend_ms).await {
             Some(next) => {
                 cursors.insert(key, next);
             }
-            None => rt::sleep(Duration::from_millis(50)).await,
+            None => {
+                routes.stale(topic);
+                rt::sleep(Duration::from_millis(50)).await;
+            }
         }
-        if commit {
+        if commit && target.master {
             let h = UpdateConsumerOffsetRequest {
                 consumer_group: format!("{GROUP}-{id}"),
                 topic: topic.to_string(),
@@ -496,6 +779,7 @@ pub async fn consumer(shared: Shared, id: u32, addr: SocketAddr) {
 async fn pull(
     shared: &Shared,
     rpc: &mut Rpc,
+    target: QueueTarget,
     topic: &str,
     queue: u32,
     offset: u64,
@@ -534,11 +818,25 @@ async fn pull(
             if suspend_ms > 0 && shared.world.now_ns() > sent_ns + 1_000_000 {
                 shared.checks.borrow_mut().long_polls_woken += 1;
             }
-            check_pulled(shared, topic, queue, offset, &ans.body, &fields);
+            if !target.master {
+                shared.checks.borrow_mut().slave_pulls += 1;
+            }
+            check_pulled(
+                shared,
+                target.addr,
+                topic,
+                queue,
+                offset,
+                &ans.body,
+                &fields,
+            );
             Some(fields.next_begin_offset)
         }
         Status::PullNotFound => {
-            check_not_woken(shared, topic, queue, offset, sent_ns, suspend_ms);
+            // A slave's parked pull waits for replication, which faults may hold up.
+            if target.master {
+                check_not_woken(shared, topic, queue, offset, sent_ns, suspend_ms);
+            }
             Some(fields.next_begin_offset)
         }
         Status::PullOffsetMoved => Some(fields.next_begin_offset),
@@ -550,13 +848,14 @@ async fn pull(
 /// sent by a client, match what was acknowledged there, and lie below the log end.
 fn check_pulled(
     shared: &Shared,
+    from: SocketAddr,
     topic: &str,
     queue: u32,
     offset: u64,
     body: &[u8],
     fields: &PullResponse,
 ) {
-    let log_end = (shared.log_end)();
+    let log_end = (shared.log_end)(from);
     let oracle = shared.oracle.borrow();
     let mut expect = offset;
     let mut n = 0u32;
@@ -675,10 +974,12 @@ fn check_not_woken(
     }
 }
 
-/// Heartbeats, offset queries and create/delete of scratch topics (never checked for
-/// durability: deleting a topic loses its records on purpose).
-pub async fn admin(shared: Shared, addr: SocketAddr) {
-    let mut rpc = Rpc::new(addr);
+/// Heartbeats, offset queries and create/delete of scratch topics at the master the name
+/// server lists (never checked for durability: deleting a topic loses its records on
+/// purpose).
+pub async fn admin(shared: Shared, namesrv: SocketAddr) {
+    let mut routes = Routes::new(namesrv);
+    let mut conns = Conns::default();
     let mut n = 0u64;
     loop {
         rt::sleep(Duration::from_millis(
@@ -686,6 +987,11 @@ pub async fn admin(shared: Shared, addr: SocketAddr) {
         ))
         .await;
         n += 1;
+        // The master the name server knows (GET_BROKER_CLUSTER_INFO).
+        let Some(addr) = routes.any_master().await else {
+            continue;
+        };
+        let rpc = conns.to(addr);
         let hb = HeartbeatData {
             client_id: "sim-client".to_string(),
             producer_groups: vec!["sim-producers".to_string()],
@@ -731,16 +1037,17 @@ pub async fn admin(shared: Shared, addr: SocketAddr) {
     }
 }
 
-/// Requests a buggy or hostile client might send, on a connection of their own: every request
-/// code (and unknown ones), with headers that are sampled values of the code's header type,
-/// the same with a byte flipped, or random bytes, and random bodies. The broker must answer
-/// each with a status (the frames themselves are well formed) and keep serving everyone else;
-/// a panic ends the run. Sampled values use short random names, so they do not touch the
-/// checked topics.
-pub async fn fuzzer(shared: Shared, addr: SocketAddr) {
+/// Requests a buggy or hostile client might send, on connections of their own to the master
+/// and (a quarter of them) to the name server: every request code (and unknown ones), with
+/// headers that are sampled values of the code's header type, the same with a byte flipped,
+/// or random bytes, and random bodies. The server must answer each with a status (the frames
+/// themselves are well formed) and keep serving everyone else; a panic ends the run. Sampled
+/// values use short random names, so they do not touch the checked topics or brokers.
+pub async fn fuzzer(shared: Shared, broker: SocketAddr, namesrv: SocketAddr) {
     use ringmq_wire::codec::sample::{Gen, Sample};
     use ringmq_wire::command::Request;
-    let mut rpc = Rpc::new(addr);
+    let mut to_broker = Rpc::new(broker);
+    let mut to_namesrv = Rpc::new(namesrv);
     loop {
         rt::sleep(Duration::from_millis(
             20 + shared.world.with_rng(|r| r.below(200)),
@@ -772,6 +1079,11 @@ pub async fn fuzzer(shared: Shared, addr: SocketAddr) {
             let i = flip % header.len();
             header[i] ^= 1 << (flip % 8);
         }
+        let rpc = if shared.world.with_rng(|r| r.chance(0.25)) {
+            &mut to_namesrv
+        } else {
+            &mut to_broker
+        };
         if rpc
             .call_raw(code, &header, &body, CALL_TIMEOUT_MS)
             .await

@@ -1,26 +1,42 @@
-//! The simulated deployment: a master broker and, by the run's mode, a slave, each a node of
-//! the world with its own [`FaultDisk`]; started through the same `open_shard` / `run` as a
-//! real broker ([`crate::shard::start::start_sim`]), crashed with `kill -9` or power-loss
-//! semantics and restarted from what its disk kept.
+//! The simulated deployment: a name server, a master broker and, by the run's mode, a slave,
+//! each a node of the world. Brokers have their own [`FaultDisk`] and are started through the
+//! same `open_shard` / `run` as a real broker ([`crate::shard::start::start_sim`]), crashed
+//! with `kill -9` or power-loss semantics and restarted from what its disk kept. The name
+//! server is the real one ([`crate::net::namesrv::start_sim`]): in memory, so a restart
+//! starts it empty, as a real one does.
 
 use std::cell::Cell;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use crate::config::{BrokerConfig, BrokerRole, FlushDiskType};
+use crate::config::{BrokerConfig, BrokerRole, FlushDiskType, NamesrvConfig};
 use crate::io::node_disk::SimDisk;
 use crate::io::sim::{NodeId, World};
+use crate::net::namesrv::{start_sim as start_namesrv, SimNamesrv};
 use crate::shard::start::{start_sim, SimBroker};
 use crate::shard::Shard;
 use crate::store::fault_disk::{Crash, FaultDisk};
 
 pub const MASTER: NodeId = 1;
 pub const SLAVE: NodeId = 2;
+pub const NAMESRV: NodeId = 3;
 pub const CLIENTS: NodeId = 10;
 
 pub const MASTER_ADDR: ([u8; 4], u16) = ([10, 0, 1, 1], 10911);
 pub const SLAVE_ADDR: ([u8; 4], u16) = ([10, 0, 2, 1], 10911);
+pub const NAMESRV_ADDR: ([u8; 4], u16) = ([10, 0, 3, 1], 9876);
+
+/// RocketMQ's timing (brokers register every 30 s, a name server drops a broker silent for
+/// 120 s, scanning every 10 s; clients refresh routes every 30 s) scaled down 60x, so expiry
+/// happens within a run: `registerNameServerPeriod`.
+pub const REGISTER_PERIOD_MS: u64 = 500;
+/// `brokerChannelExpiredTime` (4 registration periods, as RocketMQ's 120 s / 30 s).
+pub const BROKER_EXPIRY_MS: u64 = 2_000;
+/// `scanNotActiveBrokerInterval`.
+pub const NAMESRV_SCAN_MS: u64 = 250;
+/// How often a simulated client fetches the routes it uses again.
+pub const ROUTE_REFRESH_MS: u64 = 500;
 
 /// What a run deploys (drawn from its seed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +80,26 @@ impl BrokerNode {
         Self::with_settings(id, addr, root, mode, master_ha, "")
     }
 
+    /// A broker of the deployment: it registers with the name server at `namesrv` every
+    /// [`REGISTER_PERIOD_MS`]; a slave learns its master's HA address from the registration
+    /// answer (no `haMasterAddress`), as in production.
+    pub fn registered(
+        id: NodeId,
+        addr: SocketAddr,
+        root: &Path,
+        mode: Mode,
+        slave: bool,
+        namesrv: SocketAddr,
+    ) -> Result<Self, String> {
+        let role = if slave { "SLAVE" } else { mode.role.name() };
+        let props = format!(
+            "brokerId={}\nbrokerRole={role}\nnamesrvAddr={namesrv}\n\
+             registerNameServerPeriod={REGISTER_PERIOD_MS}\n",
+            u8::from(slave),
+        );
+        Self::build(id, addr, root, mode, &props)
+    }
+
     /// [`Self::new`] with more `broker.properties` lines (`key=value\n`...).
     pub fn with_settings(
         id: NodeId,
@@ -79,16 +115,30 @@ impl BrokerNode {
             mode.role.name()
         };
         let props = format!(
-            "brokerClusterName=SimCluster\nbrokerName=broker-a\nbrokerId={}\nbrokerRole={role}\n\
-             flushDiskType={}\nstorePathRootDir={}\nflushIntervalCommitLog=200\n\
-             syncFlushTimeout=2000\nautoCreateTopicEnable=true\nwarmMapedFileEnable=false\n\
-             mappedFileSizeConsumeQueue=2000\nmappedFileSizeCommitLog=8388608\n{}{extra}",
+            "brokerId={}\nbrokerRole={role}\n{}{extra}",
             u8::from(master_ha.is_some()),
-            mode.flush.as_str(),
-            root.display(),
             master_ha
                 .map(|a| format!("haMasterAddress={a}\n"))
                 .unwrap_or_default(),
+        );
+        Self::build(id, addr, root, mode, &props)
+    }
+
+    /// The simulator's broker settings plus `props` (`key=value\n`...: id, role, ...).
+    fn build(
+        id: NodeId,
+        addr: SocketAddr,
+        root: &Path,
+        mode: Mode,
+        props: &str,
+    ) -> Result<Self, String> {
+        let props = format!(
+            "brokerClusterName=SimCluster\nbrokerName=broker-a\n\
+             flushDiskType={}\nstorePathRootDir={}\nflushIntervalCommitLog=200\n\
+             syncFlushTimeout=2000\nautoCreateTopicEnable=true\nwarmMapedFileEnable=false\n\
+             mappedFileSizeConsumeQueue=2000\nmappedFileSizeCommitLog=8388608\n{props}",
+            mode.flush.as_str(),
+            root.display(),
         );
         let loaded = BrokerConfig::from_properties_str(&props, "simulator")
             .map_err(|e| format!("simulator broker config: {e}"))?;
@@ -136,5 +186,58 @@ impl BrokerNode {
 
     pub fn is_up(&self, world: &World) -> bool {
         self.running.is_some() && !world.is_dead(self.id)
+    }
+}
+
+/// The name server node: the real request handling and expiry scan, in memory.
+pub struct NamesrvNode {
+    pub addr: SocketAddr,
+    pub running: Option<SimNamesrv>,
+    /// Virtual ms of the last (re)start: its table is empty from then on.
+    pub started_ms: u64,
+}
+
+impl NamesrvNode {
+    pub fn new() -> Self {
+        NamesrvNode {
+            addr: SocketAddr::from(NAMESRV_ADDR),
+            running: None,
+            started_ms: 0,
+        }
+    }
+
+    /// The name server's configuration in the simulator (scaled timing, see the consts).
+    pub fn config() -> NamesrvConfig {
+        NamesrvConfig {
+            scan_not_active_broker_interval_ms: NAMESRV_SCAN_MS,
+            broker_channel_expired_time_ms: BROKER_EXPIRY_MS,
+            ..NamesrvConfig::default()
+        }
+    }
+
+    /// Starts it (empty, as any start of an in-memory name server).
+    pub fn start(&mut self, world: &World) -> Result<(), String> {
+        world.revive(NAMESRV);
+        let addr = self.addr;
+        let ns = world.as_node(NAMESRV, || start_namesrv(Self::config(), addr))?;
+        self.running = Some(ns);
+        self.started_ms = world.now_ns() / 1_000_000;
+        Ok(())
+    }
+
+    /// `kill -9`: its table is gone.
+    pub fn kill(&mut self, world: &World) {
+        world.kill_node(NAMESRV);
+        self.running = None;
+    }
+
+    pub fn is_up(&self, world: &World) -> bool {
+        self.running.is_some() && !world.is_dead(NAMESRV)
+    }
+}
+
+impl Default for NamesrvNode {
+    fn default() -> Self {
+        Self::new()
     }
 }

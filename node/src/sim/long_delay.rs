@@ -73,7 +73,7 @@ pub fn run(seed: u64, scratch: &std::path::Path) -> Result<LongDelayReport, Stri
         world: world.clone(),
         oracle: Rc::clone(&oracle),
         checks: Rc::clone(&checks),
-        log_end: Rc::new(|| None),
+        log_end: Rc::new(|_| None),
     };
     world.spawn_on(CLIENTS, send_all(shared));
     let result = scenario(&world, &mut master, &oracle, &checks);

@@ -1,8 +1,9 @@
-//! The deterministic simulator: a whole deployment (a master broker, by the seed a slave,
-//! and clients) in one thread on virtual time, through the real broker code (connection
-//! handling, request handlers, group commit, flusher, timers, replication, recovery), with
-//! faults injected between and inside steps, and invariants checked after every crash and at
-//! the end of each run. See `docs/simulation.md` for the fault model and the invariants.
+//! The deterministic simulator: a whole deployment (a name server, a master broker, by the
+//! seed a slave, and clients) in one thread on virtual time, through the real name server and
+//! broker code (connection handling, request handlers, registration and broker expiry, group
+//! commit, flusher, timers, replication, recovery), with faults injected between and inside
+//! steps, and invariants checked after every slice, after every crash and at the end of each
+//! run. See `docs/simulation.md` for the fault model and the invariants.
 //!
 //! A run is a pure function of its seed (and the planted bug, if any): the same seed gives
 //! the same event trace and the same digest. A failing seed is replayed with
@@ -12,22 +13,25 @@ pub mod check;
 pub mod client;
 pub mod cluster;
 pub mod long_delay;
+pub mod namesrv;
 pub mod retry;
 pub mod txn;
 
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::Duration;
 
 use crate::config::{BrokerRole, FlushDiskType};
-use crate::io::sim::{NetConfig, World};
+use crate::io::sim::{NetConfig, NodeId, World};
 use crate::planted::{self, Bug};
 use crate::store::fault_disk::Crash;
 
 use client::{Checks, Oracle, Shared};
-use cluster::{BrokerNode, Mode, CLIENTS, MASTER, MASTER_ADDR, SLAVE, SLAVE_ADDR};
+use cluster::{BrokerNode, Mode, CLIENTS, MASTER, MASTER_ADDR, NAMESRV, SLAVE, SLAVE_ADDR};
+use namesrv::NsWatch;
 
 /// Virtual time between two fault decisions.
 pub const SLICE_MS: u64 = 100;
@@ -63,6 +67,13 @@ pub struct Report {
     /// Scheduled messages delivered (checked at the end) and acknowledged.
     pub scheduled_delivered: usize,
     pub scheduled_acked: usize,
+    /// Name-server side: route answers the clients got, brokers seen dropped by the expiry
+    /// scan, name server restarts, pulls a slave served, sends to a slave (all refused).
+    pub route_fetches: u64,
+    pub brokers_expired: u64,
+    pub namesrv_restarts: u32,
+    pub slave_pulls: u64,
+    pub misrouted_sends: u64,
     pub faults: Vec<String>,
 }
 
@@ -92,6 +103,11 @@ pub fn run_one(opts: &Options) -> Report {
         fuzz_answered: checks.fuzz_answered,
         scheduled_delivered: sim.delivered,
         scheduled_acked: sim.oracle.borrow().scheduled.len(),
+        route_fetches: checks.route_fetches,
+        brokers_expired: sim.ns.expired,
+        namesrv_restarts: sim.ns.restarts,
+        slave_pulls: checks.slave_pulls,
+        misrouted_sends: checks.misrouted_sends,
         faults: sim.faults.clone(),
     };
     drop(checks);
@@ -130,7 +146,8 @@ pub fn mode_for(seed: u64, bug: Option<Bug>) -> Mode {
             mode.role = BrokerRole::SyncMaster;
             mode.slave = true;
         }
-        Some(Bug::SkipCqWrite | Bug::DeliverEarly | Bug::ProgressAhead) | None => {}
+        Some(Bug::SkipCqWrite | Bug::DeliverEarly | Bug::ProgressAhead | Bug::NamesrvNoExpiry)
+        | None => {}
     }
     mode
 }
@@ -138,13 +155,20 @@ pub fn mode_for(seed: u64, bug: Option<Bug>) -> Mode {
 struct Sim {
     world: World,
     mode: Mode,
+    ns: NsWatch,
     master: Rc<RefCell<BrokerNode>>,
-    slave: Option<BrokerNode>,
+    slave: Option<Rc<RefCell<BrokerNode>>>,
+    /// A broker kept down after a kill -9 until this virtual ms.
+    down_until: BTreeMap<NodeId, u64>,
     oracle: Rc<RefCell<Oracle>>,
     checks: Rc<RefCell<Checks>>,
     crashes: u32,
     faults: Vec<String>,
     disk_full: bool,
+    /// Connections are being reset at random.
+    resets_on: bool,
+    /// The kind of the crash of a master kept down, for the checks at its restart.
+    pending_crash: Option<Crash>,
     /// Scheduled messages found delivered at the end.
     delivered: usize,
 }
@@ -152,38 +176,55 @@ struct Sim {
 impl Sim {
     fn new(world: &World, opts: &Options, dir: &std::path::Path) -> Self {
         let mode = mode_for(opts.seed, opts.bug);
-        let master_addr = SocketAddr::from(MASTER_ADDR);
-        let master = BrokerNode::new(MASTER, master_addr, &dir.join("master"), mode, None)
-            .expect("the simulator's own broker config is valid");
+        let ns = NsWatch::new();
+        let master = BrokerNode::registered(
+            MASTER,
+            SocketAddr::from(MASTER_ADDR),
+            &dir.join("master"),
+            mode,
+            false,
+            ns.addr(),
+        )
+        .expect("the simulator's own broker config is valid");
         let slave = mode.slave.then(|| {
-            let ha = SocketAddr::new(master_addr.ip(), master_addr.port() + 1);
-            BrokerNode::new(
+            let s = BrokerNode::registered(
                 SLAVE,
                 SocketAddr::from(SLAVE_ADDR),
                 &dir.join("slave"),
                 mode,
-                Some(ha),
+                true,
+                ns.addr(),
             )
-            .expect("the simulator's own broker config is valid")
+            .expect("the simulator's own broker config is valid");
+            Rc::new(RefCell::new(s))
         });
         Sim {
             world: world.clone(),
             mode,
+            ns,
             master: Rc::new(RefCell::new(master)),
             slave,
+            down_until: BTreeMap::new(),
             oracle: Rc::default(),
             checks: Rc::default(),
             crashes: 0,
             faults: Vec::new(),
             disk_full: false,
+            resets_on: false,
+            pending_crash: None,
             delivered: 0,
         }
     }
 
+    fn now_ms(&self) -> u64 {
+        self.world.now_ns() / 1_000_000
+    }
+
     fn run(&mut self, opts: &Options) -> Result<(), String> {
+        self.ns.start(&self.world, 0)?;
         self.master.borrow_mut().start(&self.world)?;
-        if let Some(s) = &mut self.slave {
-            s.start(&self.world)?;
+        if let Some(s) = &self.slave {
+            s.borrow_mut().start(&self.world)?;
         }
         self.start_clients();
         let slices = opts.virtual_secs * 1000 / SLICE_MS;
@@ -192,7 +233,7 @@ impl Sim {
             self.after_slice()?;
             self.nemesis()?;
         }
-        self.quiesce();
+        self.quiesce()?;
         self.world.run_for(Duration::from_secs(3));
         self.after_slice()?;
         self.final_checks()
@@ -200,33 +241,42 @@ impl Sim {
 
     fn start_clients(&self) {
         let master = Rc::clone(&self.master);
+        let slave = self.slave.clone();
         let shared = Shared {
             world: self.world.clone(),
             oracle: Rc::clone(&self.oracle),
             checks: Rc::clone(&self.checks),
-            log_end: Rc::new(move || {
-                let m = master.try_borrow().ok()?;
-                let shard = m.shard()?;
+            log_end: Rc::new(move |addr| {
+                let node = if addr == SocketAddr::from(MASTER_ADDR) {
+                    &master
+                } else {
+                    slave.as_ref()?
+                };
+                let b = node.try_borrow().ok()?;
+                let shard = b.shard()?;
                 let end = shard.store.try_borrow().ok()?.write_offset();
                 Some(end)
             }),
         };
-        let addr = SocketAddr::from(MASTER_ADDR);
+        let ns = self.ns.addr();
         for id in 0..3 {
             self.world
-                .spawn_on(CLIENTS, client::producer(shared.clone(), id, addr));
+                .spawn_on(CLIENTS, client::producer(shared.clone(), id, ns));
         }
         for id in 0..2 {
             self.world
-                .spawn_on(CLIENTS, client::consumer(shared.clone(), id, addr));
+                .spawn_on(CLIENTS, client::consumer(shared.clone(), id, ns));
         }
-        self.world
-            .spawn_on(CLIENTS, client::fuzzer(shared.clone(), addr));
-        self.world.spawn_on(CLIENTS, client::admin(shared, addr));
+        self.world.spawn_on(
+            CLIENTS,
+            client::fuzzer(shared.clone(), SocketAddr::from(MASTER_ADDR), ns),
+        );
+        self.world.spawn_on(CLIENTS, client::admin(shared, ns));
     }
 
-    /// Panics are bugs; a fail-stop kills its node, which is restarted from its disk; client
-    /// checks that failed end the run.
+    /// Panics are bugs; a fail-stop kills its node, which is restarted from its disk; nodes
+    /// kept down come back when their time is up; client checks that failed end the run;
+    /// then the name server's table is checked.
     fn after_slice(&mut self) -> Result<(), String> {
         if let Some((node, msg)) = self.world.take_panics().into_iter().next() {
             return Err(format!("panic on node {node}: {msg}"));
@@ -237,17 +287,42 @@ impl Sim {
         if let Some(f) = self.checks.borrow().failures.first() {
             return Err(f.clone());
         }
+        let now = self.now_ms();
         let master_dead = self.master.borrow().running.is_some() && self.world.is_dead(MASTER);
         if master_dead {
             let kind = self.draw_crash_kind();
-            self.crash_master(kind)?;
+            self.crash_master(kind, 0)?;
+        } else if self.down_until.get(&MASTER).is_some_and(|&t| now >= t) {
+            self.restart_master()?;
         }
-        if let Some(s) = &mut self.slave {
-            if s.running.is_some() && self.world.is_dead(SLAVE) {
-                s.crash(&self.world, Crash::KeepWritten);
-                s.start(&self.world)?;
+        if let Some(s) = self.slave.clone() {
+            let dead = s.borrow().running.is_some() && self.world.is_dead(SLAVE);
+            let due = self.down_until.get(&SLAVE).is_some_and(|&t| now >= t);
+            if dead || due {
+                self.restart_slave(&s, dead)?;
             }
         }
+        self.ns.restart_due(&self.world, now, false)?;
+        let master = self.master.borrow();
+        let slave = self.slave.as_ref().map(|s| s.borrow());
+        self.ns.check(
+            &self.world,
+            now,
+            self.mode,
+            &master,
+            slave.as_deref(),
+            self.resets_on,
+        )
+    }
+
+    fn restart_slave(&mut self, s: &Rc<RefCell<BrokerNode>>, crashed: bool) -> Result<(), String> {
+        let now = self.now_ms();
+        if crashed {
+            s.borrow_mut().crash(&self.world, Crash::KeepWritten);
+        }
+        self.down_until.remove(&SLAVE);
+        s.borrow_mut().start(&self.world)?;
+        self.ns.reconnect(&self.world, SLAVE, true, now);
         Ok(())
     }
 
@@ -265,23 +340,52 @@ impl Sim {
         }
     }
 
-    fn crash_master(&mut self, kind: Crash) -> Result<(), String> {
+    /// Crashes the master and restarts it at once (`down_ms` 0) or `down_ms` later.
+    fn crash_master(&mut self, kind: Crash, down_ms: u64) -> Result<(), String> {
+        let now = self.now_ms();
         self.crashes += 1;
         self.faults.push(format!(
-            "master crash ({kind:?}) at {} ms",
-            self.world.now_ns() / 1_000_000
+            "master crash ({kind:?}) at {now} ms{}",
+            if down_ms > 0 {
+                format!(", down for {down_ms} ms")
+            } else {
+                String::new()
+            }
         ));
-        if self.mode.role == BrokerRole::SyncMaster {
-            if let Some(shard) = self.slave.as_ref().and_then(|s| s.shard()) {
-                let store = shard.store.borrow();
-                check::acked_present(&store, &self.oracle.borrow(), "SYNC_MASTER slave")?;
+        if self.mode.role == BrokerRole::SyncMaster && self.master.borrow().running.is_some() {
+            if let Some(s) = &self.slave {
+                let s = s.borrow();
+                if let Some(shard) = s.shard() {
+                    let store = shard.store.borrow();
+                    check::acked_present(&store, &self.oracle.borrow(), "SYNC_MASTER slave")?;
+                }
             }
         }
         self.master.borrow_mut().crash(&self.world, kind);
+        if down_ms > 0 {
+            // Its disk is checked at the restart, under the promise of this crash.
+            self.down_until.insert(MASTER, now + down_ms);
+            self.pending_crash = Some(kind);
+            self.ns.cut(MASTER, now);
+            return Ok(());
+        }
+        self.restart_master_checked(kind)
+    }
+
+    fn restart_master(&mut self) -> Result<(), String> {
+        let kind = self.pending_crash.take().unwrap_or(Crash::KeepWritten);
+        self.restart_master_checked(kind)
+    }
+
+    fn restart_master_checked(&mut self, kind: Crash) -> Result<(), String> {
+        let now = self.now_ms();
+        self.down_until.remove(&MASTER);
+        self.pending_crash = None;
         self.master
             .borrow_mut()
             .start(&self.world)
             .map_err(|e| format!("master restart after a crash: {e}"))?;
+        self.ns.reconnect(&self.world, MASTER, true, now);
         let master = self.master.borrow();
         let shard = master.shard().ok_or("master not running after restart")?;
         let store = shard.store.borrow();
@@ -300,20 +404,20 @@ impl Sim {
     /// Draws this slice's fault, if any.
     fn nemesis(&mut self) -> Result<(), String> {
         let roll = self.world.with_rng(|r| r.below(1000));
-        let now_ms = self.world.now_ns() / 1_000_000;
+        let now_ms = self.now_ms();
         match roll {
             0..=5 => {
                 let kind = self.draw_crash_kind();
-                return self.crash_master(kind);
+                return self.crash_master(kind, 0);
             }
             6..=9 => {
-                if let Some(s) = &mut self.slave {
+                if let Some(s) = self.slave.clone() {
                     self.faults.push(format!("slave kill -9 at {now_ms} ms"));
-                    s.crash(&self.world, Crash::KeepWritten);
-                    s.start(&self.world)?;
+                    self.restart_slave(&s, true)?;
                 }
             }
-            10..=13 => {
+            // A disk failing while its broker is down would fail the restart instead.
+            10..=13 if !self.down_until.contains_key(&MASTER) => {
                 let master = self.master.borrow();
                 let n = master.disk.ops() + self.world.with_rng(|r| 1 + r.below(300));
                 master.disk.crash_at(n);
@@ -357,6 +461,8 @@ impl Sim {
                     }
                 });
                 self.world.set_reset_chance(p);
+                self.resets_on = p > 0.0;
+                self.ns.disturb_all(now_ms);
                 self.faults.push(format!(
                     "connection reset chance {p} per write at {now_ms} ms"
                 ));
@@ -371,7 +477,7 @@ impl Sim {
                 self.faults
                     .push(format!("partition {a} | {b} at {now_ms} ms"));
             }
-            45..=69 => self.world.heal(),
+            45..=69 => self.heal(),
             70..=72 => {
                 let delta = self
                     .world
@@ -380,20 +486,103 @@ impl Sim {
                 self.faults
                     .push(format!("master clock jumps {delta} ms at {now_ms} ms"));
             }
+            73..=77 => {
+                let pick = self.world.with_rng(|r| r.below(10));
+                let other = match pick {
+                    0..=3 => MASTER,
+                    4..=6 if self.slave.is_some() => SLAVE,
+                    4..=6 => MASTER,
+                    _ => CLIENTS,
+                };
+                self.world.partition(NAMESRV, other);
+                if other != CLIENTS {
+                    self.ns.cut(other, now_ms);
+                }
+                self.faults
+                    .push(format!("partition {NAMESRV} | {other} at {now_ms} ms"));
+            }
+            78..=79 => {
+                let down = self.world.with_rng(|r| {
+                    if r.chance(0.5) {
+                        0
+                    } else {
+                        200 + r.below(3_000)
+                    }
+                });
+                self.faults.push(format!(
+                    "name server kill -9 at {now_ms} ms, down for {down} ms"
+                ));
+                self.ns.kill(&self.world, now_ms, now_ms + down)?;
+            }
+            80..=81 => {
+                let delta = self
+                    .world
+                    .with_rng(|r| r.below(7_200_000) as i64 - 3_600_000);
+                self.world.jump_clock(NAMESRV, delta);
+                self.faults
+                    .push(format!("name server clock jumps {delta} ms at {now_ms} ms"));
+            }
+            82..=83 => {
+                if self.down_until.contains_key(&MASTER) {
+                    return Ok(());
+                }
+                let down = self.world.with_rng(|r| 500 + r.below(5_000));
+                let kind = self.draw_crash_kind();
+                return self.crash_master(kind, down);
+            }
+            84..=85 => {
+                if let Some(s) = &self.slave {
+                    if self.down_until.contains_key(&SLAVE) {
+                        return Ok(());
+                    }
+                    let down = self.world.with_rng(|r| 500 + r.below(5_000));
+                    self.faults
+                        .push(format!("slave kill -9 at {now_ms} ms, down for {down} ms"));
+                    s.borrow_mut().crash(&self.world, Crash::KeepWritten);
+                    self.down_until.insert(SLAVE, now_ms + down);
+                    self.ns.cut(SLAVE, now_ms);
+                }
+            }
             _ => {}
         }
         Ok(())
     }
 
-    /// Lifts every fault: the end of a run checks a quiet deployment.
-    fn quiesce(&mut self) {
+    /// Ends every partition.
+    fn heal(&mut self) {
+        let now = self.now_ms();
         self.world.heal();
+        let master_up = self.master.borrow().is_up(&self.world);
+        let slave_up = self
+            .slave
+            .as_ref()
+            .is_some_and(|s| s.borrow().is_up(&self.world));
+        self.ns.reconnect(&self.world, MASTER, master_up, now);
+        self.ns.reconnect(&self.world, SLAVE, slave_up, now);
+    }
+
+    /// Lifts every fault: the end of a run checks a quiet deployment.
+    fn quiesce(&mut self) -> Result<(), String> {
+        let now = self.now_ms();
         self.world.set_reset_chance(0.0);
+        self.resets_on = false;
+        self.ns.restart_due(&self.world, now, true)?;
+        if self.down_until.contains_key(&MASTER) {
+            self.restart_master()?;
+        }
+        if let Some(s) = self.slave.clone() {
+            if self.down_until.contains_key(&SLAVE) {
+                self.restart_slave(&s, false)?;
+            }
+        }
+        self.heal();
+        self.ns.disturb_all(now);
         let master = self.master.borrow();
         master.sync_us.set(100);
         master.disk.set_capacity(None);
         master.disk.crash_at(u64::MAX);
         self.disk_full = false;
+        Ok(())
     }
 
     fn final_checks(&mut self) -> Result<(), String> {
@@ -409,7 +598,17 @@ impl Sim {
             self.delivered =
                 check::schedule_kept(&store, &log, &self.oracle.borrow(), now - 2_000)?.len();
         }
-        if let Some(shard) = self.slave.as_ref().and_then(|s| s.shard()) {
+        if let Some(s) = &self.slave {
+            let s = s.borrow();
+            let shard = s.shard().ok_or("slave down at the end")?;
+            // 11: the slave replicates from the HA address the name server gave it.
+            let ha = SocketAddr::new(std::net::IpAddr::from(MASTER_ADDR.0), MASTER_ADDR.1 + 1);
+            let learned = shard.broker.master_ha_addr();
+            if learned != Some(ha) {
+                return Err(format!(
+                    "the slave's master HA address is {learned:?} at the end, the master's is {ha}"
+                ));
+            }
             let store = shard.store.borrow();
             let log = check::scan_log(&store)?;
             check::queues_match_log(&store, &log)?;
@@ -421,7 +620,7 @@ impl Sim {
                 300 + self.world.with_rng(|r| r.below(700)),
             ));
             self.after_slice()?;
-            self.crash_master(Crash::DropUnsynced)?;
+            self.crash_master(Crash::DropUnsynced, 0)?;
         }
         Ok(())
     }
@@ -430,9 +629,11 @@ impl Sim {
         world.kill_node(CLIENTS);
         world.kill_node(SLAVE);
         world.kill_node(MASTER);
-        if let Some(s) = &mut self.slave {
-            s.running = None;
+        world.kill_node(NAMESRV);
+        if let Some(s) = &self.slave {
+            s.borrow_mut().running = None;
         }
         self.master.borrow_mut().running = None;
+        self.ns.node.running = None;
     }
 }

@@ -96,7 +96,7 @@ pub fn run(seed: u64, scratch: &std::path::Path) -> Result<RetryReport, String> 
         world: world.clone(),
         oracle: Rc::<RefCell<Oracle>>::default(),
         checks: Rc::<RefCell<Checks>>::default(),
-        log_end: Rc::new(|| None),
+        log_end: Rc::new(|_| None),
     };
     world.spawn_on(CLIENTS, consume(shared, Rc::clone(&progress)));
     let result = drive(&world, &mut master, &progress);
