@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The deterministic simulator (node/src/sim, docs/simulation.md): runs N seeds from S, each a
-# master (and by the seed a slave) with clients on virtual time under injected faults, and
-# prints one JSON line last: seed_start, runs, failed, events, digest (same arguments, same
-# digest). Exits non-zero when a run broke an invariant; the replay command is printed.
+# name server, a master (and by the seed a slave) and clients on virtual time under injected
+# faults, and prints one JSON line last: seed_start, runs, failed, events, digest (same
+# arguments, same digest). Exits non-zero when a run broke an invariant; the replay command
+# is printed.
 #
 #   scripts/sim.sh --seed S --runs N [--inject-bug NAME] [--virtual-secs T] [--verbose]
 #
-# NAME: ack-before-fsync | ack-before-slave | skip-cq-write (planted bugs it must find).
+# NAME: ack-before-fsync | ack-before-slave | skip-cq-write | deliver-early | progress-ahead |
+# namesrv-no-expiry (planted bugs it must find).
 # Built with the `sim` profile (release optimizations, panics unwind so they are reported).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --quiet --locked --profile sim -p ringmq-node --bin ringmq-sim
-exec ./target/sim/ringmq-sim "$@"
+exec "${CARGO_TARGET_DIR:-./target}/sim/ringmq-sim" "$@"

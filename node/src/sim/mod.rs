@@ -406,7 +406,8 @@ impl Sim {
         let roll = self.world.with_rng(|r| r.below(1000));
         let now_ms = self.now_ms();
         match roll {
-            0..=5 => {
+            // (A master kept down comes back when its time is up, checked under its crash.)
+            0..=5 if !self.down_until.contains_key(&MASTER) => {
                 let kind = self.draw_crash_kind();
                 return self.crash_master(kind, 0);
             }
