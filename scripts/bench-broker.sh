@@ -58,12 +58,12 @@ run_cell() { # round cell mode args...
   local json="$work/r$round-$cell.json" c0 c1
   printf '[round %d/%d] %-46s ' "$round" "$rounds" "${label[$cell]}" >&2
   c0=$(cpu_cs "$node_pid")
-  "$perf" "$mode" -n "$namesrv" -q --json "$json" "$@" >"$json.out" 2>&1 \
+  "$perf" "$mode" -n "$namesrv" --node-pid "$node_pid" -q --json "$json" "$@" >"$json.out" 2>&1 \
     || { echo "failed:" >&2; cat "$json.out" >&2; exit 1; }
   c1=$(cpu_cs "$node_pid")
   # Broker CPU seconds over the cell, next to perf's own figures.
   jq --argjson cs "$((c1 - c0))" '. + {broker_cpu_s: ($cs / 100)}' "$json" >"$json.tmp" && mv "$json.tmp" "$json"
-  jq -r '"\(.msgs_per_s | floor) msgs/s, p50 \(.latency_us.p50) µs, p99 \(.latency_us.p99) µs, errors \(.errors)"' "$json" >&2
+  jq -r '"\(.msgs_per_s | floor) msgs/s, p50 \(.latency_us.p50) µs, p99 \(.latency_us.p99) µs, errors \(.errors), CPU/msg broker \(.cpu.node_us_per_msg) µs perf \(.cpu.generator_us_per_msg) µs"' "$json" >&2
 }
 
 echo "work directory: $work; $rounds rounds, $secs s per cell" >&2
@@ -97,13 +97,15 @@ table=$(
   echo "($shards shards, release), data under \`$data_parent\`, load generator \`ringmq-perf\` on the same machine."
   echo "1 KiB records. Medians of $rounds rounds (a fresh node each), ${secs} s per cell. Latency in"
   echo "µs per send request (closed loop) or from intended send time to receipt (e2e). CPU:"
-  echo "seconds the broker process used during the cell (2 cores = 2 s per wall second)."
+  echo "seconds the broker process used during the cell (2 cores = 2 s per wall second), and CPU"
+  echo "µs per message (sent, received for pull and e2e) of the broker process (\`/proc/<pid>/stat\`)"
+  echo "and of the load generator \`ringmq-perf\` (its whole process), as \`ringmq-perf\` reports them."
   echo
-  echo "| cell | msgs/s | MB/s | p50 µs | p99 µs | p99.9 µs | max µs | errors | broker CPU s |"
-  echo "|---|---|---|---|---|---|---|---|---|"
+  echo "| cell | msgs/s | MB/s | p50 µs | p99 µs | p99.9 µs | max µs | errors | broker CPU s | broker CPU µs/msg | perf CPU µs/msg |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
   for cell in "${cells[@]}"; do
     g="$work/r*-$cell.json"
-    echo "| ${label[$cell]} | $(bench_median "$g" '.msgs_per_s | floor') | $(bench_median "$g" '.mb_per_s * 10 | round / 10') | $(bench_median "$g" '.latency_us.p50') | $(bench_median "$g" '.latency_us.p99') | $(bench_median "$g" '.latency_us.p999') | $(bench_median "$g" '.latency_us.max') | $(bench_median "$g" '.errors') | $(bench_median "$g" '.broker_cpu_s') |"
+    echo "| ${label[$cell]} | $(bench_median "$g" '.msgs_per_s | floor') | $(bench_median "$g" '.mb_per_s * 10 | round / 10') | $(bench_median "$g" '.latency_us.p50') | $(bench_median "$g" '.latency_us.p99') | $(bench_median "$g" '.latency_us.p999') | $(bench_median "$g" '.latency_us.max') | $(bench_median "$g" '.errors') | $(bench_median "$g" '.broker_cpu_s') | $(bench_median "$g" '.cpu.node_us_per_msg | values * 100 | round / 100') | $(bench_median "$g" '.cpu.generator_us_per_msg | values * 100 | round / 100') |"
   done
   echo
   echo "Per round (msgs/s): $(for cell in "${cells[@]}"; do printf '%s ' "$cell"; jq -s -r '[.[] | .msgs_per_s | floor | tostring] | join(" / ")' $work/r*-"$cell".json | tr '\n' ';'; printf ' '; done)"

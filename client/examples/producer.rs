@@ -77,7 +77,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let r = producer.send_batch(&batch).await?;
     println!(
         "batch of {} into {} from offset {}",
-        r.msg_ids.len(),
+        r.record_count(),
         r.queue,
         r.queue_offset
     );

@@ -183,48 +183,51 @@ impl Message {
 
     /// The encoded properties block: tag, keys, unique key, delay, sharding key, the
     /// transaction mark (`TRAN_MSG=true` for a half message), then the user properties.
+    #[cfg(test)]
     pub(crate) fn encode_properties(
         &self,
         unique_key: &str,
         sharding_key: Option<&str>,
         half: bool,
     ) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        self.encode_properties_into(unique_key, sharding_key, half, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Message::encode_properties`] appended to `out` (the send path encodes every
+    /// record's block into one buffer; nothing is allocated for a message without keys,
+    /// schedule or user properties).
+    pub(crate) fn encode_properties_into(
+        &self,
+        unique_key: &str,
+        sharding_key: Option<&str>,
+        half: bool,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
         let keys_joined = self.keys.join(" ");
         let delay = self.delay_level.filter(|&l| l > 0).map(|l| l.to_string());
         let deliver = self.deliver_at_ms.map(|t| t.to_string());
         let delay_ms = self.delay.map(|d| d.as_millis().to_string());
-        let mut pairs: Vec<(&str, &str)> = Vec::with_capacity(6 + self.properties.len());
-        if let Some(t) = &self.tag {
-            pairs.push((keys::TAGS, t));
-        }
-        if !keys_joined.is_empty() {
-            pairs.push((keys::KEYS, &keys_joined));
-        }
-        pairs.push((keys::UNIQ_KEY, unique_key));
-        if let Some(d) = &delay {
-            pairs.push((keys::DELAY, d));
-        }
-        if let Some(d) = &deliver {
-            pairs.push((keys::TIMER_DELIVER_MS, d));
-        }
-        if let Some(d) = &delay_ms {
-            pairs.push((keys::TIMER_DELAY_MS, d));
-        }
-        if let Some(s) = sharding_key {
-            pairs.push((keys::SHARDING_KEY, s));
-        }
-        if half {
-            pairs.push((keys::TRAN_MSG, "true"));
-        }
-        pairs.extend(
-            self.properties
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_str())),
-        );
-        let mut out = Vec::new();
-        properties::encode(pairs, &mut out)
-            .map_err(|e| Error::InvalidMessage(format!("properties: {e}")))?;
-        Ok(out)
+        let pairs = self
+            .tag
+            .as_deref()
+            .map(|t| (keys::TAGS, t))
+            .into_iter()
+            .chain((!keys_joined.is_empty()).then_some((keys::KEYS, keys_joined.as_str())))
+            .chain(std::iter::once((keys::UNIQ_KEY, unique_key)))
+            .chain(delay.as_deref().map(|d| (keys::DELAY, d)))
+            .chain(deliver.as_deref().map(|d| (keys::TIMER_DELIVER_MS, d)))
+            .chain(delay_ms.as_deref().map(|d| (keys::TIMER_DELAY_MS, d)))
+            .chain(sharding_key.map(|k| (keys::SHARDING_KEY, k)))
+            .chain(half.then_some((keys::TRAN_MSG, "true")))
+            .chain(
+                self.properties
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str())),
+            );
+        properties::encode(pairs, out)
+            .map_err(|e| Error::InvalidMessage(format!("properties: {e}")))
     }
 }
 

@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::Duration;
 
 use common::{body, producer, Node};
@@ -106,8 +106,12 @@ async fn every_send_mode_and_message_fields() {
         })
         .collect();
     let r = p.send_batch(&batch).await.unwrap();
-    assert_eq!(r.msg_ids.len(), 10);
-    assert_eq!(r.unique_keys.len(), 10);
+    assert_eq!(r.record_count(), 10);
+    let (batch_ids, batch_keys) = (r.msg_ids(), r.unique_keys());
+    assert_eq!((batch_ids.len(), batch_keys.len()), (10, 10));
+    assert_eq!((&batch_ids[0], &batch_keys[0]), (&r.msg_id, &r.unique_key));
+    let distinct = |v: &[String]| v.iter().collect::<HashSet<_>>().len();
+    assert_eq!((distinct(&batch_ids), distinct(&batch_keys)), (10, 10));
 
     // To a chosen queue, and through a selector.
     let queues = p.write_queues(topic).await.unwrap();
@@ -155,7 +159,7 @@ async fn every_send_mode_and_message_fields() {
     );
     assert_eq!(m.flag, 7);
     assert_eq!(m.msg_id, first.msg_id);
-    assert_eq!(m.unique_key(), Some(first.unique_keys[0].as_str()));
+    assert_eq!(m.unique_key(), Some(first.unique_key.as_str()));
     assert_eq!(m.queue_offset, first.queue_offset);
     // The batch landed contiguously.
     let q = &all[&r_queue(&all, "batch-0")];
@@ -165,6 +169,9 @@ async fn every_send_mode_and_message_fields() {
         .unwrap();
     for i in 0..10 {
         assert_eq!(q[at + i].body, format!("batch-{i}").as_bytes());
+        // The ids the producer got back are the records' own.
+        assert_eq!(q[at + i].msg_id, batch_ids[i]);
+        assert_eq!(q[at + i].unique_key(), Some(batch_keys[i].as_str()));
     }
 
     // Tag filtering on pull.

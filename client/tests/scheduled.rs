@@ -159,10 +159,7 @@ async fn levels_delays_and_times_arrive_when_due_with_their_properties() {
         Some(level.msg_id.as_str()),
         "the id the producer got back is kept"
     );
-    assert_eq!(
-        l.unique_key(),
-        level.unique_keys.first().map(String::as_str)
-    );
+    assert_eq!(l.unique_key(), Some(level.unique_key.as_str()));
     assert_eq!(l.property(keys::DELAY), None, "the delay is spent");
     assert_eq!(l.born_timestamp_ms, by_body["level-1"].born_timestamp_ms);
     assert_eq!(

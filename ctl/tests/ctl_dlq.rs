@@ -242,7 +242,7 @@ async fn send_orders(namesrv: &str) -> Vec<String> {
             .with_key(format!("k{i}"))
             .with_property("color", "red");
         let r = p.send(m).await.unwrap();
-        keys.push(r.unique_keys[0].clone());
+        keys.push(r.unique_key.clone());
     }
     p.shutdown().await;
     keys

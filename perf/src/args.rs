@@ -159,6 +159,11 @@ pub struct Common {
     /// with the broker when it runs on this machine).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: u16,
+    /// Pid of a broker process on this machine whose CPU time the report counts as the
+    /// node's (repeatable; default: the process listening on each broker's address when it
+    /// is local, else the broker's runtime info).
+    #[arg(long, value_name = "PID")]
+    pub node_pid: Vec<u32>,
     /// No progress lines.
     #[arg(short, long)]
     pub quiet: bool,

@@ -6,8 +6,8 @@
 //! consumer at a time is stopped (cleanly or aborted) and replaced ([`Consumers::churn`]).
 //!
 //! Every listener call draws a begin and an end position from one counter of the run
-//! (between them it yields once to the runtime, so calls the consumer lets overlap do
-//! overlap); the verify check finds overlapping calls on one queue from them. A call the
+//! (between them, in verify mode, it yields once to the runtime, so calls the consumer lets
+//! overlap do overlap); the verify check finds overlapping calls on one queue from them. A call the
 //! consumer drops unfinished (an abort) ends, as failed, when it is dropped.
 
 use std::collections::HashSet;
@@ -302,10 +302,14 @@ fn from_retry(m: &ReceivedMessage) -> bool {
 /// The listener of every consumer of the run.
 async fn listen(sink: Arc<Deliveries>, msgs: Vec<ReceivedMessage>) -> ConsumeResult {
     let fail = sink.fails_now(&msgs);
+    let verify = sink.record.is_some();
     let call = Call::begin(sink, msgs);
-    // Lets other tasks of this worker run inside the call: calls the consumer allows to
-    // overlap then do overlap, and the verify check can see it.
-    tokio::task::yield_now().await;
+    if verify {
+        // Lets other tasks of this worker run inside the call: calls the consumer allows
+        // to overlap then do overlap, and the verify check can see it. (Only when
+        // verifying: a yield costs the generator a trip through the runtime's driver.)
+        tokio::task::yield_now().await;
+    }
     call.finish(!fail);
     if fail {
         ConsumeResult::Retry

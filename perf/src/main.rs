@@ -14,6 +14,7 @@ mod dead;
 mod embedded;
 mod fail;
 mod modes;
+mod node_cpu;
 mod payload;
 mod produce;
 mod report;

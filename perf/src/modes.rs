@@ -18,6 +18,7 @@ use crate::broker_info::{self, BrokerView, LagSampler};
 use crate::consume::{self, Consumers, Deliveries, RecvPlan, StopWhen};
 use crate::dead;
 use crate::fail::FailPlan;
+use crate::node_cpu;
 use crate::produce::{self, Producers, SendOutcome, SendPlan};
 use crate::report::{self, Context};
 use crate::stats::Meter;
@@ -58,6 +59,9 @@ pub(crate) struct Setup {
     pub(crate) run_id: u64,
     cpu0: CpuSample,
     wall0: Instant,
+    /// Where the node's CPU time comes from, and its reading at the start.
+    node_cpu: node_cpu::Source,
+    node0: Option<f64>,
 }
 
 impl Setup {
@@ -73,6 +77,9 @@ impl Setup {
         }
         let (admin, brokers) = broker_info::discover(namesrv).await?;
         let durability = broker_info::durability(&brokers);
+        let node_cpu =
+            node_cpu::Source::pick(c.embedded.embedded, &c.node_pid, &brokers, &admin).await;
+        let node0 = node_cpu.sample(&admin).await;
         let stop = Arc::new(AtomicBool::new(false));
         let s = Arc::clone(&stop);
         tokio::spawn(async move {
@@ -92,30 +99,50 @@ impl Setup {
             run_id: run_id(),
             cpu0: threads::sample(),
             wall0: Instant::now(),
+            node_cpu,
+            node0,
         })
     }
 
     /// Restarts the CPU and wall clocks (when the measured phase begins).
-    pub(crate) fn mark(&mut self) {
+    pub(crate) async fn mark(&mut self) {
+        self.node0 = self.node_cpu.sample(&self.admin).await;
         self.cpu0 = threads::sample();
         self.wall0 = Instant::now();
     }
 
-    pub(crate) fn context(
+    pub(crate) async fn context(
         &self,
         mode: &'static str,
         c: &Common,
         config: Value,
         embedded: bool,
     ) -> Context {
+        let wall = self.wall0.elapsed();
+        let mut cpu = threads::used(&self.cpu0, &threads::sample());
+        let node1 = self.node_cpu.sample(&self.admin).await;
+        match (&self.node_cpu, self.node0, node1) {
+            (node_cpu::Source::Embedded, _, _) => {}
+            (_, Some(a), Some(b)) => cpu.node_s = (b - a).max(0.0),
+            _ => {}
+        }
+        let known = match self.node_cpu {
+            node_cpu::Source::Embedded => true,
+            _ => self.node0.is_some() && node1.is_some(),
+        };
+        cpu.node_source = if known {
+            self.node_cpu.describe()
+        } else {
+            None
+        };
         Context {
             mode,
             topic: c.topic.clone(),
             brokers: self.brokers.clone(),
             durability: self.durability.clone(),
             config,
-            cpu: threads::used(&self.cpu0, &threads::sample()),
-            wall: self.wall0.elapsed(),
+            cpu,
+            wall,
             embedded,
         }
     }
@@ -139,7 +166,7 @@ async fn produce_mode(a: ProduceArgs, namesrv: String, embedded: bool) -> Result
     let lag = Arc::new(LagSampler::start(Some(setup.admin.clone()), &setup.brokers));
     let progress_stop = Arc::new(AtomicBool::new(false));
     let progress = progress(c, vec![("send", Arc::clone(&meter))], &lag, &progress_stop);
-    setup.mark();
+    setup.mark().await;
     let outcome = produce::run(
         &plan,
         &producers,
@@ -148,7 +175,9 @@ async fn produce_mode(a: ProduceArgs, namesrv: String, embedded: bool) -> Result
         Arc::clone(&setup.stop),
     )
     .await;
-    let ctx = setup.context("produce", c, send_config(&a.send, c, &plan), embedded);
+    let ctx = setup
+        .context("produce", c, send_config(&a.send, c, &plan), embedded)
+        .await;
     progress_stop.store(true, Ordering::Relaxed);
     let _ = progress.await;
     let lag_report = lag.finish();
@@ -160,7 +189,10 @@ async fn produce_mode(a: ProduceArgs, namesrv: String, embedded: bool) -> Result
         notes.push(lag_note(l));
         extra.insert("replication".into(), report::lag_json(l));
     }
-    print!("{}", report::table(&ctx, &[("send", &summary)], &notes));
+    print!(
+        "{}",
+        report::table(&ctx, &[("send", &summary)], &summary, &notes)
+    );
     write_json(c, report::document(&ctx, &summary, Value::Object(extra)))?;
     if outcome.verify_error.is_some() {
         return Ok(EXIT_FAILED);
@@ -202,7 +234,7 @@ async fn consume_mode(a: ConsumeArgs, namesrv: String, embedded: bool) -> Result
         "idle_exit_s": a.idle_exit.as_secs_f64(), "threads": c.threads,
     });
     add_recv_config(&mut config, &a.recv);
-    let ctx = setup.context("consume", c, config, embedded);
+    let ctx = setup.context("consume", c, config, embedded).await;
     let churn_error = stop_churn(churn).await;
     consumers.shutdown().await;
     progress_stop.store(true, Ordering::Relaxed);
@@ -238,7 +270,10 @@ async fn consume_mode(a: ConsumeArgs, namesrv: String, embedded: bool) -> Result
         json!(sink.foreign.load(Ordering::Relaxed)),
     );
     extra.extend(recv_extra(&sink, &consumers, sink.active()));
-    print!("{}", report::table(&ctx, &[("recv", &summary)], &notes));
+    print!(
+        "{}",
+        report::table(&ctx, &[("recv", &summary)], &summary, &notes)
+    );
     write_json(c, report::document(&ctx, &summary, Value::Object(extra)))?;
     Ok(if verdict.is_some_and(|v| v.total.lost > 0) {
         EXIT_LOST
@@ -281,7 +316,7 @@ async fn e2e_mode(a: E2eArgs, namesrv: String, embedded: bool) -> Result<i32, St
         ("e2e", Arc::clone(&recv_meter)),
     ];
     let progress = progress(c, meters, &lag, &progress_stop);
-    setup.mark();
+    setup.mark().await;
     let send_start = Instant::now();
     let outcome = produce::run(
         &plan,
@@ -324,7 +359,7 @@ async fn e2e_mode(a: E2eArgs, namesrv: String, embedded: bool) -> Result<i32, St
         o.insert("pull_batch".into(), json!(recv_plan.pull_batch));
     }
     add_recv_config(&mut config, &a.recv);
-    let ctx = setup.context("e2e", c, config, embedded);
+    let ctx = setup.context("e2e", c, config, embedded).await;
     progress_stop.store(true, Ordering::Relaxed);
     let _ = progress.await;
     let lag_report = lag.finish();
@@ -366,7 +401,7 @@ async fn e2e_mode(a: E2eArgs, namesrv: String, embedded: bool) -> Result<i32, St
     extra.extend(as_map(report::verify_json(verdict.as_ref())));
     print!(
         "{}",
-        report::table(&ctx, &[("send", &send), ("e2e", &e2e)], &notes)
+        report::table(&ctx, &[("send", &send), ("e2e", &e2e)], &e2e, &notes)
     );
     write_json(c, report::document(&ctx, &e2e, Value::Object(extra)))?;
     if verdict.is_some_and(|v| v.total.lost > 0) {

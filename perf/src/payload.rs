@@ -28,7 +28,8 @@ pub struct Head {
     pub send_us: u64,
 }
 
-/// Builds bodies of one size from a template (one copy per message, no formatting).
+/// Builds bodies of one size from a template (one copy per message, no formatting; a
+/// send's bodies share one buffer).
 #[derive(Debug, Clone)]
 pub struct BodyMaker {
     template: Vec<u8>,
@@ -50,12 +51,42 @@ impl BodyMaker {
         self.template.len()
     }
 
+    /// One body (transactions send one message at a time).
     pub fn body(&self, head: Head) -> Bytes {
-        let mut b = self.template.clone();
-        b[8..16].copy_from_slice(&head.producer.to_be_bytes());
-        b[16..24].copy_from_slice(&head.seq.to_be_bytes());
-        b[24..32].copy_from_slice(&head.send_us.to_be_bytes());
-        Bytes::from(b)
+        self.bodies(head, 1)
+    }
+
+    /// The bodies of `n` messages of one producer from sequence `first.seq` on, one after
+    /// another in one buffer (one allocation): body `i` is bytes `i * size .. (i + 1) * size`.
+    pub fn bodies(&self, first: Head, n: usize) -> Bytes {
+        self.bodies_reusing(first, n, None)
+    }
+
+    /// [`BodyMaker::bodies`] written over `old` (an earlier result of this maker) when
+    /// nothing else holds it and it has the size: then only the heads are written (the
+    /// filler is already there), nothing is allocated or copied.
+    pub fn bodies_reusing(&self, first: Head, n: usize, old: Option<Bytes>) -> Bytes {
+        let size = self.template.len();
+        if let Some(Ok(mut all)) = old.map(Bytes::try_into_mut) {
+            if all.len() == n * size {
+                for (i, b) in all.chunks_mut(size).enumerate() {
+                    b[8..16].copy_from_slice(&first.producer.to_be_bytes());
+                    b[16..24].copy_from_slice(&(first.seq + i as u64).to_be_bytes());
+                    b[24..32].copy_from_slice(&first.send_us.to_be_bytes());
+                }
+                return all.freeze();
+            }
+        }
+        let mut all = Vec::with_capacity(n * size);
+        for i in 0..n as u64 {
+            let at = all.len();
+            all.extend_from_slice(&self.template);
+            let b = &mut all[at..];
+            b[8..16].copy_from_slice(&first.producer.to_be_bytes());
+            b[16..24].copy_from_slice(&(first.seq + i).to_be_bytes());
+            b[24..32].copy_from_slice(&first.send_us.to_be_bytes());
+        }
+        Bytes::from(all)
     }
 }
 
@@ -99,6 +130,38 @@ mod tests {
         let body = m.body(h);
         assert_eq!(body.len(), 100);
         assert_eq!(parse(&body), Some(h));
+    }
+
+    #[test]
+    fn bodies_of_a_send() {
+        let m = BodyMaker::new(40);
+        let first = Head {
+            producer: 7,
+            seq: 100,
+            send_us: 5,
+        };
+        let all = m.bodies(first, 3);
+        assert_eq!(all.len(), 120);
+        for (i, body) in all.chunks(40).enumerate() {
+            let want = Head {
+                seq: 100 + i as u64,
+                ..first
+            };
+            assert_eq!(parse(body), Some(want));
+            assert_eq!(&body[32..], &m.template[32..]);
+        }
+        // Reused when nothing else holds it: same bytes as a fresh build.
+        let ptr = all.as_ptr();
+        let next = Head { seq: 103, ..first };
+        let again = m.bodies_reusing(next, 3, Some(all));
+        assert_eq!(again.as_ptr(), ptr);
+        assert_eq!(again, m.bodies(next, 3));
+        // Not reused while a slice of it is alive, nor at another count.
+        let held = again.slice(0..40);
+        let fresh = m.bodies_reusing(first, 3, Some(again));
+        assert_ne!(fresh.as_ptr(), held.as_ptr());
+        assert_eq!(fresh, m.bodies(first, 3));
+        assert_eq!(m.bodies_reusing(first, 2, Some(fresh)), m.bodies(first, 2));
     }
 
     #[test]

@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use hdrhistogram::Histogram;
 use ringmq_client::{Error, Message, Producer, SendResult, SendStatus};
 
@@ -270,6 +271,7 @@ fn pace(run: &Run, rate: f64, (start, start_us): (Instant, u64), txs: &[flume::S
 }
 
 async fn closed_lane(run: Arc<Run>, id: u64, p: Producer, seq: Arc<AtomicU64>) {
+    let mut msgs = LaneMessages::default();
     loop {
         let n = run.claim();
         if n == 0 {
@@ -277,7 +279,8 @@ async fn closed_lane(run: Arc<Run>, id: u64, p: Producer, seq: Arc<AtomicU64>) {
         }
         let seq0 = seq.fetch_add(u64::from(n), Ordering::Relaxed);
         let t0 = Instant::now();
-        if !send_one(&run, id, &p, seq0, n, payload::now_us(), t0).await {
+        let send = (seq0, n, payload::now_us(), t0);
+        if !send_one(&run, id, &p, &mut msgs, send).await {
             return;
         }
     }
@@ -290,6 +293,7 @@ async fn paced_lane(
     rx: flume::Receiver<Due>,
     seq: Arc<AtomicU64>,
 ) {
+    let mut msgs = LaneMessages::default();
     while let Ok(due) = rx.recv_async().await {
         if run.stop.load(Ordering::Relaxed) {
             continue; // drain what is due; the pacer stops on its own
@@ -300,52 +304,66 @@ async fn paced_lane(
             .unwrap_or_else(|p| p.into_inner())
             .saturating_record(lag.max(1));
         let seq0 = seq.fetch_add(u64::from(due.messages), Ordering::Relaxed);
-        if !send_one(&run, id, &p, seq0, due.messages, due.send_us, due.at).await {
+        let send = (seq0, due.messages, due.send_us, due.at);
+        if !send_one(&run, id, &p, &mut msgs, send).await {
             return;
         }
     }
 }
 
-/// One send of `n` messages; latency from `origin`. False when the run must stop.
+/// A lane's messages, reused from send to send (only bodies and schedules change), and the
+/// buffer their bodies share (rewritten in place once the send let go of it).
+#[derive(Default)]
+struct LaneMessages {
+    msgs: Vec<Message>,
+    bodies: Option<Bytes>,
+}
+
+/// One send of `n` messages from sequence `seq0` (send time `send_us` in their heads);
+/// latency from `origin`. False when the run must stop.
 async fn send_one(
     run: &Run,
     id: u64,
     p: &Producer,
-    seq0: u64,
-    n: u32,
-    send_us: u64,
-    origin: Instant,
+    lane: &mut LaneMessages,
+    (seq0, n, send_us, origin): (u64, u32, u64, Instant),
 ) -> bool {
-    let topic = &run.plan.topic;
-    let mut msgs: Vec<Message> = (0..u64::from(n))
-        .map(|i| {
-            let head = Head {
-                producer: id,
-                seq: seq0 + i,
-                send_us,
-            };
-            let m = Message::new(topic.clone(), run.maker.body(head));
-            match (run.plan.delay, run.plan.delay_level) {
-                (Some(d), _) if run.plan.due_rate.is_some() => {
-                    let k = run.due_seq.fetch_add(1, Ordering::Relaxed);
-                    let rate = run.plan.due_rate.unwrap_or(1.0).max(1e-3);
-                    let at =
-                        run.start_ms + d.as_millis() as i64 + (k as f64 * 1000.0 / rate) as i64;
-                    m.with_deliver_at_ms(at)
-                }
-                (Some(d), _) => m.with_delay(d),
-                (None, Some(l)) => m.with_delay_level(l),
-                (None, None) => m,
+    let size = run.maker.size();
+    let first = Head {
+        producer: id,
+        seq: seq0,
+        send_us,
+    };
+    let msgs = &mut lane.msgs;
+    for m in msgs.iter_mut() {
+        m.body = Bytes::new(); // let go of the old buffer, so it can be rewritten
+    }
+    let bodies = run
+        .maker
+        .bodies_reusing(first, n as usize, lane.bodies.take());
+    msgs.truncate(n as usize);
+    while msgs.len() < n as usize {
+        msgs.push(Message::new(run.plan.topic.clone(), Bytes::new()));
+    }
+    for (i, m) in msgs.iter_mut().enumerate() {
+        m.body = bodies.slice(i * size..(i + 1) * size);
+        match (run.plan.delay, run.plan.delay_level) {
+            (Some(d), _) if run.plan.due_rate.is_some() => {
+                let k = run.due_seq.fetch_add(1, Ordering::Relaxed);
+                let rate = run.plan.due_rate.unwrap_or(1.0).max(1e-3);
+                let at = run.start_ms + d.as_millis() as i64 + (k as f64 * 1000.0 / rate) as i64;
+                m.deliver_at_ms = Some(at);
             }
-        })
-        .collect();
-    let result = if run.plan.batch == 1 {
-        match msgs.pop() {
-            Some(m) => p.send(m).await,
-            None => return true,
+            (Some(d), _) => m.delay = Some(d),
+            (None, Some(l)) => m.delay_level = Some(l),
+            (None, None) => {}
         }
+    }
+    lane.bodies = Some(bodies);
+    let result = if run.plan.batch == 1 {
+        p.send(msgs[0].clone()).await
     } else {
-        p.send_batch(&msgs).await
+        p.send_batch(msgs).await
     };
     let n64 = u64::from(n);
     let bytes = n64 * run.maker.size() as u64;

@@ -5,6 +5,9 @@
 //! `duplicates`, `out_of_order`, `dead_lettered`, `concurrent` (null without `--verify`)
 //! and `per_queue`. The rest
 //! (`mode`, `durability`, `brokers`, `config`, `cpu`, `replication`, ...) is descriptive.
+//! `cpu` holds CPU seconds (`generator_s`, `node_s`) and CPU µs per message of the top
+//! level's `messages` (`generator_us_per_msg`; `node_us_per_msg`, null when the node's CPU
+//! time is unknown; `node_source` says where it came from).
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -75,8 +78,9 @@ pub struct Context {
     pub embedded: bool,
 }
 
-/// `"  label  messages  bytes  errors  elapsed  msgs/s  MB/s"` rows and a latency block.
-pub fn table(ctx: &Context, rows: &[(&str, &Summary)], notes: &[String]) -> String {
+/// `"  label  messages  bytes  errors  elapsed  msgs/s  MB/s"` rows and a latency block;
+/// CPU per message is counted over `main`'s messages (the document's top level).
+pub fn table(ctx: &Context, rows: &[(&str, &Summary)], main: &Summary, notes: &[String]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -140,7 +144,36 @@ pub fn table(ctx: &Context, rows: &[(&str, &Summary)], notes: &[String]) -> Stri
         let _ = writeln!(out, "{n}");
     }
     let _ = writeln!(out, "{}", cpu_line(&ctx.cpu, ctx.wall));
+    let _ = writeln!(out, "{}", cpu_per_msg_line(&ctx.cpu, main.messages));
     out
+}
+
+/// CPU µs per message of the load generator and of the node (`None`: no messages, or the
+/// node's CPU time is unknown).
+pub fn cpu_per_msg(cpu: &CpuUse, messages: u64) -> (Option<f64>, Option<f64>) {
+    if messages == 0 {
+        return (None, None);
+    }
+    let per = |s: f64| round3(s * 1e6 / messages as f64);
+    (
+        Some(per(cpu.generator_s)),
+        cpu.node_source.as_ref().map(|_| per(cpu.node_s)),
+    )
+}
+
+pub fn cpu_per_msg_line(cpu: &CpuUse, messages: u64) -> String {
+    let (generator, node) = cpu_per_msg(cpu, messages);
+    let us = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.2} µs"));
+    let source = match &cpu.node_source {
+        Some(s) => format!("from {s}"),
+        None => "unknown: not local, and no processCpuTimeMs in the broker's runtime info; see --node-pid".into(),
+    };
+    format!(
+        "CPU per message ({} messages): load generator {}, node {} ({source})",
+        thousands(messages as f64),
+        us(generator),
+        us(node)
+    )
 }
 
 pub fn cpu_line(cpu: &CpuUse, wall: Duration) -> String {
@@ -157,6 +190,8 @@ pub fn cpu_line(cpu: &CpuUse, wall: Duration) -> String {
             ", embedded node {:.1} s ({} threads)",
             cpu.node_s, cpu.node_threads
         );
+    } else if cpu.node_source.is_some() {
+        let _ = write!(s, ", node {:.1} s", cpu.node_s);
     }
     s
 }
@@ -267,6 +302,7 @@ pub fn percentiles_json(l: &Percentiles) -> Value {
 pub fn document(ctx: &Context, main: &Summary, extra: Value) -> Value {
     let mut doc = summary_json(main);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let (generator_us, node_us) = cpu_per_msg(&ctx.cpu, main.messages);
     let fields = [
         ("mode", json!(ctx.mode)),
         ("topic", json!(ctx.topic)),
@@ -286,6 +322,9 @@ pub fn document(ctx: &Context, main: &Summary, extra: Value) -> Value {
                 "node_s": round3(ctx.cpu.node_s),
                 "node_threads": ctx.cpu.node_threads,
                 "embedded": ctx.embedded,
+                "node_source": ctx.cpu.node_source,
+                "generator_us_per_msg": generator_us,
+                "node_us_per_msg": node_us,
             }),
         ),
     ];

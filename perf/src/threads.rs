@@ -34,12 +34,16 @@ pub struct CpuSample {
 }
 
 /// CPU used between two samples.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct CpuUse {
     pub generator_s: f64,
     pub generator_threads: usize,
+    /// The node's CPU seconds: its threads here when embedded, else what
+    /// [`crate::node_cpu`] read (0 when `node_source` is `None`).
     pub node_s: f64,
     pub node_threads: usize,
+    /// Where `node_s` comes from; `None`: unknown.
+    pub node_source: Option<String>,
 }
 
 pub fn sample() -> CpuSample {
@@ -78,6 +82,7 @@ pub fn used(before: &CpuSample, after: &CpuSample) -> CpuUse {
         generator_threads: after.generator_threads,
         node_s,
         node_threads: after.node.len(),
+        node_source: None,
     }
 }
 

@@ -130,6 +130,19 @@ fn verify_clean_run_reports_nothing_lost() {
     assert_eq!(doc["bytes"].as_u64(), Some(2000 * SIZE));
     assert_eq!(doc["mode"], "produce");
     assert_eq!(doc["durability"], "acked from page cache");
+    // The node is a local process: its CPU is read from /proc, found by its address.
+    let source = format!("/proc of pid {}", node.pid());
+    assert_eq!(doc["cpu"]["node_source"].as_str(), Some(source.as_str()));
+    assert!(doc["cpu"]["node_us_per_msg"].as_f64().is_some(), "{doc}");
+    assert!(
+        doc["cpu"]["generator_us_per_msg"].as_f64().is_some(),
+        "{doc}"
+    );
+    assert!(
+        p.stdout.contains("CPU per message (2,000 messages)"),
+        "{}",
+        p.stdout
+    );
     let lines = std::fs::read_to_string(&acks).unwrap();
     assert_eq!(lines.lines().filter(|l| !l.starts_with('#')).count(), 2000);
 
@@ -279,6 +292,8 @@ fn embedded_node_runs_e2e_and_produce() {
     assert_eq!(doc["lost"].as_u64(), Some(0));
     assert_eq!(doc["cpu"]["embedded"], true);
     assert!(doc["cpu"]["node_threads"].as_u64().unwrap() >= 2);
+    assert_eq!(doc["cpu"]["node_source"], "embedded node threads");
+    assert!(doc["cpu"]["node_us_per_msg"].as_f64().is_some(), "{doc}");
 
     let p = perf(&[
         "produce",

@@ -60,6 +60,17 @@ where
     }
 }
 
+/// Writes unique key `seq` of `prefix` into `out` (cleared first): the prefix and the
+/// counter as 8 upper-case hex digits.
+pub(crate) fn unique_key(prefix: &str, seq: u32, out: &mut String) {
+    const DIGITS: &[u8; 16] = b"0123456789ABCDEF";
+    out.clear();
+    out.push_str(prefix);
+    for shift in (0..8).rev() {
+        out.push(char::from(DIGITS[((seq >> (shift * 4)) & 0xF) as usize]));
+    }
+}
+
 /// A random starting point for the round robin (std's randomly keyed hasher).
 fn random_start() -> usize {
     use std::hash::{BuildHasher, Hasher};
@@ -171,12 +182,13 @@ impl ProducerBuilder {
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);
         static SEQ: AtomicU64 = AtomicU64::new(0);
-        let uniq_prefix = format!(
+        let uniq_prefix: Arc<str> = format!(
             "{:08X}{:012X}{:04X}",
             std::process::id(),
             now_ms & 0xFFFF_FFFF_FFFF,
             SEQ.fetch_add(1, Ordering::Relaxed) & 0xFFFF
-        );
+        )
+        .into();
         let inner = Arc::new(Inner {
             async_permits: Arc::new(Semaphore::new(self.cfg.async_sends_max)),
             cfg: self.cfg,
@@ -202,7 +214,8 @@ pub(crate) struct Inner {
     pub(crate) cfg: ProducerConfig,
     pub(crate) inst: Arc<Instance>,
     pub(crate) round_robin: AtomicUsize,
-    uniq_prefix: String,
+    /// Every unique key is this prefix and 8 hex digits of a 32-bit counter.
+    uniq_prefix: Arc<str>,
     uniq_seq: AtomicU64,
     async_permits: Arc<Semaphore>,
     shut: AtomicBool,
@@ -211,12 +224,11 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
-    pub(crate) fn unique_key(&self) -> String {
-        let n = self.uniq_seq.fetch_add(1, Ordering::Relaxed) as u32;
-        let mut key = String::with_capacity(self.uniq_prefix.len() + 8);
-        key.push_str(&self.uniq_prefix);
-        key.push_str(&ringmq_wire::record::upper_hex(&n.to_be_bytes()));
-        key
+    /// Reserves `n` consecutive unique keys (the counter wraps at 2^32): their prefix and
+    /// the first counter value; key `i` is [`unique_key`]`(prefix, first + i)`.
+    pub(crate) fn unique_keys(&self, n: usize) -> (Arc<str>, u32) {
+        let first = self.uniq_seq.fetch_add(n as u64, Ordering::Relaxed) as u32;
+        (Arc::clone(&self.uniq_prefix), first)
     }
 
     pub(crate) fn check_open(&self) -> Result<()> {

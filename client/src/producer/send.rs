@@ -3,6 +3,7 @@
 //! answer, and decide whether a failure may be retried (see the parent module).
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ringmq_wire::code::{RequestCode, Status};
@@ -12,11 +13,14 @@ use ringmq_wire::frame::{self, PREFIX_BYTES};
 use ringmq_wire::record;
 use tokio::time::Instant;
 
-use super::{Inner, Pick, BATCH_RECORDS_MAX};
+use super::{unique_key, Inner, Pick, BATCH_RECORDS_MAX};
 use crate::error::{Error, Outcome, Result};
 use crate::message::Message;
 use crate::route::MessageQueue;
 
+/// Room reserved per record for its properties block (unique key and a few more; the
+/// buffer grows when a record needs more).
+const PROPS_BYTES_GUESS: usize = 64;
 /// Pause before retrying after SYSTEM_BUSY and similar refusals.
 pub const BUSY_RETRY_PAUSE: Duration = Duration::from_millis(50);
 
@@ -50,10 +54,8 @@ pub struct SendResult {
     pub status: SendStatus,
     /// Offset message id of the first record (store host + physical offset).
     pub msg_id: String,
-    /// Offset message ids of every record, in send order.
-    pub msg_ids: Vec<String>,
-    /// The `UNIQ_KEY` given to each record, in send order.
-    pub unique_keys: Vec<String>,
+    /// The `UNIQ_KEY` given to the first record.
+    pub unique_key: String,
     pub queue: MessageQueue,
     /// Queue offset of the first record (record `i` has `queue_offset + i`).
     pub queue_offset: u64,
@@ -61,6 +63,52 @@ pub struct SendResult {
     /// For a scheduled message: when the broker will deliver it (ms since the epoch). Until
     /// then it is stored in the broker's timer queue and `queue_offset` is its offset there.
     pub deliver_at_ms: Option<i64>,
+    /// What every record's ids are made from (formatted only when asked for: a batch's ids
+    /// are strings nobody may read).
+    records: RecordIds,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct RecordIds {
+    store_host: SocketAddr,
+    first_physical_offset: u64,
+    /// Encoded length of each record, in send order.
+    lens: Vec<u32>,
+    uniq_prefix: Arc<str>,
+    uniq_first: u32,
+}
+
+impl SendResult {
+    /// Records stored by the send.
+    pub fn record_count(&self) -> usize {
+        self.records.lens.len()
+    }
+
+    /// Offset message ids of every record, in send order.
+    pub fn msg_ids(&self) -> Vec<String> {
+        let r = &self.records;
+        let mut at = r.first_physical_offset;
+        r.lens
+            .iter()
+            .map(|&len| {
+                let id = record::message_id(r.store_host, at);
+                at = at.saturating_add(u64::from(len));
+                id
+            })
+            .collect()
+    }
+
+    /// The `UNIQ_KEY` given to each record, in send order.
+    pub fn unique_keys(&self) -> Vec<String> {
+        let r = &self.records;
+        (0..r.lens.len())
+            .map(|i| {
+                let mut k = String::with_capacity(r.uniq_prefix.len() + 8);
+                unique_key(&r.uniq_prefix, r.uniq_first.wrapping_add(i as u32), &mut k);
+                k
+            })
+            .collect()
+    }
 }
 
 /// Where one attempt goes.
@@ -354,11 +402,13 @@ struct Encoded {
     id: u64,
     frame: Vec<u8>,
     /// Encoded length of each record (for the message ids).
-    lens: Vec<usize>,
-    unique_keys: Vec<String>,
+    lens: Vec<u32>,
+    /// The records' unique keys: prefix and first counter value.
+    uniq: (Arc<str>, u32),
 }
 
-/// The frame of one send: header, then the records encoded in place.
+/// The frame of one send: header, then the records encoded in place. The records'
+/// properties blocks are encoded first, one after another into one buffer.
 fn encode(
     inner: &Inner,
     conn: &crate::net::Connection,
@@ -373,17 +423,20 @@ fn encode(
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0);
-    let mut unique_keys = Vec::with_capacity(msgs.len());
-    let mut props = Vec::with_capacity(msgs.len());
-    for m in msgs {
-        let u = inner.unique_key();
-        props.push(m.encode_properties(&u, sharding_key, form == Form::Half)?);
-        unique_keys.push(u);
+    let (uniq_prefix, uniq_first) = inner.unique_keys(msgs.len());
+    let mut key = String::with_capacity(uniq_prefix.len() + 8);
+    // Ends of each record's properties block in `props`.
+    let mut props_end = Vec::with_capacity(msgs.len());
+    let mut props = Vec::with_capacity(msgs.len() * PROPS_BYTES_GUESS);
+    for (i, m) in msgs.iter().enumerate() {
+        unique_key(&uniq_prefix, uniq_first.wrapping_add(i as u32), &mut key);
+        m.encode_properties_into(&key, sharding_key, form == Form::Half, &mut props)?;
+        props_end.push(props.len());
     }
-    let records: Vec<record::Message<'_>> = msgs
-        .iter()
-        .zip(&props)
-        .map(|(m, p)| record::Message {
+    let record = |i: usize| {
+        let m = &msgs[i];
+        let start = if i == 0 { 0 } else { props_end[i - 1] };
+        record::Message {
             topic: &m.topic,
             queue_id: t.mq.queue_id,
             flag: m.flag,
@@ -394,20 +447,23 @@ fn encode(
             reconsume_times: 0,
             prepared_transaction_offset: 0,
             body: &m.body,
-            properties: p,
-        })
-        .collect();
-    let mut lens = Vec::with_capacity(records.len());
-    for r in &records {
-        lens.push(record::encoded_len(r)?);
+            properties: &props[start..props_end[i]],
+        }
+    };
+    let mut lens = Vec::with_capacity(msgs.len());
+    let mut body_len = 0usize;
+    for i in 0..msgs.len() {
+        let len = record::encoded_len(&record(i))?;
+        body_len += len;
+        // A record's length is a 32-bit field (encoded_len checks every part's maximum).
+        lens.push(len as u32);
     }
-    let body_len: usize = lens.iter().sum();
     let header = SendRequest {
         producer_group: inner.cfg.group.clone(),
         topic: t.mq.topic.clone(),
         queue_id: t.mq.queue_id,
         batch,
-        record_count: records.len() as u32,
+        record_count: msgs.len() as u32,
     };
     let header_len = ringmq_wire::codec::Encode::encoded_len(&header)?;
     let total = frame::frame_len(header_len, body_len)?;
@@ -419,14 +475,14 @@ fn encode(
     debug_assert!(total >= PREFIX_BYTES);
     let code = send_code(batch);
     let (id, mut frame) = conn.begin_frame(code, oneway, &header, body_len)?;
-    for r in &records {
-        record::encode(r, &mut frame)?;
+    for i in 0..msgs.len() {
+        record::encode(&record(i), &mut frame)?;
     }
     Ok(Encoded {
         id,
         frame,
         lens,
-        unique_keys,
+        uniq: (uniq_prefix, uniq_first),
     })
 }
 
@@ -459,7 +515,7 @@ async fn send_once(
         id,
         frame: buf,
         lens,
-        unique_keys,
+        uniq: (uniq_prefix, uniq_first),
     } = encode(inner, &conn, frame_max, t, &rec)?;
     let timeout = deadline
         .saturating_duration_since(Instant::now())
@@ -471,16 +527,23 @@ async fn send_once(
         return Err(answer.error(status));
     }
     let resp: SendResponse = answer.required_fields()?;
-    let msg_ids = resp.message_ids(lens);
+    let mut first_key = String::with_capacity(uniq_prefix.len() + 8);
+    unique_key(&uniq_prefix, uniq_first, &mut first_key);
     Ok(SendResult {
         status: SendStatus::from_status(status),
-        msg_id: msg_ids.first().cloned().unwrap_or_default(),
-        msg_ids,
-        unique_keys,
+        msg_id: resp.message_id(resp.first_physical_offset),
+        unique_key: first_key,
         queue: MessageQueue::new(&t.mq.topic, &t.mq.broker_name, resp.queue_id),
         queue_offset: resp.first_queue_offset,
         store_timestamp_ms: resp.store_timestamp_ms,
         deliver_at_ms: (resp.deliver_at_ms != 0).then_some(resp.deliver_at_ms),
+        records: RecordIds {
+            store_host: resp.store_host,
+            first_physical_offset: resp.first_physical_offset,
+            lens,
+            uniq_prefix,
+            uniq_first,
+        },
     })
 }
 

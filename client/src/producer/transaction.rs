@@ -310,7 +310,7 @@ impl<A: Send + 'static> TransactionProducer<A> {
             Form::Half,
         )
         .await?;
-        let transaction_id = half.unique_keys.first().cloned().unwrap_or_default();
+        let transaction_id = half.unique_key.clone();
         let endpoint = inner.inst.queue_endpoint(&half.queue).await;
         if let Ok((addr, _)) = &endpoint {
             self.heartbeat_once(*addr).await;

@@ -296,7 +296,7 @@ impl Resend<'_> {
             json!(m.queue_offset),
             json!(topic),
             json!(r.msg_id),
-            json!(r.unique_keys.first()),
+            json!(r.unique_key),
             json!(r.queue.broker_name),
             json!(r.queue.queue_id),
             json!(r.queue_offset),

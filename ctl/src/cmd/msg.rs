@@ -240,7 +240,7 @@ pub async fn send(cfg: &ClientConfig, a: &SendArgs) -> Result<Report> {
         ],
         vec![
             json!(r.msg_id),
-            json!(r.unique_keys.first()),
+            json!(r.unique_key),
             json!(r.queue.topic),
             json!(r.queue.broker_name),
             json!(r.queue.queue_id),

@@ -163,7 +163,7 @@ pub async fn run(a: TxnArgs, namesrv: String, embedded: bool) -> Result<i32, Str
         ("recv", Arc::clone(&recv_meter)),
     ];
     let progress = modes::progress(c, meters, &lag, &progress_stop);
-    setup.mark();
+    setup.mark().await;
     let lanes = Arc::new(Lanes::new(&a, &meter, &decisions, &setup.stop));
     let started = Instant::now();
     let mut tasks = Vec::new();
@@ -194,7 +194,7 @@ pub async fn run(a: TxnArgs, namesrv: String, embedded: bool) -> Result<i32, Str
         "group": recv.group, "consumers": a.consumers, "queues": c.queues, "threads": c.threads,
         "verify": c.verify.as_ref().map(|p| p.display().to_string()),
     });
-    let ctx: Context = setup.context("txn", c, config, embedded);
+    let ctx: Context = setup.context("txn", c, config, embedded).await;
     progress_stop.store(true, Ordering::Relaxed);
     let _ = progress.await;
     if let Some(cs) = &consumers {
@@ -238,7 +238,12 @@ pub async fn run(a: TxnArgs, namesrv: String, embedded: bool) -> Result<i32, Str
     let rows = [("txn", &summary), ("recv", &recv_summary)];
     print!(
         "{}",
-        report::table(&ctx, &rows[..if consume { 2 } else { 1 }], &outcome.notes())
+        report::table(
+            &ctx,
+            &rows[..if consume { 2 } else { 1 }],
+            &summary,
+            &outcome.notes()
+        )
     );
     modes::write_json(c, report::document(&ctx, &summary, Value::Object(extra)))?;
     Ok(outcome.exit_code())

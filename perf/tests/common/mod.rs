@@ -66,6 +66,11 @@ impl Node {
         }
     }
 
+    /// The node's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
     /// SIGKILL: no flush, no checkpoint (the page cache keeps what was written).
     pub fn kill(mut self) {
         self.proc.kill9();
