@@ -261,13 +261,19 @@ impl Connection {
             pool: Mutex::new(Vec::new()),
         });
         let (tx, rx) = mpsc::channel(WRITE_QUEUE_FRAMES_MAX);
+        let in_flight = Arc::new(Semaphore::new(in_flight_max));
         let reader = tokio::spawn(read_loop(rd, Arc::clone(&shared)));
-        let writer = tokio::spawn(write_loop(wr, rx, Arc::clone(&shared)));
+        let writer = tokio::spawn(write_loop(
+            wr,
+            rx,
+            Arc::clone(&shared),
+            (Arc::clone(&in_flight), in_flight_max),
+        ));
         Ok(Connection {
             shared,
             out: tx,
             next_id: AtomicU64::new(1),
-            in_flight: Arc::new(Semaphore::new(in_flight_max)),
+            in_flight,
             in_flight_max,
             tasks: [reader, writer],
         })
@@ -485,14 +491,21 @@ impl Drop for WaiterGuard<'_> {
     }
 }
 
-async fn write_loop(mut wr: OwnedWriteHalf, mut rx: mpsc::Receiver<Outgoing>, shared: Arc<Shared>) {
+async fn write_loop(
+    mut wr: OwnedWriteHalf,
+    mut rx: mpsc::Receiver<Outgoing>,
+    shared: Arc<Shared>,
+    (in_flight, in_flight_max): (Arc<Semaphore>, usize),
+) {
     let mut frames: Vec<Vec<u8>> = Vec::with_capacity(WRITE_FRAMES_MAX);
     let mut dropped: Vec<Vec<u8>> = Vec::new();
     let mut notify: Vec<oneshot::Sender<()>> = Vec::new();
     while let Some(first) = rx.recv().await {
-        if rx.is_empty() {
-            // Let the tasks that are ready run first (e.g. senders woken by the answers of
-            // one read): their frames then go out in this write, not in one write each.
+        if rx.is_empty() && in_flight_max - in_flight.available_permits() > 1 {
+            // Other requests are out: let the tasks that are ready run first (e.g. senders
+            // woken by the answers of one read), so their frames go out in this write, not
+            // in one write each. (With one request out nobody else will write: a yield
+            // would only cost a wake-up of another worker.)
             YieldOnce(false).await;
         }
         let mut bytes = 0;
