@@ -68,7 +68,7 @@ impl Node {
 
     /// The node's process id.
     pub fn pid(&self) -> u32 {
-        self.child.as_ref().map_or(0, Child::id)
+        self.proc.pid().expect("the node is running")
     }
 
     /// SIGKILL: no flush, no checkpoint (the page cache keeps what was written).
