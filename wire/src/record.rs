@@ -339,6 +339,10 @@ pub fn peek_header(buf: &[u8]) -> Option<(u32, u32)> {
 /// Decodes the entry at the start of `buf`: checks TOTALSIZE against the limits and the
 /// buffer, the magic, that the fields add up to TOTALSIZE, and the body CRC.
 pub fn decode(buf: &[u8]) -> Result<Entry<'_>> {
+    decode_entry(buf, true)
+}
+
+fn decode_entry(buf: &[u8], verify_crc: bool) -> Result<Entry<'_>> {
     let Some((size, magic)) = peek_header(buf) else {
         return Err(WireError::Truncated {
             what: "record header",
@@ -358,7 +362,9 @@ pub fn decode(buf: &[u8]) -> Result<Entry<'_>> {
             }
             Ok(Entry::Blank { len: size })
         }
-        MAGIC_V1 | MAGIC_V2 => decode_record(buf, size, magic == MAGIC_V2, true).map(Entry::Record),
+        MAGIC_V1 | MAGIC_V2 => {
+            decode_record(buf, size, magic == MAGIC_V2, verify_crc).map(Entry::Record)
+        }
         other => Err(WireError::BadMagic {
             magic: other,
             offset: pos::MAGIC,
@@ -370,29 +376,16 @@ pub fn decode(buf: &[u8]) -> Result<Entry<'_>> {
 /// record read back from its own CommitLog below the write offset (the key index). Every
 /// length is still checked, so a torn or foreign record is an error, not a panic.
 pub fn decode_one_unverified(buf: &[u8]) -> Result<RecordView<'_>> {
-    let Some((size, magic)) = peek_header(buf) else {
-        return Err(WireError::Truncated {
-            what: "record header",
-            need: BLANK_BYTES,
-            have: buf.len(),
-        });
-    };
-    match magic {
-        MAGIC_V1 | MAGIC_V2 => decode_record(buf, size as usize, magic == MAGIC_V2, false),
-        BLANK_MAGIC => Err(WireError::Invalid {
-            what: "record",
-            detail: "BLANK entry where a record was expected",
-        }),
-        other => Err(WireError::BadMagic {
-            magic: other,
-            offset: pos::MAGIC,
-        }),
-    }
+    record_only(decode_entry(buf, false)?)
 }
 
 /// Decodes a record (not a BLANK) at the start of `buf`.
 pub fn decode_one(buf: &[u8]) -> Result<RecordView<'_>> {
-    match decode(buf)? {
+    record_only(decode(buf)?)
+}
+
+fn record_only(entry: Entry<'_>) -> Result<RecordView<'_>> {
+    match entry {
         Entry::Record(r) => Ok(r),
         Entry::Blank { .. } => Err(WireError::Invalid {
             what: "record",

@@ -554,19 +554,7 @@ fn schedule_properties(shared: &Shared) -> (Vec<u8>, bool) {
 async fn misrouted_send(shared: &Shared, rpc: &mut Rpc, topic: &str, queue: u32) -> bool {
     let body = b"misrouted".to_vec();
     let mut batch = Vec::new();
-    let msg = Message {
-        topic,
-        queue_id: queue,
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp_ms: crate::io::clock::now_ms(),
-        born_host: SocketAddr::from(([10, 0, 10, 1], 40000)),
-        store_host_v6: false,
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
-        body: &body,
-        properties: &[],
-    };
+    let msg = sim_message(topic, queue, &body, &[]);
     if record::encode(&msg, &mut batch).is_err() {
         return false;
     }
@@ -607,19 +595,7 @@ pub(crate) async fn send(
 ) -> bool {
     let mut batch = Vec::new();
     for b in bodies {
-        let msg = Message {
-            topic,
-            queue_id: queue,
-            flag: 0,
-            sys_flag: 0,
-            born_timestamp_ms: crate::io::clock::now_ms(),
-            born_host: SocketAddr::from(([10, 0, 10, 1], 40000)),
-            store_host_v6: false,
-            reconsume_times: 0,
-            prepared_transaction_offset: 0,
-            body: b,
-            properties,
-        };
+        let msg = sim_message(topic, queue, b, properties);
         if record::encode(&msg, &mut batch).is_err() {
             shared.fail("the simulator could not encode its own record".to_string());
             return false;
@@ -1091,5 +1067,27 @@ pub async fn fuzzer(shared: Shared, broker: SocketAddr, namesrv: SocketAddr) {
         {
             shared.checks.borrow_mut().fuzz_answered += 1;
         }
+    }
+}
+
+/// A record as the simulated clients send it (born now, from one fixed client address).
+fn sim_message<'a>(
+    topic: &'a str,
+    queue: u32,
+    body: &'a [u8],
+    properties: &'a [u8],
+) -> Message<'a> {
+    Message {
+        topic,
+        queue_id: queue,
+        flag: 0,
+        sys_flag: 0,
+        born_timestamp_ms: crate::io::clock::now_ms(),
+        born_host: SocketAddr::from(([10, 0, 10, 1], 40000)),
+        store_host_v6: false,
+        reconsume_times: 0,
+        prepared_transaction_offset: 0,
+        body,
+        properties,
     }
 }
