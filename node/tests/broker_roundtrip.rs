@@ -539,3 +539,56 @@ fn long_polling_wakes_on_append_and_times_out() {
     let info = c.runtime_info();
     assert_eq!(info.shards.iter().map(|s| s.parked_pulls).sum::<u32>(), 0);
 }
+
+/// One connection pipelines frames of very different sizes without waiting for answers:
+/// large batches (read to their exact end and handed over whole), small sends right behind
+/// them in the same reads, and large frames after small ones. Every frame is answered, and
+/// the queue holds every record intact, in order.
+#[test]
+fn pipelined_frames_of_mixed_sizes_arrive_whole() {
+    let dir = tempdir("mixed-frames");
+    let node = Node::standalone(&dir.path().join("data"), &["--shards", "1"]);
+    let mut c = Client::connect(node.broker_addr());
+    let topic = "MixedFrames";
+    c.create_topic_ok(topic, 1);
+    let mut sent: Vec<Vec<u8>> = Vec::new();
+    let mut ids = Vec::new();
+    // (records, body bytes): batches of 64 x 1 KiB, single small records, a 600 KiB batch.
+    let plan: [(usize, usize); 10] = [
+        (64, 1024),
+        (1, 10),
+        (1, 200),
+        (64, 1024),
+        (64, 1000),
+        (1, 5),
+        (150, 4096),
+        (1, 1),
+        (64, 1024),
+        (2, 30_000),
+    ];
+    for (round, &(count, size)) in plan.iter().enumerate() {
+        let msgs: Vec<Msg> = (0..count)
+            .map(|i| {
+                let body: Vec<u8> = (0..size).map(|b| (b + i + round * 7) as u8).collect();
+                Msg::new(topic, 0, body)
+            })
+            .collect();
+        let (body, lens) = batch_body(&msgs);
+        let mut at = 0;
+        for len in lens {
+            sent.push(body[at..at + len].to_vec());
+            at += len;
+        }
+        let h = Client::send_request(topic, 0, count > 1, count);
+        let code = if count > 1 {
+            RequestCode::SendBatchMessage
+        } else {
+            RequestCode::SendMessage
+        };
+        ids.push((round, c.send_frame(code, &h, &body)));
+    }
+    for (round, id) in ids {
+        assert_eq!(c.recv(id).status(), Status::Success, "frame {round}");
+    }
+    assert_queue_holds(&mut c, topic, 0, &sent);
+}

@@ -185,12 +185,13 @@ async fn read_loop<S: Service + 'static>(
             let avail = &buf[start..];
             match frame::check(avail, max) {
                 Ok(Some(n)) => {
-                    let f = if start == 0 && n * 2 >= buf.len() {
-                        // The frame is most of the buffer: hand the buffer over and keep a
-                        // copy of the (smaller) rest, instead of copying the frame out.
-                        if n >= EXACT_READ_FRAME_BYTES {
-                            last_large = n;
-                        }
+                    // Only a large frame that fills most of a buffer sized for it is handed
+                    // over whole: a small one would pin a large buffer while in flight.
+                    let fits = n >= EXACT_READ_FRAME_BYTES && buf.capacity() <= n + n / 8;
+                    last_large = if n >= EXACT_READ_FRAME_BYTES { n } else { 0 };
+                    let f = if start == 0 && fits && n * 2 >= buf.len() {
+                        // Hand the buffer over and keep a copy of the (smaller) rest,
+                        // instead of copying the frame out.
                         let rest = buf.split_off(n);
                         std::mem::replace(&mut buf, rest)
                     } else {
