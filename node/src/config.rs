@@ -88,9 +88,10 @@ pub struct BrokerConfig {
     /// `mappedFileSizeCommitLog`, default 1 GiB.
     pub mapped_file_size_commit_log_bytes: u64,
     /// `warmMapedFileEnable`: pre-write each new CommitLog segment with zeros before use.
-    /// Unset = on under SYNC_FLUSH (keeps the first fdatasyncs of a segment short), off
-    /// under ASYNC_FLUSH (the zeros would halve the disk's write bandwidth); see
-    /// [`BrokerConfig::warm_segments`]. RocketMQ's default is off for both.
+    /// Off by default under both flush policies, as in RocketMQ: the zeros double what the
+    /// disk writes, and under SYNC_FLUSH their write-back stalled acks for seconds at each
+    /// segment (docs/perf.md, "SYNC_FLUSH on cold segments"); see
+    /// [`BrokerConfig::warm_segments`].
     pub warm_maped_file_enable: Option<bool>,
     /// `mappedFileSizeConsumeQueue`, default 300,000 × 20 bytes; rounded up to whole
     /// 20-byte units as RocketMQ does (see `consume_queue_file_bytes()`).
@@ -359,11 +360,10 @@ impl BrokerConfig {
             .unwrap_or_else(|| self.store_path_root_dir.join("commitlog"))
     }
 
-    /// Whether new CommitLog segments are pre-written (`warmMapedFileEnable`, or by default
-    /// only under SYNC_FLUSH).
+    /// Whether new CommitLog segments are pre-written (`warmMapedFileEnable`; off unless
+    /// set).
     pub fn warm_segments(&self) -> bool {
-        self.warm_maped_file_enable
-            .unwrap_or(self.flush_disk_type == FlushDiskType::SyncFlush)
+        self.warm_maped_file_enable.unwrap_or(false)
     }
 
     /// ConsumeQueue file size rounded up to whole units, as RocketMQ's getter does.

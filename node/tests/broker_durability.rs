@@ -133,16 +133,23 @@ fn restart_keeps_data_and_consumer_offsets() {
     );
 }
 
+/// With `warmMapedFileEnable=true` a fresh SYNC_FLUSH master pre-writes each shard's first
+/// segment before it says it is ready, so the first sends do not wait for it.
 #[test]
-fn kill9_mid_load_with_sync_flush_loses_no_acknowledged_record() {
-    let dir = tempdir("kill9");
+fn warm_segments_are_prewritten_before_ready() {
+    let dir = tempdir("warm");
     let data = dir.path().join("data");
-    let topic = "Crash";
-    let queues = 8u32;
-    let args = ["--shards", "2", "--flush", "sync"];
-    let mut node = Node::standalone(&data, &args);
-    // A fresh SYNC_FLUSH master pre-writes each shard's first segment before it says it is
-    // ready, so the first sends do not wait for it.
+    let args = [
+        "--shards",
+        "2",
+        "--flush",
+        "sync",
+        "--set",
+        "warmMapedFileEnable=true",
+        "--set",
+        "mappedFileSizeCommitLog=8388608",
+    ];
+    let node = Node::standalone(&data, &args);
     for shard in 0..2u64 {
         let first = data
             .join("commitlog")
@@ -156,6 +163,18 @@ fn kill9_mid_load_with_sync_flush_loses_no_acknowledged_record() {
             node.log()
         );
     }
+}
+
+#[test]
+fn kill9_mid_load_with_sync_flush_loses_no_acknowledged_record() {
+    let dir = tempdir("kill9");
+    let data = dir.path().join("data");
+    let topic = "Crash";
+    let queues = 8u32;
+    let args = ["--shards", "2", "--flush", "sync"];
+    // Default segments: cold (only fallocated), so the first fdatasyncs of every segment
+    // also convert its unwritten extents.
+    let mut node = Node::standalone(&data, &args);
     Client::connect(node.broker_addr()).create_topic_ok(topic, queues);
     let mut acked: Vec<AckedSend> = Vec::new();
     // Three kill -9 / recover rounds on the same data, each killed at a different moment;

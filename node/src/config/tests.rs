@@ -162,15 +162,15 @@ pinCores = false
 }
 
 #[test]
-fn warm_segments_follow_the_flush_policy_unless_set() {
+fn warm_segments_are_off_unless_set() {
     let c = props("brokerName=a").unwrap().config;
     assert!(!c.warm_segments(), "ASYNC_FLUSH: cold segments by default");
     let c = props("flushDiskType=SYNC_FLUSH").unwrap().config;
-    assert!(c.warm_segments(), "SYNC_FLUSH: warm segments by default");
-    let c = props("flushDiskType=SYNC_FLUSH\nwarmMapedFileEnable=false")
+    assert!(!c.warm_segments(), "SYNC_FLUSH: cold segments by default");
+    let c = props("flushDiskType=SYNC_FLUSH\nwarmMapedFileEnable=true")
         .unwrap()
         .config;
-    assert!(!c.warm_segments());
+    assert!(c.warm_segments());
     let c = props("warmMapedFileEnable=true").unwrap().config;
     assert!(c.warm_segments());
     assert!(err("warmMapedFileEnable=maybe").contains("warmMapedFileEnable"));

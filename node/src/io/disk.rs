@@ -155,11 +155,12 @@ impl RealDisk {
     }
 
     /// Whether new segments are pre-written with zeros and written back before use
-    /// (`warmMapedFileEnable`; on by default here). Warm segments keep SYNC_FLUSH's
-    /// fdatasyncs to the appended bytes alone: a cold (only fallocated) segment's unwritten
-    /// extents are converted, a journal commit, by the first fdatasyncs that cover them. The
-    /// price is writing every segment twice, which halves what an ASYNC_FLUSH producer can
-    /// put through the disk (docs/perf.md); cold segments are the better choice there.
+    /// (`warmMapedFileEnable`; on by default for a bare `RealDisk`, off by default in the
+    /// broker). Warm segments keep an fdatasync to the appended bytes alone, where a cold
+    /// (only fallocated) segment's unwritten extents are also converted by the first
+    /// fdatasyncs that cover them (SYNC_FLUSH p50 about 1.7x). The price is writing every
+    /// segment twice, and under SYNC_FLUSH the write-back of the next segment's zeros
+    /// stalled acks for seconds (docs/perf.md, "SYNC_FLUSH on cold segments").
     /// Applies to preparations requested after the call.
     pub fn set_warm_segments(&self, warm: bool) {
         self.inner.warm.set(warm);
