@@ -76,7 +76,13 @@ async fn checkpoint(shard: &Shard, end: u64) -> bool {
     // Files first, then the directories they were created in: both before the checkpoint.
     let (files, dirs): (Vec<std::io::Result<FileHandle>>, Vec<PathBuf>) = {
         let mut store = shard.store.borrow_mut();
-        let (files, dirs) = store.take_dirty_queue_files();
+        let (files, dirs) = match store.take_dirty_queue_files() {
+            Ok(dirty) => dirty,
+            Err(e) => crate::fail_stop(&format!(
+                "shard {}: writing ConsumeQueue units before a checkpoint: {e}",
+                shard.id
+            )),
+        };
         (
             files.into_iter().map(|f| disk.handle(f)).collect(),
             dirs.into_iter().map(|d| d.to_path_buf()).collect(),

@@ -225,11 +225,7 @@ impl<D: Disk + Clone> Store<D> {
         let result = self.place_and_write(batch, metas, now_ms, &mut touched);
         match result {
             Ok(records) => {
-                for (topic, q) in &touched {
-                    if let Some(cq) = self.queue_mut(topic, *q) {
-                        cq.commit_staged();
-                    }
-                }
+                self.commit_queues(&touched)?;
                 Ok(AppendOutcome {
                     records,
                     store_timestamp_ms: now_ms,
@@ -249,6 +245,33 @@ impl<D: Disk + Clone> Store<D> {
                 Err(e)
             }
         }
+    }
+
+    /// Makes the staged units of the `touched` queues part of them (their records are in the
+    /// log) and writes a queue's units held in memory once they fill
+    /// [`consume_queue::CQ_PENDING_BYTES_MAX`]. A failed write is fatal.
+    fn commit_queues(&mut self, touched: &[(String, u32)]) -> Result<()> {
+        let mut written = Ok(());
+        for (topic, q) in touched {
+            if let Some(cq) = self.queue_mut(topic, *q) {
+                cq.commit_staged();
+                if cq.pending_full() && written.is_ok() {
+                    written = cq.write_pending();
+                }
+            }
+        }
+        written.inspect_err(|_| self.poisoned = true)
+    }
+
+    /// Writes every ConsumeQueue unit held in memory to its file (before a checkpoint). A
+    /// failure is fatal.
+    fn write_pending_units(&mut self) -> Result<()> {
+        let written = self
+            .queues
+            .values_mut()
+            .flat_map(|qs| qs.values_mut())
+            .try_for_each(|cq| cq.write_pending());
+        written.inspect_err(|_| self.poisoned = true)
     }
 
     /// fdatasyncs the log up to everything appended so far and returns that offset. Appends
@@ -273,6 +296,7 @@ impl<D: Disk + Clone> Store<D> {
     /// [`Self::checkpoint_written`], with the fdatasyncs made here, blocking.
     pub fn checkpoint_synced(&mut self, log_synced: u64) -> Result<()> {
         self.check_alive()?;
+        self.write_pending_units()?;
         let disk = &self.disk;
         let mut synced: std::io::Result<()> = Ok(());
         for cq in self.queues.values_mut().flat_map(|qs| qs.values_mut()) {
@@ -296,18 +320,19 @@ impl<D: Disk + Clone> Store<D> {
     }
 
     /// Checkpoint step 1 of 3, for a caller that fdatasyncs without blocking (the shard's
-    /// flush timer): the ConsumeQueue files written since the last call, and the
-    /// directories in which files were created. The caller must fdatasync every file and
-    /// fsync every directory (a failure is fatal: the store no longer knows what is durable)
-    /// before step 2.
-    pub fn take_dirty_queue_files(&mut self) -> (Vec<&D::File>, Vec<&Path>) {
+    /// flush timer): writes the ConsumeQueue units held in memory, then returns the files
+    /// written since the last call and the directories in which files were created. The
+    /// caller must fdatasync every file and fsync every directory (a failure is fatal: the
+    /// store no longer knows what is durable) before step 2. An error here is fatal too.
+    pub fn take_dirty_queue_files(&mut self) -> Result<(Vec<&D::File>, Vec<&Path>)> {
+        self.write_pending_units()?;
         let (mut files, mut dirs) = (Vec::new(), Vec::new());
         for cq in self.queues.values_mut().flat_map(|qs| qs.values_mut()) {
             let (f, d) = cq.take_dirty_files();
             files.extend(f);
             dirs.extend(d);
         }
-        (files, dirs)
+        Ok((files, dirs))
     }
 
     /// Checkpoint step 2 of 3: writes (without syncing) the checkpoint for a log durable
@@ -632,32 +657,26 @@ impl<D: Disk + Clone> Store<D> {
             });
         }
         let blanks: Vec<(u64, &[u8])> = blanks.iter().map(|(at, b)| (*at, &b[..])).collect();
-        self.write_append(&blanks, &pieces, batch, touched)
-            .map(|()| records)
+        self.write_append(&blanks, &pieces, batch).map(|()| records)
     }
 
-    /// Writes one append as one submission: BLANK tails `(offset, bytes)`, then the log
-    /// `pieces` `(physical offset, start, len)` of `bytes`, then the staged units of the
-    /// `touched` ConsumeQueues. A failed write must not leave bytes behind the log end (see
-    /// `write_or_undo`); a fatal failure poisons the store.
+    /// Writes one append's log bytes as one submission: BLANK tails `(offset, bytes)`, then
+    /// the `pieces` `(physical offset, start, len)` of `bytes`. (Its ConsumeQueue units are
+    /// committed after, in memory: see [`Self::commit_queues`].) A failed write must not
+    /// leave bytes behind the log end (see `write_or_undo`); a fatal failure poisons the
+    /// store.
     fn write_append(
         &mut self,
         blanks: &[(u64, &[u8])],
         pieces: &[(u64, usize, usize)],
         bytes: &[u8],
-        touched: &[(String, u32)],
     ) -> Result<()> {
-        let mut ops = Vec::with_capacity(pieces.len() + blanks.len() + touched.len());
+        let mut ops = Vec::with_capacity(pieces.len() + blanks.len());
         for &(at, blank) in blanks {
             ops.push(self.log.write_op(at, blank)?);
         }
         for &(phys, start, len) in pieces {
             ops.push(self.log.write_op(phys, &bytes[start..start + len])?);
-        }
-        for (topic, q) in touched {
-            if let Some(cq) = self.queues.get(topic.as_str()).and_then(|qs| qs.get(q)) {
-                ops.extend(cq.staged_writes());
-            }
         }
         let written = self.write_or_undo(&ops);
         drop(ops);

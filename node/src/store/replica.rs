@@ -21,11 +21,7 @@ impl<D: Disk + Clone> Store<D> {
         let result = self.place_replicated(at, bytes, &mut touched);
         match result {
             Ok(()) => {
-                for (topic, q) in &touched {
-                    if let Some(cq) = self.queue_mut(topic, *q) {
-                        cq.commit_staged();
-                    }
-                }
+                self.commit_queues(&touched)?;
                 Ok(self.log.write_offset())
             }
             Err(e) => {
@@ -128,7 +124,7 @@ impl<D: Disk + Clone> Store<D> {
             }
             pos += len;
         }
-        self.write_append(&[], &pieces, bytes, touched)
+        self.write_append(&[], &pieces, bytes)
     }
 
     /// Makes an empty store start at `at` (see `CommitLog::start_empty_at`).

@@ -775,27 +775,85 @@ fn write_torn_inside_the_topic_is_cut() {
 fn a_failed_append_leaves_nothing_behind() {
     let disk = FaultDisk::new();
     let mut store = Store::open(disk.clone(), small_config(ROOT)).expect("open");
-    let mut buf = Vec::new();
-    encode("T", 0, b"first", None, &mut buf);
-    store.append(&mut buf, 1).expect("append");
+    let record_len = |body: &[u8]| {
+        let mut b = Vec::new();
+        encode("T", 0, body, None, &mut b);
+        b.len() as u64
+    };
+    let len = record_len(b"failed-1");
+    assert_eq!(record_len(b"padding!"), len);
+    // Fill segment 0 until one more record fits but not two: the failed batch then writes
+    // a BLANK and its first record into segment 0 and its second into segment 1, three
+    // writes in one append.
+    let mut sent = Vec::new();
+    while 4096 - store.write_offset() % 4096 >= 2 * len + BLANK_BYTES as u64 {
+        let mut buf = Vec::new();
+        encode("T", 0, b"padding!", None, &mut buf);
+        store.append(&mut buf, 1).expect("pad");
+        sent.push(b"padding!".to_vec());
+    }
     let mut batch = Vec::new();
-    for body in [b"failed-1", b"failed-2", b"failed-3"] {
+    for body in [b"failed-1", b"failed-2"] {
         encode("T", 0, body, None, &mut batch);
     }
-    // The log write lands; the ConsumeQueue write after it fails.
+    // The BLANK lands; the first record's write after it fails.
     disk.fail_op(disk.ops() + 1, libc::EIO);
     let err = store.append(&mut batch, 2).expect_err("injected EIO");
     assert!(!err.is_fatal(), "{err}");
-    // Exactly as long as the first failed record, so the log walks on into the others.
+    // Exactly as long as the first failed record, so the log would walk on into the others.
     let mut buf = Vec::new();
     encode("U", 0, b"next-one", None, &mut buf);
     store.append(&mut buf, 3).expect("append after the failure");
+    sent.push(b"next-one".to_vec());
     store.close().expect("close");
     let store = Store::open(disk, small_config(ROOT)).expect("reopen");
     let state = collect(&store);
     assert_queues_match_log(&state, &scan_log(&store), "after a failed append");
-    let bodies: Vec<&[u8]> = state.records.values().map(|s| s.body.as_slice()).collect();
-    assert_eq!(bodies, vec![&b"first"[..], &b"next-one"[..]]);
+    let bodies: Vec<Vec<u8>> = state.records.values().map(|s| s.body.clone()).collect();
+    assert_eq!(bodies, sent);
+}
+
+/// ConsumeQueue units are held in memory after an append; when writing them before a
+/// checkpoint fails, the store stops (the error is fatal) and a restart rebuilds them from
+/// the log: every appended record is served again, in every queue.
+#[test]
+fn a_failed_consume_queue_write_is_fatal_and_recovery_rebuilds_the_units() {
+    let disk = FaultDisk::new();
+    let mut store = Store::open(disk.clone(), small_config(ROOT)).expect("open");
+    let mut sent = Vec::new();
+    for i in 0..5u32 {
+        let body = format!("held-{i}").into_bytes();
+        let mut buf = Vec::new();
+        encode("T", i % 2, &body, None, &mut buf);
+        store.append(&mut buf, 1).expect("append");
+        sent.push(body);
+    }
+    assert_eq!(
+        store.queue_range("T", 0),
+        Some((0, 3)),
+        "served from memory"
+    );
+    // checkpoint(): the log's fdatasync, then the first queue's unit write, which fails.
+    disk.fail_op(disk.ops() + 1, libc::EIO);
+    let err = store.checkpoint().expect_err("injected EIO");
+    assert!(err.is_fatal(), "{err}");
+    let mut buf = Vec::new();
+    encode("T", 0, b"refused", None, &mut buf);
+    assert!(
+        store.append(&mut buf, 2).is_err(),
+        "a poisoned store refuses appends"
+    );
+    drop(store); // a crash: the abort marker stays
+    let store = Store::open(disk, small_config(ROOT)).expect("reopen");
+    assert!(!store.recovery().clean);
+    let state = collect(&store);
+    assert_queues_match_log(&state, &scan_log(&store), "after the failed unit write");
+    let mut bodies: Vec<Vec<u8>> = state.records.values().map(|s| s.body.clone()).collect();
+    bodies.sort();
+    sent.sort();
+    assert_eq!(bodies, sent);
+    assert_eq!(store.queue_range("T", 0), Some((0, 3)));
+    assert_eq!(store.queue_range("T", 1), Some((0, 2)));
 }
 
 /// A crash at every operation of a topic delete: the deleted topic is gone once
