@@ -260,10 +260,33 @@ fn segments_roll(warm: bool) {
         std::thread::sleep(Duration::from_millis(5));
     }
 
+    let inode = std::fs::metadata(&path).unwrap().ino();
+    store.close().unwrap();
+    let mut store = Store::open(disk(), cfg.clone()).unwrap();
+    assert!(store.recovery().clean);
+    assert_eq!(verify(&store, &expected), 800);
+    // A clean restart keeps the prepared segment (the same file, not made again), and the
+    // appends that follow roll into it.
+    assert_eq!(
+        std::fs::metadata(&path).map(|m| m.ino()).ok(),
+        Some(inode),
+        "{} was removed or recreated by the restart",
+        path.display()
+    );
+    for i in 200..240 {
+        let msgs: Vec<_> = (0..4)
+            .map(|j| ("Roll", j, body(i * 4 + j as usize, 1900), Some("TagA")))
+            .collect();
+        append_batch(&mut store, &mut expected, &msgs, 1_000 + i as i64).unwrap();
+    }
+    assert!(
+        store.write_offset() > next + SEG,
+        "the appends rolled past the kept segment"
+    );
     store.close().unwrap();
     let store = Store::open(disk(), cfg).unwrap();
     assert!(store.recovery().clean);
-    assert_eq!(verify(&store, &expected), 800);
+    assert_eq!(verify(&store, &expected), 960);
 }
 
 /// Regression: the preparer thread used to outlive its disk, still zero-filling a segment

@@ -137,14 +137,19 @@ impl<D: Disk + Clone> CommitLog<D> {
     }
 
     /// `truncate_at`, reading the rest of the tail segment to zero it only when
-    /// `zero_tail` (otherwise the caller knows it is zero).
+    /// `zero_tail` (otherwise the caller knows it is zero). Without `zero_tail` (a clean
+    /// close whose scan ended at zeros) the segments after the end's were prepared and
+    /// never written, so they are kept: a restart does not prepare them again (with
+    /// `warmMapedFileEnable`, 1 GiB of zeros each).
     fn cut_at(&mut self, end: u64, zero_tail: bool) -> Result<()> {
         let seg_end = self.segment_end(end);
         if zero_tail {
             self.zero_from(end, seg_end)?;
+        } else if let Some(last) = self.segments.back().filter(|s| s.start >= seg_end) {
+            self.next_prepared = self.next_prepared.max(last.start);
         }
         let mut removed = false;
-        while self.segments.back().is_some_and(|s| s.start >= seg_end) {
+        while zero_tail && self.segments.back().is_some_and(|s| s.start >= seg_end) {
             if let Some(last) = self.segments.pop_back() {
                 let path = self.dir.join(segment_name(last.start));
                 self.disk
