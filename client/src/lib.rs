@@ -121,6 +121,14 @@
 //! every `commit_interval`, when a queue moves to another member, and at shutdown, so a
 //! restarted group continues where it left off.
 //!
+//! A listener that reads a few fields of many messages can take them in place instead:
+//! [`PushConsumerBuilder::start_batch`](consumer::PushConsumerBuilder::start_batch) calls a
+//! [`BatchListener`] with a [`MessageBatch`] (the pulled bytes, shared; each [`MessageView`]
+//! reads its record without copying it, a property by a scan of the record's properties, the
+//! message id only when asked), with the same calls, retries and ordering. A
+//! `Vec<ReceivedMessage>` listener pays an owned copy of every message (strings and a map of
+//! its properties); `ringmq-perf`'s consumers use batches.
+//!
 //! ## Retries and dead letters
 //!
 //! In a clustering group, a batch the listener fails ([`ConsumeResult::Retry`] or a panic)
@@ -207,6 +215,7 @@ pub use ringmq_wire as wire;
 
 pub mod admin;
 mod background;
+pub mod batch;
 pub mod consumer;
 pub mod error;
 mod instance;
@@ -216,9 +225,10 @@ pub mod producer;
 pub mod route;
 
 pub use admin::Admin;
+pub use batch::{MessageBatch, MessageView};
 pub use consumer::{
-    ConsumeContext, ConsumeResult, MessageListener, MessageModel, MessageSelector, PullConsumer,
-    PullResult, PullStatus, PushConsumer, StartPosition,
+    BatchListener, ConsumeContext, ConsumeResult, MessageListener, MessageModel, MessageSelector,
+    PullConsumer, PullResult, PullStatus, PushConsumer, StartPosition,
 };
 pub use error::{Error, Outcome, Result};
 pub use instance::ClientConfig;

@@ -16,7 +16,8 @@ use common::{body, fast_push, producer, reader, send_all, wait_until, Node};
 use ringmq_client::consumer::{dlq_topic, retry_topic, DELAY_LEVEL_BROKER, DELAY_LEVEL_DLQ};
 use ringmq_client::message::RETRY_TOPIC;
 use ringmq_client::{
-    ConsumeContext, ConsumeResult, PullConsumer, PullStatus, ReceivedMessage, StartPosition,
+    ConsumeContext, ConsumeResult, MessageBatch, PullConsumer, PullStatus, ReceivedMessage,
+    StartPosition,
 };
 
 /// A "does not hang" bound: every step here takes well under a second on a quiet machine.
@@ -66,48 +67,83 @@ async fn first_in(r: &PullConsumer, topic: &str) -> Option<ReceivedMessage> {
     None
 }
 
+/// Notes a delivery and answers as the retry flow's listener does: poison always fails,
+/// flaky fails its first delivery, panics panics on its first delivery.
+fn note(sink: &Deliveries, d: Delivery, body: String) -> ConsumeResult {
+    let first = d.reconsume_times == 0;
+    sink.lock()
+        .unwrap()
+        .entry(body.clone())
+        .or_default()
+        .push(d);
+    match body.as_str() {
+        "poison" => ConsumeResult::Retry,
+        "flaky" if first => ConsumeResult::Retry,
+        "panics" if first => panic!("listener bug"),
+        _ => ConsumeResult::Success,
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_messages_come_back_from_the_retry_topic_then_go_to_the_dlq() {
+    retry_flow("RetryFlow", false).await;
+}
+
+/// The same with a listener of batches read in place (`start_batch`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_listener_gets_the_same_retries_and_dead_letters() {
+    retry_flow("RetryFlowBatch", true).await;
+}
+
+async fn retry_flow(topic: &str, batch_listener: bool) {
     let delays = fast_delays();
     let node = Node::start_configured(2, &[&delays]);
-    let topic = "RetryFlow";
-    let group = "retry-flow-group";
+    let group = &format!("{topic}-group");
     node.create_topic(topic, 1).await;
     let p = producer(&node).await;
 
     let deliveries: Deliveries = Default::default();
     let sink = deliveries.clone();
-    let c = fast_push(&node, group, "retry-1")
+    let b = fast_push(&node, group, "retry-1")
         .subscribe(topic, "*")
         .start_position(StartPosition::First)
         .consume_batch_max(1)
-        .max_reconsume_times(2)
-        .start(move |msgs: Vec<ReceivedMessage>, ctx: ConsumeContext| {
+        .max_reconsume_times(2);
+    let c = if batch_listener {
+        b.start_batch(move |batch: MessageBatch, ctx: ConsumeContext| {
             let sink = sink.clone();
             async move {
-                let m = &msgs[0];
-                let b = body(m);
-                sink.lock()
-                    .unwrap()
-                    .entry(b.clone())
-                    .or_default()
-                    .push(Delivery {
-                        topic: m.topic.clone(),
-                        queue_topic: ctx.queue.topic.clone(),
-                        reconsume_times: m.reconsume_times,
-                        retry_topic_property: m.property(RETRY_TOPIC).map(String::from),
-                        unique_key: m.unique_key().map(String::from),
-                    });
-                match b.as_str() {
-                    "poison" => ConsumeResult::Retry,
-                    "flaky" if m.reconsume_times == 0 => ConsumeResult::Retry,
-                    "panics" if m.reconsume_times == 0 => panic!("listener bug"),
-                    _ => ConsumeResult::Success,
-                }
+                let m = batch.get(0).unwrap();
+                let d = Delivery {
+                    topic: m.topic().to_string(),
+                    queue_topic: ctx.queue.topic.clone(),
+                    reconsume_times: m.reconsume_times(),
+                    retry_topic_property: m.property(RETRY_TOPIC).map(String::from),
+                    unique_key: m.unique_key().map(String::from),
+                };
+                note(&sink, d, String::from_utf8_lossy(m.body()).into_owned())
             }
         })
         .await
-        .unwrap();
+        .unwrap()
+    } else {
+        b.start(move |msgs: Vec<ReceivedMessage>, ctx: ConsumeContext| {
+            let sink = sink.clone();
+            async move {
+                let m = &msgs[0];
+                let d = Delivery {
+                    topic: m.topic.clone(),
+                    queue_topic: ctx.queue.topic.clone(),
+                    reconsume_times: m.reconsume_times,
+                    retry_topic_property: m.property(RETRY_TOPIC).map(String::from),
+                    unique_key: m.unique_key().map(String::from),
+                };
+                note(&sink, d, body(m))
+            }
+        })
+        .await
+        .unwrap()
+    };
     let sent = send_all(
         &p,
         topic,
@@ -116,7 +152,7 @@ async fn failed_messages_come_back_from_the_retry_topic_then_go_to_the_dlq() {
     .await;
 
     // poison: delivered 1 + 2 times, then dead-lettered.
-    let dlq_reader = reader(&node, "retry-flow-dlq-reader").await;
+    let dlq_reader = reader(&node, &format!("{topic}-dlq-reader")).await;
     let dlq = dlq_topic(group);
     let mut dead = Vec::new();
     let done = wait_until(WAIT, || {

@@ -16,9 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ringmq_client::wire::command::retry_topic;
-use ringmq_client::{ConsumeContext, ConsumeResult, PushConsumer, ReceivedMessage, StartPosition};
+use ringmq_client::{ConsumeContext, ConsumeResult, MessageBatch, PushConsumer, StartPosition};
 
-use crate::dead::RETRY_TOPIC;
 use crate::fail::FailPlan;
 use crate::payload;
 use crate::stats::{Meter, Percentiles};
@@ -125,13 +124,13 @@ impl Deliveries {
     }
 
     /// Whether this delivery of `msgs` fails on purpose (counted per message).
-    fn fails_now(&self, msgs: &[ReceivedMessage]) -> bool {
+    fn fails_now(&self, msgs: &MessageBatch) -> bool {
         let Some(plan) = &self.fail else {
             return false;
         };
         let mut fail = false;
-        for m in msgs {
-            if let Some(h) = payload::parse(&m.body) {
+        for m in msgs.iter() {
+            if let Some(h) = payload::parse(m.body()) {
                 fail |= plan.fails_now(&h);
             }
         }
@@ -139,42 +138,66 @@ impl Deliveries {
     }
 
     /// A listener call's end: a success is measured (count, latency, lateness); every
-    /// delivery is recorded for verify with the call's begin and end.
-    fn record(&self, msgs: &[ReceivedMessage], begin: u64, ok: bool) {
+    /// delivery is recorded for verify with the call's begin and end. One pass over the
+    /// messages (each read in place once).
+    fn record(&self, msgs: &MessageBatch, begin: u64, ok: bool, retry: bool) {
         let end = self.events.fetch_add(1, Ordering::Relaxed);
-        let retried = msgs.iter().filter(|m| from_retry(m)).count() as u64;
+        let now = payload::now_us();
+        let verify = self.record.is_some();
+        let mut lats = Vec::with_capacity(if ok { msgs.len() } else { 0 });
+        let mut late = Vec::new();
+        let (mut bytes, mut retried, mut foreign) = (0u64, 0u64, 0u64);
+        // Verify mode: (head, from the retry topic, the message) of each perf message.
+        let mut seen = Vec::with_capacity(if verify { msgs.len() } else { 0 });
+        for m in msgs.iter() {
+            retried += u64::from(retry);
+            let head = payload::parse(m.body());
+            if ok {
+                bytes += m.body().len() as u64;
+                if let Some(due_ms) = m.deliver_at_ms() {
+                    let due_us = (due_ms.max(0) as u64).saturating_mul(1000);
+                    if m.store_timestamp_ms() < due_ms || now < due_us {
+                        self.early.fetch_add(1, Ordering::Relaxed);
+                    }
+                    let stored = (m.store_timestamp_ms() - due_ms).max(0) as u64 * 1000;
+                    late.push((now.saturating_sub(due_us), stored));
+                }
+                match &head {
+                    Some(h) => lats.push(now.saturating_sub(h.send_us)),
+                    None => foreign += 1,
+                }
+            }
+            if let (true, Some(h)) = (verify, head) {
+                seen.push((h, m));
+            }
+        }
         self.retried.fetch_add(retried, Ordering::Relaxed);
         if ok {
-            self.measure(msgs);
+            self.foreign.fetch_add(foreign, Ordering::Relaxed);
+            self.meter.count(msgs.len() as u64, bytes);
+            self.meter.record_latencies(&lats);
+            self.record_lateness(&late);
         } else {
             self.failed.fetch_add(msgs.len() as u64, Ordering::Relaxed);
         }
         if let (Some(set), true) = (&self.delivered, ok) {
             let mut set = set.lock().unwrap_or_else(|p| p.into_inner());
-            set.extend(
-                msgs.iter()
-                    .filter_map(|m| payload::parse(&m.body))
-                    .map(|h| (h.producer, h.seq)),
-            );
+            set.extend(seen.iter().map(|(h, _)| (h.producer, h.seq)));
         }
         if let Some(rec) = &self.record {
             let mut g = rec.lock().unwrap_or_else(|p| p.into_inner());
             let (names, list) = &mut *g;
-            for m in msgs {
-                let Some(h) = payload::parse(&m.body) else {
-                    continue;
-                };
-                let retry = from_retry(m);
+            for (h, m) in &seen {
                 let queue = if retry {
-                    names.intern(&format!("{}/retry", m.broker_name), m.queue_id)
+                    names.intern(&format!("{}/retry", m.broker_name()), m.queue_id())
                 } else {
-                    names.intern(&m.broker_name, m.queue_id)
+                    names.intern(m.broker_name(), m.queue_id())
                 };
                 list.push(Delivery {
                     producer: h.producer,
                     seq: h.seq,
                     queue,
-                    offset: m.queue_offset,
+                    offset: m.queue_offset(),
                     retry,
                     ok,
                     begin,
@@ -186,40 +209,19 @@ impl Deliveries {
         self.last_us.fetch_max(at, Ordering::Relaxed);
     }
 
-    fn measure(&self, msgs: &[ReceivedMessage]) {
-        let now = payload::now_us();
-        let mut lats = Vec::with_capacity(msgs.len());
-        let mut bytes = 0u64;
-        let mut late = Vec::new();
-        for m in msgs {
-            bytes += m.body.len() as u64;
-            if let Some(due_ms) = m.deliver_at_ms() {
-                let due_us = (due_ms.max(0) as u64).saturating_mul(1000);
-                if m.store_timestamp_ms < due_ms || now < due_us {
-                    self.early.fetch_add(1, Ordering::Relaxed);
-                }
-                let stored = (m.store_timestamp_ms - due_ms).max(0) as u64 * 1000;
-                late.push((now.saturating_sub(due_us), stored));
-            }
-            match payload::parse(&m.body) {
-                Some(h) => lats.push(now.saturating_sub(h.send_us)),
-                None => {
-                    self.foreign.fetch_add(1, Ordering::Relaxed);
-                }
-            }
+    /// Scheduled messages' lateness: (receipt minus due, store minus due), µs.
+    fn record_lateness(&self, late: &[(u64, u64)]) {
+        if late.is_empty() {
+            return;
         }
-        self.meter.count(msgs.len() as u64, bytes);
-        self.meter.record_latencies(&lats);
-        if !late.is_empty() {
-            let mut h = self.lateness.lock().unwrap_or_else(|p| p.into_inner());
-            let mut s = self
-                .store_lateness
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            for (l, stored) in late {
-                h.saturating_record(l.max(1));
-                s.saturating_record(stored.max(1));
-            }
+        let mut h = self.lateness.lock().unwrap_or_else(|p| p.into_inner());
+        let mut s = self
+            .store_lateness
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        for &(l, stored) in late {
+            h.saturating_record(l.max(1));
+            s.saturating_record(stored.max(1));
         }
     }
 
@@ -267,17 +269,20 @@ impl Deliveries {
 /// otherwise (a call dropped by an abort ends then).
 struct Call {
     sink: Arc<Deliveries>,
-    msgs: Vec<ReceivedMessage>,
+    msgs: MessageBatch,
+    /// The messages come from the group's retry topic.
+    retry: bool,
     begin: u64,
     ok: bool,
 }
 
 impl Call {
-    fn begin(sink: Arc<Deliveries>, msgs: Vec<ReceivedMessage>) -> Call {
+    fn begin(sink: Arc<Deliveries>, msgs: MessageBatch, retry: bool) -> Call {
         let begin = sink.events.fetch_add(1, Ordering::Relaxed);
         Call {
             sink,
             msgs,
+            retry,
             begin,
             ok: false,
         }
@@ -290,20 +295,17 @@ impl Call {
 
 impl Drop for Call {
     fn drop(&mut self) {
-        self.sink.record(&self.msgs, self.begin, self.ok);
+        self.sink
+            .record(&self.msgs, self.begin, self.ok, self.retry);
     }
 }
 
-/// Whether a message was read from its group's retry topic.
-fn from_retry(m: &ReceivedMessage) -> bool {
-    m.property(RETRY_TOPIC).is_some()
-}
-
-/// The listener of every consumer of the run.
-async fn listen(sink: Arc<Deliveries>, msgs: Vec<ReceivedMessage>) -> ConsumeResult {
+/// The listener of every consumer of the run. `retry`: the call's messages were read from
+/// the group's retry topic (a call's messages all come from one queue).
+async fn listen(sink: Arc<Deliveries>, msgs: MessageBatch, retry: bool) -> ConsumeResult {
     let fail = sink.fails_now(&msgs);
     let verify = sink.record.is_some();
-    let call = Call::begin(sink, msgs);
+    let call = Call::begin(sink, msgs, retry);
     if verify {
         // Lets other tasks of this worker run inside the call: calls the consumer allows
         // to overlap then do overlap, and the verify check can see it. (Only when
@@ -451,9 +453,12 @@ async fn start_one(
     if let Some(n) = plan.max_reconsume {
         b = b.max_reconsume_times(n);
     }
-    b.start(move |msgs: Vec<ReceivedMessage>, _ctx: ConsumeContext| listen(Arc::clone(&sink), msgs))
-        .await
-        .map_err(|e| format!("starting consumer {i} of group {}: {e}", plan.group))
+    let retry = retry_topic(&plan.group);
+    b.start_batch(move |msgs: MessageBatch, ctx: ConsumeContext| {
+        listen(Arc::clone(&sink), msgs, ctx.queue.topic == retry)
+    })
+    .await
+    .map_err(|e| format!("starting consumer {i} of group {}: {e}", plan.group))
 }
 
 /// When a consume run ends.

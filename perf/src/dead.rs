@@ -9,8 +9,6 @@ use ringmq_client::{Admin, Error};
 use crate::payload;
 
 pub use ringmq_client::wire::command::dlq_topic;
-/// The property retry and dead-letter copies name their original topic in (RocketMQ's).
-pub use ringmq_client::wire::properties::keys::RETRY_TOPIC;
 
 /// Messages read per pull from the dead-letter queue.
 const READ_BATCH: u32 = 256;

@@ -183,7 +183,7 @@ pub struct Delivery {
     /// Index in the consumer's [`QueueNames`] (retry-topic queues are named apart).
     pub queue: u32,
     pub offset: u64,
-    /// Read from the group's retry topic (the message carries `RETRY_TOPIC`).
+    /// Read from the group's retry topic (the queue the listener call read from).
     pub retry: bool,
     /// The listener call succeeded.
     pub ok: bool,

@@ -16,29 +16,39 @@ use std::sync::{Arc, Weak};
 use super::listener::{call_listener, Called, ConsumeContext};
 use super::push::Inner;
 use super::queue_state::QueueState;
-use super::send_back::{send_back, DELAY_LEVEL_BROKER};
+use super::send_back::{send_back, SendBack, DELAY_LEVEL_BROKER};
 use super::MessageModel;
-use crate::message::ReceivedMessage;
+use crate::batch::{MessageBatch, RawMessage};
 
 /// Hands `messages` (pulled from `state`'s queue) to the listener in batches.
-pub(crate) fn dispatch(
-    inner: &Arc<Inner>,
-    state: &Arc<QueueState>,
-    messages: Vec<ReceivedMessage>,
-) {
-    let mut rest = messages;
-    while !rest.is_empty() {
-        let tail = rest.split_off(rest.len().min(inner.cfg.consume_batch_max));
-        let batch = std::mem::replace(&mut rest, tail);
-        tokio::spawn(consume_batch(
-            Arc::downgrade(inner),
-            Arc::clone(state),
-            batch,
-        ));
+pub(crate) fn dispatch(inner: &Arc<Inner>, state: &Arc<QueueState>, messages: Vec<RawMessage>) {
+    let max = inner.cfg.consume_batch_max;
+    if messages.len() <= max {
+        spawn_batch(inner, state, messages);
+        return;
+    }
+    let mut it = messages.into_iter();
+    loop {
+        let batch: Vec<RawMessage> = it.by_ref().take(max).collect();
+        if batch.is_empty() {
+            return;
+        }
+        spawn_batch(inner, state, batch);
     }
 }
 
-async fn consume_batch(weak: Weak<Inner>, state: Arc<QueueState>, mut batch: Vec<ReceivedMessage>) {
+fn spawn_batch(inner: &Arc<Inner>, state: &Arc<QueueState>, batch: Vec<RawMessage>) {
+    if batch.is_empty() {
+        return;
+    }
+    tokio::spawn(consume_batch(
+        Arc::downgrade(inner),
+        Arc::clone(state),
+        MessageBatch::from_raw(batch),
+    ));
+}
+
+async fn consume_batch(weak: Weak<Inner>, state: Arc<QueueState>, mut batch: MessageBatch) {
     let mut attempt = 0u32;
     loop {
         let Some(inner) = weak.upgrade() else { return };
@@ -55,11 +65,12 @@ async fn consume_batch(weak: Weak<Inner>, state: Arc<QueueState>, mut batch: Vec
             queue: state.mq.clone(),
             attempt,
         };
+        // The listener's copy is a reference count: the batch stays here for a retry.
         let called = call_listener(&inner.listener, batch.clone(), ctx, &inner.aborted).await;
         drop(permit);
         match called {
             Called::Success => {
-                state.acked(batch.iter().map(|m| m.queue_offset));
+                state.acked(batch.raw().iter().map(|m| m.queue_offset));
                 state.end();
                 return;
             }
@@ -77,8 +88,8 @@ async fn consume_batch(weak: Weak<Inner>, state: Arc<QueueState>, mut batch: Vec
             return;
         }
         attempt = attempt.saturating_add(1);
-        for m in &mut batch {
-            m.reconsume_times = m.reconsume_times.saturating_add(1);
+        for m in batch.raw_mut() {
+            m.redelivered = m.redelivered.saturating_add(1);
         }
         let pause = inner.cfg.redeliver_backoff;
         drop(inner);
@@ -90,19 +101,16 @@ async fn consume_batch(weak: Weak<Inner>, state: Arc<QueueState>, mut batch: Vec
 
 /// Sends every message of a failed batch back to its broker; acknowledges those sent and
 /// returns the others (to be retried here).
-async fn send_back_all(
-    inner: &Inner,
-    state: &QueueState,
-    batch: Vec<ReceivedMessage>,
-) -> Vec<ReceivedMessage> {
+async fn send_back_all(inner: &Inner, state: &QueueState, batch: MessageBatch) -> MessageBatch {
     let mut kept = Vec::new();
     let mut sent = Vec::new();
-    for m in batch {
+    for m in batch.raw() {
+        let view = m.view();
         let r = send_back(
             inner.inst(),
             &inner.group.name,
             &state.mq,
-            &m,
+            &SendBack::of_view(&view),
             DELAY_LEVEL_BROKER,
             inner.cfg.max_reconsume_times,
         )
@@ -112,13 +120,13 @@ async fn send_back_all(
             Err(e) => {
                 log::warn!(
                     "sending {} of {} back failed: {e}; retrying it here",
-                    m.msg_id,
+                    view.msg_id(),
                     state.mq
                 );
-                kept.push(m);
+                kept.push(m.clone());
             }
         }
     }
     state.acked(sent);
-    kept
+    MessageBatch::from_raw(kept)
 }

@@ -36,16 +36,17 @@ use ringmq_wire::command::{
     Boundary, GetOffsetRequest, OffsetResponse, PullRequest, PullResponse, SearchOffsetRequest,
 };
 
+use crate::batch::{split_records, RawMessage};
 use crate::error::Result;
 use crate::instance::{ClientConfig, Instance};
-use crate::message::{decode_records, ReceivedMessage};
+use crate::message::ReceivedMessage;
 use crate::route::MessageQueue;
 use group::Group;
 use offsets::OffsetStore;
 use replica::ReadPath;
 
 pub use allocate::allocate_average;
-pub use listener::{ConsumeContext, MessageListener};
+pub use listener::{BatchListener, ConsumeContext, MessageListener};
 pub(crate) use offsets::committed_offset_in;
 pub use orderly::ORDERLY_RECONSUME_TIMES_DEFAULT;
 pub use pull::{PullConfig, PullConsumer, PullConsumerBuilder};
@@ -219,14 +220,35 @@ pub(crate) async fn join_group(
     Ok((Group::new(inst, reads, group, model, start, push), offsets))
 }
 
-/// A pull's answer.
+/// A pull's answer: a [`PullResult`] with its messages not decoded yet.
 #[derive(Debug)]
 pub(crate) struct Pulled {
-    pub result: PullResult,
+    pub status: PullStatus,
+    pub next_offset: u64,
+    pub min_offset: u64,
+    pub max_offset: u64,
+    pub messages: Vec<RawMessage>,
     /// A slave answered that the offset is past its end: it is behind the consumer (it has
     /// not replicated what was read from the master yet). Reported as
     /// [`PullStatus::NoNewMessage`] at the same offset; retry after a pause.
     pub slave_behind: bool,
+}
+
+impl Pulled {
+    /// The public answer, messages decoded into owned ones.
+    pub fn into_result(self) -> PullResult {
+        PullResult {
+            status: self.status,
+            next_offset: self.next_offset,
+            min_offset: self.min_offset,
+            max_offset: self.max_offset,
+            messages: self
+                .messages
+                .iter()
+                .map(|m| m.view().to_received())
+                .collect(),
+        }
+    }
 }
 
 /// Pulls from one queue, from the replica `reads` picks. `suspend` > 0 lets the broker
@@ -281,30 +303,28 @@ pub(crate) async fn pull_via(
             fields.max_offset
         );
         return Ok(Pulled {
-            result: PullResult {
-                status: PullStatus::NoNewMessage,
-                next_offset: offset,
-                min_offset: fields.min_offset,
-                max_offset: fields.max_offset,
-                messages: Vec::new(),
-            },
+            status: PullStatus::NoNewMessage,
+            next_offset: offset,
+            min_offset: fields.min_offset,
+            max_offset: fields.max_offset,
+            messages: Vec::new(),
             slave_behind: true,
         });
     }
     let mut messages = Vec::new();
     if status == PullStatus::Found {
-        messages = decode_records(&answer.body, &mq.broker_name)?;
+        messages = split_records(&answer.body, &Arc::from(mq.broker_name.as_str()))?;
         // The broker filters tags by hash; drop hash collisions here.
-        messages.retain(|m| selector.keeps_tag(m.tag()));
+        if let Some(tags) = selector.tag_filter() {
+            messages.retain(|m| tags.matches(m.view().tag()));
+        }
     }
     Ok(Pulled {
-        result: PullResult {
-            status,
-            next_offset: fields.next_begin_offset,
-            min_offset: fields.min_offset,
-            max_offset: fields.max_offset,
-            messages,
-        },
+        status,
+        next_offset: fields.next_begin_offset,
+        min_offset: fields.min_offset,
+        max_offset: fields.max_offset,
+        messages,
         slave_behind: false,
     })
 }
@@ -337,7 +357,7 @@ pub(crate) async fn pull_queue(
         commit,
     )
     .await
-    .map(|p| p.result)
+    .map(Pulled::into_result)
 }
 
 /// GET_MIN_OFFSET (`max` false) or GET_MAX_OFFSET (`max` true) of a queue.

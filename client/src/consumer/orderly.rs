@@ -21,8 +21,8 @@ use super::listener::{call_listener, Called, ConsumeContext};
 use super::locks::QueueLock;
 use super::push::Inner;
 use super::queue_state::QueueState;
-use super::send_back::{send_back, DELAY_LEVEL_DLQ};
-use crate::message::ReceivedMessage;
+use super::send_back::{send_back, SendBack, DELAY_LEVEL_DLQ};
+use crate::batch::{MessageBatch, RawMessage};
 
 /// The limit an orderly consumer applies when `max_reconsume_times` is 0 (RocketMQ's
 /// default `retryMaxTimes`; the client does not ask the broker for the group's value).
@@ -36,13 +36,13 @@ const LOCK_WAIT_PAUSE: Duration = Duration::from_millis(100);
 #[derive(Debug, Default)]
 pub(crate) struct OrderlyQueue {
     pub lock: QueueLock,
-    pending: Mutex<VecDeque<ReceivedMessage>>,
+    pending: Mutex<VecDeque<RawMessage>>,
     arrived: Notify,
 }
 
 impl OrderlyQueue {
     /// Appends pulled messages (pulls come in offset order).
-    pub fn push(&self, messages: Vec<ReceivedMessage>) {
+    pub fn push(&self, messages: Vec<RawMessage>) {
         if messages.is_empty() {
             return;
         }
@@ -50,9 +50,9 @@ impl OrderlyQueue {
         self.arrived.notify_one();
     }
 
-    /// Copies of the first `n` pending messages.
-    fn front(&self, n: usize) -> Vec<ReceivedMessage> {
-        self.lock_pending().iter().take(n).cloned().collect()
+    /// The first `n` pending messages (shared with the pull, not copied).
+    fn front(&self, n: usize) -> MessageBatch {
+        MessageBatch::from_raw(self.lock_pending().iter().take(n).cloned().collect())
     }
 
     /// Forgets the pending messages at `offsets` (consumed or dead-lettered).
@@ -65,12 +65,12 @@ impl OrderlyQueue {
     fn failed(&self, offsets: &BTreeSet<u64>) {
         for m in self.lock_pending().iter_mut() {
             if offsets.contains(&m.queue_offset) {
-                m.reconsume_times = m.reconsume_times.saturating_add(1);
+                m.redelivered = m.redelivered.saturating_add(1);
             }
         }
     }
 
-    fn lock_pending(&self) -> std::sync::MutexGuard<'_, VecDeque<ReceivedMessage>> {
+    fn lock_pending(&self) -> std::sync::MutexGuard<'_, VecDeque<RawMessage>> {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -122,7 +122,7 @@ pub(crate) async fn consume_orderly(
         };
         let called = call_listener(&inner.listener, batch.clone(), ctx, &inner.aborted).await;
         drop(permit);
-        let offsets: BTreeSet<u64> = batch.iter().map(|m| m.queue_offset).collect();
+        let offsets: BTreeSet<u64> = batch.raw().iter().map(|m| m.queue_offset).collect();
         match called {
             Called::Aborted => {
                 state.end();
@@ -162,23 +162,19 @@ pub(crate) async fn consume_orderly(
 
 /// Sends the messages of a failed batch that were already redelivered the maximum number
 /// of times to the dead-letter topic; returns the offsets of those sent.
-async fn dead_letter(
-    inner: &Inner,
-    state: &QueueState,
-    batch: &[ReceivedMessage],
-) -> BTreeSet<u64> {
+async fn dead_letter(inner: &Inner, state: &QueueState, batch: &MessageBatch) -> BTreeSet<u64> {
     let limit = match inner.cfg.max_reconsume_times {
         0 => ORDERLY_RECONSUME_TIMES_DEFAULT,
         n => n,
     };
     let limit = i32::try_from(limit).unwrap_or(i32::MAX);
     let mut sent = BTreeSet::new();
-    for m in batch.iter().filter(|m| m.reconsume_times >= limit) {
+    for m in batch.iter().filter(|m| m.reconsume_times() >= limit) {
         let r = send_back(
             inner.inst(),
             &inner.group.name,
             &state.mq,
-            m,
+            &SendBack::of_view(&m),
             DELAY_LEVEL_DLQ,
             inner.cfg.max_reconsume_times,
         )
@@ -188,15 +184,15 @@ async fn dead_letter(
                 log::info!(
                     "{}: {} failed {} times; sent to the dead-letter topic",
                     state.mq,
-                    m.msg_id,
-                    m.reconsume_times + 1
+                    m.msg_id(),
+                    m.reconsume_times() + 1
                 );
-                sent.insert(m.queue_offset);
+                sent.insert(m.queue_offset());
             }
             Err(e) => log::warn!(
                 "{}: dead-lettering {} failed: {e}; retrying it in place",
                 state.mq,
-                m.msg_id
+                m.msg_id()
             ),
         }
     }
@@ -206,46 +202,29 @@ async fn dead_letter(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::SocketAddr;
-
-    fn msg(offset: u64) -> ReceivedMessage {
-        let addr = SocketAddr::from(([127, 0, 0, 1], 1));
-        ReceivedMessage {
-            topic: "t".into(),
-            broker_name: "b".into(),
-            queue_id: 0,
-            queue_offset: offset,
-            physical_offset: offset * 100,
-            msg_id: format!("m{offset}"),
-            body: bytes::Bytes::from_static(b"x"),
-            flag: 0,
-            sys_flag: 0,
-            born_timestamp_ms: 0,
-            born_host: addr,
-            store_timestamp_ms: 0,
-            store_host: addr,
-            reconsume_times: 0,
-            properties: Default::default(),
-        }
-    }
+    use crate::batch::test_records::raw;
 
     #[test]
     fn pending_messages_keep_offset_order_and_count_failures() {
         let q = OrderlyQueue::default();
-        q.push((0..5).map(msg).collect());
-        q.push(vec![msg(5)]);
-        let front: Vec<u64> = q.front(3).iter().map(|m| m.queue_offset).collect();
+        q.push((0..5).map(raw).collect());
+        q.push(vec![raw(5)]);
+        let front: Vec<u64> = q.front(3).iter().map(|m| m.queue_offset()).collect();
         assert_eq!(front, [0, 1, 2]);
         q.failed(&[0, 1].into());
         q.remove(&[1].into());
         let front = q.front(3);
         assert_eq!(
-            front.iter().map(|m| m.queue_offset).collect::<Vec<_>>(),
+            front.iter().map(|m| m.queue_offset()).collect::<Vec<_>>(),
             [0, 2, 3]
         );
+        // The records say 2 retries by the broker; one local redelivery adds one.
         assert_eq!(
-            front.iter().map(|m| m.reconsume_times).collect::<Vec<_>>(),
-            [1, 0, 0]
+            front
+                .iter()
+                .map(|m| m.reconsume_times())
+                .collect::<Vec<_>>(),
+            [3, 2, 2]
         );
         assert_eq!(q.front(100).len(), 5);
     }

@@ -29,10 +29,10 @@ use tokio::time::Instant;
 use super::group::Group;
 use super::offsets::OffsetStore;
 use super::replica::ReadPath;
-use super::send_back::send_back;
+use super::send_back::{send_back, SendBack};
 use super::{
     default_offset_dir, group_setters, join_group, pull_via, queue_offset_via, search_offset_via,
-    start_offset, MessageModel, MessageSelector, PullResult, PullStatus, StartPosition,
+    start_offset, MessageModel, MessageSelector, PullResult, PullStatus, Pulled, StartPosition,
 };
 use crate::background::{ticker, Background};
 use crate::error::{Error, Result};
@@ -237,7 +237,7 @@ impl PullConsumer {
             None,
         )
         .await
-        .map(|p| p.result)
+        .map(Pulled::into_result)
     }
 
     /// The group's committed offset of a queue (`None` if never committed).
@@ -267,7 +267,7 @@ impl PullConsumer {
             self.inner.inst(),
             &self.inner.cfg.group,
             &mq,
-            msg,
+            &SendBack::of(msg),
             delay_level,
             0,
         )
@@ -436,7 +436,7 @@ async fn poll_round(inner: &Inner) -> Vec<ReceivedMessage> {
             None,
         )
         .await
-        .map(|p| p.result);
+        .map(Pulled::into_result);
         match r {
             Ok(r) => {
                 if r.status == PullStatus::OffsetIllegal {

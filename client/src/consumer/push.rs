@@ -29,7 +29,7 @@ use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinHandle;
 
 use super::group::Group;
-use super::listener::{DynListener, MessageListener, Wrap};
+use super::listener::{BatchListener, DynListener, MessageListener, Wrap, WrapBatch};
 use super::offsets::OffsetStore;
 use super::orderly::OrderlyQueue;
 use super::push_queues::{commit_queue, rebalance, release_all, renew_locks};
@@ -197,6 +197,17 @@ impl PushConsumerBuilder {
 
     /// Starts consuming: heartbeats, takes its queues and calls `listener` with batches.
     pub async fn start<L: MessageListener>(self, listener: L) -> Result<PushConsumer> {
+        self.start_dyn(Arc::new(Wrap(listener))).await
+    }
+
+    /// [`PushConsumerBuilder::start`] with a listener of [`MessageBatch`](crate::MessageBatch)es
+    /// read in place: the same calls, retries and ordering, without an owned copy of each
+    /// message (for listeners that read a few fields of many messages).
+    pub async fn start_batch<L: BatchListener>(self, listener: L) -> Result<PushConsumer> {
+        self.start_dyn(Arc::new(WrapBatch(listener))).await
+    }
+
+    async fn start_dyn(self, listener: Arc<dyn DynListener>) -> Result<PushConsumer> {
         let cfg = self.cfg;
         if cfg.group.is_empty() {
             return Err(Error::Config("a consumer group is required".into()));
@@ -239,7 +250,7 @@ impl PushConsumerBuilder {
             group,
             permits: Arc::new(Semaphore::new(cfg.consume_concurrency)),
             cfg,
-            listener: Arc::new(Wrap(listener)),
+            listener,
             offsets,
             queues: Mutex::new(BTreeMap::new()),
             shut: AtomicBool::new(false),

@@ -12,7 +12,7 @@ use super::orderly::OrderlyQueue;
 use super::push::Inner;
 use super::push_queues::commit_queue;
 use super::queue_state::QueueState;
-use super::send_back::{present_retried, retry_topic};
+use super::send_back::retry_topic;
 use super::{pull_via, MessageModel, PullStatus};
 
 /// Pulls `state`'s queue until it is released or the consumer stops.
@@ -22,10 +22,10 @@ pub(crate) async fn pull_loop(
     orderly: Option<Arc<OrderlyQueue>>,
 ) {
     let mut next = state.committable();
-    let retry = weak
+    // Every message of the group's retry topic is shown under its original topic.
+    let from_retry = weak
         .upgrade()
-        .map(|i| retry_topic(&i.group.name))
-        .unwrap_or_default();
+        .is_some_and(|i| state.mq.topic == retry_topic(&i.group.name));
     loop {
         let Some(inner) = weak.upgrade() else { return };
         if state.is_dropped() || inner.is_shut() {
@@ -67,39 +67,38 @@ pub(crate) async fn pull_loop(
                     return;
                 }
             }
-            Ok(p) => {
-                let r = p.result;
-                match r.status {
-                    PullStatus::Found => {
-                        next = r.next_offset;
-                        let mut messages = r.messages;
+            Ok(r) => match r.status {
+                PullStatus::Found => {
+                    next = r.next_offset;
+                    let mut messages = r.messages;
+                    if from_retry {
                         for m in &mut messages {
-                            present_retried(&retry, m);
-                        }
-                        state.received(messages.iter().map(|m| m.queue_offset), next);
-                        match &orderly {
-                            Some(oq) => oq.push(messages),
-                            None => dispatch(&inner, &state, messages),
+                            m.retried = true;
                         }
                     }
-                    PullStatus::NoNewMessage | PullStatus::NoMatchedMessage => {
-                        next = r.next_offset;
-                        state.received([], next);
-                    }
-                    PullStatus::OffsetIllegal => {
-                        log::warn!(
-                            "{}: offset {next} is outside {}..{}; continuing at {}",
-                            state.mq,
-                            r.min_offset,
-                            r.max_offset,
-                            r.next_offset
-                        );
-                        next = r.next_offset;
-                        state.moved_to(next);
-                        commit_queue(&inner, &state).await;
+                    state.received(messages.iter().map(|m| m.queue_offset), next);
+                    match &orderly {
+                        Some(oq) => oq.push(messages),
+                        None => dispatch(&inner, &state, messages),
                     }
                 }
-            }
+                PullStatus::NoNewMessage | PullStatus::NoMatchedMessage => {
+                    next = r.next_offset;
+                    state.received([], next);
+                }
+                PullStatus::OffsetIllegal => {
+                    log::warn!(
+                        "{}: offset {next} is outside {}..{}; continuing at {}",
+                        state.mq,
+                        r.min_offset,
+                        r.max_offset,
+                        r.next_offset
+                    );
+                    next = r.next_offset;
+                    state.moved_to(next);
+                    commit_queue(&inner, &state).await;
+                }
+            },
             Err(e) => {
                 log::debug!("pulling {}: {e}", state.mq);
                 let pause = inner.cfg.pull_error_backoff;

@@ -5,7 +5,7 @@
 //! That is the at-least-once invariant: a commit never passes a message whose listener has
 //! not returned success.
 
-use std::collections::BTreeSet;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -17,7 +17,7 @@ use crate::route::MessageQueue;
 #[derive(Debug, Default)]
 struct Offsets {
     /// Handed to the listener, not yet acknowledged.
-    outstanding: BTreeSet<u64>,
+    outstanding: Outstanding,
     /// Every offset below this has been received (next offset to pull).
     received_to: u64,
     /// Last offset committed, with the read path's switch count at the time (to skip
@@ -45,7 +45,7 @@ impl QueueState {
             dropped: watch::channel(false).0,
             active: AtomicUsize::new(0),
             offsets: Mutex::new(Offsets {
-                outstanding: BTreeSet::new(),
+                outstanding: Outstanding::default(),
                 received_to: start,
                 committed: None,
             }),
@@ -112,7 +112,9 @@ impl QueueState {
     /// Records received messages (their offsets) and where the next pull starts.
     pub fn received(&self, offsets: impl IntoIterator<Item = u64>, next: u64) {
         let mut o = self.lock();
-        o.outstanding.extend(offsets);
+        for off in offsets {
+            o.outstanding.insert(off);
+        }
         o.received_to = next;
     }
 
@@ -127,7 +129,7 @@ impl QueueState {
         {
             let mut o = self.lock();
             for off in offsets {
-                o.outstanding.remove(&off);
+                o.outstanding.remove(off);
             }
         }
         self.changed.notify_waiters();
@@ -142,7 +144,6 @@ impl QueueState {
         let o = self.lock();
         o.outstanding
             .first()
-            .copied()
             .map_or(o.received_to, |first| first.min(o.received_to))
     }
 
@@ -160,6 +161,67 @@ impl QueueState {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Offsets> {
         self.offsets.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Acknowledged entries kept between open ones before they are compacted away (beyond
+/// twice the open ones): bounds the memory a slow message at the front can pin.
+const ACKED_SLACK: usize = 1024;
+
+/// Offsets handed to the listener and not acknowledged yet. Pulls come in offset order, so
+/// a receive is a push at the back and an acknowledgement a binary search that marks the
+/// entry, and acknowledged entries leave from the front (a set of the open offsets cost two
+/// tree operations per message). An offset received out of order (the queue moved back) is
+/// put in its place.
+#[derive(Debug, Default)]
+struct Outstanding {
+    /// (offset, acknowledged), offsets strictly increasing; the front is not acknowledged.
+    entries: VecDeque<(u64, bool)>,
+    /// Entries not acknowledged.
+    open: usize,
+}
+
+impl Outstanding {
+    fn insert(&mut self, off: u64) {
+        if self.entries.back().is_none_or(|&(last, _)| last < off) {
+            self.entries.push_back((off, false));
+            self.open += 1;
+            return;
+        }
+        match self.entries.binary_search_by_key(&off, |e| e.0) {
+            Ok(i) => {
+                if std::mem::replace(&mut self.entries[i].1, false) {
+                    self.open += 1;
+                }
+            }
+            Err(i) => {
+                self.entries.insert(i, (off, false));
+                self.open += 1;
+            }
+        }
+    }
+
+    fn remove(&mut self, off: u64) {
+        if let Ok(i) = self.entries.binary_search_by_key(&off, |e| e.0) {
+            if !std::mem::replace(&mut self.entries[i].1, true) {
+                self.open -= 1;
+            }
+        }
+        while self.entries.front().is_some_and(|e| e.1) {
+            self.entries.pop_front();
+        }
+        if self.entries.len() > 2 * self.open + ACKED_SLACK {
+            self.entries.retain(|e| !e.1);
+        }
+    }
+
+    /// The lowest open offset.
+    fn first(&self) -> Option<u64> {
+        self.entries.front().map(|e| e.0)
+    }
+
+    fn len(&self) -> usize {
+        self.open
     }
 }
 
@@ -189,5 +251,42 @@ mod tests {
         assert_eq!(q.committable(), 20, "filtered offsets 13..20 count as done");
         q.moved_to(5);
         assert_eq!(q.committable(), 5);
+    }
+
+    #[test]
+    fn outstanding_matches_a_set_of_open_offsets() {
+        // Against a model: receives mostly in order (sometimes moved back, sometimes
+        // repeated), acknowledgements in any order, some of offsets never received.
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut o = Outstanding::default();
+        let mut model = std::collections::BTreeSet::new();
+        let mut top = 0u64;
+        for _ in 0..20_000 {
+            let r = next();
+            if r % 3 == 0 {
+                let off = match r % 7 {
+                    0 => top.saturating_sub(r % 50),
+                    _ => {
+                        top += 1 + r % 3;
+                        top
+                    }
+                };
+                o.insert(off);
+                model.insert(off);
+            } else {
+                let off = top.saturating_sub(next() % 3000);
+                o.remove(off);
+                model.remove(&off);
+            }
+            assert_eq!(o.len(), model.len());
+            assert_eq!(o.first(), model.first().copied());
+            assert!(o.entries.len() <= 2 * o.open + ACKED_SLACK + 1);
+        }
     }
 }

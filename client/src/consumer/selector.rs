@@ -63,14 +63,15 @@ impl MessageSelector {
         }
     }
 
-    /// Whether a message the broker returned passes the tag check (hash collisions); SQL92
-    /// is decided by the broker alone.
-    pub(crate) fn keeps_tag(&self, tag: Option<&str>) -> bool {
+    /// The tag check for messages the broker returned (hash collisions), parsed once per
+    /// pull; `None` when every message passes (`*`, SQL92: decided by the broker alone, or
+    /// an expression that does not parse, which [`MessageSelector::check`] refused earlier).
+    pub(crate) fn tag_filter(&self) -> Option<TagFilter<'_>> {
         match self.filter_type {
-            FilterType::Sql92 => true,
+            FilterType::Sql92 => None,
             FilterType::Tag => match TagFilter::parse(&self.expression) {
-                Ok(f) => f.matches(tag),
-                Err(_) => true,
+                Ok(TagFilter::All) | Err(_) => None,
+                Ok(f) => Some(f),
             },
         }
     }
@@ -125,8 +126,11 @@ mod tests {
 
     #[test]
     fn tag_recheck_only_for_tags() {
-        assert!(!MessageSelector::tag("TagA").keeps_tag(Some("TagB")));
-        assert!(MessageSelector::tag("TagA").keeps_tag(Some("TagA")));
-        assert!(MessageSelector::sql("TAGS = 'TagA'").keeps_tag(Some("TagB")));
+        let tag_a = MessageSelector::tag("TagA");
+        let f = tag_a.tag_filter().expect("a tag list filters");
+        assert!(!f.matches(Some("TagB")));
+        assert!(f.matches(Some("TagA")));
+        assert!(MessageSelector::sql("TAGS = 'TagA'").tag_filter().is_none());
+        assert!(MessageSelector::all().tag_filter().is_none());
     }
 }

@@ -11,6 +11,7 @@ use ringmq_wire::code::{RequestCode, Status};
 use ringmq_wire::command::ConsumerSendBackRequest;
 pub use ringmq_wire::command::{dlq_topic, retry_topic, DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX};
 
+use crate::batch::MessageView;
 use crate::error::Result;
 use crate::instance::Instance;
 use crate::message::{ReceivedMessage, RETRY_TOPIC};
@@ -27,12 +28,33 @@ pub fn original_topic(msg: &ReceivedMessage) -> &str {
     msg.property(RETRY_TOPIC).unwrap_or(&msg.topic)
 }
 
-/// Shows a message pulled from `group`'s retry topic under its original topic (as RocketMQ
-/// does); other messages are left alone.
-pub(crate) fn present_retried(group_retry_topic: &str, msg: &mut ReceivedMessage) {
-    if msg.topic == group_retry_topic {
-        if let Some(t) = msg.property(RETRY_TOPIC) {
-            msg.topic = t.to_string();
+/// What a send-back names of the message: the topic the application consumed it from, its
+/// record (physical offset on the broker) and its id.
+#[derive(Debug, Clone)]
+pub(crate) struct SendBack<'a> {
+    pub original_topic: &'a str,
+    pub physical_offset: u64,
+    /// The producer's unique key, else the offset message id.
+    pub original_message_id: std::borrow::Cow<'a, str>,
+}
+
+impl<'a> SendBack<'a> {
+    pub fn of(msg: &'a ReceivedMessage) -> Self {
+        SendBack {
+            original_topic: original_topic(msg),
+            physical_offset: msg.physical_offset,
+            original_message_id: msg.unique_key().unwrap_or(&msg.msg_id).into(),
+        }
+    }
+
+    pub fn of_view(msg: &MessageView<'a>) -> Self {
+        SendBack {
+            original_topic: msg.property(RETRY_TOPIC).unwrap_or(msg.topic()),
+            physical_offset: msg.physical_offset(),
+            original_message_id: match msg.unique_key() {
+                Some(k) => k.into(),
+                None => msg.msg_id().into(),
+            },
         }
     }
 }
@@ -44,17 +66,17 @@ pub(crate) async fn send_back(
     inst: &Instance,
     group: &str,
     mq: &MessageQueue,
-    msg: &ReceivedMessage,
+    msg: &SendBack<'_>,
     delay_level: i32,
     max_reconsume_times: u32,
 ) -> Result<()> {
     let header = ConsumerSendBackRequest {
         consumer_group: group.to_string(),
-        original_topic: original_topic(msg).to_string(),
+        original_topic: msg.original_topic.to_string(),
         physical_offset: msg.physical_offset,
         delay_level,
         max_reconsume_times,
-        original_message_id: msg.unique_key().unwrap_or(&msg.msg_id).to_string(),
+        original_message_id: msg.original_message_id.to_string(),
     };
     inst.queue_call(
         mq,
@@ -98,21 +120,16 @@ mod tests {
     }
 
     #[test]
-    fn retried_messages_show_their_original_topic() {
+    fn send_backs_name_the_original_topic() {
         let retry = retry_topic("g");
         assert_eq!(retry, "%RETRY%g");
         assert_eq!(dlq_topic("g"), "%DLQ%g");
-        let mut m = received(&retry, &[(RETRY_TOPIC, "Orders")]);
-        present_retried(&retry, &mut m);
-        assert_eq!(m.topic, "Orders");
+        let m = received(&retry, &[(RETRY_TOPIC, "Orders")]);
         assert_eq!(original_topic(&m), "Orders");
-        // Another group's retry topic, or no property: unchanged.
-        let mut other = received("%RETRY%h", &[(RETRY_TOPIC, "Orders")]);
-        present_retried(&retry, &mut other);
-        assert_eq!(other.topic, "%RETRY%h");
-        let mut plain = received(&retry, &[]);
-        present_retried(&retry, &mut plain);
-        assert_eq!(plain.topic, retry);
-        assert_eq!(original_topic(&received("Orders", &[])), "Orders");
+        assert_eq!(SendBack::of(&m).original_topic, "Orders");
+        assert_eq!(SendBack::of(&m).original_message_id, "ID");
+        let plain = received("Orders", &[(ringmq_wire::properties::keys::UNIQ_KEY, "U1")]);
+        assert_eq!(original_topic(&plain), "Orders");
+        assert_eq!(SendBack::of(&plain).original_message_id, "U1");
     }
 }

@@ -628,7 +628,15 @@ async fn read_loop(mut rd: OwnedReadHalf, shared: Arc<Shared>) {
                 }
             }
         }
-        if buf.capacity() - buf.len() < READ_CHUNK_BYTES / 2 {
+        // A frame bigger than the room left (a pull answer of many records) gets room for
+        // all of it at once: what is in is copied once, not again at every doubling of the
+        // buffer. Its length passed `frame::check`, so it is at most FRAME_BYTES_MAX.
+        // (`frame::check` said it is not all in, so a known length is above `buf.len()` and
+        // there is room to read into either way.)
+        let frame_len = frame::peek(&buf).map_or(0, |p| p.frame_len as usize);
+        if frame_len > buf.capacity() {
+            buf.reserve(frame_len - buf.len());
+        } else if frame_len == 0 && buf.capacity() - buf.len() < READ_CHUNK_BYTES / 2 {
             buf.reserve(READ_CHUNK_BYTES);
         }
         match rd.read_buf(&mut buf).await {
