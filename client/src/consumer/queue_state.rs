@@ -202,7 +202,7 @@ impl Outstanding {
     }
 
     fn remove(&mut self, off: u64) {
-        if let Ok(i) = self.entries.binary_search_by_key(&off, |e| e.0) {
+        if let Some(i) = self.position(off) {
             if !std::mem::replace(&mut self.entries[i].1, true) {
                 self.open -= 1;
             }
@@ -213,6 +213,17 @@ impl Outstanding {
         if self.entries.len() > 2 * self.open + ACKED_SLACK {
             self.entries.retain(|e| !e.1);
         }
+    }
+
+    /// Where `off` is: first where it would be if the queue's offsets were dense (they are,
+    /// unless a tag filter skipped some), else by a binary search.
+    fn position(&self, off: u64) -> Option<usize> {
+        let front = self.entries.front()?.0;
+        let guess = usize::try_from(off.checked_sub(front)?).ok()?;
+        if self.entries.get(guess).is_some_and(|e| e.0 == off) {
+            return Some(guess);
+        }
+        self.entries.binary_search_by_key(&off, |e| e.0).ok()
     }
 
     /// The lowest open offset.
