@@ -12,6 +12,7 @@ pub mod error;
 pub mod frame;
 pub mod properties;
 pub mod record;
+pub mod remoting;
 pub mod schedule;
 pub mod sql92;
 pub mod transaction;

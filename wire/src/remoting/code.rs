@@ -1,0 +1,106 @@
+//! RocketMQ's request and response codes as remoting carries them (`RequestCode`,
+//! `ResponseCode`, `RemotingSysResponseCode`), and the one mapping from a native
+//! [`Status`] to the response code a RocketMQ client reads. Native codes already use
+//! RocketMQ's numbers where both have the same request or outcome; ringmq's own statuses
+//! (1000 and up) become the RocketMQ code whose handling in clients matches.
+
+use crate::code::Status;
+
+/// Request codes a RocketMQ client or broker sends that ringmq reads or writes.
+pub mod request {
+    pub const SEND_MESSAGE: i32 = 10;
+    pub const PULL_MESSAGE: i32 = 11;
+    pub const QUERY_MESSAGE: i32 = 12;
+    pub const QUERY_CONSUMER_OFFSET: i32 = 14;
+    pub const UPDATE_CONSUMER_OFFSET: i32 = 15;
+    pub const UPDATE_AND_CREATE_TOPIC: i32 = 17;
+    pub const GET_ALL_TOPIC_CONFIG: i32 = 21;
+    pub const GET_BROKER_RUNTIME_INFO: i32 = 28;
+    pub const SEARCH_OFFSET_BY_TIMESTAMP: i32 = 29;
+    pub const GET_MAX_OFFSET: i32 = 30;
+    pub const GET_MIN_OFFSET: i32 = 31;
+    pub const GET_EARLIEST_MSG_STORETIME: i32 = 32;
+    pub const VIEW_MESSAGE_BY_ID: i32 = 33;
+    pub const HEART_BEAT: i32 = 34;
+    pub const UNREGISTER_CLIENT: i32 = 35;
+    pub const CONSUMER_SEND_MSG_BACK: i32 = 36;
+    pub const END_TRANSACTION: i32 = 37;
+    pub const GET_CONSUMER_LIST_BY_GROUP: i32 = 38;
+    pub const CHECK_TRANSACTION_STATE: i32 = 39;
+    pub const NOTIFY_CONSUMER_IDS_CHANGED: i32 = 40;
+    pub const LOCK_BATCH_MQ: i32 = 41;
+    pub const UNLOCK_BATCH_MQ: i32 = 42;
+    pub const CHECK_CLIENT_CONFIG: i32 = 46;
+    pub const GET_ROUTEINFO_BY_TOPIC: i32 = 105;
+    pub const GET_BROKER_CLUSTER_INFO: i32 = 106;
+    pub const GET_ALL_TOPIC_LIST_FROM_NAMESERVER: i32 = 206;
+    pub const SEND_MESSAGE_V2: i32 = 310;
+    pub const SEND_BATCH_MESSAGE: i32 = 320;
+    pub const LITE_PULL_MESSAGE: i32 = 361;
+}
+
+/// Response codes.
+pub mod response {
+    pub const SUCCESS: i32 = 0;
+    pub const SYSTEM_ERROR: i32 = 1;
+    pub const SYSTEM_BUSY: i32 = 2;
+    pub const REQUEST_CODE_NOT_SUPPORTED: i32 = 3;
+    pub const FLUSH_DISK_TIMEOUT: i32 = 10;
+    pub const SLAVE_NOT_AVAILABLE: i32 = 11;
+    pub const FLUSH_SLAVE_TIMEOUT: i32 = 12;
+    pub const MESSAGE_ILLEGAL: i32 = 13;
+    pub const SERVICE_NOT_AVAILABLE: i32 = 14;
+    pub const NO_PERMISSION: i32 = 16;
+    pub const TOPIC_NOT_EXIST: i32 = 17;
+    pub const PULL_NOT_FOUND: i32 = 19;
+    pub const PULL_RETRY_IMMEDIATELY: i32 = 20;
+    pub const PULL_OFFSET_MOVED: i32 = 21;
+    pub const QUERY_NOT_FOUND: i32 = 22;
+    pub const SUBSCRIPTION_PARSE_FAILED: i32 = 23;
+    pub const SUBSCRIPTION_NOT_EXIST: i32 = 24;
+    pub const SUBSCRIPTION_NOT_LATEST: i32 = 25;
+    pub const TRANSACTION_SHOULD_COMMIT: i32 = 200;
+    pub const TRANSACTION_SHOULD_ROLLBACK: i32 = 201;
+    pub const TRANSACTION_STATE_UNKNOW: i32 = 202;
+}
+
+/// The RocketMQ response code for a native status.
+pub fn response_code(s: Status) -> i32 {
+    match s {
+        // ringmq's own statuses, as the RocketMQ outcome a client handles the same way:
+        // a write refused for disk space is SERVICE_NOT_AVAILABLE on RocketMQ; a limit hit
+        // is flow control; a request that did not decode is RocketMQ's
+        // RemotingCommandException, answered SYSTEM_ERROR; a SQL92 pull to a broker
+        // without property filters is SYSTEM_ERROR on RocketMQ too.
+        Status::DiskFull => response::SERVICE_NOT_AVAILABLE,
+        Status::LimitExceeded => response::SYSTEM_BUSY,
+        Status::FrameTooLarge
+        | Status::WrongShard
+        | Status::TopicAlreadyExists
+        | Status::MalformedRequest
+        | Status::ProtocolVersionNotSupported
+        | Status::PropertyFilterDisabled => response::SYSTEM_ERROR,
+        other => i32::from(u16::from(other)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_status_maps_to_a_rocketmq_code() {
+        for &s in Status::ALL {
+            let c = response_code(s);
+            assert!(c < i32::from(crate::code::RINGMQ_CODE_MIN), "{s:?} -> {c}");
+        }
+        assert_eq!(
+            response_code(Status::PullOffsetMoved),
+            response::PULL_OFFSET_MOVED
+        );
+        assert_eq!(
+            response_code(Status::DiskFull),
+            response::SERVICE_NOT_AVAILABLE
+        );
+    }
+}
