@@ -25,7 +25,7 @@ use crate::net::inbox::Inbox;
 pub enum Peer {
     /// A broker; `Some(shard)` asks HELLO for that shard.
     Broker(Option<u16>),
-    /// A name server (no HELLO).
+    /// A name server (HELLO asks for no shard).
     Namesrv,
 }
 
@@ -169,8 +169,11 @@ impl Pool {
             Arc::clone(&self.inbox),
         )
         .await?;
-        let Peer::Broker(shard) = ep.peer else {
-            return Ok((conn, None));
+        // Every native connection opens with HELLO: a listener tells the native protocol from
+        // RocketMQ's remoting by the first frame's code (docs/wire.md).
+        let shard = match ep.peer {
+            Peer::Broker(shard) => shard,
+            _ => None,
         };
         let hello = HelloRequest {
             client_id: self.cfg.client_id.clone(),
@@ -183,6 +186,9 @@ impl Pool {
             .await?
             .expect(&[Status::Success])?;
         let fields: HelloResponse = answer.required_fields()?;
+        if !matches!(ep.peer, Peer::Broker(_)) {
+            return Ok((conn, None));
+        }
         if shard.is_some_and(|s| s != fields.shard_id) {
             log::debug!(
                 "{}: asked for shard {shard:?}, served by shard {} of {}",

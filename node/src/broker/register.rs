@@ -53,6 +53,28 @@ pub async fn run(shard: Rc<Shard>) {
     }
 }
 
+/// RocketMQ's default topic `TBW102`, registered (not stored) while topics are created on
+/// first send: a RocketMQ producer with no route for its topic takes this route's brokers,
+/// as it does with RocketMQ's brokers, and sends with `defaultTopic=TBW102`.
+fn auto_create_marker(shard: &Shard) -> Option<ringmq_wire::command::route::TopicConfig> {
+    let b = &shard.broker;
+    if !b.live.auto_create_topic() || !b.config.broker_role.is_master() {
+        return None;
+    }
+    let queues = b.config.default_topic_queue_nums;
+    Some(crate::broker::topics::make_config(
+        AUTO_CREATE_TOPIC,
+        queues,
+        queues,
+        perm::READ_WRITE | perm::INHERIT,
+        Default::default(),
+        b.shard_count,
+    ))
+}
+
+/// RocketMQ's `TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC`.
+pub const AUTO_CREATE_TOPIC: &str = "TBW102";
+
 /// Registers with every configured name server once.
 pub async fn register_all(shard: &Shard) {
     let b = &shard.broker;
@@ -80,6 +102,7 @@ pub async fn register_all(shard: &Shard) {
                 t.perm &= b.live.permission() | !(perm::READ | perm::WRITE);
                 t
             })
+            .chain(auto_create_marker(shard))
             .collect(),
     };
     let body = match reg.to_vec() {
@@ -223,7 +246,7 @@ pub async fn call(
     header: &impl Encode,
     body: &[u8],
 ) -> Result<(Status, Vec<u8>, Vec<u8>), String> {
-    let mut out = Vec::new();
+    let mut out = ringmq_wire::command::opener_frame("ringmq-broker");
     frame::encode_request(&mut out, code, false, 1, header, body).map_err(|e| e.to_string())?;
     let exchange = async {
         let conn = Conn::connect(addr).await.map_err(|e| e.to_string())?;
@@ -235,6 +258,10 @@ pub async fn call(
                 frame::check(&buf, frame::FRAME_BYTES_MAX).map_err(|e| e.to_string())?
             {
                 let f = frame::parse(&buf[..n]).map_err(|e| e.to_string())?;
+                if f.request_id == ringmq_wire::command::OPENER_REQUEST_ID {
+                    buf.drain(..n);
+                    continue;
+                }
                 let status = f.status().map_err(|e| e.to_string())?;
                 let header = f.header.to_vec();
                 let body = f.body.to_vec();

@@ -286,7 +286,7 @@ fn bump(v: &mut DataVersion, now_ms: i64) {
     v.timestamp_ms = now_ms;
 }
 
-fn make_config(
+pub(crate) fn make_config(
     topic: &str,
     read_queues: u32,
     write_queues: u32,

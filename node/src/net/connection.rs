@@ -14,12 +14,15 @@ use std::rc::Rc;
 
 use event_listener::Event;
 use ringmq_wire::code::Status;
+use ringmq_wire::command::pull::FilterType;
 use ringmq_wire::frame::{self, Flags, PREFIX_BYTES};
 
 use crate::io::net::{Conn, SplicePipe};
 use crate::io::rt;
 use crate::limits;
+use crate::net::remoting;
 use crate::net::reply::{Body, Outcome, Reply};
+use ringmq_wire::remoting::Protocol;
 
 /// Bytes requested from the socket per read.
 pub const READ_CHUNK_BYTES: usize = 64 * 1024;
@@ -42,6 +45,11 @@ pub trait Service {
     /// The connection's queue of outgoing frames, for requests the server sends to the
     /// client on its own (broker -> client notifications).
     fn attached(&self, _out: &Rc<OutQueue>) {}
+    /// The subscription of `group` to `topic` from the group's last heartbeat (a remoting
+    /// pull without the subscription bit uses it).
+    fn subscription(&self, _group: &str, _topic: &str) -> Option<(FilterType, String)> {
+        None
+    }
 }
 
 /// How a read loop ended.
@@ -57,9 +65,11 @@ pub enum ReadEnd {
 }
 
 /// Something to write: a reply to a request, or a whole frame the server sends on its own.
-enum Item {
+pub(crate) enum Item {
     Reply(u64, Reply),
     Frame(Vec<u8>),
+    /// A frame of another codec (remoting): its encoded prefix and header, then the body.
+    Head(Vec<u8>, Body),
 }
 
 impl Item {
@@ -67,11 +77,16 @@ impl Item {
         match self {
             Item::Reply(_, r) => PREFIX_BYTES + r.header.len() + r.body.len(),
             Item::Frame(f) => f.len(),
+            Item::Head(h, b) => h.len() + b.len(),
         }
     }
 
     fn is_log(&self) -> bool {
-        matches!(self, Item::Reply(_, r) if matches!(r.body, Body::Log { .. }))
+        match self {
+            Item::Reply(_, r) => matches!(r.body, Body::Log { .. }),
+            Item::Head(_, b) => matches!(b, Body::Log { .. }),
+            Item::Frame(_) => false,
+        }
     }
 }
 
@@ -83,6 +98,8 @@ pub struct OutQueue {
     closed: Cell<bool>,
     ready: Event,
     drained: Event,
+    /// Set on a remoting connection: frames the server sends on its own are translated.
+    remoting: RefCell<Option<remoting::PushCodec>>,
 }
 
 impl OutQueue {
@@ -90,7 +107,7 @@ impl OutQueue {
         self.push_item(Item::Reply(request_id, reply));
     }
 
-    fn push_item(&self, item: Item) {
+    pub(crate) fn push_item(&self, item: Item) {
         if self.closed.get() {
             return;
         }
@@ -107,19 +124,48 @@ impl OutQueue {
         if self.closed.get() || self.bytes.get() > limits::CONNECTION_QUEUED_BYTES_MAX {
             return false;
         }
-        self.push_item(Item::Frame(frame));
-        true
+        let translated = match &mut *self.remoting.borrow_mut() {
+            None => Some(frame),
+            Some(codec) => codec.translate(&frame),
+        };
+        match translated {
+            Some(f) => {
+                self.push_item(Item::Frame(f));
+                true
+            }
+            None => false,
+        }
     }
 
     pub fn is_closed(&self) -> bool {
         self.closed.get()
     }
 
+    /// Marks the connection as a remoting one (set before any frame is read).
+    pub(crate) fn set_remoting(&self, codec: remoting::PushCodec) {
+        *self.remoting.borrow_mut() = Some(codec);
+    }
+
+    /// Waits while more than the queued-bytes limit waits to be written.
+    pub(crate) async fn wait_below_limit(&self) {
+        while self.bytes.get() > limits::CONNECTION_QUEUED_BYTES_MAX && !self.closed.get() {
+            let l = self.drained.listen();
+            if self.bytes.get() <= limits::CONNECTION_QUEUED_BYTES_MAX {
+                break;
+            }
+            l.await;
+        }
+    }
+
+    pub(crate) fn notify_drained(&self) {
+        self.drained.notify(usize::MAX);
+    }
+
     fn pop(&self) -> Option<Item> {
         self.items.borrow_mut().pop_front()
     }
 
-    fn close(&self) {
+    pub(crate) fn close(&self) {
         self.closed.set(true);
         self.ready.notify(usize::MAX);
         self.drained.notify(usize::MAX);
@@ -137,7 +183,14 @@ pub async fn serve<S: Service + 'static>(svc: Rc<S>, conn: Conn, pending: Vec<u8
     svc.attached(&out);
     let inflight = Rc::new(Cell::new(0usize));
     let writer = rt::spawn_joinable(write_loop(conn.clone(), Rc::clone(&out)));
-    let end = read_loop(&svc, &conn, &out, &inflight, pending).await;
+    let end = match detect(&conn, pending).await {
+        None => ReadEnd::Closed,
+        Some((Protocol::Native, buf)) => read_loop(&svc, &conn, &out, &inflight, buf).await,
+        Some((Protocol::Remoting, buf)) => {
+            remoting::read_loop(&svc, &conn, &out, &inflight, buf).await;
+            ReadEnd::Closed
+        }
+    };
     if matches!(end, ReadEnd::HandOff { .. }) {
         // Everything answered so far must reach the client before another shard writes.
         while !(out.is_idle() && inflight.get() == 0) {
@@ -161,6 +214,23 @@ pub async fn serve<S: Service + 'static>(svc: Rc<S>, conn: Conn, pending: Vec<u8
     writer.join().await;
     svc.closed();
     end
+}
+
+/// Reads until the connection's protocol is known ([`Protocol::detect`]); `None` if the peer
+/// closed first.
+async fn detect(conn: &Conn, mut buf: Vec<u8>) -> Option<(Protocol, Vec<u8>)> {
+    loop {
+        if let Some(p) = Protocol::detect(&buf) {
+            return Some((p, buf));
+        }
+        buf.reserve(READ_CHUNK_BYTES);
+        let (res, b) = conn.read_append(buf).await;
+        buf = b;
+        match res {
+            Ok(0) | Err(_) => return None,
+            Ok(_) => {}
+        }
+    }
 }
 
 async fn read_loop<S: Service + 'static>(
@@ -390,23 +460,30 @@ async fn write_loop(conn: Conn, out: Rc<OutQueue>) {
         let mut written = 0usize;
         for item in batch {
             written += item.bytes();
-            let (request_id, reply) = match item {
+            let body = match item {
                 Item::Frame(f) => {
                     buf.extend_from_slice(&f);
                     continue;
                 }
-                Item::Reply(id, r) => (id, r),
-            };
-            if encode_head(&mut buf, request_id, &reply).is_err() {
-                buf.clear();
-                let fallback = Reply::error(Status::SystemError, "reply too large to encode");
-                if encode_head(&mut buf, request_id, &fallback).is_err() {
-                    out.close();
-                    return;
+                Item::Head(h, body) => {
+                    buf.extend_from_slice(&h);
+                    body
                 }
-                continue;
-            }
-            match reply.body {
+                Item::Reply(request_id, reply) => {
+                    if encode_head(&mut buf, request_id, &reply).is_err() {
+                        buf.clear();
+                        let fallback =
+                            Reply::error(Status::SystemError, "reply too large to encode");
+                        if encode_head(&mut buf, request_id, &fallback).is_err() {
+                            out.close();
+                            return;
+                        }
+                        continue;
+                    }
+                    reply.body
+                }
+            };
+            match body {
                 Body::Empty => {}
                 Body::Bytes(b) => buf.extend_from_slice(&b),
                 Body::Log { runs, .. } => {

@@ -6,4 +6,5 @@
 pub mod connection;
 pub mod frames;
 pub mod namesrv;
+pub mod remoting;
 pub mod reply;

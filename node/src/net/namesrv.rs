@@ -287,6 +287,27 @@ fn handle(state: &RefCell<State>, frame_bytes: &[u8]) -> Reply {
                 format!("no KV {}/{}", h.namespace, h.key),
             ),
         },
+        Request::Hello(h) => {
+            if h.protocol_version != ringmq_wire::code::PROTOCOL_VERSION {
+                return Reply::error(
+                    Status::ProtocolVersionNotSupported,
+                    format!(
+                        "this name server speaks protocol version {}, the client {}",
+                        ringmq_wire::code::PROTOCOL_VERSION,
+                        h.protocol_version
+                    ),
+                );
+            }
+            Reply::ok(ringmq_wire::command::HelloResponse {
+                protocol_version: ringmq_wire::code::PROTOCOL_VERSION,
+                cluster: String::new(),
+                broker_name: String::new(),
+                broker_id: 0,
+                shard_count: 1,
+                shard_id: 0,
+                frame_bytes_max: limits::FRAME_BYTES_MAX as u32,
+            })
+        }
         Request::DeleteKvConfig(h) => {
             st.kv.delete(&h.namespace, &h.key);
             Reply::ok(Empty)

@@ -221,6 +221,20 @@ impl Service for ShardService {
         self.0.conns.borrow_mut().insert(self.1, Rc::downgrade(out));
     }
 
+    fn subscription(
+        &self,
+        group: &str,
+        topic: &str,
+    ) -> Option<(ringmq_wire::command::pull::FilterType, String)> {
+        self.0
+            .broker
+            .lock_groups()
+            .subscriptions(group)
+            .into_iter()
+            .find(|s| s.topic == topic)
+            .map(|s| (s.filter_type, s.expression))
+    }
+
     fn handoff_target(&self, frame: &[u8]) -> Option<u16> {
         let target = register::hello_target(frame)?;
         (target != self.0.id && target < self.0.broker.shard_count).then_some(target)

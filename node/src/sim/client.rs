@@ -105,6 +105,8 @@ pub(crate) struct Rpc {
     conn: Option<Conn>,
     buf: Vec<u8>,
     next_id: u64,
+    /// The connection's opening HELLO was sent.
+    opened: bool,
     /// Whole frames the broker sent on its own (oneway requests), oldest first.
     pushed: Vec<Vec<u8>>,
 }
@@ -123,6 +125,7 @@ impl Rpc {
             conn: None,
             buf: Vec::new(),
             next_id: 1,
+            opened: false,
             pushed: Vec::new(),
         }
     }
@@ -222,11 +225,18 @@ impl Rpc {
         if self.conn.is_none() {
             self.conn = Some(Conn::connect(self.addr).await.map_err(|e| e.to_string())?);
             self.buf.clear();
+            self.opened = false;
         }
         let conn = self.conn.clone().ok_or("no connection")?;
         let id = self.next_id;
         self.next_id += 1;
-        let mut out = Vec::new();
+        // A native connection opens with HELLO; its answer is skipped below (another id).
+        let mut out = if self.opened {
+            Vec::new()
+        } else {
+            self.opened = true;
+            ringmq_wire::command::opener_frame("sim-client")
+        };
         frame::encode_prefix(
             &mut out,
             code,

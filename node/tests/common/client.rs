@@ -73,14 +73,28 @@ impl Client {
         stream.set_read_timeout(Some(READ_TIMEOUT))?;
         stream.set_write_timeout(Some(READ_TIMEOUT))?;
         stream.set_nodelay(true)?;
-        Ok(Client {
+        let mut c = Client {
             addr,
             stream,
             next_id: 1,
             buf: Vec::new(),
             early: HashMap::new(),
             pushed: Vec::new(),
-        })
+        };
+        // A native connection opens with HELLO (the listener tells the protocols apart by
+        // the first frame); its answer carries OPENER_REQUEST_ID and is never waited for.
+        c.stream
+            .write_all(&ringmq_wire::command::opener_frame("it-client"))?;
+        Ok(c)
+    }
+
+    /// A connection that has sent nothing yet (for tests of what a listener does with a
+    /// stream's first bytes).
+    pub fn connect_raw(addr: SocketAddr) -> std::io::Result<TcpStream> {
+        let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+        stream.set_read_timeout(Some(READ_TIMEOUT))?;
+        stream.set_write_timeout(Some(READ_TIMEOUT))?;
+        Ok(stream)
     }
 
     /// The raw socket (for sending garbage).
@@ -144,6 +158,9 @@ impl Client {
                         ));
                     }
                     self.buf.drain(..n);
+                    if response && r.request_id == ringmq_wire::command::OPENER_REQUEST_ID {
+                        continue;
+                    }
                     if !response {
                         self.pushed.push(r);
                         continue;

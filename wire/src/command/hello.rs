@@ -38,6 +38,35 @@ crate::wire_struct! {
     }
 }
 
+/// Request id of the HELLO that opens a connection whose opener does not wait for its answer
+/// ([`opener_frame`]).
+pub const OPENER_REQUEST_ID: u64 = u64::MAX;
+
+/// A HELLO frame that opens a native connection asking for no shard, for peers that need
+/// nothing from the answer (calls between nodes, tests). A native connection must open with
+/// a ringmq request code ([`crate::remoting::Protocol::detect`]); its answer comes with
+/// request id [`OPENER_REQUEST_ID`] and may be skipped.
+pub fn opener_frame(client_id: &str) -> Vec<u8> {
+    let hello = HelloRequest {
+        client_id: client_id.to_string(),
+        protocol_version: crate::code::PROTOCOL_VERSION,
+        client_version: String::new(),
+        preferred_shard: None,
+    };
+    let mut out = Vec::with_capacity(64);
+    // A short client id always fits a frame; an over-long one leaves the frame empty and the
+    // request after it is then read as whatever protocol its bytes say.
+    let _ = crate::frame::encode_request(
+        &mut out,
+        crate::code::RequestCode::Hello,
+        false,
+        OPENER_REQUEST_ID,
+        &hello,
+        &[],
+    );
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,190 @@
+//! Native reply -> the remoting response a RocketMQ client reads: the status becomes
+//! RocketMQ's response code ([`response_code`]), the native remark the remark, the native
+//! response fields RocketMQ's extFields (every value a JSON string: the C++ client ignores
+//! numbers there and rocketmq-client-rust refuses them), and bodies that grow with the
+//! cluster RocketMQ's JSON (standard JSON, quoted keys). Records pass through untouched: a
+//! pull's body is still the log's bytes, sent by splice.
+
+use std::collections::BTreeMap;
+
+use ringmq_wire::code::Status;
+use ringmq_wire::codec::Decode;
+use ringmq_wire::command::route::{BrokerData, ClusterInfo, TopicRoute};
+use ringmq_wire::command::{
+    read_remark, ConsumerList, LockBatchResponse, MessageQueue, OffsetResponse, PullResponse,
+    QueryMessageResponse, Response, SendResponse, TopicList,
+};
+use ringmq_wire::remoting::body::{self as rbody, JsonBody};
+use ringmq_wire::remoting::code::response_code;
+use ringmq_wire::remoting::frame::Command;
+
+use super::request::ReplyKind;
+use crate::net::reply::{Body, Reply};
+
+/// The remoting response (opaque and flag are set by the caller) and its body.
+pub fn translate(kind: &ReplyKind, r: Reply) -> (Command, Body) {
+    let remark = read_remark(&r.header)
+        .map(|(s, _)| s.to_string())
+        .unwrap_or_default();
+    let mut cmd = Command::response(
+        response_code(r.status),
+        0,
+        (!remark.is_empty()).then_some(remark),
+    );
+    let ext = &mut cmd.ext_fields;
+    let body = match kind {
+        ReplyKind::Send {
+            record_lens,
+            transaction_id,
+        } => {
+            if r.status.message_stored() {
+                if let Some(f) = fields::<SendResponse>(&r) {
+                    let ids = f.message_ids(record_lens.iter().copied());
+                    put(ext, "msgId", ids.join(","));
+                    put(ext, "queueId", f.queue_id);
+                    put(ext, "queueOffset", f.first_queue_offset);
+                    if let Some(t) = transaction_id {
+                        put(ext, "transactionId", t);
+                    }
+                }
+            }
+            Body::Empty
+        }
+        ReplyKind::Pull => {
+            if let Some(f) = fields::<PullResponse>(&r) {
+                put(ext, "suggestWhichBrokerId", f.suggest_broker_id);
+                put(ext, "nextBeginOffset", f.next_begin_offset);
+                put(ext, "minOffset", f.min_offset);
+                put(ext, "maxOffset", f.max_offset);
+            }
+            r.body
+        }
+        ReplyKind::Offset | ReplyKind::ConsumerOffset { .. } => {
+            // QUERY_CONSUMER_OFFSET's fields have the same one-u64 layout.
+            if let Some(f) = fields::<OffsetResponse>(&r) {
+                put(ext, "offset", f.offset);
+            }
+            Body::Empty
+        }
+        ReplyKind::QueryMessage => {
+            if let Some(f) = fields::<QueryMessageResponse>(&r) {
+                put(
+                    ext,
+                    "indexLastUpdateTimestamp",
+                    f.index_last_update_timestamp_ms,
+                );
+                put(
+                    ext,
+                    "indexLastUpdatePhyoffset",
+                    f.index_last_update_physical_offset,
+                );
+            }
+            r.body
+        }
+        ReplyKind::Records => r.body,
+        ReplyKind::Plain => Body::Empty,
+        ReplyKind::ConsumerList => json_body(&r, |l: ConsumerList| {
+            rbody::GetConsumerListByGroupResponseBody {
+                consumer_id_list: l.client_ids,
+            }
+            .to_json()
+        }),
+        ReplyKind::LockBatch => json_body(&r, |l: LockBatchResponse| {
+            rbody::LockBatchResponseBody {
+                lock_ok_mq_set: l.locked.into_iter().map(queue_json).collect(),
+            }
+            .to_json()
+        }),
+        ReplyKind::Route => json_body(&r, |route: TopicRoute| route_json(&route).to_json()),
+        ReplyKind::ClusterInfo => json_body(&r, |c: ClusterInfo| cluster_json(&c).to_json()),
+        ReplyKind::TopicList => json_body(&r, |l: TopicList| {
+            serde_json::to_vec(&serde_json::json!({ "topicList": l.topics })).unwrap_or_default()
+        }),
+    };
+    (cmd, body)
+}
+
+fn put(ext: &mut BTreeMap<String, String>, key: &str, v: impl ToString) {
+    ext.insert(key.to_string(), v.to_string());
+}
+
+fn fields<T: Decode>(r: &Reply) -> Option<T> {
+    Response::<T>::decode(&r.header).ok()?.fields
+}
+
+/// A native body of type `T` as JSON; an empty body stays empty (an error answer).
+fn json_body<T: Decode>(r: &Reply, to_json: impl FnOnce(T) -> Vec<u8>) -> Body {
+    if r.status != Status::Success {
+        return Body::Empty;
+    }
+    let bytes = match &r.body {
+        Body::Bytes(b) => b.as_slice(),
+        _ => &[],
+    };
+    match T::decode(bytes) {
+        Ok(v) => Body::Bytes(to_json(v)),
+        Err(e) => {
+            log::warn!("remoting: a native answer body did not decode: {e}");
+            Body::Empty
+        }
+    }
+}
+
+fn queue_json(q: MessageQueue) -> rbody::MessageQueue {
+    rbody::MessageQueue {
+        topic: q.topic,
+        broker_name: q.broker_name,
+        queue_id: i32::try_from(q.queue_id).unwrap_or(i32::MAX),
+    }
+}
+
+/// RocketMQ's `TopicRouteData`, with every field the Java, Go, C++ and Rust clients'
+/// decoders require (`topicSysFlag`, `enableActingMaster`, `filterServerTable`).
+pub fn route_json(route: &TopicRoute) -> rbody::TopicRouteData {
+    let count = |n: u32| i32::try_from(n).unwrap_or(i32::MAX);
+    rbody::TopicRouteData {
+        order_topic_conf: None,
+        queue_datas: route
+            .queues
+            .iter()
+            .map(|q| rbody::QueueData {
+                broker_name: q.broker_name.clone(),
+                read_queue_nums: count(q.read_queue_count),
+                write_queue_nums: count(q.write_queue_count),
+                perm: i32::from(q.perm),
+                topic_sys_flag: 0,
+            })
+            .collect(),
+        broker_datas: route.brokers.iter().map(broker_json).collect(),
+        filter_server_table: BTreeMap::new(),
+    }
+}
+
+fn broker_json(b: &BrokerData) -> rbody::BrokerData {
+    rbody::BrokerData {
+        cluster: b.cluster.clone(),
+        broker_name: b.broker_name.clone(),
+        broker_addrs: b
+            .replicas
+            .iter()
+            .map(|(id, r)| (i64::try_from(*id).unwrap_or(i64::MAX), r.address.clone()))
+            .collect(),
+        zone_name: None,
+        enable_acting_master: false,
+    }
+}
+
+/// RocketMQ's `ClusterInfo`: brokers by name, broker names by cluster.
+pub fn cluster_json(c: &ClusterInfo) -> rbody::ClusterInfo {
+    let mut out = rbody::ClusterInfo::default();
+    for b in &c.brokers {
+        out.broker_addr_table
+            .insert(b.broker_name.clone(), broker_json(b));
+        out.cluster_addr_table
+            .entry(b.cluster.clone())
+            .or_default()
+            .0
+            .push(b.broker_name.clone());
+    }
+    out
+}
