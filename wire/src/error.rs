@@ -52,6 +52,21 @@ pub enum WireError {
     /// A frame's length is over the receiver's (or the hard) maximum; answer FRAME_TOO_LARGE.
     #[error("frame is {len} bytes, over the maximum of {max}")]
     FrameTooLarge { len: usize, max: usize },
+    /// A required remoting `extFields` key is absent.
+    #[error("remoting header lacks the required field `{field}`")]
+    MissingField { field: &'static str },
+    /// A remoting `extFields` value does not parse as the field's type (`value` is cut to
+    /// [`BAD_VALUE_CHARS_MAX`] characters).
+    #[error("remoting header field `{field}` is {value:?}, not {expected}")]
+    BadField {
+        field: &'static str,
+        value: String,
+        expected: &'static str,
+    },
+    /// A remoting JSON body does not decode (`detail` is serde_json's message, with the line
+    /// and column) or breaks one of the body's limits.
+    #[error("bad {what} JSON: {detail}")]
+    BadJson { what: &'static str, detail: String },
     /// The caller's output buffer is too small for the encoding.
     #[error("output buffer too small for {what}: need {need} bytes, have {have}")]
     BufferTooSmall {
@@ -60,6 +75,9 @@ pub enum WireError {
         have: usize,
     },
 }
+
+/// Longest peer value quoted in a [`WireError::BadField`], in characters.
+pub const BAD_VALUE_CHARS_MAX: usize = 64;
 
 /// Shorthand used throughout the crate.
 pub type Result<T> = std::result::Result<T, WireError>;
