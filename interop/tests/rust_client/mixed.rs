@@ -1,0 +1,265 @@
+//! Mixed traffic: messages sent by `rocketmq-client-rust` (remoting) consumed by ringmq's
+//! native client and the other way round, with the same ids, tag, keys, properties and
+//! body; and one consumer group with a member of each kind sharing the queues.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ringmq_client::{ConsumeResult, PushConsumer, ReceivedMessage, StartPosition};
+use rocketmq_client_rust::MQPushConsumer;
+
+use super::groups::{create_topic, held_queues};
+use super::rmq::{self, duplicates, wait_deliveries, Record, Rmq};
+use super::sends::{assert_offset_id, message, Sent};
+
+type Received = Arc<Mutex<Vec<ReceivedMessage>>>;
+
+async fn native_consumer(namesrv: &str, group: &str, topic: &str, got: &Received) -> PushConsumer {
+    let sink = got.clone();
+    PushConsumer::builder()
+        .group(group)
+        .name_servers(namesrv)
+        .subscribe(topic, "*")
+        .start_position(StartPosition::First)
+        .start(move |msgs: Vec<ReceivedMessage>, _ctx| {
+            let sink = sink.clone();
+            async move {
+                sink.lock().expect("the sink's lock").extend(msgs);
+                ConsumeResult::Success
+            }
+        })
+        .await
+        .expect("starting the native consumer")
+}
+
+async fn wait_native(
+    got: &Received,
+    limit: Duration,
+    what: &str,
+    cond: impl Fn(&[ReceivedMessage]) -> bool,
+) {
+    let deadline = Instant::now() + limit;
+    loop {
+        {
+            let g = got.lock().expect("the sink's lock");
+            if cond(&g) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; the native consumer got {:?}",
+                g.iter()
+                    .map(|m| String::from_utf8_lossy(&m.body).into_owned())
+                    .collect::<Vec<_>>()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Sent with `rocketmq-client-rust`, consumed by ringmq's native push consumer.
+pub async fn rocketmq_to_native(namesrv: &str) {
+    let rmq = Rmq::new(namesrv);
+    let topic = "InteropToNative";
+    let mut p = rmq.producer("interop-to-native-pg").await;
+    let mut sent = Sent::new();
+    let mut results = BTreeMap::new();
+    for i in 0..4 {
+        let body = format!("from-rocketmq-{i}");
+        let m = message(
+            &mut sent,
+            topic,
+            &body,
+            "TagX",
+            &[&format!("kx-{i}"), "shared"],
+            &[("origin", "rocketmq-client-rust"), ("i", &i.to_string())],
+        );
+        let r = p
+            .send(m)
+            .await
+            .unwrap_or_else(|e| panic!("{body}: {e}"))
+            .expect("a result");
+        results.insert(body, r);
+    }
+    let got: Received = Arc::default();
+    let c = native_consumer(namesrv, "interop-to-native-cg", topic, &got).await;
+    wait_native(&got, Duration::from_secs(20), "all 4", |g| g.len() >= 4).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let got = got.lock().expect("the sink's lock").clone();
+    assert_eq!(got.len(), 4, "once each");
+    for m in &got {
+        let body = String::from_utf8_lossy(&m.body).into_owned();
+        let (tag, keys, props) = &sent[&body];
+        let r = &results[&body];
+        assert_eq!(m.topic, topic);
+        assert_eq!(m.tag(), Some(tag.as_str()), "{m:?}");
+        assert_eq!(
+            m.keys(),
+            keys.iter().map(String::as_str).collect::<Vec<_>>(),
+            "{m:?}"
+        );
+        for (k, v) in props {
+            assert_eq!(m.property(k), Some(v.as_str()), "{k} of {m:?}");
+        }
+        assert_eq!(
+            m.unique_key(),
+            r.msg_id.as_deref(),
+            "UNIQ_KEY of {m:?} vs {r:?}"
+        );
+        assert_eq!(
+            Some(m.msg_id.as_str()),
+            r.offset_msg_id.as_deref(),
+            "offset id of {m:?}"
+        );
+        let mq = r.message_queue.as_ref().expect("a queue");
+        assert_eq!(m.queue_id as i32, mq.queue_id(), "{m:?}");
+        assert_eq!(m.queue_offset, r.queue_offset, "{m:?}");
+        assert_eq!(m.reconsume_times, 0);
+    }
+    c.shutdown().await;
+    p.shutdown().await;
+    rmq.finish().await;
+}
+
+/// Sent with ringmq's native producer, consumed by a `rocketmq-client-rust` push consumer.
+pub async fn native_to_rocketmq(namesrv: &str) {
+    let rmq = Rmq::new(namesrv);
+    let topic = "InteropFromNative";
+    let p = ringmq_client::Producer::builder()
+        .group("interop-from-native-pg")
+        .name_servers(namesrv)
+        .start()
+        .await
+        .expect("starting the native producer");
+    let mut results = BTreeMap::new();
+    for i in 0..4 {
+        let body = format!("from-native-{i}");
+        let m = ringmq_client::Message::new(topic, body.clone())
+            .with_tag("TagN")
+            .with_keys([format!("kn-{i}"), "shared".to_string()])
+            .with_property("origin", "ringmq-client")
+            .with_property("i", i.to_string());
+        let r = p.send(m).await.unwrap_or_else(|e| panic!("{body}: {e}"));
+        results.insert(body, r);
+    }
+    let sink = rmq::sink();
+    let mut c = rmq.push("interop-from-native-cg", topic, "TagN").await;
+    c.register_message_listener_concurrently(Record::ok("c", &sink));
+    c.start().await.expect("starting the consumer");
+    let got = wait_deliveries(&sink, Duration::from_secs(20), "all 4", |g| g.len() >= 4).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let got = if rmq::snapshot(&sink).len() > got.len() {
+        rmq::snapshot(&sink)
+    } else {
+        got
+    };
+    assert_eq!(got.len(), 4, "once each: {got:?}");
+    for g in &got {
+        let body = g.body_str();
+        let r = &results[&body];
+        let i = body.trim_start_matches("from-native-");
+        assert_eq!(g.topic, topic);
+        assert_eq!(g.tags, "TagN", "{g:?}");
+        assert_eq!(g.keys, format!("kn-{i} shared"), "{g:?}");
+        assert_eq!(g.prop("origin"), Some("ringmq-client"), "{g:?}");
+        assert_eq!(g.prop("i"), Some(i), "{g:?}");
+        assert_eq!(g.uniq, r.unique_key, "UNIQ_KEY of {g:?}");
+        assert_offset_id(&g.offset_id);
+        assert_eq!(g.offset_id, r.msg_id, "offset id of {g:?}");
+        assert_eq!(g.queue_id as u32, r.queue.queue_id, "{g:?}");
+        assert_eq!(g.queue_offset as u64, r.queue_offset, "{g:?}");
+    }
+    c.shutdown().await;
+    p.shutdown().await;
+    rmq.finish().await;
+}
+
+/// One group, one native member and one `rocketmq-client-rust` member: they split the
+/// queues (each sees the other in GET_CONSUMER_LIST_BY_GROUP) and every message reaches
+/// exactly one of them.
+pub async fn one_group_both_protocols(namesrv: &str) {
+    let rmq = Rmq::new(namesrv);
+    let topic = "InteropMixedGroup";
+    let group = "interop-mixed-cg";
+    create_topic(&rmq, topic).await;
+    let native_got: Received = Arc::default();
+    let native = native_consumer(namesrv, group, topic, &native_got).await;
+    let sink = rmq::sink();
+    let mut r = rmq.push(group, topic, "*").await;
+    r.register_message_listener_concurrently(Record::ok("rocketmq", &sink));
+    r.start().await.expect("starting the rocketmq member");
+
+    let deadline = Instant::now() + Duration::from_secs(25);
+    loop {
+        let theirs: Vec<u32> = native
+            .assignment()
+            .iter()
+            .filter(|q| q.topic == topic)
+            .map(|q| q.queue_id)
+            .collect();
+        let ours = held_queues(&r, topic).await;
+        let split = !theirs.is_empty()
+            && !ours.is_empty()
+            && theirs.len() + ours.len() == 8
+            && theirs.iter().all(|q| !ours.contains(&(*q as i32)));
+        if split {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the two members never split the 8 queues: native {theirs:?}, rocketmq {ours:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    let mut p = rmq.producer("interop-mixed-pg").await;
+    let mut sent = Sent::new();
+    for i in 0..40 {
+        let body = format!("mixed-{i}");
+        let m = message(&mut sent, topic, &body, "TagM", &[], &[]);
+        p.send(m).await.unwrap_or_else(|e| panic!("{body}: {e}"));
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let bodies = || -> Vec<(String, &'static str)> {
+        let mut v: Vec<(String, &'static str)> = rmq::snapshot(&sink)
+            .iter()
+            .map(|g| (g.body_str(), "rocketmq"))
+            .collect();
+        v.extend(
+            native_got
+                .lock()
+                .expect("the sink's lock")
+                .iter()
+                .map(|m| (String::from_utf8_lossy(&m.body).into_owned(), "native")),
+        );
+        v.retain(|(b, _)| b != "warmup");
+        v
+    };
+    while !sent.keys().all(|b| bodies().iter().any(|(x, _)| x == b)) {
+        assert!(
+            Instant::now() < deadline,
+            "not all 40 delivered: {:?}",
+            bodies()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let all = bodies();
+    let dups = duplicates(all.iter().map(|(b, _)| b.clone()));
+    assert!(
+        dups.is_empty(),
+        "delivered more than once: {dups:?} in {all:?}"
+    );
+    assert_eq!(all.len(), 40);
+    for who in ["native", "rocketmq"] {
+        assert!(
+            all.iter().any(|(_, w)| *w == who),
+            "{who} got none: {all:?}"
+        );
+    }
+    r.shutdown().await;
+    native.shutdown().await;
+    p.shutdown().await;
+    rmq.finish().await;
+}

@@ -1,0 +1,303 @@
+//! Sends: sync, async (callback), oneway and batch, each with a tag, keys and user
+//! properties; a push consumer of a fresh group must get every message once, as sent, and
+//! the ids in the send results must name the delivered messages.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rocketmq_client_rust::{DefaultMQProducer, MQPushConsumer, SendResult, SendStatus};
+use rocketmq_model::common::message::message_single::Message;
+
+use super::rmq::{self, code, duplicates, wait_deliveries, Got, Record, Rmq};
+
+/// What a test sent: body -> (tag, keys, user properties).
+pub type Sent = BTreeMap<String, (String, Vec<String>, BTreeMap<String, String>)>;
+
+/// A message with a tag, keys and user properties, recorded in `sent`.
+pub fn message(
+    sent: &mut Sent,
+    topic: &str,
+    body: &str,
+    tag: &str,
+    keys: &[&str],
+    props: &[(&str, &str)],
+) -> Message {
+    let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+    let props: BTreeMap<String, String> = props
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let mut b = Message::builder()
+        .topic(topic.to_string())
+        .tags(tag.to_string())
+        .keys(keys.clone())
+        .body_slice(body.as_bytes());
+    for (k, v) in &props {
+        b = b
+            .raw_property(k.clone(), v.clone())
+            .expect("a user property");
+    }
+    sent.insert(body.to_string(), (tag.to_string(), keys, props));
+    b.build().expect("a valid message")
+}
+
+/// Every delivery in `got` matches what `sent` says of its body; each body arrives once.
+pub fn assert_as_sent(sent: &Sent, got: &[Got]) {
+    let dups = duplicates(got.iter().map(|g| g.body_str()));
+    assert!(dups.is_empty(), "delivered more than once: {dups:?}");
+    for g in got {
+        let body = g.body_str();
+        let (tag, keys, props) = sent
+            .get(&body)
+            .unwrap_or_else(|| panic!("delivered a message nobody sent: {g:?}"));
+        assert_eq!(&g.tags, tag, "tag of {body}");
+        assert_eq!(g.keys, keys.join(" "), "keys of {body}");
+        for (k, v) in props {
+            assert_eq!(g.prop(k), Some(v.as_str()), "property {k} of {body}: {g:?}");
+        }
+        assert!(!g.uniq.is_empty(), "{body} has no UNIQ_KEY: {g:?}");
+    }
+    let missing: Vec<&String> = sent
+        .keys()
+        .filter(|b| !got.iter().any(|g| &g.body_str() == *b))
+        .collect();
+    assert!(missing.is_empty(), "never delivered: {missing:?}");
+}
+
+/// An offset message id as RocketMQ writes it: 32 hex digits (IPv4 store host, port,
+/// commit log offset).
+pub fn assert_offset_id(id: &str) {
+    assert!(
+        id.len() == 32 && id.chars().all(|c| c.is_ascii_hexdigit()),
+        "not an offset message id: {id:?}"
+    );
+}
+
+/// A sync send's result names the stored message.
+pub fn assert_send_ok(r: &SendResult, topic: &str) {
+    assert_eq!(r.send_status, SendStatus::SendOk, "{r:?}");
+    let mq = r
+        .message_queue
+        .as_ref()
+        .expect("a send result names its queue");
+    assert_eq!(mq.topic(), topic, "{r:?}");
+    assert!(r.msg_id.as_ref().is_some_and(|id| !id.is_empty()), "{r:?}");
+    assert_offset_id(r.offset_msg_id.as_deref().unwrap_or_default());
+}
+
+/// Sends 3 sync, 3 async, 3 oneway and a batch of 3 to `topic`; returns what was sent and
+/// the results that name messages (sync, async, batch).
+pub async fn send_all_modes(
+    producer: &DefaultMQProducer,
+    topic: &str,
+) -> (Sent, Vec<(String, SendResult)>) {
+    let mut sent = Sent::new();
+    let mut results = Vec::new();
+    for i in 0..3 {
+        let body = format!("sync-{i}");
+        let m = message(
+            &mut sent,
+            topic,
+            &body,
+            "TagSync",
+            &[&format!("ks-{i}"), "order-7"],
+            &[("mode", "sync"), ("n", &i.to_string()), ("note", "a b=c;d")],
+        );
+        let r = producer
+            .send(m)
+            .await
+            .unwrap_or_else(|e| panic!("sync send {i}: {e}"))
+            .expect("a sync send returns a result");
+        assert_send_ok(&r, topic);
+        results.push((body, r));
+    }
+
+    let callbacks: Arc<Mutex<Vec<Result<SendResult, String>>>> = Arc::default();
+    for i in 0..3 {
+        let body = format!("async-{i}");
+        let m = message(
+            &mut sent,
+            topic,
+            &body,
+            "TagAsync",
+            &[&format!("ka-{i}")],
+            &[("mode", "async"), ("n", &i.to_string())],
+        );
+        let sink = callbacks.clone();
+        producer
+            .send_with_callback(m, move |r, e| {
+                let outcome = match (r, e) {
+                    (Some(r), _) => Ok(r.clone()),
+                    (None, Some(e)) => Err(e.to_string()),
+                    (None, None) => Err("a callback with neither result nor error".into()),
+                };
+                sink.lock().expect("callbacks' lock").push(outcome);
+            })
+            .await
+            .unwrap_or_else(|e| panic!("async send {i}: {e}"));
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while callbacks.lock().expect("callbacks' lock").len() < 3 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "async send callbacks: {:?}",
+            callbacks.lock().expect("callbacks' lock")
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for outcome in callbacks.lock().expect("callbacks' lock").iter() {
+        let r = outcome
+            .as_ref()
+            .unwrap_or_else(|e| panic!("async send failed: {e}"));
+        assert_send_ok(r, topic);
+        results.push((String::new(), r.clone()));
+    }
+
+    for i in 0..3 {
+        let body = format!("oneway-{i}");
+        let m = message(
+            &mut sent,
+            topic,
+            &body,
+            "TagOneway",
+            &[&format!("ko-{i}")],
+            &[("mode", "oneway"), ("n", &i.to_string())],
+        );
+        producer
+            .send_oneway(m)
+            .await
+            .unwrap_or_else(|e| panic!("oneway send {i}: {e}"));
+    }
+
+    let batch: Vec<Message> = (0..3)
+        .map(|i| {
+            message(
+                &mut sent,
+                topic,
+                &format!("batch-{i}"),
+                "TagBatch",
+                &[&format!("kb-{i}")],
+                &[("mode", "batch"), ("n", &i.to_string())],
+            )
+        })
+        .collect();
+    let r = producer
+        .send_batch(batch)
+        .await
+        .unwrap_or_else(|e| panic!("batch send: {e}"));
+    assert_eq!(r.send_status, SendStatus::SendOk, "{r:?}");
+    let ids: Vec<&str> = r.msg_id.as_deref().unwrap_or_default().split(',').collect();
+    assert_eq!(ids.len(), 3, "a batch's result names its 3 messages: {r:?}");
+    results.push(("batch".into(), r));
+    (sent, results)
+}
+
+/// The ids of the results name the delivered messages: a sync send's UNIQ_KEY, offset id,
+/// queue and queue offset; an async send's UNIQ_KEY and offset id; a batch's UNIQ_KEYs.
+pub fn assert_results_name_deliveries(results: &[(String, SendResult)], got: &[Got]) {
+    for (body, r) in results {
+        let ids: Vec<&str> = r.msg_id.as_deref().unwrap_or_default().split(',').collect();
+        for id in &ids {
+            let g = got
+                .iter()
+                .find(|g| g.uniq == *id)
+                .unwrap_or_else(|| panic!("no delivery has the UNIQ_KEY {id} of {r:?}"));
+            if ids.len() == 1 {
+                assert_eq!(
+                    Some(g.offset_id.as_str()),
+                    r.offset_msg_id.as_deref(),
+                    "offset id of {g:?}"
+                );
+                let mq = r.message_queue.as_ref().expect("a queue");
+                assert_eq!(g.queue_id, mq.queue_id(), "queue of {g:?}");
+                assert_eq!(
+                    g.queue_offset as u64, r.queue_offset,
+                    "queue offset of {g:?}"
+                );
+            } else {
+                let offsets = r.offset_msg_id.as_deref().unwrap_or_default();
+                assert!(
+                    offsets.split(',').any(|o| o == g.offset_id),
+                    "the batch's offset ids {offsets} do not name {g:?}"
+                );
+            }
+            if !body.is_empty() && ids.len() == 1 {
+                assert_eq!(&g.body_str(), body);
+            }
+        }
+    }
+}
+
+/// How the client was told to talk (process-wide settings, see the crate docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Defaults: SEND_MESSAGE, JSON headers.
+    Json,
+    /// `sendSmartMsg`: SEND_MESSAGE_V2, JSON headers.
+    V2,
+    /// `ROCKETMQ_SERIALIZE_TYPE=ROCKETMQ`: SEND_MESSAGE, binary headers.
+    Binary,
+}
+
+/// The whole round trip on one node: sends of every mode, then a fresh push group that
+/// must get all 12 messages once, as sent; the client's wire log shows the send code and
+/// header serialization `mode` asks for, on every request and every answer.
+pub async fn roundtrip(namesrv: &str, mode: Mode) {
+    let tag = format!("{mode:?}");
+    let tag = tag.as_str();
+    let rmq = Rmq::new(namesrv);
+    let topic = format!("InteropSends{tag}");
+    let producer = rmq.producer(&format!("interop-sends-pg-{tag}")).await;
+    let (sent, results) = send_all_modes(&producer, &topic).await;
+
+    let sink = rmq::sink();
+    let mut consumer = rmq
+        .push(&format!("interop-sends-cg-{tag}"), &topic, "*")
+        .await;
+    consumer.register_message_listener_concurrently(Record::ok("c", &sink));
+    consumer.start().await.expect("starting the consumer");
+    let got = wait_deliveries(&sink, Duration::from_secs(30), "all 12 messages", |g| {
+        sent.keys().all(|b| g.iter().any(|x| &x.body_str() == b))
+    })
+    .await;
+    // A moment for a duplicate to show.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let got = {
+        let mut all = rmq::snapshot(&sink);
+        all.retain(|g| g.topic == topic);
+        if all.len() < got.len() {
+            got
+        } else {
+            all
+        }
+    };
+    assert_as_sent(&sent, &got);
+    assert_results_name_deliveries(&results, &got);
+
+    let (single, other) = match mode {
+        Mode::V2 => (code::SEND_MESSAGE_V2, code::SEND_MESSAGE),
+        Mode::Json | Mode::Binary => (code::SEND_MESSAGE, code::SEND_MESSAGE_V2),
+    };
+    rmq.wire.assert_sent(&[
+        code::GET_ROUTEINFO_BY_TOPIC,
+        single,
+        code::SEND_BATCH_MESSAGE,
+        code::HEART_BEAT,
+        code::PULL_MESSAGE,
+    ]);
+    assert!(
+        !rmq.wire.codes().contains(&other),
+        "sent {other} too: {:?}",
+        rmq.wire.codes()
+    );
+    assert_eq!(
+        rmq::binary_default(),
+        mode == Mode::Binary,
+        "the client's header choice"
+    );
+    consumer.shutdown().await;
+    let mut producer = producer;
+    producer.shutdown().await;
+    rmq.finish().await;
+}
