@@ -29,6 +29,8 @@ mod groups;
 mod mixed;
 #[path = "rust_client/node.rs"]
 mod node;
+#[path = "rust_client/queries.rs"]
+mod queries;
 #[path = "rust_client/rmq.rs"]
 mod rmq;
 #[path = "rust_client/sends.rs"]
@@ -147,6 +149,18 @@ async fn sent_by_native_client_consumed_by_rocketmq_client() {
 async fn one_group_with_a_native_and_a_rocketmq_member() {
     let node = Node::start();
     within(&node, mixed::one_group_both_protocols(&node.namesrv())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offsets_view_by_id_and_query_by_key() {
+    let node = Node::start();
+    within(&node, queries::offsets_view_and_query(&node.namesrv())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compressed_body_reaches_both_kinds_of_consumer() {
+    let node = Node::start();
+    within(&node, mixed::compressed_body_to_both_kinds(&node.namesrv())).await;
 }
 
 /// Runs `case` in a child process (see the module docs) against `node`, with `env`.

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use ringmq_client::{ConsumeResult, PushConsumer, ReceivedMessage, StartPosition};
 use rocketmq_client_rust::MQPushConsumer;
+use rocketmq_model::common::message::message_single::Message;
 
 use super::groups::{create_topic, held_queues};
 use super::rmq::{self, duplicates, wait_deliveries, Record, Rmq};
@@ -261,5 +262,54 @@ pub async fn one_group_both_protocols(namesrv: &str) {
     r.shutdown().await;
     native.shutdown().await;
     p.shutdown().await;
+    rmq.finish().await;
+}
+
+/// A body over the client's compression threshold (4 KiB): `rocketmq-client-rust` sends
+/// it zlib-compressed (sysFlag COMPRESSED | ZLIB). A consumer of either kind must hand the
+/// application the original bytes.
+pub async fn compressed_body_to_both_kinds(namesrv: &str) {
+    let rmq = Rmq::new(namesrv);
+    let topic = "InteropCompressed";
+    let body: Vec<u8> = b"ringmq speaks remoting; "
+        .iter()
+        .copied()
+        .cycle()
+        .take(16 * 1024)
+        .collect();
+    let mut p = rmq.producer("interop-compressed-pg").await;
+    let m = Message::builder()
+        .topic(topic.to_string())
+        .tags("TagZ")
+        .key("big")
+        .body_slice(&body)
+        .build()
+        .expect("a valid message");
+    let r = p.send(m).await.expect("the send").expect("a result");
+    p.shutdown().await;
+
+    let sink = rmq::sink();
+    let mut c = rmq.push("interop-compressed-cg", topic, "*").await;
+    c.register_message_listener_concurrently(Record::ok("c", &sink));
+    c.start().await.expect("starting the consumer");
+    let got = wait_deliveries(&sink, Duration::from_secs(20), "the large message", |g| !g.is_empty()).await;
+    assert_eq!(got[0].body.len(), body.len(), "rocketmq consumer: length of {:?}", got[0].uniq);
+    assert!(got[0].body == body, "rocketmq consumer: the original bytes");
+
+    let native_got: Received = Arc::default();
+    let n = native_consumer(namesrv, "interop-compressed-native-cg", topic, &native_got).await;
+    wait_native(&native_got, Duration::from_secs(20), "the large message", |g| !g.is_empty()).await;
+    let m = native_got.lock().expect("the sink's lock")[0].clone();
+    assert_eq!(m.unique_key(), r.msg_id.as_deref(), "{m:?}");
+    assert_eq!(
+        m.body.len(),
+        body.len(),
+        "native consumer: body of {} bytes, sysFlag {:#x} (the client compressed it)",
+        m.body.len(),
+        m.sys_flag
+    );
+    assert!(m.body == body, "native consumer: the original bytes");
+    n.shutdown().await;
+    c.shutdown().await;
     rmq.finish().await;
 }

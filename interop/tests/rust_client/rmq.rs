@@ -138,6 +138,11 @@ impl Rmq {
 /// RocketMQ request codes the tests look for in the wire log.
 pub mod code {
     pub const SEND_MESSAGE: i32 = 10;
+    pub const QUERY_MESSAGE: i32 = 12;
+    pub const SEARCH_OFFSET_BY_TIMESTAMP: i32 = 29;
+    pub const GET_MAX_OFFSET: i32 = 30;
+    pub const GET_MIN_OFFSET: i32 = 31;
+    pub const VIEW_MESSAGE_BY_ID: i32 = 33;
     pub const PULL_MESSAGE: i32 = 11;
     pub const QUERY_CONSUMER_OFFSET: i32 = 14;
     pub const UPDATE_CONSUMER_OFFSET: i32 = 15;
