@@ -16,7 +16,9 @@ use ringmq_wire::command::{
 };
 use ringmq_wire::remoting::body::{self as rbody, JsonBody};
 use ringmq_wire::remoting::code::response_code;
+use ringmq_wire::remoting::ext::ToExt;
 use ringmq_wire::remoting::frame::Command;
+use ringmq_wire::remoting::headers as h;
 
 use super::request::ReplyKind;
 use crate::net::reply::{Body, Reply};
@@ -31,56 +33,70 @@ pub fn translate(kind: &ReplyKind, r: Reply) -> (Command, Body) {
         0,
         (!remark.is_empty()).then_some(remark),
     );
-    let ext = &mut cmd.ext_fields;
-    let body = match kind {
+    let as_i64 = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    let (ext, body) = match kind {
         ReplyKind::Send {
             record_lens,
             transaction_id,
         } => {
-            if r.status.message_stored() {
-                if let Some(f) = fields::<SendResponse>(&r) {
-                    let ids = f.message_ids(record_lens.iter().copied());
-                    put(ext, "msgId", ids.join(","));
-                    put(ext, "queueId", f.queue_id);
-                    put(ext, "queueOffset", f.first_queue_offset);
-                    if let Some(t) = transaction_id {
-                        put(ext, "transactionId", t);
-                    }
+            let stored = r.status.message_stored();
+            let ext = fields::<SendResponse>(&r).filter(|_| stored).map(|f| {
+                h::SendMessageResponseHeader {
+                    msg_id: f.message_ids(record_lens.iter().copied()).join(","),
+                    queue_id: i32::try_from(f.queue_id).unwrap_or(i32::MAX),
+                    queue_offset: as_i64(f.first_queue_offset),
+                    transaction_id: transaction_id.clone(),
+                    batch_uniq_id: None,
+                    recall_handle: None,
                 }
-            }
-            Body::Empty
+                .to_ext()
+            });
+            (ext, Body::Empty)
         }
         ReplyKind::Pull => {
-            if let Some(f) = fields::<PullResponse>(&r) {
-                put(ext, "suggestWhichBrokerId", f.suggest_broker_id);
-                put(ext, "nextBeginOffset", f.next_begin_offset);
-                put(ext, "minOffset", f.min_offset);
-                put(ext, "maxOffset", f.max_offset);
-            }
-            r.body
+            let ext = fields::<PullResponse>(&r).map(|f| {
+                h::PullMessageResponseHeader {
+                    suggest_which_broker_id: as_i64(f.suggest_broker_id),
+                    next_begin_offset: as_i64(f.next_begin_offset),
+                    min_offset: as_i64(f.min_offset),
+                    max_offset: as_i64(f.max_offset),
+                    ..Default::default()
+                }
+                .to_ext()
+            });
+            (ext, r.body)
         }
         ReplyKind::Offset | ReplyKind::ConsumerOffset { .. } => {
             // QUERY_CONSUMER_OFFSET's fields have the same one-u64 layout.
-            if let Some(f) = fields::<OffsetResponse>(&r) {
-                put(ext, "offset", f.offset);
-            }
-            Body::Empty
+            let ext = fields::<OffsetResponse>(&r).map(|f| {
+                h::OffsetResponseHeader {
+                    offset: as_i64(f.offset),
+                }
+                .to_ext()
+            });
+            (ext, Body::Empty)
         }
         ReplyKind::QueryMessage => {
-            if let Some(f) = fields::<QueryMessageResponse>(&r) {
-                put(
-                    ext,
-                    "indexLastUpdateTimestamp",
-                    f.index_last_update_timestamp_ms,
-                );
-                put(
-                    ext,
-                    "indexLastUpdatePhyoffset",
-                    f.index_last_update_physical_offset,
-                );
-            }
-            r.body
+            let ext = fields::<QueryMessageResponse>(&r).map(|f| {
+                h::QueryMessageResponseHeader {
+                    index_last_update_timestamp: f.index_last_update_timestamp_ms,
+                    index_last_update_phyoffset: as_i64(f.index_last_update_physical_offset),
+                }
+                .to_ext()
+            });
+            (ext, r.body)
         }
+        other => (None, body_of(other, r)),
+    };
+    if let Some(ext) = ext {
+        cmd.ext_fields = ext;
+    }
+    (cmd, body)
+}
+
+/// The body of an answer with no response fields.
+fn body_of(kind: &ReplyKind, r: Reply) -> Body {
+    match kind {
         ReplyKind::Records => r.body,
         ReplyKind::Plain => Body::Empty,
         ReplyKind::ConsumerList => json_body(&r, |l: ConsumerList| {
@@ -100,12 +116,13 @@ pub fn translate(kind: &ReplyKind, r: Reply) -> (Command, Body) {
         ReplyKind::TopicList => json_body(&r, |l: TopicList| {
             serde_json::to_vec(&serde_json::json!({ "topicList": l.topics })).unwrap_or_default()
         }),
-    };
-    (cmd, body)
-}
-
-fn put(ext: &mut BTreeMap<String, String>, key: &str, v: impl ToString) {
-    ext.insert(key.to_string(), v.to_string());
+        // Answered with fields above.
+        ReplyKind::Send { .. }
+        | ReplyKind::Pull
+        | ReplyKind::Offset
+        | ReplyKind::ConsumerOffset { .. }
+        | ReplyKind::QueryMessage => Body::Empty,
+    }
 }
 
 fn fields<T: Decode>(r: &Reply) -> Option<T> {

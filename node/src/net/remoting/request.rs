@@ -17,7 +17,6 @@
 //! | CHECK_CLIENT_CONFIG | answered here | SUCCESS: SQL92 is checked when the pull parses it |
 
 use std::net::SocketAddr;
-use std::str::FromStr;
 
 use ringmq_wire::code::RequestCode;
 use ringmq_wire::codec::{Empty, Encode};
@@ -36,18 +35,14 @@ use ringmq_wire::record::{self, Message};
 use ringmq_wire::remoting::batch;
 use ringmq_wire::remoting::body::{self as rbody, JsonBody};
 use ringmq_wire::remoting::code::{request as rc, response};
+use ringmq_wire::remoting::ext::{ExtFields, FromExt};
 use ringmq_wire::remoting::frame::Command;
-
-type ExtFields = std::collections::BTreeMap<String, String>;
+use ringmq_wire::remoting::headers::{self as h, message_sys_flag as sys};
 
 use super::Peer;
 use crate::net::connection::Service;
 use crate::net::reply::Body;
 
-/// Pull sysFlag bits (RocketMQ `PullSysFlag`).
-const PULL_COMMIT_OFFSET: i32 = 0x1;
-const PULL_SUSPEND: i32 = 0x2;
-const PULL_SUBSCRIPTION: i32 = 0x4;
 /// Largest pull body asked of the broker: rocketmq-client-rust refuses bodies over 4 MiB.
 pub const PULL_BODY_BYTES_MAX: u32 = 4 * 1024 * 1024 - 64 * 1024;
 
@@ -128,82 +123,89 @@ fn translate_inner<S: Service + ?Sized>(
     body: &[u8],
     peer: Peer,
 ) -> Result<Translated> {
-    let ext = Ext {
-        map: &cmd.ext_fields,
-        code: cmd.code,
-    };
-    match cmd.code {
+    let ext = &cmd.ext_fields;
+    let code = cmd.code;
+    match code {
         rc::SEND_MESSAGE | rc::SEND_MESSAGE_V2 | rc::SEND_BATCH_MESSAGE => {
-            let (header, records, kind) = send(cmd, &ext, body, peer.addr)?;
-            let code = if header.batch {
+            let (header, records, kind) = send(cmd, body, peer.addr)?;
+            let native_code = if header.batch {
                 RequestCode::SendBatchMessage
             } else {
                 RequestCode::SendMessage
             };
-            native(code, &header, &records, kind)
+            native(native_code, &header, &records, kind)
         }
         rc::PULL_MESSAGE | rc::LITE_PULL_MESSAGE => {
-            let h = pull(svc, &ext)?;
+            let h = pull(svc, typed(code, ext)?)?;
             native(RequestCode::PullMessage, &h, &[], ReplyKind::Pull)
         }
         rc::QUERY_CONSUMER_OFFSET => {
-            let h = QueryConsumerOffsetRequest {
-                consumer_group: ext.str("consumerGroup")?,
-                topic: ext.str("topic")?,
-                queue_id: ext.num("queueId")?,
-            };
+            let r: h::QueryConsumerOffsetRequestHeader = typed(code, ext)?;
+            let queue_id = queue(r.queue_id)?;
             let min = GetOffsetRequest {
-                topic: h.topic.clone(),
-                queue_id: h.queue_id,
+                topic: r.topic.clone(),
+                queue_id,
             };
-            let mut min_offset_frame = Vec::new();
-            frame::encode_request(
-                &mut min_offset_frame,
-                RequestCode::GetMinOffset,
-                false,
-                0,
-                &min,
-                &[],
-            )
-            .map_err(|e| Refusal::bad(e.to_string()))?;
-            native(
-                RequestCode::QueryConsumerOffset,
-                &h,
-                &[],
-                ReplyKind::ConsumerOffset { min_offset_frame },
-            )
+            let h = QueryConsumerOffsetRequest {
+                consumer_group: r.consumer_group,
+                topic: r.topic,
+                queue_id,
+            };
+            // RocketMQ: `setZeroIfNotFound=false` asks for QUERY_NOT_FOUND, never 0.
+            let kind = if r.set_zero_if_not_found == Some(false) {
+                ReplyKind::Offset
+            } else {
+                let mut min_offset_frame = Vec::new();
+                frame::encode_request(
+                    &mut min_offset_frame,
+                    RequestCode::GetMinOffset,
+                    false,
+                    0,
+                    &min,
+                    &[],
+                )
+                .map_err(|e| Refusal::bad(e.to_string()))?;
+                ReplyKind::ConsumerOffset { min_offset_frame }
+            };
+            native(RequestCode::QueryConsumerOffset, &h, &[], kind)
         }
         rc::UPDATE_CONSUMER_OFFSET => {
+            let r: h::UpdateConsumerOffsetRequestHeader = typed(code, ext)?;
             let h = UpdateConsumerOffsetRequest {
-                consumer_group: ext.str("consumerGroup")?,
-                topic: ext.str("topic")?,
-                queue_id: ext.num("queueId")?,
-                offset: ext.num("commitOffset")?,
+                consumer_group: r.consumer_group,
+                topic: r.topic,
+                queue_id: queue(r.queue_id)?,
+                offset: offset(r.commit_offset)?,
             };
             native(RequestCode::UpdateConsumerOffset, &h, &[], ReplyKind::Plain)
         }
-        rc::GET_MAX_OFFSET | rc::GET_MIN_OFFSET => {
+        rc::GET_MAX_OFFSET => {
+            let r: h::GetMaxOffsetRequestHeader = typed(code, ext)?;
             let h = GetOffsetRequest {
-                topic: ext.str("topic")?,
-                queue_id: ext.num("queueId")?,
+                topic: r.topic,
+                queue_id: queue(r.queue_id)?,
             };
-            let code = if cmd.code == rc::GET_MAX_OFFSET {
-                RequestCode::GetMaxOffset
-            } else {
-                RequestCode::GetMinOffset
+            native(RequestCode::GetMaxOffset, &h, &[], ReplyKind::Offset)
+        }
+        rc::GET_MIN_OFFSET => {
+            let r: h::GetMinOffsetRequestHeader = typed(code, ext)?;
+            let h = GetOffsetRequest {
+                topic: r.topic,
+                queue_id: queue(r.queue_id)?,
             };
-            native(code, &h, &[], ReplyKind::Offset)
+            native(RequestCode::GetMinOffset, &h, &[], ReplyKind::Offset)
         }
         rc::SEARCH_OFFSET_BY_TIMESTAMP => {
-            let boundary = match ext.opt("boundaryType") {
-                Some(b) if b.eq_ignore_ascii_case("upper") => Boundary::Upper,
-                _ => Boundary::Lower,
-            };
+            let r: h::SearchOffsetRequestHeader = typed(code, ext)?;
             let h = SearchOffsetRequest {
-                topic: ext.str("topic")?,
-                queue_id: ext.num("queueId")?,
-                timestamp_ms: ext.num("timestamp")?,
-                boundary,
+                boundary: if r.is_upper() {
+                    Boundary::Upper
+                } else {
+                    Boundary::Lower
+                },
+                topic: r.topic,
+                queue_id: queue(r.queue_id)?,
+                timestamp_ms: r.timestamp,
             };
             native(
                 RequestCode::SearchOffsetByTimestamp,
@@ -226,16 +228,18 @@ fn translate_inner<S: Service + ?Sized>(
             )
         }
         rc::UNREGISTER_CLIENT => {
+            let r: h::UnregisterClientRequestHeader = typed(code, ext)?;
             let h = UnregisterClientRequest {
-                client_id: ext.str("clientID")?,
-                producer_group: ext.opt_nonempty("producerGroup"),
-                consumer_group: ext.opt_nonempty("consumerGroup"),
+                client_id: r.client_id,
+                producer_group: r.producer_group.filter(|g| !g.is_empty()),
+                consumer_group: r.consumer_group.filter(|g| !g.is_empty()),
             };
             native(RequestCode::UnregisterClient, &h, &[], ReplyKind::Plain)
         }
         rc::GET_CONSUMER_LIST_BY_GROUP => {
+            let r: h::GetConsumerListByGroupRequestHeader = typed(code, ext)?;
             let h = GetConsumerListRequest {
-                consumer_group: ext.str("consumerGroup")?,
+                consumer_group: r.consumer_group,
             };
             native(
                 RequestCode::GetConsumerListByGroup,
@@ -245,32 +249,37 @@ fn translate_inner<S: Service + ?Sized>(
             )
         }
         rc::CONSUMER_SEND_MSG_BACK => {
+            let r: h::ConsumerSendMsgBackRequestHeader = typed(code, ext)?;
             let h = ConsumerSendBackRequest {
-                consumer_group: ext.str("group")?,
-                original_topic: ext.opt("originTopic").unwrap_or_default().to_string(),
-                physical_offset: ext.num("offset")?,
-                delay_level: ext.opt_num("delayLevel")?.unwrap_or(0),
-                max_reconsume_times: ext
-                    .opt_num::<i32>("maxReconsumeTimes")?
+                consumer_group: r.group,
+                original_topic: r.origin_topic.unwrap_or_default(),
+                physical_offset: offset(r.offset)?,
+                delay_level: r.delay_level,
+                // Absent (the C++ client sends none): the group's own limit decides.
+                max_reconsume_times: r
+                    .max_reconsume_times
                     .map_or(u32::MAX, |m| u32::try_from(m).unwrap_or(0)),
-                original_message_id: ext.opt("originMsgId").unwrap_or_default().to_string(),
+                original_message_id: r.origin_msg_id.unwrap_or_default(),
             };
             native(RequestCode::ConsumerSendMsgBack, &h, &[], ReplyKind::Plain)
         }
         rc::END_TRANSACTION => {
-            let resolution = match ext.num::<i32>("commitOrRollback")? {
-                TRANSACTION_COMMIT_TYPE => TransactionResolution::Commit,
-                TRANSACTION_ROLLBACK_TYPE => TransactionResolution::Rollback,
+            let r: h::EndTransactionRequestHeader = typed(code, ext)?;
+            let resolution = match r.commit_or_rollback {
+                sys::TRANSACTION_COMMIT_TYPE => TransactionResolution::Commit,
+                sys::TRANSACTION_ROLLBACK_TYPE => TransactionResolution::Rollback,
                 _ => TransactionResolution::Unknown,
             };
             let h = EndTransactionRequest {
-                producer_group: ext.str("producerGroup")?,
+                producer_group: r.producer_group,
                 resolution,
-                half_queue_offset: ext.num("tranStateTableOffset")?,
-                physical_offset: ext.num("commitLogOffset")?,
-                message_id: ext.opt("msgId").unwrap_or_default().to_string(),
-                transaction_id: ext.opt("transactionId").unwrap_or_default().to_string(),
-                from_transaction_check: ext.flag("fromTransactionCheck"),
+                half_queue_offset: offset(r.tran_state_table_offset)?,
+                physical_offset: offset(r.commit_log_offset)?,
+                message_id: r.msg_id,
+                transaction_id: r.transaction_id.unwrap_or_default(),
+                // The C++ client writes booleans as 0 / 1.
+                from_transaction_check: r.from_transaction_check
+                    || ext.get("fromTransactionCheck").is_some_and(|v| v == "1"),
             };
             native(RequestCode::EndTransaction, &h, &[], ReplyKind::Plain)
         }
@@ -280,7 +289,7 @@ fn translate_inner<S: Service + ?Sized>(
             let native_body = lock_batch(req)?
                 .to_vec()
                 .map_err(|e| Refusal::bad(format!("lock batch: {e}")))?;
-            if cmd.code == rc::LOCK_BATCH_MQ {
+            if code == rc::LOCK_BATCH_MQ {
                 native(
                     RequestCode::LockBatchMq,
                     &Empty,
@@ -297,25 +306,26 @@ fn translate_inner<S: Service + ?Sized>(
             }
         }
         rc::QUERY_MESSAGE => {
+            let r: h::QueryMessageRequestHeader = typed(code, ext)?;
             let h = QueryMessageRequest {
-                topic: ext.str("topic")?,
-                key: ext.str("key")?,
-                max_messages: ext.num("maxNum")?,
-                begin_timestamp_ms: ext.num("beginTimestamp")?,
-                end_timestamp_ms: ext.num("endTimestamp")?,
+                topic: r.topic,
+                key: r.key,
+                max_messages: u32::try_from(r.max_num).unwrap_or(0),
+                begin_timestamp_ms: r.begin_timestamp,
+                end_timestamp_ms: r.end_timestamp,
             };
             native(RequestCode::QueryMessage, &h, &[], ReplyKind::QueryMessage)
         }
         rc::VIEW_MESSAGE_BY_ID => {
+            let r: h::ViewMessageRequestHeader = typed(code, ext)?;
             let h = ViewMessageRequest {
-                physical_offset: ext.num("offset")?,
+                physical_offset: offset(r.offset)?,
             };
             native(RequestCode::ViewMessageById, &h, &[], ReplyKind::Records)
         }
         rc::GET_ROUTEINFO_BY_TOPIC => {
-            let h = GetRouteRequest {
-                topic: ext.str("topic")?,
-            };
+            let r: h::GetRouteInfoRequestHeader = typed(code, ext)?;
+            let h = GetRouteRequest { topic: r.topic };
             native(RequestCode::GetRouteInfoByTopic, &h, &[], ReplyKind::Route)
         }
         rc::GET_BROKER_CLUSTER_INFO => native(
@@ -341,6 +351,19 @@ fn translate_inner<S: Service + ?Sized>(
     }
 }
 
+/// A typed header from the request's extFields; a refusal names the request and the field.
+fn typed<T: FromExt>(code: i32, ext: &ExtFields) -> Result<T> {
+    T::from_ext(ext).map_err(|e| Refusal::bad(format!("request code {code}: {e}")))
+}
+
+fn queue(queue_id: i32) -> Result<u32> {
+    u32::try_from(queue_id).map_err(|_| Refusal::bad(format!("queueId {queue_id} is negative")))
+}
+
+fn offset(o: i64) -> Result<u64> {
+    u64::try_from(o).map_err(|_| Refusal::bad(format!("offset {o} is negative")))
+}
+
 /// A native request frame (request id 0: the remoting opaque is kept by the caller).
 fn native<H: Encode>(
     code: RequestCode,
@@ -354,118 +377,46 @@ fn native<H: Encode>(
     Ok(Translated::Native { frame, kind })
 }
 
-/// A heartbeat's JSON body as the native one. SQL92 subscriptions keep their expression;
-/// tag subscriptions are re-read from `subString` (the C++ client's `codeSet` is not
-/// RocketMQ's hash, so the broker derives tag hashes itself).
-fn heartbeat(hb: rbody::HeartbeatData) -> HeartbeatData {
-    HeartbeatData {
-        client_id: hb.client_id,
-        producer_groups: hb
-            .producer_data_set
-            .into_iter()
-            .map(|p| p.group_name)
-            .collect(),
-        consumer_groups: hb
-            .consumer_data_set
-            .into_iter()
-            .map(|c| ConsumerGroupData {
-                group: c.group_name,
-                consume_type: match c.consume_type {
-                    Some(rbody::ConsumeType::Actively) => ConsumeType::Actively,
-                    _ => ConsumeType::Passively,
-                },
-                message_model: match c.message_model {
-                    Some(rbody::MessageModel::Broadcasting) => MessageModel::Broadcasting,
-                    _ => MessageModel::Clustering,
-                },
-                consume_from_where: match c.consume_from_where {
-                    Some(rbody::ConsumeFromWhere::FirstOffset) => ConsumeFromWhere::FirstOffset,
-                    Some(rbody::ConsumeFromWhere::Timestamp) => ConsumeFromWhere::Timestamp,
-                    _ => ConsumeFromWhere::LastOffset,
-                },
-                subscriptions: c
-                    .subscription_data_set
-                    .into_iter()
-                    .map(|s| Subscription {
-                        topic: s.topic,
-                        filter_type: if s.expression_type.eq_ignore_ascii_case("SQL92") {
-                            FilterType::Sql92
-                        } else {
-                            FilterType::Tag
-                        },
-                        expression: s.sub_string,
-                        version: u64::try_from(s.sub_version).unwrap_or(0),
-                    })
-                    .collect(),
-            })
-            .collect(),
-    }
-}
-
-fn lock_batch(b: rbody::LockBatchRequestBody) -> Result<LockBatchRequest> {
-    let queues = b
-        .mq_set
-        .into_iter()
-        .map(|q| {
-            Ok(MessageQueue {
-                queue_id: u32::try_from(q.queue_id)
-                    .map_err(|_| Refusal::bad(format!("queueId {} is negative", q.queue_id)))?,
-                topic: q.topic,
-                broker_name: q.broker_name,
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
-    Ok(LockBatchRequest {
-        consumer_group: b.consumer_group,
-        client_id: b.client_id,
-        queues,
-    })
-}
-
-/// `commitOrRollback` values (RocketMQ `MessageSysFlag`).
-const TRANSACTION_COMMIT_TYPE: i32 = 0x8;
-const TRANSACTION_ROLLBACK_TYPE: i32 = 0xC;
-/// SYSFLAG bits the encoder derives from the hosts (born / store host is IPv6).
-const SYSFLAG_HOST_BITS: u32 = 0x10 | 0x20;
+/// SYSFLAG bits the record encoder derives from the hosts (born / store host is IPv6).
+const SYSFLAG_HOST_BITS: i32 = sys::BORNHOST_V6_FLAG | sys::STOREHOSTADDRESS_V6_FLAG;
 
 /// SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE: the native header and the records.
 fn send(
     cmd: &Command,
-    ext: &Ext<'_>,
     body: &[u8],
     born_host: SocketAddr,
 ) -> Result<(SendRequest, Vec<u8>, ReplyKind)> {
     let v2 = cmd.code == rc::SEND_MESSAGE_V2 || cmd.code == rc::SEND_BATCH_MESSAGE;
-    let name = |long: &'static str, short: &'static str| if v2 { short } else { long };
-    let producer_group = ext.str(name("producerGroup", "a"))?;
-    let topic = ext.str(name("topic", "b"))?;
-    let queue_id: i32 = ext.num(name("queueId", "e"))?;
-    let queue_id = u32::try_from(queue_id).map_err(|_| Refusal {
+    let h = if v2 {
+        h::SendMessageRequestHeader::from_ext_v2(&cmd.ext_fields)
+    } else {
+        h::SendMessageRequestHeader::from_ext(&cmd.ext_fields)
+    }
+    .map_err(|e| Refusal::bad(format!("request code {}: {e}", cmd.code)))?;
+    let topic = h.topic;
+    let queue_id = u32::try_from(h.queue_id).map_err(|_| Refusal {
         code: response::MESSAGE_ILLEGAL,
-        remark: format!("queueId {queue_id} is negative"),
+        remark: format!("queueId {} is negative", h.queue_id),
     })?;
-    let sys_flag =
-        ext.opt_num::<i32>(name("sysFlag", "f"))?.unwrap_or(0) as u32 & !SYSFLAG_HOST_BITS;
-    let born_timestamp_ms = ext.opt_num::<i64>(name("bornTimestamp", "g"))?.unwrap_or(0);
-    let flag = ext.opt_num::<i32>(name("flag", "h"))?.unwrap_or(0);
-    let props = ext.opt(name("properties", "i")).unwrap_or("");
-    let reconsume_times = ext
-        .opt_num::<i32>(name("reconsumeTimes", "j"))?
-        .unwrap_or(0);
-    let batch = cmd.code == rc::SEND_BATCH_MESSAGE || ext.flag(name("batch", "m"));
+    // The C++ client writes `batch` as 1.
+    let batch_key = if v2 { "m" } else { "batch" };
+    let batch = cmd.code == rc::SEND_BATCH_MESSAGE
+        || h.batch
+        || cmd.ext_fields.get(batch_key).is_some_and(|v| v == "1");
     let illegal = |e: ringmq_wire::WireError| Refusal {
         code: response::MESSAGE_ILLEGAL,
         remark: format!("message of topic {topic}: {e}"),
     };
+    let props = h.properties.as_deref().unwrap_or("");
     let template = Message {
         topic: &topic,
         queue_id,
-        flag,
-        sys_flag,
-        born_timestamp_ms,
+        flag: h.flag,
+        sys_flag: (h.sys_flag & !SYSFLAG_HOST_BITS) as u32,
+        born_timestamp_ms: h.born_timestamp,
         born_host,
         store_host_v6: false,
-        reconsume_times,
+        reconsume_times: h.reconsume_times.unwrap_or(0),
         prepared_transaction_offset: 0,
         body: &[],
         properties: &[],
@@ -507,7 +458,7 @@ fn send(
         transaction_id = uniq_key(props.as_bytes());
     }
     let header = SendRequest {
-        producer_group,
+        producer_group: h.producer_group,
         topic: topic.clone(),
         queue_id,
         batch,
@@ -528,51 +479,46 @@ fn uniq_key(props: &[u8]) -> Option<String> {
 }
 
 /// PULL_MESSAGE / LITE_PULL_MESSAGE.
-fn pull<S: Service + ?Sized>(svc: &S, ext: &Ext<'_>) -> Result<PullRequest> {
-    let consumer_group = ext.str("consumerGroup")?;
-    let topic = ext.str("topic")?;
-    let sys_flag = ext.opt_num::<i32>("sysFlag")?.unwrap_or(0);
-    let (filter_type, expression) = if sys_flag & PULL_SUBSCRIPTION != 0 {
-        let t = match ext.opt("expressionType") {
-            Some(t) if t.eq_ignore_ascii_case("SQL92") => FilterType::Sql92,
-            Some(t) if !t.is_empty() && !t.eq_ignore_ascii_case("TAG") => {
+fn pull<S: Service + ?Sized>(svc: &S, r: h::PullMessageRequestHeader) -> Result<PullRequest> {
+    let (filter_type, expression) = if r.has_subscription() {
+        let t = match r.expression_type.as_deref() {
+            Some(t) if t.eq_ignore_ascii_case(rbody::EXPRESSION_TYPE_SQL92) => FilterType::Sql92,
+            Some(t) if !t.is_empty() && !t.eq_ignore_ascii_case(rbody::EXPRESSION_TYPE_TAG) => {
                 return Err(Refusal::bad(format!("expressionType {t} is not supported")))
             }
             _ => FilterType::Tag,
         };
-        (t, ext.opt("subscription").unwrap_or("*").to_string())
+        (t, r.subscription.clone().unwrap_or_else(|| "*".to_string()))
     } else {
-        svc.subscription(&consumer_group, &topic).ok_or_else(|| Refusal {
-            code: response::SUBSCRIPTION_NOT_EXIST,
-            remark: format!(
-                "group {consumer_group} has no subscription to {topic} on this broker: send a heartbeat first"
-            ),
-        })?
+        svc.subscription(&r.consumer_group, &r.topic)
+            .ok_or_else(|| Refusal {
+                code: response::SUBSCRIPTION_NOT_EXIST,
+                remark: format!(
+                    "group {} has no subscription to {} on this broker: send a heartbeat first",
+                    r.consumer_group, r.topic
+                ),
+            })?
     };
-    let queue_offset: i64 = ext.num("queueOffset")?;
-    let commit_offset = if sys_flag & PULL_COMMIT_OFFSET != 0 {
-        ext.opt_num::<i64>("commitOffset")?
-            .and_then(|o| u64::try_from(o).ok())
-    } else {
-        None
-    };
-    let suspend_timeout_ms = if sys_flag & PULL_SUSPEND != 0 {
-        ext.opt_num::<u32>("suspendTimeoutMillis")?
-            .unwrap_or(15_000)
+    let commit_offset = r
+        .has_commit_offset()
+        .then(|| u64::try_from(r.commit_offset).ok())
+        .flatten();
+    let suspend_timeout_ms = if r.has_suspend() {
+        u32::try_from(r.suspend_timeout_millis).unwrap_or(u32::MAX)
     } else {
         0
     };
-    let max_bytes = ext
-        .opt_num::<i64>("maxMsgBytes")?
+    let max_bytes = r
+        .max_msg_bytes
         .and_then(|b| u32::try_from(b).ok())
         .unwrap_or(PULL_BODY_BYTES_MAX)
         .min(PULL_BODY_BYTES_MAX);
     Ok(PullRequest {
-        consumer_group,
-        topic,
-        queue_id: ext.num("queueId")?,
-        queue_offset: u64::try_from(queue_offset).unwrap_or(0),
-        max_messages: ext.opt_num("maxMsgNums")?.unwrap_or(32),
+        queue_id: queue(r.queue_id)?,
+        queue_offset: u64::try_from(r.queue_offset).unwrap_or(0),
+        max_messages: u32::try_from(r.max_msg_nums).unwrap_or(0),
+        consumer_group: r.consumer_group,
+        topic: r.topic,
         max_bytes,
         filter_type,
         expression,
@@ -581,54 +527,72 @@ fn pull<S: Service + ?Sized>(svc: &S, ext: &Ext<'_>) -> Result<PullRequest> {
     })
 }
 
-/// Typed reads of a request's extFields; a refusal names the field and the request code.
-struct Ext<'a> {
-    map: &'a ExtFields,
-    code: i32,
+/// A heartbeat's JSON body as the native one. SQL92 subscriptions keep their expression;
+/// tag subscriptions are re-read from `subString` (the C++ client's `codeSet` is not
+/// RocketMQ's hash, so the broker derives tag hashes itself).
+fn heartbeat(hb: rbody::HeartbeatData) -> HeartbeatData {
+    HeartbeatData {
+        client_id: hb.client_id,
+        producer_groups: hb
+            .producer_data_set
+            .into_iter()
+            .map(|p| p.group_name)
+            .collect(),
+        consumer_groups: hb
+            .consumer_data_set
+            .into_iter()
+            .map(|c| ConsumerGroupData {
+                group: c.group_name,
+                consume_type: match c.consume_type {
+                    Some(rbody::ConsumeType::Actively) => ConsumeType::Actively,
+                    _ => ConsumeType::Passively,
+                },
+                message_model: match c.message_model {
+                    Some(rbody::MessageModel::Broadcasting) => MessageModel::Broadcasting,
+                    _ => MessageModel::Clustering,
+                },
+                consume_from_where: match c.consume_from_where {
+                    Some(rbody::ConsumeFromWhere::FirstOffset) => ConsumeFromWhere::FirstOffset,
+                    Some(rbody::ConsumeFromWhere::Timestamp) => ConsumeFromWhere::Timestamp,
+                    _ => ConsumeFromWhere::LastOffset,
+                },
+                subscriptions: c
+                    .subscription_data_set
+                    .into_iter()
+                    .map(|s| Subscription {
+                        topic: s.topic,
+                        filter_type: if s
+                            .expression_type
+                            .eq_ignore_ascii_case(rbody::EXPRESSION_TYPE_SQL92)
+                        {
+                            FilterType::Sql92
+                        } else {
+                            FilterType::Tag
+                        },
+                        expression: s.sub_string,
+                        version: u64::try_from(s.sub_version).unwrap_or(0),
+                    })
+                    .collect(),
+            })
+            .collect(),
+    }
 }
 
-impl Ext<'_> {
-    fn opt(&self, key: &str) -> Option<&str> {
-        self.map.get(key).map(String::as_str)
-    }
-
-    fn opt_nonempty(&self, key: &str) -> Option<String> {
-        self.opt(key).filter(|v| !v.is_empty()).map(str::to_owned)
-    }
-
-    fn str(&self, key: &str) -> Result<String> {
-        self.opt(key).map(str::to_owned).ok_or_else(|| {
-            Refusal::bad(format!(
-                "request code {}: the required field {key} is missing",
-                self.code
-            ))
+fn lock_batch(b: rbody::LockBatchRequestBody) -> Result<LockBatchRequest> {
+    let queues = b
+        .mq_set
+        .into_iter()
+        .map(|q| {
+            Ok(MessageQueue {
+                queue_id: queue(q.queue_id)?,
+                topic: q.topic,
+                broker_name: q.broker_name,
+            })
         })
-    }
-
-    fn opt_num<T: FromStr>(&self, key: &str) -> Result<Option<T>> {
-        match self.opt(key) {
-            None | Some("") => Ok(None),
-            Some(v) => v.trim().parse::<T>().map(Some).map_err(|_| {
-                Refusal::bad(format!(
-                    "request code {}: field {key} is not a number in range: {v:?}",
-                    self.code
-                ))
-            }),
-        }
-    }
-
-    fn num<T: FromStr>(&self, key: &str) -> Result<T> {
-        self.opt_num(key)?.ok_or_else(|| {
-            Refusal::bad(format!(
-                "request code {}: the required field {key} is missing",
-                self.code
-            ))
-        })
-    }
-
-    /// A boolean as Java and C++ clients send it: `true` / `1`.
-    fn flag(&self, key: &str) -> bool {
-        self.opt(key)
-            .is_some_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
-    }
+        .collect::<Result<Vec<_>>>()?;
+    Ok(LockBatchRequest {
+        consumer_group: b.consumer_group,
+        client_id: b.client_id,
+        queues,
+    })
 }

@@ -1,0 +1,461 @@
+//! RocketMQ's remoting protocol on the real broker and name server ports, spoken by a small
+//! blocking remoting client built on `ringmq_wire::remoting`: both protocols on one port
+//! (a connection is never misread), both header serializations, the answers' fields, and
+//! bad remoting input (truncated frames, header lengths past the frame, invalid JSON, a
+//! wrong serialize type, missing fields, huge lengths and counts), each answered with a
+//! status or a closed connection while a native client keeps working and nothing from the
+//! bad requests is stored. The clients written by others are in `interop/`.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use common::*;
+use ringmq_wire::code::{RequestCode, Status};
+use ringmq_wire::command::{PullResponse, SendResponse};
+use ringmq_wire::properties;
+use ringmq_wire::remoting::batch;
+use ringmq_wire::remoting::code::{request, response};
+use ringmq_wire::remoting::frame::{self as rframe, Command, SerializeType};
+
+/// A blocking remoting client on one connection.
+struct Remoting {
+    s: TcpStream,
+    buf: Vec<u8>,
+    opaque: i32,
+    st: SerializeType,
+}
+
+impl Remoting {
+    fn connect(addr: SocketAddr, st: SerializeType) -> Self {
+        let s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
+        s.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
+        Remoting {
+            s,
+            buf: Vec::new(),
+            opaque: 0,
+            st,
+        }
+    }
+
+    fn call(&mut self, code: i32, ext: &[(&str, &str)], body: &[u8]) -> (Command, Vec<u8>) {
+        self.try_call(code, ext, body)
+            .unwrap_or_else(|e| panic!("remoting request {code}: {e}"))
+    }
+
+    fn try_call(
+        &mut self,
+        code: i32,
+        ext: &[(&str, &str)],
+        body: &[u8],
+    ) -> Result<(Command, Vec<u8>), String> {
+        self.opaque += 1;
+        let fields: BTreeMap<String, String> = ext
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let mut cmd = Command::request(code, self.opaque, fields);
+        cmd.language = ringmq_wire::remoting::Language::Cpp;
+        let f = rframe::encode(&cmd, self.st, body).unwrap();
+        self.s.write_all(&f).map_err(|e| e.to_string())?;
+        self.read_response(self.opaque)
+    }
+
+    fn read_response(&mut self, opaque: i32) -> Result<(Command, Vec<u8>), String> {
+        loop {
+            if let Some(n) = rframe::check(&self.buf, rframe::FRAME_BYTES_MAX).unwrap() {
+                let frame: Vec<u8> = self.buf.drain(..n).collect();
+                let p = rframe::parse(&frame).unwrap();
+                assert_eq!(
+                    p.serialize_type, self.st,
+                    "answered in another serialization"
+                );
+                if p.command.is_response() && p.command.opaque == opaque {
+                    return Ok((p.command, p.body.to_vec()));
+                }
+                continue;
+            }
+            let mut chunk = [0u8; 64 * 1024];
+            match self.s.read(&mut chunk) {
+                Ok(0) => return Err("connection closed".into()),
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+    }
+}
+
+/// SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE's required short-name fields.
+fn v2_header<'a>(topic: &'a str, queue: &'a str) -> Vec<(&'a str, &'a str)> {
+    vec![
+        ("a", "pg"),
+        ("b", topic),
+        ("c", "TBW102"),
+        ("d", "4"),
+        ("e", queue),
+        ("f", "0"),
+        ("g", "0"),
+        ("h", "0"),
+        ("m", "true"),
+    ]
+}
+
+fn props(pairs: &[(&str, &str)]) -> String {
+    let mut out = Vec::new();
+    properties::encode(pairs.iter().copied(), &mut out).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+/// Reads until the peer closes; true if it did within the read timeout.
+fn closed_by_peer(s: &mut TcpStream) -> bool {
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut b = [0u8; 4096];
+    loop {
+        match s.read(&mut b) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) => return e.kind() == std::io::ErrorKind::ConnectionReset,
+        }
+    }
+}
+
+#[test]
+fn one_port_serves_native_and_remoting_clients() {
+    let dir = tempdir("remoting-listener");
+    let node = Node::standalone(&dir.path().join("data"), &["--shards", "2"]);
+    let broker = node.broker_addr();
+
+    // The name server answers a remoting route request for the default topic, in JSON with
+    // quoted keys and the fields clients require, naming the broker's one address.
+    for st in [SerializeType::Json, SerializeType::RocketMq] {
+        let mut ns = Remoting::connect(node.namesrv_addr(), st);
+        let (resp, body) = ns.call(request::GET_ROUTEINFO_BY_TOPIC, &[("topic", "TBW102")], &[]);
+        assert_eq!(resp.code, response::SUCCESS, "{:?}", resp.remark);
+        let route: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            route["brokerDatas"][0]["brokerAddrs"]["0"],
+            broker.to_string()
+        );
+        assert_eq!(route["queueDatas"][0]["topicSysFlag"], 0);
+        assert!(route["filterServerTable"].is_object());
+        let (resp, _) = ns.call(request::GET_ROUTEINFO_BY_TOPIC, &[("topic", "NoSuch")], &[]);
+        assert_eq!(resp.code, response::TOPIC_NOT_EXIST);
+    }
+
+    // A JSON SEND_MESSAGE and a binary SEND_MESSAGE_V2 to the broker port.
+    let mut json = Remoting::connect(broker, SerializeType::Json);
+    let p = props(&[
+        ("TAGS", "TagA"),
+        ("KEYS", "k1"),
+        ("UNIQ_KEY", "AAAA0001"),
+        ("color", "red"),
+    ]);
+    let (resp, _) = json.call(
+        request::SEND_MESSAGE,
+        &[
+            ("producerGroup", "pg"),
+            ("topic", "Mixed"),
+            ("defaultTopic", "TBW102"),
+            ("defaultTopicQueueNums", "4"),
+            ("queueId", "1"),
+            ("sysFlag", "0"),
+            ("bornTimestamp", "1700000000000"),
+            ("flag", "7"),
+            ("properties", &p),
+            ("reconsumeTimes", "0"),
+            ("unitMode", "false"),
+            ("batch", "false"),
+            ("bname", "broker-a"),
+        ],
+        b"from remoting",
+    );
+    assert_eq!(resp.code, response::SUCCESS, "{:?}", resp.remark);
+    assert_eq!(resp.ext("queueId"), Some("1"));
+    assert_eq!(resp.ext("queueOffset"), Some("0"));
+    assert_eq!(resp.ext("transactionId"), Some("AAAA0001"));
+    let msg_id = resp.ext("msgId").unwrap().to_string();
+    assert_eq!(msg_id.len(), 32);
+
+    let mut bin = Remoting::connect(broker, SerializeType::RocketMq);
+    let p2 = props(&[("TAGS", "TagB")]);
+    let (resp, _) = bin.call(
+        request::SEND_MESSAGE_V2,
+        &[
+            ("a", "pg"),
+            ("b", "Mixed"),
+            ("c", "TBW102"),
+            ("d", "4"),
+            ("e", "1"),
+            ("f", "0"),
+            ("g", "1700000000001"),
+            ("h", "0"),
+            ("i", &p2),
+        ],
+        b"binary header",
+    );
+    assert_eq!(resp.code, response::SUCCESS, "{:?}", resp.remark);
+    assert_eq!(resp.ext("queueOffset"), Some("1"));
+
+    // A batch (RocketMQ's batch body) on SEND_BATCH_MESSAGE: one offset id per message.
+    let mut body = Vec::new();
+    for i in 0..3 {
+        batch::encode(
+            &mut body,
+            0,
+            format!("batch {i}").as_bytes(),
+            &props(&[("TAGS", "B")]),
+        )
+        .unwrap();
+    }
+    let (resp, _) = bin.call(request::SEND_BATCH_MESSAGE, &v2_header("Mixed", "1"), &body);
+    assert_eq!(resp.code, response::SUCCESS, "{:?}", resp.remark);
+    assert_eq!(resp.ext("msgId").unwrap().split(',').count(), 3);
+    assert_eq!(resp.ext("queueOffset"), Some("2"));
+
+    // A native client on the same port reads what the remoting clients sent: the record was
+    // built from the remoting fields, born host from the socket.
+    let mut native = Client::connect(broker);
+    let r = native.call(
+        RequestCode::PullMessage,
+        &pull_request("Mixed", 1, 0, 32, 0),
+        &[],
+    );
+    assert_eq!(r.status(), Status::Success, "{}", r.remark());
+    let recs = decode_records(&r.body);
+    assert_eq!(recs.len(), 5);
+    assert_eq!(recs[0].body, b"from remoting");
+    assert_eq!(recs[0].flag, 7);
+    assert_eq!(recs[0].born_timestamp_ms, 1_700_000_000_000);
+    assert_eq!(recs[0].born_host.ip(), json.s.local_addr().unwrap().ip());
+    assert_eq!(
+        recs[0].born_host.port(),
+        json.s.local_addr().unwrap().port()
+    );
+    assert_eq!(recs[0].property("color"), Some("red"));
+    assert_eq!(recs[0].tags(), Some("TagA"));
+    assert_eq!(
+        ringmq_wire::record::message_id(recs[0].store_host, recs[0].physical_offset),
+        msg_id
+    );
+    assert_eq!(recs[1].body, b"binary header");
+    assert_eq!(recs[4].body, b"batch 2");
+
+    // And a native send is pulled by the remoting client, with the four offset fields as
+    // strings and the body the log's record bytes.
+    let h = Client::send_request("Mixed", 1, false, 1);
+    let s = native.call(
+        RequestCode::SendMessage,
+        &h,
+        &Msg::new("Mixed", 1, "native").encode(),
+    );
+    assert_eq!(s.status(), Status::Success);
+    assert_eq!(s.fields::<SendResponse>().unwrap().first_queue_offset, 5);
+    let (resp, body) = json.call(
+        request::PULL_MESSAGE,
+        &[
+            ("consumerGroup", "cg"),
+            ("topic", "Mixed"),
+            ("queueId", "1"),
+            ("queueOffset", "3"),
+            ("maxMsgNums", "32"),
+            ("sysFlag", "4"),
+            ("commitOffset", "0"),
+            ("suspendTimeoutMillis", "0"),
+            ("subscription", "TagB || B"),
+            ("subVersion", "0"),
+        ],
+        &[],
+    );
+    assert_eq!(resp.code, response::SUCCESS, "{:?}", resp.remark);
+    assert_eq!(resp.ext("nextBeginOffset"), Some("6"));
+    assert_eq!(resp.ext("maxOffset"), Some("6"));
+    assert_eq!(resp.ext("minOffset"), Some("0"));
+    assert_eq!(resp.ext("suggestWhichBrokerId"), Some("0"));
+    let got = decode_records(&body);
+    let bodies: Vec<&[u8]> = got.iter().map(|r| r.body).collect();
+    assert_eq!(
+        bodies,
+        [&b"batch 1"[..], b"batch 2"],
+        "the tag filter drops the untagged native message"
+    );
+    // Past the end: PULL_NOT_FOUND, still with the four fields.
+    let (resp, _) = json.call(
+        request::PULL_MESSAGE,
+        &[
+            ("consumerGroup", "cg"),
+            ("topic", "Mixed"),
+            ("queueId", "1"),
+            ("queueOffset", "6"),
+            ("maxMsgNums", "32"),
+            ("sysFlag", "4"),
+            ("commitOffset", "0"),
+            ("suspendTimeoutMillis", "0"),
+            ("subscription", "*"),
+            ("subVersion", "0"),
+        ],
+        &[],
+    );
+    assert_eq!(resp.code, response::PULL_NOT_FOUND, "{:?}", resp.remark);
+    assert_eq!(resp.ext("nextBeginOffset"), Some("6"));
+
+    // A group with no stored offset on a queue that starts at 0 reads from 0.
+    let (resp, _) = json.call(
+        request::QUERY_CONSUMER_OFFSET,
+        &[
+            ("consumerGroup", "fresh"),
+            ("topic", "Mixed"),
+            ("queueId", "1"),
+        ],
+        &[],
+    );
+    assert_eq!(resp.code, response::SUCCESS, "{:?}", resp.remark);
+    assert_eq!(resp.ext("offset"), Some("0"));
+
+    // A native connection is still native on the name server (HELLO first).
+    let mut nsn = Client::connect(node.namesrv_addr());
+    let r = nsn.call(
+        RequestCode::GetRouteInfoByTopic,
+        &ringmq_wire::command::route::GetRouteRequest {
+            topic: "Mixed".into(),
+        },
+        &[],
+    );
+    assert_eq!(r.status(), Status::Success, "{}", r.remark());
+}
+
+#[test]
+fn bad_remoting_input_gets_an_error_or_a_closed_connection_and_stores_nothing() {
+    let dir = tempdir("remoting-bad");
+    let node = Node::standalone(&dir.path().join("data"), &["--shards", "2"]);
+    let broker = node.broker_addr();
+    let mut native = Client::connect(broker);
+    let h = Client::send_request("Bad", 0, false, 1);
+    let s = native.call(
+        RequestCode::SendMessage,
+        &h,
+        &Msg::new("Bad", 0, "good").encode(),
+    );
+    assert_eq!(s.status(), Status::Success);
+
+    let prefix = |len: u32, st: u8, header_len: u32| {
+        let mut f = len.to_be_bytes().to_vec();
+        f.extend_from_slice(&((u32::from(st) << 24) | header_len).to_be_bytes());
+        f
+    };
+    let bad_frames: Vec<(&str, Vec<u8>)> = vec![
+        ("header length past the frame", {
+            let mut f = prefix(20, 0, 500);
+            f.extend_from_slice(&[b'{'; 16]);
+            f
+        }),
+        ("invalid JSON", {
+            let h = b"{\"code\":10,\"extFields\":{";
+            let mut f = prefix(4 + h.len() as u32, 0, h.len() as u32);
+            f.extend_from_slice(h);
+            f
+        }),
+        ("a binary header that lies about its ext length", {
+            let mut h = vec![0, 10, 1, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0];
+            h.extend_from_slice(&u32::MAX.to_be_bytes());
+            let mut f = prefix(4 + h.len() as u32, 1, h.len() as u32);
+            f.extend_from_slice(&h);
+            f
+        }),
+        ("over the frame maximum", prefix(64 << 20, 0, 10)),
+        ("under the frame minimum", vec![0, 0, 0, 2, 0, 0]),
+    ];
+    for (what, f) in bad_frames {
+        let mut s = TcpStream::connect(broker).unwrap();
+        s.write_all(&f).unwrap();
+        assert!(
+            closed_by_peer(&mut s),
+            "{what}: the broker kept the connection"
+        );
+    }
+    // A truncated frame from a client that then goes away.
+    {
+        let mut s = TcpStream::connect(broker).unwrap();
+        s.write_all(&prefix(1000, 0, 100)).unwrap();
+        s.write_all(b"{\"code\":10").unwrap();
+    }
+    // A native client that skips HELLO is read as remoting, and closed.
+    {
+        let mut s = Client::connect_raw(broker).unwrap();
+        let mut f = Vec::new();
+        ringmq_wire::frame::encode_request(
+            &mut f,
+            RequestCode::SendMessage,
+            false,
+            1,
+            &Client::send_request("Bad", 0, false, 1),
+            &Msg::new("Bad", 0, "no hello").encode(),
+        )
+        .unwrap();
+        s.write_all(&f).unwrap();
+        assert!(closed_by_peer(&mut s));
+    }
+
+    // Well-formed frames with bad requests get a status and keep the connection.
+    let mut r = Remoting::connect(broker, SerializeType::Json);
+    let (resp, _) = r.call(9999, &[], &[]);
+    assert_eq!(resp.code, response::REQUEST_CODE_NOT_SUPPORTED);
+    assert!(resp.remark.unwrap().contains("9999"));
+    let (resp, _) = r.call(request::SEND_MESSAGE, &[("producerGroup", "pg")], b"x");
+    assert_eq!(resp.code, response::SYSTEM_ERROR);
+    assert!(resp.remark.unwrap().contains("topic"));
+    let (resp, _) = r.call(
+        request::SEND_MESSAGE,
+        &[
+            ("producerGroup", "pg"),
+            ("topic", "Bad"),
+            ("defaultTopic", "TBW102"),
+            ("defaultTopicQueueNums", "4"),
+            ("queueId", "zero"),
+            ("sysFlag", "0"),
+            ("bornTimestamp", "0"),
+            ("flag", "0"),
+        ],
+        b"x",
+    );
+    assert_eq!(resp.code, response::SYSTEM_ERROR);
+    assert!(resp.remark.unwrap().contains("queueId"));
+    // A batch whose first message claims a huge size, and one with a huge count of empty
+    // entries: refused whole.
+    let mut huge = Vec::new();
+    huge.extend_from_slice(&i32::MAX.to_be_bytes());
+    huge.extend_from_slice(&[0; 40]);
+    let (resp, _) = r.call(request::SEND_BATCH_MESSAGE, &v2_header("Bad", "0"), &huge);
+    assert_eq!(resp.code, response::MESSAGE_ILLEGAL, "{:?}", resp.remark);
+    let mut many = Vec::new();
+    for _ in 0..5000 {
+        batch::encode(&mut many, 0, b"", "").unwrap();
+    }
+    let (resp, _) = r.call(request::SEND_BATCH_MESSAGE, &v2_header("Bad", "0"), &many);
+    assert_eq!(resp.code, response::MESSAGE_ILLEGAL, "{:?}", resp.remark);
+    let (resp, _) = r.call(request::HEART_BEAT, &[], b"{\"clientID\":[");
+    assert_eq!(resp.code, response::SYSTEM_ERROR);
+    let (resp, _) = r.call(request::LOCK_BATCH_MQ, &[], b"not json");
+    assert_eq!(resp.code, response::SYSTEM_ERROR);
+
+    // Nothing of it was stored; the native client still works.
+    assert_eq!(native.max_offset("Bad", 0), 1);
+    let s = native.call(
+        RequestCode::SendMessage,
+        &h,
+        &Msg::new("Bad", 0, "after").encode(),
+    );
+    assert_eq!(s.status(), Status::Success);
+    let p = native.call(
+        RequestCode::PullMessage,
+        &pull_request("Bad", 0, 0, 32, 0),
+        &[],
+    );
+    let recs = decode_records(&p.body);
+    assert_eq!(recs.len(), 2);
+    assert_eq!(recs[1].body, b"after");
+    let _ = p.fields::<PullResponse>().unwrap();
+}
