@@ -58,6 +58,12 @@ async fn sync_async_oneway_and_batch_sends_with_tags_keys_and_properties() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn header_far_over_64_kib_once_escaped() {
+    let node = Node::start();
+    within(&node, sends::huge_escaped_header(&node.namesrv())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn push_group_of_two_rebalances_when_a_member_leaves() {
     let node = Node::start();
     within(

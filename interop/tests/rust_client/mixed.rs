@@ -292,13 +292,27 @@ pub async fn compressed_body_to_both_kinds(namesrv: &str) {
     let mut c = rmq.push("interop-compressed-cg", topic, "*").await;
     c.register_message_listener_concurrently(Record::ok("c", &sink));
     c.start().await.expect("starting the consumer");
-    let got = wait_deliveries(&sink, Duration::from_secs(20), "the large message", |g| !g.is_empty()).await;
-    assert_eq!(got[0].body.len(), body.len(), "rocketmq consumer: length of {:?}", got[0].uniq);
+    let got = wait_deliveries(&sink, Duration::from_secs(20), "the large message", |g| {
+        !g.is_empty()
+    })
+    .await;
+    assert_eq!(
+        got[0].body.len(),
+        body.len(),
+        "rocketmq consumer: length of {:?}",
+        got[0].uniq
+    );
     assert!(got[0].body == body, "rocketmq consumer: the original bytes");
 
     let native_got: Received = Arc::default();
     let n = native_consumer(namesrv, "interop-compressed-native-cg", topic, &native_got).await;
-    wait_native(&native_got, Duration::from_secs(20), "the large message", |g| !g.is_empty()).await;
+    wait_native(
+        &native_got,
+        Duration::from_secs(20),
+        "the large message",
+        |g| !g.is_empty(),
+    )
+    .await;
     let m = native_got.lock().expect("the sink's lock")[0].clone();
     assert_eq!(m.unique_key(), r.msg_id.as_deref(), "{m:?}");
     assert_eq!(

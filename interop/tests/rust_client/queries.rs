@@ -30,13 +30,22 @@ pub async fn offsets_view_and_query(namesrv: &str) {
         let body = format!("q-{i}");
         let keys = [format!("qkey-{i}"), "qkey-all".to_string()];
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let m = message(&mut sent, topic, &body, "TagQ", &keys, &[("i", &i.to_string())]);
+        let m = message(
+            &mut sent,
+            topic,
+            &body,
+            "TagQ",
+            &keys,
+            &[("i", &i.to_string())],
+        );
         // The first send creates the topic; the others go to the queue it went to.
         let r = match results.first() {
             None => p.send(m).await,
             Some(first) => p.send_to_queue(m, queue_of(first)).await,
         };
-        let r = r.unwrap_or_else(|e| panic!("{body}: {e}")).expect("a result");
+        let r = r
+            .unwrap_or_else(|e| panic!("{body}: {e}"))
+            .expect("a result");
         results.push(r);
     }
     p.shutdown().await;
@@ -44,7 +53,11 @@ pub async fn offsets_view_and_query(namesrv: &str) {
     for (i, r) in results.iter().enumerate() {
         let q = r.message_queue.as_ref().expect("a queue");
         assert_eq!(q.queue_id(), mq.queue_id(), "all five on one queue: {r:?}");
-        assert_eq!(r.queue_offset, results[0].queue_offset + i as u64, "contiguous offsets: {r:?}");
+        assert_eq!(
+            r.queue_offset,
+            results[0].queue_offset + i as u64,
+            "contiguous offsets: {r:?}"
+        );
     }
 
     // The lookups go through a running consumer (as in RocketMQ's Java client).
@@ -54,12 +67,19 @@ pub async fn offsets_view_and_query(namesrv: &str) {
     let max = c.max_offset(&mq).await.expect("GET_MAX_OFFSET");
     let min = c.min_offset(&mq).await.expect("GET_MIN_OFFSET");
     assert_eq!(min, 0, "a new queue starts at 0");
-    assert_eq!(max as u64, results[4].queue_offset + 1, "max offset is one past the last message");
+    assert_eq!(
+        max as u64,
+        results[4].queue_offset + 1,
+        "max offset is one past the last message"
+    );
     let at = c
         .search_offset(&mq, before.saturating_sub(60_000))
         .await
         .expect("SEARCH_OFFSET_BY_TIMESTAMP");
-    assert_eq!(at as u64, results[0].queue_offset, "the first message stored after the time");
+    assert_eq!(
+        at as u64, results[0].queue_offset,
+        "the first message stored after the time"
+    );
 
     for (i, r) in results.iter().enumerate() {
         let id = r.offset_msg_id.clone().expect("an offset id");
@@ -114,5 +134,7 @@ pub async fn offsets_view_and_query(namesrv: &str) {
 }
 
 fn queue_of(r: &rocketmq_client_rust::SendResult) -> MessageQueue {
-    r.message_queue.clone().expect("a send result names its queue")
+    r.message_queue
+        .clone()
+        .expect("a send result names its queue")
 }
