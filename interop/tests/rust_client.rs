@@ -6,7 +6,7 @@
 //! runtime, names its own topics and groups, and bounds every wait: a whole test body is
 //! cut at 55 s.
 //!
-//! Three cases need process-wide client settings that the client reads once per process
+//! Four cases need process-wide client settings that the client reads once per process
 //! from the environment, so they run in a child process (this test binary again, running
 //! the ignored test `child` with the settings in its environment):
 //! - `send_message_v2`: `org.apache.rocketmq.client.sendSmartMsg=true`, so single sends are
@@ -14,7 +14,9 @@
 //! - `binary_headers`: `ROCKETMQ_SERIALIZE_TYPE=ROCKETMQ`, so every request header is
 //!   RocketMQ's binary serialization instead of JSON;
 //! - `broadcasting`: `rocketmq.client.localOffsetStoreDir` in the test's temp dir (a
-//!   broadcasting member keeps its offsets in a local file, by default under `$HOME`).
+//!   broadcasting member keeps its offsets in a local file, by default under `$HOME`);
+//! - `orderly2`: `rocketmq.client.rebalance.waitInterval` and `.lockInterval` at 2 s (the
+//!   defaults, 20 s, would let one missed lock attempt take most of the test's time).
 
 use std::future::Future;
 use std::time::Duration;
@@ -91,6 +93,19 @@ fn broadcasting_delivers_every_message_to_every_member() {
 async fn orderly_consumption_under_queue_locks() {
     let node = Node::start();
     within(&node, groups::orderly(&node.namesrv())).await;
+}
+
+#[test]
+fn orderly_consumption_with_two_members_sharing_the_locks() {
+    let node = Node::start();
+    run_child(
+        "orderly2",
+        &node,
+        &[
+            ("rocketmq.client.rebalance.waitInterval", "2000"),
+            ("rocketmq.client.rebalance.lockInterval", "2000"),
+        ],
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -220,6 +235,7 @@ fn child() {
                     groups::orderly(&namesrv).await;
                 }
                 "broadcasting" => groups::broadcasting(&namesrv).await,
+                "orderly2" => groups::orderly_two_members(&namesrv).await,
                 other => panic!("unknown child case {other}"),
             }
         };

@@ -249,7 +249,10 @@ pub async fn orderly(namesrv: &str) {
 
     let sink = rmq::sink();
     let mut c = rmq.push("interop-orderly-cg", topic, "TagO").await;
-    c.register_message_listener_orderly(RecordOrderly { sink: sink.clone() });
+    c.register_message_listener_orderly(RecordOrderly {
+        member: "orderly".into(),
+        sink: sink.clone(),
+    });
     c.start().await.expect("starting the orderly consumer");
     let got = wait_deliveries(&sink, Duration::from_secs(30), "all 24 steps", |g| {
         g.len() >= 24
@@ -277,5 +280,105 @@ pub async fn orderly(namesrv: &str) {
     c.shutdown().await;
     rmq.wire
         .assert_sent(&[code::LOCK_BATCH_MQ, code::PULL_MESSAGE]);
+    rmq.finish().await;
+}
+
+/// Waits (at most `limit`) until every queue of `topic` a member holds is locked for it
+/// by the broker (LOCK_BATCH_MQ granted).
+async fn wait_locked(members: &[&DefaultMQPushConsumer], topic: &str, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    loop {
+        let mut unlocked = Vec::new();
+        for (i, m) in members.iter().enumerate() {
+            if let Ok(info) = m.consumer_running_info().await {
+                for (mq, pq) in &info.mq_table {
+                    if mq.topic() == topic && !pq.locked {
+                        unlocked.push((i, mq.queue_id()));
+                    }
+                }
+            }
+        }
+        if unlocked.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "queues held but never locked (member, queue): {unlocked:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Two orderly members of one group: the broker's queue locks give each queue to one of
+/// them; 8 orders (one per queue) of 6 steps each arrive in order, each order at one
+/// member only, and both members work. (Run in a child process with the client's
+/// rebalance and lock intervals at 2 s instead of 20 s: a member whose first lock attempt
+/// races the other member's unlock tries again soon.)
+pub async fn orderly_two_members(namesrv: &str) {
+    let rmq = Rmq::new(namesrv);
+    let topic = "InteropOrderly2";
+    let group = "interop-orderly2-cg";
+    create_topic(&rmq, topic).await;
+    let sink = rmq::sink();
+    let mut members = Vec::new();
+    for name in ["A", "B"] {
+        let mut m = rmq.push(group, topic, "TagO").await;
+        m.register_message_listener_orderly(RecordOrderly {
+            member: name.into(),
+            sink: sink.clone(),
+        });
+        m.start().await.expect("starting an orderly member");
+        members.push(m);
+    }
+    let refs: Vec<&DefaultMQPushConsumer> = members.iter().collect();
+    wait_split(&refs, topic, 8, Duration::from_secs(20)).await;
+    wait_locked(&refs, topic, Duration::from_secs(20)).await;
+
+    let mut p = rmq.producer("interop-orderly2-pg").await;
+    for step in 0..6 {
+        for order in 0..8usize {
+            let m = Message::builder()
+                .topic(topic.to_string())
+                .tags("TagO")
+                .key(format!("order-{order}"))
+                .body_slice(format!("o{order}-s{step}").as_bytes())
+                .build()
+                .expect("a valid message");
+            p.send_with_selector(
+                m,
+                |mqs, _m, order: &usize| mqs.get(order % mqs.len()).cloned(),
+                order,
+            )
+            .await
+            .unwrap_or_else(|e| panic!("ordered send: {e}"));
+        }
+    }
+    p.shutdown().await;
+    wait_deliveries(&sink, Duration::from_secs(25), "all 48 steps", |g| g.len() >= 48).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let got = rmq::snapshot(&sink);
+    let mut steps: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    for g in &got {
+        steps
+            .entry(g.keys.clone())
+            .or_default()
+            .push((g.member.clone(), g.body_str()));
+    }
+    for order in 0..8 {
+        let want: Vec<String> = (0..6).map(|s| format!("o{order}-s{s}")).collect();
+        let seen = steps.get(&format!("order-{order}")).cloned().unwrap_or_default();
+        let bodies: Vec<String> = seen.iter().map(|(_, b)| b.clone()).collect();
+        assert_eq!(bodies, want, "order {order} in queue order, once each");
+        let who: BTreeSet<&String> = seen.iter().map(|(m, _)| m).collect();
+        assert_eq!(who.len(), 1, "order {order} consumed by one member only: {seen:?}");
+    }
+    for name in ["A", "B"] {
+        assert!(got.iter().any(|g| g.member == name), "member {name} consumed nothing");
+    }
+    assert_eq!(got.len(), 48);
+    for mut m in members {
+        m.shutdown().await;
+    }
+    rmq.wire.assert_sent(&[code::LOCK_BATCH_MQ]);
     rmq.finish().await;
 }

@@ -380,6 +380,7 @@ impl MessageListenerConcurrently for Record {
 
 /// An orderly listener that records every message.
 pub struct RecordOrderly {
+    pub member: String,
     pub sink: Sink,
 }
 
@@ -391,7 +392,7 @@ impl MessageListenerOrderly for RecordOrderly {
     ) -> ClientResult<ConsumeOrderlyStatus> {
         let mut sink = self.sink.lock().expect("the sink's lock");
         for m in msgs {
-            sink.push(Got::from_ext("orderly", m));
+            sink.push(Got::from_ext(&self.member, m));
         }
         Ok(ConsumeOrderlyStatus::Success)
     }
