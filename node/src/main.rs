@@ -4,9 +4,9 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use ringmq_node::broker::shard::start::{self as run, StartOptions};
 use ringmq_node::config::{BrokerConfig, FlushDiskType, NamesrvConfig};
 use ringmq_node::net::namesrv;
-use ringmq_node::shard::start::{self as run, StartOptions};
 
 /// ringmq: a RocketMQ-architecture message broker (io_uring, thread-per-core).
 ///

@@ -17,9 +17,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ringmq_client::{Admin, Message, MessageSelector, Producer, PullConsumer, PullStatus};
+use ringmq_node::broker::shard::start::{self as run, StartOptions};
 use ringmq_node::config::{BrokerConfig, NamesrvConfig};
 use ringmq_node::net::namesrv;
-use ringmq_node::shard::start::{self as run, StartOptions};
 
 const TOPIC: &str = "PullFilterBench";
 const QUEUES: u32 = 4;

@@ -9,9 +9,9 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
+use ringmq_node::broker::shard::start::{self as run, BrokerHandle, StartOptions};
 use ringmq_node::config::{BrokerConfig, FlushDiskType, NamesrvConfig};
 use ringmq_node::net::namesrv::{self, NamesrvHandle};
-use ringmq_node::shard::start::{self as run, BrokerHandle, StartOptions};
 
 use crate::args::{EmbeddedArgs, FlushArg};
 

@@ -12,10 +12,10 @@ use ringmq_wire::command::{
 };
 
 use crate::broker::dispatch::store_error;
+use crate::broker::shard::Shard;
 use crate::broker::Broker;
 use crate::net::reply::{Body, Reply};
 use crate::shard::mailbox::Mail;
-use crate::shard::Shard;
 
 pub fn hello(shard: &Shard, h: &HelloRequest) -> Reply {
     if h.protocol_version != PROTOCOL_VERSION {

@@ -20,9 +20,9 @@ use ringmq_wire::frame;
 
 use crate::broker::admin::encoded_body;
 use crate::broker::groups::Channel;
+use crate::broker::shard::Shard;
 use crate::broker::Broker;
 use crate::net::reply::Reply;
-use crate::shard::Shard;
 
 /// HEART_BEAT on `channel` (`None` when it did not come on a client connection).
 /// A SQL92 subscription that does not parse (or reaches a broker that does not filter by

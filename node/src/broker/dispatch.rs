@@ -12,10 +12,10 @@ use ringmq_wire::command::{HeartbeatData, Request, WrongShard};
 use ringmq_wire::frame::{self, PREFIX_BYTES};
 
 use crate::broker::groups::Channel;
+use crate::broker::shard::Shard;
 use crate::broker::{admin, clients, produce, pull, queries as oh, retry};
 use crate::net::reply::{Outcome, Reply};
 use crate::shard::mailbox::Mail;
-use crate::shard::Shard;
 use crate::store::commitlog::shard_of_offset;
 use crate::store::{CheckedBatch, StoreError};
 

@@ -19,9 +19,9 @@ use ringmq_wire::command::{HeartbeatData, PullRequest};
 use ringmq_wire::sql92::Expression;
 
 use crate::broker::pull::TagFilter;
+use crate::broker::shard::Shard;
 use crate::limits;
 use crate::net::reply::Reply;
-use crate::shard::Shard;
 
 /// What a pull keeps.
 #[derive(Debug, Clone)]

@@ -19,6 +19,7 @@ pub mod query;
 pub mod register;
 pub mod retry;
 pub mod schedule;
+pub mod shard;
 pub mod topics;
 pub mod txn;
 
@@ -115,7 +116,7 @@ pub struct Broker {
     /// Per shard: its schedule's counts, as its delivery loop last published them.
     pub schedule: Vec<Mutex<crate::store::schedule::ScheduleCounts>>,
     /// Per shard: its transaction check loop's counts, as it last published them.
-    pub txn: Vec<Mutex<crate::shard::txn::TxnCounts>>,
+    pub txn: Vec<Mutex<crate::broker::shard::txn::TxnCounts>>,
     pub mailboxes: Vec<flume::Sender<Mail>>,
     pub connections: AtomicUsize,
     pub shutting_down: AtomicBool,

@@ -16,13 +16,13 @@ use ringmq_wire::command::route::perm;
 use ringmq_wire::command::{SendRequest, SendResponse};
 
 use crate::broker::dispatch::store_error;
+use crate::broker::shard::Shard;
 use crate::broker::{schedule, Broker};
 use crate::config::{BrokerRole, FlushDiskType};
 use crate::ha::master::SyncDecision;
 use crate::io::rt;
 use crate::limits;
 use crate::net::reply::{Outcome, Reply};
-use crate::shard::Shard;
 use crate::store::{CheckedBatch, RecordMeta};
 
 /// `queue_id` in a send header meaning "each record names its own queue".

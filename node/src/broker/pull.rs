@@ -20,10 +20,10 @@ use ringmq_wire::record;
 
 use crate::broker::dispatch::store_error;
 use crate::broker::filter::Filter;
+use crate::broker::shard::Shard;
 use crate::io::rt;
 use crate::limits;
 use crate::net::reply::{Body, LogRun, Outcome, Reply};
-use crate::shard::Shard;
 use crate::store::{PullResult, PullStatus};
 
 /// Responses with fewer record bytes than this are copied: two splices and a pipe cost more

@@ -10,8 +10,8 @@ use ringmq_wire::command::{
 };
 
 use crate::broker::dispatch::store_error;
+use crate::broker::shard::Shard;
 use crate::net::reply::Reply;
-use crate::shard::Shard;
 
 pub fn query_offset(shard: &Shard, h: &QueryConsumerOffsetRequest) -> Reply {
     match shard

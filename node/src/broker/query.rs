@@ -9,11 +9,11 @@ use ringmq_wire::command::{QueryMessageRequest, QueryMessageResponse};
 use ringmq_wire::record;
 
 use crate::broker::dispatch::Origin;
+use crate::broker::shard::Shard;
 use crate::broker::Broker;
 use crate::limits;
 use crate::net::reply::{Body, Outcome, Reply};
 use crate::shard::mailbox::Mail;
-use crate::shard::Shard;
 
 /// Answers a query by key (fanning out to the other shards unless this is a forwarded part).
 pub fn query(shard: &Rc<Shard>, h: QueryMessageRequest, frame: Vec<u8>, origin: Origin) -> Outcome {

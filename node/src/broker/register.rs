@@ -14,9 +14,9 @@ use ringmq_wire::command::HelloRequest;
 use ringmq_wire::command::{RegisterBrokerResponse, Response};
 use ringmq_wire::frame;
 
+use crate::broker::shard::Shard;
 use crate::io::net::Conn;
 use crate::io::rt;
-use crate::shard::Shard;
 
 /// How long one name server call may take.
 pub const CALL_TIMEOUT_MS: u64 = 3_000;

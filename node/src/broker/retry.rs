@@ -29,10 +29,10 @@ use ringmq_wire::record::{self, Entry, Message, RecordView};
 use ringmq_wire::schedule::SCHEDULE_KEYS;
 
 use crate::broker::dispatch::{dispatch, forward_or_refuse, store_error, Origin};
+use crate::broker::shard::Shard;
 use crate::broker::Broker;
 use crate::limits;
 use crate::net::reply::{Outcome, Reply};
-use crate::shard::Shard;
 use crate::store::commitlog::shard_of_offset;
 
 /// Queues of a retry or dead-letter topic (RocketMQ: 1).

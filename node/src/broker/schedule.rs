@@ -16,9 +16,9 @@ use ringmq_wire::properties::{self, keys};
 use ringmq_wire::record::{self, Message, RecordView};
 use ringmq_wire::schedule::{self as sched, Asked, TIMER_TOPIC};
 
+use crate::broker::shard::Shard;
 use crate::config::BrokerConfig;
 use crate::net::reply::Reply;
-use crate::shard::Shard;
 use crate::store::CheckedBatch;
 
 /// A send rerouted to the timer topic.

@@ -26,9 +26,9 @@ use ringmq_wire::transaction::{Decision, Op, CHECK_MAX_TOPIC, HALF_TOPIC, OP_TOP
 use crate::broker::dispatch::{forward_or_refuse, store_error, Origin};
 use crate::broker::produce::acknowledge;
 use crate::broker::schedule::Rerouted;
+use crate::broker::shard::Shard;
 use crate::broker::Broker;
 use crate::net::reply::{Outcome, Reply};
-use crate::shard::Shard;
 use crate::store::commitlog::shard_of_offset;
 use crate::store::txn::HalfState;
 use crate::store::{CheckedBatch, StoreError};

@@ -26,7 +26,6 @@ use ringmq_wire::command::{
 };
 use ringmq_wire::frame::{self, Flags};
 
-use super::mailbox::Mail;
 use super::Shard;
 use crate::broker::Broker;
 use crate::ha::master::{join, Join};
@@ -36,6 +35,7 @@ use crate::io::rt;
 use crate::limits;
 use crate::net::frames::FrameReader;
 use crate::net::reply::Reply;
+use crate::shard::mailbox::Mail;
 use crate::store::commitlog::shard_base;
 
 /// Default most log bytes in one HA_TRANSFER (`haTransferBatchSize`).

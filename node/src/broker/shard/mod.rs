@@ -1,7 +1,7 @@
 //! A shard: one OS thread, pinned to a core, running one event loop that owns a set of
 //! queues with no locks: their CommitLog and ConsumeQueues (the `Store`), their consumer
 //! offsets, their parked long-poll pulls, its connections. Shards talk only through bounded
-//! mailboxes ([`mailbox::Mail`]).
+//! mailboxes ([`crate::shard::mailbox::Mail`]).
 //!
 //! Timers on the loop replace RocketMQ's service threads: the flusher (group commit for
 //! SYNC_FLUSH, checkpoint every `flushIntervalCommitLog` for ASYNC_FLUSH), offset
@@ -9,8 +9,6 @@
 
 pub mod flusher;
 pub mod ha;
-pub mod mailbox;
-pub mod placement;
 pub mod run;
 pub mod schedule;
 pub mod start;
@@ -120,7 +118,7 @@ impl Shard {
         }
         match self.broker.mailboxes.get(usize::from(ch.shard)) {
             Some(mb) => mb
-                .try_send(mailbox::Mail::Push {
+                .try_send(crate::shard::mailbox::Mail::Push {
                     conn: ch.conn,
                     frame,
                 })

@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use crate::broker::dispatch::{dispatch, Origin};
 use crate::broker::register;
+use crate::broker::shard::{ha, schedule, timers, Flusher, Shard};
 use crate::io::net::{Conn, Listener};
 use crate::io::rt;
 use crate::limits;
 use crate::net::connection::{self, ReadEnd, Service};
 use crate::net::reply::Outcome;
 use crate::shard::mailbox::Mail;
-use crate::shard::{ha, schedule, timers, Flusher, Shard};
 
 /// The shard's loop: accept, mailbox, background tasks; returns after a graceful stop.
 pub async fn run(

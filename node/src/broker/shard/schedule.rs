@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use ringmq_wire::record;
 
+use crate::broker::shard::Shard;
 use crate::broker::{schedule, Broker};
 use crate::io::rt;
-use crate::shard::Shard;
 use crate::store::schedule::{Due, INDEX_UNITS_PER_STEP};
 use crate::store::StoreError;
 

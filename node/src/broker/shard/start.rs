@@ -11,6 +11,8 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use crate::broker::offsets::ConsumerOffsets;
+use crate::broker::shard::run::run;
+use crate::broker::shard::Shard;
 use crate::broker::{Broker, ConsumerGroups, MasterAddrs, Runtime, ShardCounters, Topics};
 use crate::config::BrokerConfig;
 use crate::io::clock;
@@ -21,8 +23,6 @@ use crate::io::rt::{EventLoop, LoopDriver};
 use crate::io::sim;
 use crate::limits;
 use crate::shard::mailbox::Mail;
-use crate::shard::run::run;
-use crate::shard::Shard;
 use crate::store::{Store, StoreConfig};
 
 /// How a broker is started beyond its config file.

@@ -8,12 +8,12 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::broker::offsets::OFFSET_PERSIST_INTERVAL_MS;
+use crate::broker::shard::{flusher, Shard};
 use crate::broker::Broker;
 use crate::config::FlushDiskType;
 use crate::io::clock;
 use crate::io::node_disk::FileHandle;
 use crate::io::rt;
-use crate::shard::{flusher, Shard};
 
 /// Periodic work of a shard: ASYNC_FLUSH checkpoints, offset persistence, retention,
 /// counters.

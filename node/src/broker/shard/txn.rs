@@ -18,9 +18,9 @@ use ringmq_wire::properties::keys;
 use ringmq_wire::record;
 use ringmq_wire::transaction::Decision;
 
+use crate::broker::shard::Shard;
 use crate::broker::{clients, txn, Broker};
 use crate::io::rt;
-use crate::shard::Shard;
 use crate::store::txn::Pending;
 
 /// Most halves checked (or discarded) before the loop lets requests in (it goes on at once
