@@ -236,7 +236,7 @@ impl Default for BrokerConfig {
             long_polling_enable: true,
             ha_send_heartbeat_interval_ms: 5_000,
             ha_housekeeping_interval_ms: 20_000,
-            ha_transfer_batch_size_bytes: crate::shard::ha::TRANSFER_BYTES_MAX as usize,
+            ha_transfer_batch_size_bytes: crate::broker::shard::ha::TRANSFER_BYTES_MAX as usize,
             ha_max_gap_not_in_sync_bytes: 256 * 1024 * 1024,
             slave_read_enable: false,
             access_message_in_memory_max_ratio: 40,
