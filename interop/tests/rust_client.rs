@@ -31,6 +31,8 @@ mod groups;
 mod mixed;
 #[path = "rust_client/node.rs"]
 mod node;
+#[path = "rust_client/offsets.rs"]
+mod offsets;
 #[path = "rust_client/queries.rs"]
 mod queries;
 #[path = "rust_client/rmq.rs"]
@@ -182,6 +184,24 @@ async fn offsets_view_by_id_and_query_by_key() {
 async fn compressed_body_reaches_both_kinds_of_consumer() {
     let node = Node::start();
     within(&node, mixed::compressed_body_to_both_kinds(&node.namesrv())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn classic_pull_consumer_sees_every_pull_status_with_its_offsets() {
+    let node = Node::start();
+    within(&node, offsets::classic_pull(&node.namesrv())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_group_with_default_start_reads_queues_from_zero() {
+    let node = Node::start();
+    within(&node, offsets::new_group_default_start(&node.namesrv())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_resumes_where_it_committed() {
+    let node = Node::start();
+    within(&node, offsets::resume_where_committed(&node.namesrv())).await;
 }
 
 /// Runs `case` in a child process (see the module docs) against `node`, with `env`.

@@ -280,6 +280,10 @@ pub async fn lite_pull(namesrv: &str) {
         .consumer_group("interop-lite-cg")
         .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
         .rpc_hook(rmq.wire.clone())
+        // Long polls held by the broker for 2 s instead of 20: shutting down waits for
+        // those in flight.
+        .broker_suspend_max_time_millis(2_000)
+        .consumer_timeout_millis_when_suspend(5_000)
         .build()
         .expect("building the lite pull consumer");
     c.subscribe_with_expression(topic, "TagA || TagB")

@@ -354,7 +354,10 @@ pub async fn orderly_two_members(namesrv: &str) {
         }
     }
     p.shutdown().await;
-    wait_deliveries(&sink, Duration::from_secs(25), "all 48 steps", |g| g.len() >= 48).await;
+    wait_deliveries(&sink, Duration::from_secs(25), "all 48 steps", |g| {
+        g.len() >= 48
+    })
+    .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let got = rmq::snapshot(&sink);
     let mut steps: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
@@ -366,14 +369,24 @@ pub async fn orderly_two_members(namesrv: &str) {
     }
     for order in 0..8 {
         let want: Vec<String> = (0..6).map(|s| format!("o{order}-s{s}")).collect();
-        let seen = steps.get(&format!("order-{order}")).cloned().unwrap_or_default();
+        let seen = steps
+            .get(&format!("order-{order}"))
+            .cloned()
+            .unwrap_or_default();
         let bodies: Vec<String> = seen.iter().map(|(_, b)| b.clone()).collect();
         assert_eq!(bodies, want, "order {order} in queue order, once each");
         let who: BTreeSet<&String> = seen.iter().map(|(m, _)| m).collect();
-        assert_eq!(who.len(), 1, "order {order} consumed by one member only: {seen:?}");
+        assert_eq!(
+            who.len(),
+            1,
+            "order {order} consumed by one member only: {seen:?}"
+        );
     }
     for name in ["A", "B"] {
-        assert!(got.iter().any(|g| g.member == name), "member {name} consumed nothing");
+        assert!(
+            got.iter().any(|g| g.member == name),
+            "member {name} consumed nothing"
+        );
     }
     assert_eq!(got.len(), 48);
     for mut m in members {
