@@ -239,9 +239,13 @@ fn copy_record(
 ) -> Result<Vec<u8>, String> {
     // Both copies count the delivery that failed (RocketMQ does the same).
     let next = orig.reconsume_times.max(0).saturating_add(1);
+    // The topic first consumed: kept from an earlier retry, else the request's, else the
+    // stored message's own (RocketMQ's; the C++ client sends no originTopic).
     let retry_topic_value = orig
         .property(keys::RETRY_TOPIC)
-        .unwrap_or(&h.original_topic)
+        .filter(|t| !t.is_empty())
+        .or(Some(h.original_topic.as_str()).filter(|t| !t.is_empty()))
+        .unwrap_or(orig.topic)
         .to_owned();
     let origin_id = orig
         .property(keys::ORIGIN_MESSAGE_ID)

@@ -255,10 +255,12 @@ fn translate_inner<S: Service + ?Sized>(
                 original_topic: r.origin_topic.unwrap_or_default(),
                 physical_offset: offset(r.offset)?,
                 delay_level: r.delay_level,
-                // Absent (the C++ client sends none): the group's own limit decides.
+                // 0 (absent: the C++ client sends none; or not positive) leaves it to the
+                // group's retry limit, as RocketMQ's broker does.
                 max_reconsume_times: r
                     .max_reconsume_times
-                    .map_or(u32::MAX, |m| u32::try_from(m).unwrap_or(0)),
+                    .and_then(|m| u32::try_from(m).ok())
+                    .unwrap_or(0),
                 original_message_id: r.origin_msg_id.unwrap_or_default(),
             };
             native(RequestCode::ConsumerSendMsgBack, &h, &[], ReplyKind::Plain)
