@@ -63,9 +63,10 @@ pub async fn read_loop<S: Service + 'static>(
         while !out.is_closed() {
             match rframe::check(&buf[start..], max) {
                 Ok(Some(n)) => {
-                    let f = buf[start..start + n].to_vec();
+                    // Parsed in place: the translation copies what it keeps.
+                    let f = &buf[start..start + n];
                     start += n;
-                    if let Err(e) = handle_frame(svc, out, inflight, peer, &f) {
+                    if let Err(e) = handle_frame(svc, out, inflight, peer, f) {
                         log::warn!("remoting connection from {}: {e}; closing it", peer.addr);
                         return;
                     }

@@ -127,13 +127,7 @@ fn translate_inner<S: Service + ?Sized>(
     let code = cmd.code;
     match code {
         rc::SEND_MESSAGE | rc::SEND_MESSAGE_V2 | rc::SEND_BATCH_MESSAGE => {
-            let (header, records, kind) = send(cmd, body, peer.addr)?;
-            let native_code = if header.batch {
-                RequestCode::SendBatchMessage
-            } else {
-                RequestCode::SendMessage
-            };
-            native(native_code, &header, &records, kind)
+            send(cmd, body, peer.addr)
         }
         rc::PULL_MESSAGE | rc::LITE_PULL_MESSAGE => {
             let h = pull(svc, typed(code, ext)?)?;
@@ -382,12 +376,9 @@ fn native<H: Encode>(
 /// SYSFLAG bits the record encoder derives from the hosts (born / store host is IPv6).
 const SYSFLAG_HOST_BITS: i32 = sys::BORNHOST_V6_FLAG | sys::STOREHOSTADDRESS_V6_FLAG;
 
-/// SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE: the native header and the records.
-fn send(
-    cmd: &Command,
-    body: &[u8],
-    born_host: SocketAddr,
-) -> Result<(SendRequest, Vec<u8>, ReplyKind)> {
+/// SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE: the native send, its records
+/// encoded straight into the native frame (the body is copied once).
+fn send(cmd: &Command, body: &[u8], born_host: SocketAddr) -> Result<Translated> {
     let v2 = cmd.code == rc::SEND_MESSAGE_V2 || cmd.code == rc::SEND_BATCH_MESSAGE;
     let h = if v2 {
         h::SendMessageRequestHeader::from_ext_v2(&cmd.ext_fields)
@@ -395,7 +386,7 @@ fn send(
         h::SendMessageRequestHeader::from_ext(&cmd.ext_fields)
     }
     .map_err(|e| Refusal::bad(format!("request code {}: {e}", cmd.code)))?;
-    let topic = h.topic;
+    let topic = h.topic.as_str();
     let queue_id = u32::try_from(h.queue_id).map_err(|_| Refusal {
         code: response::MESSAGE_ILLEGAL,
         remark: format!("queueId {} is negative", h.queue_id),
@@ -411,7 +402,7 @@ fn send(
     };
     let props = h.properties.as_deref().unwrap_or("");
     let template = Message {
-        topic: &topic,
+        topic,
         queue_id,
         flag: h.flag,
         sys_flag: (h.sys_flag & !SYSFLAG_HOST_BITS) as u32,
@@ -423,57 +414,75 @@ fn send(
         body: &[],
         properties: &[],
     };
-    let mut records = Vec::with_capacity(body.len() + 256);
-    let mut record_lens = Vec::new();
-    let mut transaction_id = None;
-    if batch {
+    let messages: Vec<Message<'_>> = if batch {
         // The batch decoder stops with an error past its message cap.
-        for item in batch::iter(body) {
-            let item = item.map_err(illegal)?;
-            let before = records.len();
-            let m = Message {
-                body: item.body,
-                properties: item.properties.as_bytes(),
-                flag: item.flag,
-                ..template.clone()
-            };
-            record::encode(&m, &mut records).map_err(illegal)?;
-            record_lens.push(records.len() - before);
-            if transaction_id.is_none() {
-                transaction_id = uniq_key(item.properties.as_bytes());
-            }
-        }
-        if record_lens.is_empty() {
-            return Err(Refusal {
-                code: response::MESSAGE_ILLEGAL,
-                remark: "a batch with no message".to_string(),
-            });
-        }
+        batch::iter(body)
+            .map(|item| {
+                let item = item.map_err(illegal)?;
+                Ok(Message {
+                    body: item.body,
+                    properties: item.properties.as_bytes(),
+                    flag: item.flag,
+                    ..template.clone()
+                })
+            })
+            .collect::<Result<_>>()?
     } else {
-        let m = Message {
+        vec![Message {
             body,
             properties: props.as_bytes(),
-            ..template
-        };
-        record::encode(&m, &mut records).map_err(illegal)?;
-        record_lens.push(records.len());
-        transaction_id = uniq_key(props.as_bytes());
+            ..template.clone()
+        }]
+    };
+    if messages.is_empty() {
+        return Err(Refusal {
+            code: response::MESSAGE_ILLEGAL,
+            remark: "a batch with no message".to_string(),
+        });
     }
+    let record_lens = messages
+        .iter()
+        .map(record::encoded_len)
+        .collect::<std::result::Result<Vec<usize>, _>>()
+        .map_err(illegal)?;
+    let transaction_id = uniq_key(messages[0].properties);
     let header = SendRequest {
-        producer_group: h.producer_group,
-        topic: topic.clone(),
+        producer_group: h.producer_group.clone(),
+        topic: topic.to_string(),
         queue_id,
         batch,
         record_count: u32::try_from(record_lens.len()).unwrap_or(u32::MAX),
     };
-    Ok((
-        header,
-        records,
-        ReplyKind::Send {
+    let header_bytes = header
+        .to_vec()
+        .map_err(|e| Refusal::bad(format!("send header: {e}")))?;
+    let records_len: usize = record_lens.iter().sum();
+    let code = if batch {
+        RequestCode::SendBatchMessage
+    } else {
+        RequestCode::SendMessage
+    };
+    let mut frame = Vec::with_capacity(frame::PREFIX_BYTES + header_bytes.len() + records_len);
+    frame::encode_prefix(
+        &mut frame,
+        code,
+        frame::Flags::REQUEST,
+        0,
+        header_bytes.len(),
+        records_len,
+    )
+    .map_err(illegal)?;
+    frame.extend_from_slice(&header_bytes);
+    for m in &messages {
+        record::encode(m, &mut frame).map_err(illegal)?;
+    }
+    Ok(Translated::Native {
+        frame,
+        kind: ReplyKind::Send {
             record_lens,
             transaction_id,
         },
-    ))
+    })
 }
 
 fn uniq_key(props: &[u8]) -> Option<String> {
