@@ -10,6 +10,10 @@
 //! [`PushConsumerBuilder::start_batch`](crate::consumer::PushConsumerBuilder::start_batch)
 //! receives; a listener of `Vec<ReceivedMessage>` gets them converted once per call.
 //!
+//! A record whose body a RocketMQ producer compressed is the one exception to "nothing
+//! copied": its body is inflated once, when it is pulled, into a buffer of its own
+//! ([`crate::inflate`]); every other body is read in place.
+//!
 //! Invariant: every record here passed [`record::decode`] (lengths and body CRC) when it was
 //! pulled, so reading it again skips the CRC and cannot fail.
 
@@ -21,6 +25,7 @@ use ringmq_wire::properties::{self, keys};
 use ringmq_wire::record::{self, RecordView};
 
 use crate::error::{Error, Result};
+use crate::inflate;
 use crate::message::{ReceivedMessage, RESERVED_PROPERTIES, RETRY_TOPIC};
 
 /// One pulled record, undecoded: its bytes (a slice of the pull response), where its
@@ -37,7 +42,7 @@ pub(crate) struct RawMessage {
     /// widths vary), and the body, topic and properties as (start, length).
     store_timestamp_at: u16,
     reconsume_times_at: u16,
-    body: (u32, u32),
+    body: Body,
     topic: (u32, u32),
     properties: (u32, u32),
     /// Pulled from the group's retry topic: shown under its `RETRY_TOPIC` property.
@@ -47,8 +52,19 @@ pub(crate) struct RawMessage {
     pub redelivered: i32,
 }
 
+/// The body the application sees.
+#[derive(Debug, Clone)]
+enum Body {
+    /// In the record at (start, length): an uncompressed body, or a compressed one that could
+    /// not be inflated (see [`crate::inflate`]).
+    InRecord(u32, u32),
+    /// Inflated from the record's compressed body: the only case that owns a buffer.
+    Inflated(Bytes),
+}
+
 impl RawMessage {
-    /// Notes where `r`'s fields lie in `record` (the bytes `r` was decoded from).
+    /// Notes where `r`'s fields lie in `record` (the bytes `r` was decoded from), and
+    /// inflates a compressed body.
     fn new(record: Bytes, r: &RecordView<'_>, broker_name: &Arc<str>) -> RawMessage {
         let host_bytes = |v6: bool| 8 + if v6 { record::HOST_V6_EXTRA_BYTES } else { 0 };
         let store_timestamp_at =
@@ -58,13 +74,20 @@ impl RawMessage {
         let base = r.bytes.as_ptr() as usize;
         // Field slices lie inside a record of at most RECORD_BYTES_MAX (< 4 GiB) bytes.
         let range = |f: &[u8]| ((f.as_ptr() as usize - base) as u32, f.len() as u32);
+        let body = match inflate::received_body(r, broker_name) {
+            Some(inflated) => Body::Inflated(inflated),
+            None => {
+                let (start, len) = range(r.body);
+                Body::InRecord(start, len)
+            }
+        };
         let raw = RawMessage {
             record,
             broker_name: Arc::clone(broker_name),
             queue_offset: r.queue_offset,
             store_timestamp_at: store_timestamp_at as u16,
             reconsume_times_at: reconsume_times_at as u16,
-            body: range(r.body),
+            body,
             topic: range(r.topic.as_bytes()),
             properties: range(r.properties),
             retried: false,
@@ -209,24 +232,40 @@ impl<'a> MessageView<'a> {
         record::message_id(self.store_host(), self.physical_offset())
     }
 
+    /// The body the producer sent, as [`ReceivedMessage::body`]: in place, or inflated when
+    /// the record's body is compressed (see [`crate::inflate`]).
     pub fn body(&self) -> &'a [u8] {
-        self.raw.slice(self.raw.body)
+        match &self.raw.body {
+            Body::InRecord(start, len) => self.raw.slice((*start, *len)),
+            Body::Inflated(b) => b,
+        }
     }
 
     /// The body as shared bytes (no copy).
     pub fn body_bytes(&self) -> Bytes {
-        let (start, len) = self.raw.body;
-        self.raw
-            .record
-            .slice(start as usize..(start + len) as usize)
+        match &self.raw.body {
+            Body::InRecord(start, len) => self
+                .raw
+                .record
+                .slice(*start as usize..(start + len) as usize),
+            Body::Inflated(b) => b.clone(),
+        }
     }
 
     pub fn flag(&self) -> i32 {
         self.raw.u32_at(record::pos::FLAG) as i32
     }
 
+    /// The record's SYSFLAG, COMPRESSED cleared once the body is inflated.
     pub fn sys_flag(&self) -> u32 {
-        self.raw.u32_at(record::pos::SYS_FLAG)
+        let stored = self.raw.u32_at(record::pos::SYS_FLAG);
+        inflate::shown_sys_flag(stored, matches!(self.raw.body, Body::Inflated(_)))
+    }
+
+    /// As [`ReceivedMessage::body_compressed`]: the record's body is compressed and could not
+    /// be inflated; [`MessageView::body`] is the stored bytes.
+    pub fn body_compressed(&self) -> bool {
+        self.sys_flag() & record::sys_flag::COMPRESSED != 0
     }
 
     pub fn born_timestamp_ms(&self) -> i64 {
@@ -299,7 +338,12 @@ impl<'a> MessageView<'a> {
     /// The owned message, as a `Vec<ReceivedMessage>` listener gets it.
     pub fn to_received(&self) -> ReceivedMessage {
         let r = self.raw.decode();
-        let mut m = ReceivedMessage::from_record(&self.raw.record, &r, &self.raw.broker_name);
+        let mut m = ReceivedMessage::with_body(
+            &r,
+            &self.raw.broker_name,
+            self.body_bytes(),
+            self.sys_flag(),
+        );
         m.topic = self.topic().to_string();
         m.reconsume_times = self.reconsume_times();
         m
@@ -333,13 +377,26 @@ pub(crate) mod test_records {
         offset: u64,
         out: &mut BytesMut,
     ) {
+        encode_with_sys_flag(host, 0, topic, body, props, offset, out);
+    }
+
+    /// A record with SYSFLAG `sys_flag` (a compressed body, as RocketMQ producers send).
+    pub fn encode_with_sys_flag(
+        host: SocketAddr,
+        sys_flag: u32,
+        topic: &str,
+        body: &[u8],
+        props: &[(&str, &str)],
+        offset: u64,
+        out: &mut BytesMut,
+    ) {
         let mut block = Vec::new();
         properties::encode(props.iter().copied(), &mut block).unwrap();
         let msg = Message {
             topic,
             queue_id: 3,
             flag: 7,
-            sys_flag: 0,
+            sys_flag,
             born_timestamp_ms: 1_000,
             born_host: host,
             store_host_v6: host.is_ipv6(),
@@ -374,7 +431,7 @@ pub(crate) mod test_records {
 
 #[cfg(test)]
 mod tests {
-    use super::test_records::{encode, encode_from};
+    use super::test_records::{encode, encode_from, encode_with_sys_flag};
     use super::*;
     use bytes::BytesMut;
 
@@ -462,6 +519,52 @@ mod tests {
         assert_eq!(second.to_received().reconsume_times, 5);
         assert_eq!(second.deliver_at_ms(), Some(1234));
         assert!(batch.get(3).is_none());
+    }
+
+    #[test]
+    fn compressed_bodies_are_inflated_and_lose_the_compressed_bit() {
+        use record::sys_flag::{COMPRESSED, COMPRESSION_ZLIB, MULTI_TAGS};
+        use std::io::Write;
+        let original = b"a body a RocketMQ producer compressed ".repeat(200);
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(5));
+        z.write_all(&original).unwrap();
+        let zlib = z.finish().unwrap();
+        let host = SocketAddr::from(([127, 0, 0, 1], 9876));
+        let sys = COMPRESSED | COMPRESSION_ZLIB | MULTI_TAGS;
+        let mut buf = BytesMut::new();
+        encode_with_sys_flag(host, sys, "t", &zlib, &[(keys::TAGS, "A")], 0, &mut buf);
+        encode("t", b"plain", &[], 1, &mut buf);
+        let mut junk = zlib.clone();
+        junk[..4].copy_from_slice(b"junk");
+        encode_with_sys_flag(host, sys, "t", &junk, &[], 2, &mut buf);
+        let body = buf.freeze();
+        let batch = MessageBatch::from_raw(split_records(&body, &Arc::from("b")).unwrap());
+        let old = crate::message::decode_records(&body, "b").unwrap();
+
+        let inflated = batch.get(0).unwrap();
+        assert_eq!(inflated.body(), &original[..]);
+        assert_eq!(inflated.body_bytes(), original[..]);
+        assert_eq!(inflated.sys_flag(), COMPRESSION_ZLIB | MULTI_TAGS);
+        assert!(!inflated.body_compressed());
+        assert_eq!(inflated.tag(), Some("A"));
+        assert_eq!(inflated.to_received(), old[0]);
+        assert_eq!(old[0].body, original[..]);
+        assert!(!old[0].body_compressed());
+
+        let plain = batch.get(1).unwrap();
+        assert_eq!(plain.body(), b"plain");
+        assert!(
+            body.as_ptr_range().contains(&plain.body().as_ptr()),
+            "an uncompressed body is read in place"
+        );
+
+        let stuck = batch.get(2).unwrap();
+        assert_eq!(stuck.body(), &junk[..], "delivered as stored");
+        assert_eq!(stuck.sys_flag(), sys);
+        assert!(stuck.body_compressed());
+        assert_eq!(stuck.to_received(), old[2]);
+        assert!(old[2].body_compressed());
+        assert!(crate::inflate::inflate_body(old[2].sys_flag, &old[2].body).is_err());
     }
 
     #[test]

@@ -129,6 +129,11 @@
 //! `Vec<ReceivedMessage>` listener pays an owned copy of every message (strings and a map of
 //! its properties); `ringmq-perf`'s consumers use batches.
 //!
+//! A body that a RocketMQ producer compressed (zlib, LZ4 or ZSTD, marked in the record's
+//! SYSFLAG) reaches the application inflated, COMPRESSED cleared; one that cannot be
+//! inflated arrives as stored and still marked ([`ReceivedMessage::body_compressed`]). See
+//! [`inflate`].
+//!
 //! ## Retries and dead letters
 //!
 //! In a clustering group, a batch the listener fails ([`ConsumeResult::Retry`] or a panic)
@@ -218,6 +223,7 @@ mod background;
 pub mod batch;
 pub mod consumer;
 pub mod error;
+pub mod inflate;
 mod instance;
 pub mod message;
 mod net;

@@ -13,6 +13,7 @@ use ringmq_wire::properties::{self, keys};
 use ringmq_wire::record::{self, RecordView};
 
 use crate::error::{Error, Result};
+use crate::inflate;
 
 /// Property the broker sets on a message it stores in a retry or dead-letter topic: the
 /// topic the message was consumed from (RocketMQ's `RETRY_TOPIC`).
@@ -241,8 +242,11 @@ pub struct ReceivedMessage {
     pub physical_offset: u64,
     /// Offset message id: store host and physical offset.
     pub msg_id: String,
+    /// The body the producer sent: a compressed record's body inflated (see
+    /// [`crate::inflate`]), unless [`ReceivedMessage::body_compressed`].
     pub body: Bytes,
     pub flag: i32,
+    /// The record's SYSFLAG, COMPRESSED cleared once the body is inflated.
     pub sys_flag: u32,
     pub born_timestamp_ms: i64,
     pub born_host: SocketAddr,
@@ -256,8 +260,23 @@ pub struct ReceivedMessage {
 }
 
 impl ReceivedMessage {
-    /// Copies a decoded record out of `buf` (the body is shared, not copied).
+    /// Copies a decoded record out of `buf` (the body is shared, not copied; a compressed
+    /// one is inflated).
     pub(crate) fn from_record(buf: &Bytes, r: &RecordView<'_>, broker_name: &str) -> Self {
+        let (body, sys_flag) = match inflate::received_body(r, broker_name) {
+            Some(inflated) => (inflated, inflate::shown_sys_flag(r.sys_flag, true)),
+            None => (buf.slice_ref(r.body), r.sys_flag),
+        };
+        Self::with_body(r, broker_name, body, sys_flag)
+    }
+
+    /// Copies a decoded record's fields, with the body and sys_flag the consumer shows.
+    pub(crate) fn with_body(
+        r: &RecordView<'_>,
+        broker_name: &str,
+        body: Bytes,
+        sys_flag: u32,
+    ) -> Self {
         let properties = properties::iter(r.properties)
             .filter_map(|p| p.ok())
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -269,9 +288,9 @@ impl ReceivedMessage {
             queue_offset: r.queue_offset,
             physical_offset: r.physical_offset,
             msg_id: record::message_id(r.store_host, r.physical_offset),
-            body: buf.slice_ref(r.body),
+            body,
             flag: r.flag,
-            sys_flag: r.sys_flag,
+            sys_flag,
             born_timestamp_ms: r.born_timestamp_ms,
             born_host: r.born_host,
             store_timestamp_ms: r.store_timestamp_ms,
@@ -283,6 +302,14 @@ impl ReceivedMessage {
 
     pub fn property(&self, key: &str) -> Option<&str> {
         self.properties.get(key).map(String::as_str)
+    }
+
+    /// True when the record's body is compressed and could not be inflated (corrupt, over
+    /// [`crate::inflate::INFLATED_BODY_BYTES_MAX`], or an unknown compression type): `body`
+    /// holds the stored bytes, and [`crate::inflate::inflate_body`] tells why. False for
+    /// every other message (an inflated body no longer carries COMPRESSED).
+    pub fn body_compressed(&self) -> bool {
+        self.sys_flag & record::sys_flag::COMPRESSED != 0
     }
 
     pub fn tag(&self) -> Option<&str> {

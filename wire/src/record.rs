@@ -79,6 +79,7 @@ pub mod pos {
 
 /// SYSFLAG bits (`MessageSysFlag`).
 pub mod sys_flag {
+    /// The body is compressed, as [`COMPRESSION_MASK`] says (see [`super::compression`]).
     pub const COMPRESSED: u32 = 0x1;
     pub const MULTI_TAGS: u32 = 0x2;
     pub const TRANSACTION_MASK: u32 = 0xC;
@@ -90,7 +91,46 @@ pub mod sys_flag {
     pub const STOREHOST_V6: u32 = 0x20;
     pub const NEED_UNWRAP: u32 = 0x40;
     pub const INNER_BATCH: u32 = 0x80;
+    /// Compression type, bits 8..10 (`COMPRESSION_TYPE_COMPARATOR`): meaningful only with
+    /// [`COMPRESSED`]; 0 there means zlib (RocketMQ 4.x producers set no type).
     pub const COMPRESSION_MASK: u32 = 0x700;
+    /// LZ4 frame format (`COMPRESSION_LZ4_TYPE`).
+    pub const COMPRESSION_LZ4: u32 = 0x100;
+    /// Zstandard frames (`COMPRESSION_ZSTD_TYPE`).
+    pub const COMPRESSION_ZSTD: u32 = 0x200;
+    /// zlib stream (`COMPRESSION_ZLIB_TYPE`).
+    pub const COMPRESSION_ZLIB: u32 = 0x300;
+}
+
+/// How a record's body is compressed (RocketMQ's `CompressionType`). The codec only names
+/// it: the broker stores and serves compressed bodies as sent, and consumers inflate them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compression {
+    /// A zlib stream (RFC 1950), `java.util.zip.Deflater`'s output.
+    Zlib,
+    /// LZ4 frames, lz4-java's `LZ4FrameOutputStream`'s output.
+    Lz4,
+    /// Zstandard frames, zstd-jni's `ZstdOutputStream`'s output.
+    Zstd,
+}
+
+/// The compression of a body whose record has `sys_flag` (RocketMQ's
+/// `MessageSysFlag.getCompressionType`): `None` without [`sys_flag::COMPRESSED`]; zlib when
+/// no type bits are set (RocketMQ 4.x producers); an error for the types 4..=7, which
+/// RocketMQ does not define.
+pub fn compression(sys_flag: u32) -> Result<Option<Compression>> {
+    if sys_flag & sys_flag::COMPRESSED == 0 {
+        return Ok(None);
+    }
+    match sys_flag & sys_flag::COMPRESSION_MASK {
+        0 | sys_flag::COMPRESSION_ZLIB => Ok(Some(Compression::Zlib)),
+        sys_flag::COMPRESSION_LZ4 => Ok(Some(Compression::Lz4)),
+        sys_flag::COMPRESSION_ZSTD => Ok(Some(Compression::Zstd)),
+        other => Err(WireError::UnknownCode {
+            what: "compression type",
+            code: other >> 8,
+        }),
+    }
 }
 
 // Layout facts the rest of the code relies on.
@@ -102,6 +142,10 @@ const _: () = assert!(
     RECORD_FIXED_BYTES == 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 8 + 4 + 8 + 4 + 1 + 2
 );
 const _: () = assert!(RECORD_BYTES_MAX < i32::MAX as usize);
+const _: () = assert!(
+    sys_flag::COMPRESSION_MASK == 0x7 << 8,
+    "RocketMQ's COMPRESSION_TYPE_COMPARATOR: the type is bits 8..10"
+);
 
 /// A message as a producer encodes it. Broker-owned fields (queue offset, physical offset,
 /// store timestamp, store host) are written as zero; `store_host_v6` only sizes that slot.
@@ -691,6 +735,34 @@ mod tests {
             prepared_transaction_offset: 0,
             body,
             properties: props,
+        }
+    }
+
+    #[test]
+    fn compression_types_match_rocketmq() {
+        use sys_flag::*;
+        assert_eq!(compression(0x300), Ok(None), "type bits alone mean nothing");
+        assert_eq!(compression(COMPRESSED), Ok(Some(Compression::Zlib)));
+        assert_eq!(
+            compression(COMPRESSED | COMPRESSION_ZLIB | MULTI_TAGS),
+            Ok(Some(Compression::Zlib))
+        );
+        assert_eq!(
+            compression(COMPRESSED | COMPRESSION_LZ4),
+            Ok(Some(Compression::Lz4))
+        );
+        assert_eq!(
+            compression(COMPRESSED | COMPRESSION_ZSTD | BORNHOST_V6),
+            Ok(Some(Compression::Zstd))
+        );
+        for t in 4..=7u32 {
+            assert_eq!(
+                compression(COMPRESSED | t << 8),
+                Err(WireError::UnknownCode {
+                    what: "compression type",
+                    code: t
+                })
+            );
         }
     }
 
