@@ -35,6 +35,8 @@ mod node;
 mod offsets;
 #[path = "rust_client/queries.rs"]
 mod queries;
+#[path = "rust_client/restart.rs"]
+mod restart;
 #[path = "rust_client/rmq.rs"]
 mod rmq;
 #[path = "rust_client/sends.rs"]
@@ -202,6 +204,18 @@ async fn new_group_with_default_start_reads_queues_from_zero() {
 async fn group_resumes_where_it_committed() {
     let node = Node::start();
     within(&node, offsets::resume_where_committed(&node.namesrv())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_reconnect_after_a_broker_restart() {
+    let mut node = Node::start();
+    let body = restart::clients_survive_a_broker_restart(&mut node);
+    if tokio::time::timeout(TEST_LIMIT, body).await.is_err() {
+        panic!(
+            "the test did not finish within {TEST_LIMIT:?}; ringmq's log ends:\n{}",
+            node.log_tail()
+        );
+    }
 }
 
 /// Runs `case` in a child process (see the module docs) against `node`, with `env`.

@@ -64,6 +64,27 @@ impl Node {
             .unwrap_or_default()
     }
 
+    /// Stops the node (SIGTERM; killed after 15 s) and starts it again on the same ports
+    /// and data.
+    pub fn restart(&mut self) {
+        if let Some(mut proc) = self.proc.take() {
+            proc.term_or_kill(Duration::from_secs(15));
+        }
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.try_spawn() {
+                Ok(()) => return,
+                // The old listeners may linger a moment.
+                Err(e) if attempt < 5 => {
+                    eprintln!("ringmq restart attempt {attempt} failed: {e}");
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+
     fn try_spawn(&mut self) -> Result<(), String> {
         let data = self.dir.path().join("data");
         let mut proc = Spawn::new("ringmq", ringmq_testkit::bin::ringmq())
