@@ -119,6 +119,18 @@ async fn delay_level_delivers_after_its_delay() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timer_delay_and_delivery_time_properties() {
+    let node = Node::start();
+    within(&node, delivery::timer_delays(&node.namesrv())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_megabytes_in_one_queue_in_pulls_the_client_accepts() {
+    let node = Node::start();
+    within(&node, delivery::large_bodies_in_one_queue(&node.namesrv())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failing_listener_retries_through_retry_topic_then_dead_letters() {
     let node = Node::start();
     within(&node, delivery::retry_then_dead_letter(&node.namesrv())).await;
@@ -267,6 +279,8 @@ fn child() {
                     binary_headers_are_selected();
                     sends::roundtrip(&namesrv, sends::Mode::Binary).await;
                     groups::orderly(&namesrv).await;
+                    groups::rebalance_when_a_member_leaves(&namesrv).await;
+                    tx::commit_rollback_and_check_back(&namesrv).await;
                 }
                 "broadcasting" => groups::broadcasting(&namesrv).await,
                 "orderly2" => groups::orderly_two_members(&namesrv).await,

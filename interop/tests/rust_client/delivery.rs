@@ -319,3 +319,141 @@ pub async fn lite_pull(namesrv: &str) {
     rmq.wire.assert_sent(&[code::LITE_PULL_MESSAGE]);
     rmq.finish().await;
 }
+
+/// RocketMQ 5's arbitrary delays, set by the client as properties: `TIMER_DELAY_MS` (2 s)
+/// and `TIMER_DELIVER_MS` (an absolute time 3 s ahead); each arrives no sooner.
+pub async fn timer_delays(namesrv: &str) {
+    let rmq = Rmq::new(namesrv);
+    let topic = "InteropTimer";
+    create_topic(&rmq, topic).await;
+    let sink = rmq::sink();
+    let mut c = rmq.push("interop-timer-cg", topic, "TagT").await;
+    c.register_message_listener_concurrently(Record::ok("c", &sink));
+    c.start().await.expect("starting the consumer");
+    let mut p = rmq.producer("interop-timer-pg").await;
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or_default();
+    let sent_at = Instant::now();
+    let by_delay = Message::builder()
+        .topic(topic.to_string())
+        .tags("TagT")
+        .delay_millis(2_000)
+        .body_slice(b"delay-2000ms")
+        .build()
+        .expect("a valid message");
+    let by_time = Message::builder()
+        .topic(topic.to_string())
+        .tags("TagT")
+        .deliver_time_ms(now_ms + 3_000)
+        .body_slice(b"deliver-at-plus-3s")
+        .build()
+        .expect("a valid message");
+    let plain = Message::builder()
+        .topic(topic.to_string())
+        .tags("TagT")
+        .body_slice(b"now")
+        .build()
+        .expect("a valid message");
+    for m in [by_delay, by_time, plain] {
+        p.send(m).await.expect("a timed send");
+    }
+    let got = wait_deliveries(&sink, Duration::from_secs(20), "the timed messages", |g| {
+        ["delay-2000ms", "deliver-at-plus-3s", "now"]
+            .iter()
+            .all(|b| g.iter().any(|x| x.body_str() == *b))
+    })
+    .await;
+    let at = |b: &str| {
+        got.iter()
+            .find(|x| x.body_str() == b)
+            .map(|x| x.at.duration_since(sent_at))
+            .expect("found above")
+    };
+    let slack = Duration::from_millis(300);
+    assert!(
+        at("delay-2000ms") + slack >= Duration::from_secs(2),
+        "TIMER_DELAY_MS: {:?}",
+        at("delay-2000ms")
+    );
+    assert!(
+        at("deliver-at-plus-3s") + slack >= Duration::from_secs(3),
+        "TIMER_DELIVER_MS: {:?}",
+        at("deliver-at-plus-3s")
+    );
+    assert!(at("now") < at("delay-2000ms"), "the plain message first");
+    for g in &got {
+        assert_eq!(g.topic, topic, "delivered on its own topic: {g:?}");
+    }
+    p.shutdown().await;
+    c.shutdown().await;
+    rmq.finish().await;
+}
+
+/// 40 bodies of 200 KB that do not compress (8 MB in one queue): one pull may not answer
+/// more than the client takes (a frame body over 4 MiB is refused by the client), so the
+/// broker must cut its answers; every message arrives, whole.
+pub async fn large_bodies_in_one_queue(namesrv: &str) {
+    let rmq = Rmq::new(namesrv);
+    let topic = "InteropLarge";
+    let mut p = rmq.producer("interop-large-pg").await;
+    let mut mq = None;
+    let mut bodies = Vec::new();
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for i in 0..40u32 {
+        // xorshift: bytes zlib cannot shrink, so the client sends them as they are.
+        let mut body = Vec::with_capacity(200_000);
+        while body.len() < 200_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            body.extend_from_slice(&x.to_le_bytes());
+        }
+        body[..4].copy_from_slice(&i.to_be_bytes());
+        let m = Message::builder()
+            .topic(topic.to_string())
+            .tags("TagL")
+            .body_slice(&body)
+            .build()
+            .expect("a valid message");
+        let r = match &mq {
+            None => p.send(m).await,
+            Some(q) => {
+                p.send_to_queue(
+                    m,
+                    rocketmq_model::common::message::message_queue::MessageQueue::clone(q),
+                )
+                .await
+            }
+        };
+        let r = r
+            .unwrap_or_else(|e| panic!("large body {i}: {e}"))
+            .expect("a result");
+        mq.get_or_insert_with(|| r.message_queue.clone().expect("a queue"));
+        bodies.push(body);
+    }
+    p.shutdown().await;
+    let sink = rmq::sink();
+    let mut c = rmq.push("interop-large-cg", topic, "*").await;
+    c.register_message_listener_concurrently(Record::ok("c", &sink));
+    c.start().await.expect("starting the consumer");
+    let got = wait_deliveries(
+        &sink,
+        Duration::from_secs(30),
+        "all 40 large messages",
+        |g| g.len() >= 40,
+    )
+    .await;
+    for g in &got {
+        let i = u32::from_be_bytes([g.body[0], g.body[1], g.body[2], g.body[3]]) as usize;
+        assert!(
+            g.body == bodies[i],
+            "large body {i} arrived changed ({} bytes)",
+            g.body.len()
+        );
+    }
+    assert!(duplicates(got.iter().map(|g| g.body[..4].to_vec())).is_empty());
+    c.shutdown().await;
+    rmq.finish().await;
+}
