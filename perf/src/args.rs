@@ -1,5 +1,6 @@
-//! Command line: three modes (`produce`, `consume`, `e2e`) sharing the target, embedded-node,
-//! run-length and output options. Parsing only; `main` turns these into runs.
+//! Command line: the modes (`produce`, `consume`, `e2e`, `txn`) sharing the target,
+//! embedded-node, run-length and output options; produce, consume and e2e also choose the
+//! protocol. Parsing only; `main` turns these into runs.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -97,6 +98,8 @@ pub struct ProduceArgs {
     #[command(flatten)]
     pub common: Common,
     #[command(flatten)]
+    pub protocol: ProtocolOpts,
+    #[command(flatten)]
     pub send: SendOpts,
     #[command(flatten)]
     pub length: RunLength,
@@ -106,6 +109,8 @@ pub struct ProduceArgs {
 pub struct ConsumeArgs {
     #[command(flatten)]
     pub common: Common,
+    #[command(flatten)]
+    pub protocol: ProtocolOpts,
     #[command(flatten)]
     pub recv: RecvOpts,
     #[command(flatten)]
@@ -120,6 +125,8 @@ pub struct E2eArgs {
     #[command(flatten)]
     pub common: Common,
     #[command(flatten)]
+    pub protocol: ProtocolOpts,
+    #[command(flatten)]
     pub send: SendOpts,
     #[command(flatten)]
     pub recv: RecvOpts,
@@ -128,6 +135,52 @@ pub struct E2eArgs {
     /// After the producers stop: wait at most this long for the last deliveries.
     #[arg(long, value_parser = parse_duration, default_value = "5s")]
     pub idle_exit: Duration,
+}
+
+/// Which protocol the sends and pulls travel on.
+#[derive(Args, Debug, Clone)]
+pub struct ProtocolOpts {
+    /// native: ringmq's own protocol, through the ringmq client. remoting: RocketMQ's
+    /// remoting protocol on the same ports, spoken by perf's own driver as RocketMQ's clients
+    /// speak it: the route from the name server's GET_ROUTEINFO_BY_TOPIC (JSON body), sends
+    /// as SEND_MESSAGE (--batch 1) or SEND_BATCH_MESSAGE (RocketMQ's batch body, V2 short
+    /// field names) with UNIQ_KEY and WAIT on every message, one connection per producer and
+    /// broker pipelined by opaque (--inflight sends outstanding per producer, --rate open
+    /// loop as native); consumers send PULL_MESSAGE per queue (subscription "*" in the
+    /// request, long poll, offsets committed with the next pull) and decode the records
+    /// from the body. Topic creation, broker discovery and the node's CPU count use the
+    /// native protocol in both. Not with --verify, --delay/--delay-level, --fail-ratio,
+    /// --orderly or --consumer-churn.
+    #[arg(long, value_enum, default_value_t = ProtocolArg::Native)]
+    pub protocol: ProtocolArg,
+    /// With --protocol remoting: how request headers are serialized (json: RocketMQ's
+    /// default; rocketmq: the binary RocketMQSerializable). The broker answers in the same.
+    #[arg(long, value_enum, default_value_t = HeaderArg::Json)]
+    pub remoting_header: HeaderArg,
+}
+
+impl ProtocolOpts {
+    /// The header serialization when the run speaks remoting; `None` for native.
+    pub fn remoting(&self) -> Option<ringmq_client::wire::remoting::SerializeType> {
+        use ringmq_client::wire::remoting::SerializeType;
+        match (self.protocol, self.remoting_header) {
+            (ProtocolArg::Native, _) => None,
+            (ProtocolArg::Remoting, HeaderArg::Json) => Some(SerializeType::Json),
+            (ProtocolArg::Remoting, HeaderArg::Rocketmq) => Some(SerializeType::RocketMq),
+        }
+    }
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProtocolArg {
+    Native,
+    Remoting,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeaderArg {
+    Json,
+    Rocketmq,
 }
 
 /// Where to send, and what to print.
@@ -477,6 +530,39 @@ mod tests {
             panic!("not txn")
         };
         assert_eq!(d.settle_timeout, Duration::from_secs(120));
+    }
+
+    #[test]
+    fn protocol_flags() {
+        use ringmq_client::wire::remoting::SerializeType;
+        let Mode::Produce(a) = Cli::try_parse_from(["ringmq-perf", "produce"])
+            .unwrap()
+            .mode
+        else {
+            panic!("not produce")
+        };
+        assert_eq!(a.protocol.remoting(), None);
+        let cli = Cli::try_parse_from([
+            "ringmq-perf",
+            "consume",
+            "--protocol",
+            "remoting",
+            "--remoting-header",
+            "rocketmq",
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+        let Mode::Consume(a) = cli.mode else {
+            panic!("not consume")
+        };
+        assert_eq!(a.protocol.remoting(), Some(SerializeType::RocketMq));
+        let Mode::E2e(a) = Cli::try_parse_from(["ringmq-perf", "e2e", "--protocol", "remoting"])
+            .unwrap()
+            .mode
+        else {
+            panic!("not e2e")
+        };
+        assert_eq!(a.protocol.remoting(), Some(SerializeType::Json));
+        assert!(Cli::try_parse_from(["ringmq-perf", "txn", "--protocol", "remoting"]).is_err());
     }
 
     #[test]

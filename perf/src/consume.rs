@@ -9,6 +9,9 @@
 //! (between them, in verify mode, it yields once to the runtime, so calls the consumer lets
 //! overlap do overlap); the verify check finds overlapping calls on one queue from them. A call the
 //! consumer drops unfinished (an abort) ends, as failed, when it is dropped.
+//!
+//! With `--protocol remoting` the group is perf's remoting pull loops instead
+//! ([`crate::remoting::pull`]): no listener calls, deliveries counted and timed in bulk.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -16,10 +19,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ringmq_client::wire::command::retry_topic;
+use ringmq_client::wire::remoting::SerializeType;
 use ringmq_client::{ConsumeContext, ConsumeResult, MessageBatch, PushConsumer, StartPosition};
 
 use crate::fail::FailPlan;
 use crate::payload;
+use crate::remoting::pull::Pullers;
 use crate::stats::{Meter, Percentiles};
 use crate::verify::{Delivery, QueueNames};
 
@@ -44,6 +49,9 @@ pub struct RecvPlan {
     pub orderly: bool,
     /// One message per listener call (failures on purpose fail only their message).
     pub single: bool,
+    /// Pull over RocketMQ's remoting protocol with this header serialization (`None`: the
+    /// native protocol's push consumers).
+    pub remoting: Option<SerializeType>,
 }
 
 /// What the listener sees, shared by every consumer of the run.
@@ -116,6 +124,16 @@ impl Deliveries {
             store_us: crate::stats::percentiles(&s),
             early: self.early.load(Ordering::Relaxed),
         }
+    }
+
+    /// Messages the remoting driver pulled (no listener call, no verify record): counted,
+    /// timed from their heads.
+    pub fn record_pulled(&self, messages: u64, bytes: u64, latencies_us: &[u64], foreign: u64) {
+        self.foreign.fetch_add(foreign, Ordering::Relaxed);
+        self.meter.count(messages, bytes);
+        self.meter.record_latencies(latencies_us);
+        let at = (self.started.elapsed().as_micros() as u64).max(1);
+        self.last_us.fetch_max(at, Ordering::Relaxed);
     }
 
     /// The failure plan, if the run fails messages on purpose.
@@ -326,6 +344,8 @@ pub struct Consumers {
     plan: RecvPlan,
     sink: Arc<Deliveries>,
     list: Mutex<Vec<PushConsumer>>,
+    /// `--protocol remoting`: the pull loops instead of push consumers.
+    pullers: Option<Pullers>,
     /// Index of the next consumer's instance name.
     next: AtomicU32,
     /// Consumers stopped by churn: cleanly, and aborted.
@@ -338,13 +358,20 @@ impl Consumers {
     /// (each queue owned by exactly one member), so no queue changes hands mid-run.
     pub async fn start(plan: &RecvPlan, sink: Arc<Deliveries>) -> Result<Consumers, String> {
         let mut list = Vec::new();
-        for i in 0..plan.consumers {
-            list.push(start_one(plan, &sink, i).await?);
+        let mut pullers = None;
+        match plan.remoting {
+            Some(st) => pullers = Some(Pullers::start(plan, st, Arc::clone(&sink)).await?),
+            None => {
+                for i in 0..plan.consumers {
+                    list.push(start_one(plan, &sink, i).await?);
+                }
+            }
         }
         let cs = Consumers {
             plan: plan.clone(),
             sink,
             list: Mutex::new(list),
+            pullers,
             next: AtomicU32::new(plan.consumers),
             stopped_clean: AtomicU64::new(0),
             aborted: AtomicU64::new(0),
@@ -413,11 +440,20 @@ impl Consumers {
 
     /// Queues assigned across the group.
     pub fn queues(&self) -> usize {
-        self.lock().iter().map(|c| c.assignment().len()).sum()
+        let pulled = self.pullers.as_ref().map_or(0, Pullers::queues);
+        pulled
+            + self
+                .lock()
+                .iter()
+                .map(|c| c.assignment().len())
+                .sum::<usize>()
     }
 
     /// Commits offsets and leaves the group.
     pub async fn shutdown(&self) {
+        if let Some(p) = &self.pullers {
+            p.shutdown();
+        }
         let list: Vec<PushConsumer> = std::mem::take(&mut *self.lock());
         for c in &list {
             c.shutdown().await;

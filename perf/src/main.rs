@@ -17,6 +17,7 @@ mod modes;
 mod node_cpu;
 mod payload;
 mod produce;
+mod remoting;
 mod report;
 mod stats;
 mod threads;

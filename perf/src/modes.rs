@@ -13,13 +13,16 @@ use std::time::{Duration, Instant};
 use ringmq_client::{Admin, StartPosition};
 use serde_json::{json, Value};
 
-use crate::args::{Common, ConsumeArgs, E2eArgs, FromArg, Mode, ProduceArgs, RecvOpts, SendOpts};
+use crate::args::{
+    Common, ConsumeArgs, E2eArgs, FromArg, Mode, ProduceArgs, ProtocolOpts, RecvOpts, SendOpts,
+};
 use crate::broker_info::{self, BrokerView, LagSampler};
 use crate::consume::{self, Consumers, Deliveries, RecvPlan, StopWhen};
 use crate::dead;
 use crate::fail::FailPlan;
 use crate::node_cpu;
 use crate::produce::{self, Producers, SendOutcome, SendPlan};
+use crate::remoting;
 use crate::report::{self, Context};
 use crate::stats::Meter;
 use crate::threads::{self, CpuSample};
@@ -151,8 +154,11 @@ impl Setup {
 async fn produce_mode(a: ProduceArgs, namesrv: String, embedded: bool) -> Result<i32, String> {
     check_schedule(&a.send)?;
     let c = &a.common;
+    if a.protocol.remoting().is_some() {
+        remoting::check_supported(c, Some(&a.send), None)?;
+    }
     let mut setup = Setup::new(c, &namesrv, true).await?;
-    let plan = send_plan(
+    let mut plan = send_plan(
         &a.send,
         &namesrv,
         c,
@@ -160,6 +166,7 @@ async fn produce_mode(a: ProduceArgs, namesrv: String, embedded: bool) -> Result
         a.length.duration,
         setup.run_id,
     );
+    plan.remoting = a.protocol.remoting();
     let acks = open_ack_log(c.verify.as_deref())?;
     let producers = Producers::start(&plan).await?;
     let meter = Arc::new(Meter::default());
@@ -175,9 +182,9 @@ async fn produce_mode(a: ProduceArgs, namesrv: String, embedded: bool) -> Result
         Arc::clone(&setup.stop),
     )
     .await;
-    let ctx = setup
-        .context("produce", c, send_config(&a.send, c, &plan), embedded)
-        .await;
+    let mut config = send_config(&a.send, c, &plan);
+    add_protocol_config(&mut config, &a.protocol);
+    let ctx = setup.context("produce", c, config, embedded).await;
     progress_stop.store(true, Ordering::Relaxed);
     let _ = progress.await;
     let lag_report = lag.finish();
@@ -205,12 +212,16 @@ async fn produce_mode(a: ProduceArgs, namesrv: String, embedded: bool) -> Result
 
 async fn consume_mode(a: ConsumeArgs, namesrv: String, embedded: bool) -> Result<i32, String> {
     let c = &a.common;
+    if a.protocol.remoting().is_some() {
+        remoting::check_supported(c, None, Some(&a.recv))?;
+    }
     let setup = Setup::new(c, &namesrv, false).await?;
     let from = match a.recv.from {
         FromArg::First => StartPosition::First,
         FromArg::Last => StartPosition::Last,
     };
-    let plan = recv_plan(&a.recv, &namesrv, c, from, setup.run_id);
+    let mut plan = recv_plan(&a.recv, &namesrv, c, from, setup.run_id);
+    plan.remoting = a.protocol.remoting();
     let meter = Arc::new(Meter::default());
     let sink = Arc::new(Deliveries::new(
         Arc::clone(&meter),
@@ -234,6 +245,7 @@ async fn consume_mode(a: ConsumeArgs, namesrv: String, embedded: bool) -> Result
         "idle_exit_s": a.idle_exit.as_secs_f64(), "threads": c.threads,
     });
     add_recv_config(&mut config, &a.recv);
+    add_protocol_config(&mut config, &a.protocol);
     let ctx = setup.context("consume", c, config, embedded).await;
     let churn_error = stop_churn(churn).await;
     consumers.shutdown().await;
@@ -287,8 +299,11 @@ async fn consume_mode(a: ConsumeArgs, namesrv: String, embedded: bool) -> Result
 async fn e2e_mode(a: E2eArgs, namesrv: String, embedded: bool) -> Result<i32, String> {
     check_schedule(&a.send)?;
     let c = &a.common;
+    if a.protocol.remoting().is_some() {
+        remoting::check_supported(c, Some(&a.send), Some(&a.recv))?;
+    }
     let mut setup = Setup::new(c, &namesrv, true).await?;
-    let plan = send_plan(
+    let mut plan = send_plan(
         &a.send,
         &namesrv,
         c,
@@ -296,7 +311,9 @@ async fn e2e_mode(a: E2eArgs, namesrv: String, embedded: bool) -> Result<i32, St
         a.length.duration,
         setup.run_id,
     );
-    let recv_plan = recv_plan(&a.recv, &namesrv, c, StartPosition::Last, setup.run_id);
+    plan.remoting = a.protocol.remoting();
+    let mut recv_plan = recv_plan(&a.recv, &namesrv, c, StartPosition::Last, setup.run_id);
+    recv_plan.remoting = a.protocol.remoting();
     let acks = open_ack_log(c.verify.as_deref())?;
     let send_meter = Arc::new(Meter::default());
     let recv_meter = Arc::new(Meter::default());
@@ -359,6 +376,7 @@ async fn e2e_mode(a: E2eArgs, namesrv: String, embedded: bool) -> Result<i32, St
         o.insert("pull_batch".into(), json!(recv_plan.pull_batch));
     }
     add_recv_config(&mut config, &a.recv);
+    add_protocol_config(&mut config, &a.protocol);
     let ctx = setup.context("e2e", c, config, embedded).await;
     progress_stop.store(true, Ordering::Relaxed);
     let _ = progress.await;
@@ -447,6 +465,7 @@ fn send_plan(
         delay: s.delay,
         delay_level: s.delay_level,
         due_rate: s.due_rate,
+        remoting: None,
     }
 }
 
@@ -604,6 +623,7 @@ fn recv_plan(
         max_reconsume: r.max_reconsume,
         orderly: r.orderly,
         single: r.fail_ratio.is_some(),
+        remoting: None,
     }
 }
 
@@ -661,6 +681,16 @@ async fn stop_churn(churn: Option<Churn>) -> Option<String> {
         Ok(Ok(())) => None,
         Ok(Err(e)) => Some(e),
         Err(e) => Some(format!("the churn task failed: {e}")),
+    }
+}
+
+fn add_protocol_config(config: &mut Value, p: &ProtocolOpts) {
+    if let Some(o) = config.as_object_mut() {
+        let name = |v: &dyn std::fmt::Debug| format!("{v:?}").to_lowercase();
+        o.insert("protocol".into(), json!(name(&p.protocol)));
+        if p.remoting().is_some() {
+            o.insert("remoting_header".into(), json!(name(&p.remoting_header)));
+        }
     }
 }
 

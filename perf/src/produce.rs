@@ -13,6 +13,9 @@
 //! Only sends answered SEND_OK are "acknowledged" (written to the verify log). A send the
 //! broker stored but could not make durable in time (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT,
 //! SLAVE_NOT_AVAILABLE) is counted in `not_durable`, and as an error under `--flush-check`.
+//!
+//! A producer is the ringmq client's, or with `--protocol remoting` perf's remoting producer
+//! ([`crate::remoting::send`]); lanes, pacing and accounting are the same for both.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -21,9 +24,11 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hdrhistogram::Histogram;
+use ringmq_client::wire::remoting::SerializeType;
 use ringmq_client::{Error, Message, Producer, SendResult, SendStatus};
 
 use crate::payload::{self, BodyMaker, Head};
+use crate::remoting;
 use crate::stats::{new_histogram, percentiles, us_since, Meter, Percentiles};
 use crate::verify::AckLog;
 
@@ -55,6 +60,9 @@ pub struct SendPlan {
     /// With `delay`: message k (over all producers) is due at the run's start + `delay` +
     /// k / `due_rate` s, so that they fall due at this rate whatever the send rate.
     pub due_rate: Option<f64>,
+    /// Send over RocketMQ's remoting protocol with this header serialization (`None`:
+    /// the native protocol).
+    pub remoting: Option<SerializeType>,
 }
 
 /// What the sends came to (besides the meter).
@@ -74,7 +82,14 @@ pub struct SendOutcome {
 /// Started producers.
 #[derive(Debug)]
 pub struct Producers {
-    list: Vec<(u64, Producer)>,
+    list: Vec<(u64, Sender)>,
+}
+
+/// One producer, of either protocol.
+#[derive(Debug, Clone)]
+enum Sender {
+    Native(Producer),
+    Remoting(Arc<remoting::send::Producer>),
 }
 
 impl Producers {
@@ -83,6 +98,19 @@ impl Producers {
         let mut list = Vec::new();
         for i in 0..plan.producers {
             let id = (plan.run_id << 16) | u64::from(i);
+            if let Some(st) = plan.remoting {
+                let p = remoting::send::Producer::start(
+                    &plan.namesrv,
+                    &plan.topic,
+                    PRODUCER_GROUP,
+                    st,
+                    plan.send_timeout,
+                )
+                .await
+                .map_err(|e| format!("starting remoting producer {i}: {e}"))?;
+                list.push((id, Sender::Remoting(Arc::new(p))));
+                continue;
+            }
             let p = Producer::builder()
                 .group(PRODUCER_GROUP)
                 .name_servers(&plan.namesrv)
@@ -95,14 +123,16 @@ impl Producers {
             p.write_queues(&plan.topic)
                 .await
                 .map_err(|e| format!("route of {}: {e}", plan.topic))?;
-            list.push((id, p));
+            list.push((id, Sender::Native(p)));
         }
         Ok(Producers { list })
     }
 
     pub async fn shutdown(&self) {
         for (_, p) in &self.list {
-            p.shutdown().await;
+            if let Sender::Native(p) = p {
+                p.shutdown().await;
+            }
         }
     }
 }
@@ -270,7 +300,7 @@ fn pace(run: &Run, rate: f64, (start, start_us): (Instant, u64), txs: &[flume::S
     }
 }
 
-async fn closed_lane(run: Arc<Run>, id: u64, p: Producer, seq: Arc<AtomicU64>) {
+async fn closed_lane(run: Arc<Run>, id: u64, p: Sender, seq: Arc<AtomicU64>) {
     let mut msgs = LaneMessages::default();
     loop {
         let n = run.claim();
@@ -289,7 +319,7 @@ async fn closed_lane(run: Arc<Run>, id: u64, p: Producer, seq: Arc<AtomicU64>) {
 async fn paced_lane(
     run: Arc<Run>,
     id: u64,
-    p: Producer,
+    p: Sender,
     rx: flume::Receiver<Due>,
     seq: Arc<AtomicU64>,
 ) {
@@ -322,6 +352,60 @@ struct LaneMessages {
 /// One send of `n` messages from sequence `seq0` (send time `send_us` in their heads);
 /// latency from `origin`. False when the run must stop.
 async fn send_one(
+    run: &Run,
+    id: u64,
+    p: &Sender,
+    lane: &mut LaneMessages,
+    send: (u64, u32, u64, Instant),
+) -> bool {
+    match p {
+        Sender::Native(p) => send_native(run, id, p, lane, send).await,
+        Sender::Remoting(p) => send_remoting(run, id, p, lane, send).await,
+    }
+}
+
+/// [`send_one`] over remoting: the bodies go into the request as they are.
+async fn send_remoting(
+    run: &Run,
+    id: u64,
+    p: &remoting::send::Producer,
+    lane: &mut LaneMessages,
+    (seq0, n, send_us, origin): (u64, u32, u64, Instant),
+) -> bool {
+    let size = run.maker.size();
+    let first = Head {
+        producer: id,
+        seq: seq0,
+        send_us,
+    };
+    let bodies = run
+        .maker
+        .bodies_reusing(first, n as usize, lane.bodies.take());
+    let result = p.send(&bodies, size, (id, seq0)).await;
+    lane.bodies = Some(bodies);
+    let n64 = u64::from(n);
+    let bytes = n64 * size as u64;
+    match result {
+        Ok(s) => {
+            let ack = Ack {
+                durable: s.durable,
+                broker_name: &s.broker_name,
+                queue_id: s.queue_id,
+                queue_offset: s.queue_offset,
+                status: if s.durable { "Ok" } else { "NotDurable" }.to_string(),
+            };
+            on_stored(run, id, seq0, n64, bytes, us_since(origin), &ack)
+        }
+        Err(f) => {
+            run.meter.error(n64);
+            note_error(run, f.kind, n64, &f.detail);
+            true
+        }
+    }
+}
+
+/// [`send_one`] through the ringmq client.
+async fn send_native(
     run: &Run,
     id: u64,
     p: &Producer,
@@ -368,7 +452,7 @@ async fn send_one(
     let n64 = u64::from(n);
     let bytes = n64 * run.maker.size() as u64;
     match result {
-        Ok(r) => on_stored(run, id, seq0, n64, bytes, us_since(origin), &r),
+        Ok(r) => on_stored(run, id, seq0, n64, bytes, us_since(origin), &Ack::of(&r)),
         Err(e) => {
             run.meter.error(n64);
             note_error(run, error_kind(&e), n64, &e.to_string());
@@ -377,17 +461,34 @@ async fn send_one(
     }
 }
 
-fn on_stored(run: &Run, id: u64, seq0: u64, n: u64, bytes: u64, lat: u64, r: &SendResult) -> bool {
-    if r.status != SendStatus::Ok {
+/// A stored send, of either protocol.
+struct Ack<'a> {
+    durable: bool,
+    broker_name: &'a str,
+    queue_id: u32,
+    queue_offset: u64,
+    /// The status's name (for the error count when not durable).
+    status: String,
+}
+
+impl Ack<'_> {
+    fn of(r: &SendResult) -> Ack<'_> {
+        Ack {
+            durable: r.status == SendStatus::Ok,
+            broker_name: &r.queue.broker_name,
+            queue_id: r.queue.queue_id,
+            queue_offset: r.queue_offset,
+            status: format!("{:?}", r.status),
+        }
+    }
+}
+
+fn on_stored(run: &Run, id: u64, seq0: u64, n: u64, bytes: u64, lat: u64, r: &Ack<'_>) -> bool {
+    if !r.durable {
         run.not_durable.fetch_add(n, Ordering::Relaxed);
         if run.plan.flush_check {
             run.meter.error(n);
-            note_error(
-                run,
-                format!("{:?}", r.status),
-                n,
-                "stored, not durable in time",
-            );
+            note_error(run, r.status.clone(), n, "stored, not durable in time");
         } else {
             run.meter.record(n, bytes, lat);
         }
@@ -397,8 +498,7 @@ fn on_stored(run: &Run, id: u64, seq0: u64, n: u64, bytes: u64, lat: u64, r: &Se
     let Some(acks) = &run.acks else {
         return true;
     };
-    let q = &r.queue;
-    if let Err(e) = acks.append(id, seq0, n, &q.broker_name, q.queue_id, r.queue_offset) {
+    if let Err(e) = acks.append(id, seq0, n, r.broker_name, r.queue_id, r.queue_offset) {
         let mut v = run.verify_error.lock().unwrap_or_else(|p| p.into_inner());
         if v.is_none() {
             eprintln!("ringmq-perf: writing the verify log: {e}; stopping");

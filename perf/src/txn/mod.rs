@@ -266,6 +266,7 @@ fn recv_plan(a: &TxnArgs, namesrv: &str, run_id: u64) -> RecvPlan {
         max_reconsume: None,
         orderly: false,
         single: false,
+        remoting: None,
     }
 }
 
