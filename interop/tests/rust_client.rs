@@ -195,6 +195,16 @@ async fn offsets_view_by_id_and_query_by_key() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delays_and_transactions_across_both_kinds_of_client() {
+    let node = Node::start();
+    within(
+        &node,
+        mixed::delays_and_transactions_across_kinds(&node.namesrv()),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compressed_body_reaches_both_kinds_of_consumer() {
     let node = Node::start();
     within(&node, mixed::compressed_body_to_both_kinds(&node.namesrv())).await;

@@ -327,3 +327,190 @@ pub async fn compressed_body_to_both_kinds(namesrv: &str) {
     c.shutdown().await;
     rmq.finish().await;
 }
+
+type Timed = Arc<Mutex<Vec<(Instant, ReceivedMessage)>>>;
+
+/// Delays and transactions across the two kinds of client: a delay level and a committed
+/// and a rolled-back transaction from each kind of producer, read by one consumer of each
+/// kind: both consumers get the two delayed messages no sooner than their delay and the
+/// two committed ones, never a rolled-back one.
+pub async fn delays_and_transactions_across_kinds(namesrv: &str) {
+    use ringmq_client::{TransactionProducer, TransactionState};
+    use rocketmq_client_rust::TransactionMQProducer;
+
+    let rmq = Rmq::new(namesrv);
+    let topic = "InteropMixedTimed";
+    create_topic(&rmq, topic).await;
+    let sink = rmq::sink();
+    let mut c = rmq.push("interop-mixed-timed-rmq-cg", topic, "TagD").await;
+    c.register_message_listener_concurrently(Record::ok("rocketmq", &sink));
+    c.start().await.expect("starting the rocketmq consumer");
+    let timed: Timed = Arc::default();
+    let tsink = timed.clone();
+    let n = PushConsumer::builder()
+        .group("interop-mixed-timed-native-cg")
+        .name_servers(namesrv)
+        .subscribe(topic, "TagD")
+        .start_position(StartPosition::First)
+        .start(move |msgs: Vec<ReceivedMessage>, _ctx| {
+            let tsink = tsink.clone();
+            async move {
+                let now = Instant::now();
+                tsink
+                    .lock()
+                    .expect("the sink's lock")
+                    .extend(msgs.into_iter().map(|m| (now, m)));
+                ConsumeResult::Success
+            }
+        })
+        .await
+        .expect("starting the native consumer");
+
+    let np = ringmq_client::Producer::builder()
+        .group("interop-mixed-timed-native-pg")
+        .name_servers(namesrv)
+        .start()
+        .await
+        .expect("starting the native producer");
+    let mut rp = rmq.producer("interop-mixed-timed-rmq-pg").await;
+    let sent_at = Instant::now();
+    np.send(
+        ringmq_client::Message::new(topic, "native-delayed")
+            .with_tag("TagD")
+            .with_delay_level(2),
+    )
+    .await
+    .expect("the native delayed send");
+    let m = Message::builder()
+        .topic(topic.to_string())
+        .tags("TagD")
+        .delay_level(2)
+        .body_slice(b"rocketmq-delayed")
+        .build()
+        .expect("a valid message");
+    rp.send(m).await.expect("the rocketmq delayed send");
+
+    let ntx = TransactionProducer::<bool>::builder()
+        .group("interop-mixed-timed-native-txpg")
+        .name_servers(namesrv)
+        .executor(|_half, commit: bool| async move {
+            if commit {
+                TransactionState::Commit
+            } else {
+                TransactionState::Rollback
+            }
+        })
+        .checker(|_check| async { TransactionState::Rollback })
+        .start()
+        .await
+        .expect("starting the native transaction producer");
+    for (body, commit) in [("native-tx-commit", true), ("native-tx-rollback", false)] {
+        let m = ringmq_client::Message::new(topic, body).with_tag("TagD");
+        ntx.send_in_transaction(m, commit)
+            .await
+            .unwrap_or_else(|e| panic!("{body}: {e}"));
+    }
+    let mut rtx = TransactionMQProducer::builder(rmq.client_runtime())
+        .producer_group("interop-mixed-timed-rmq-txpg")
+        .name_server_addr(rmq.namesrv.clone())
+        .topics(vec![topic])
+        .rpc_hook(rmq.wire.clone())
+        .transaction_listener(super::tx::ByCase {
+            checked: Arc::default(),
+        })
+        .build();
+    rtx.start()
+        .await
+        .expect("starting the rocketmq transaction producer");
+    for case in ["commit", "rollback"] {
+        let mut sent = Sent::new();
+        let body = format!("rocketmq-tx-{case}");
+        let m = message(&mut sent, topic, &body, "TagD", &[], &[("case", case)]);
+        rtx.send_message_in_transaction::<(), _>(m, None)
+            .await
+            .unwrap_or_else(|e| panic!("{body}: {e}"));
+    }
+
+    let want = [
+        "native-delayed",
+        "rocketmq-delayed",
+        "native-tx-commit",
+        "rocketmq-tx-commit",
+    ];
+    wait_deliveries(
+        &sink,
+        Duration::from_secs(20),
+        "the 4 at the rocketmq consumer",
+        |g| want.iter().all(|b| g.iter().any(|x| x.body_str() == *b)),
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let bodies: Vec<String> = timed
+            .lock()
+            .expect("the sink's lock")
+            .iter()
+            .map(|(_, m)| String::from_utf8_lossy(&m.body).into_owned())
+            .collect();
+        if want.iter().all(|b| bodies.iter().any(|x| x == b)) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the native consumer got only {bodies:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    let at_least = super::node::LEVEL_2_DELAY - Duration::from_millis(300);
+    let rgot = rmq::snapshot(&sink);
+    for g in &rgot {
+        let b = g.body_str();
+        assert!(
+            !b.contains("rollback"),
+            "rocketmq consumer got a rolled-back message: {g:?}"
+        );
+        if b.ends_with("-delayed") {
+            let waited = g.at.duration_since(sent_at);
+            assert!(
+                waited >= at_least,
+                "rocketmq consumer got {b} after {waited:?}"
+            );
+        }
+    }
+    assert!(
+        duplicates(rgot.iter().map(|g| g.body_str())).is_empty(),
+        "{rgot:?}"
+    );
+    let ngot = timed.lock().expect("the sink's lock").clone();
+    for (at, m) in &ngot {
+        let b = String::from_utf8_lossy(&m.body).into_owned();
+        assert!(
+            !b.contains("rollback"),
+            "native consumer got a rolled-back message: {m:?}"
+        );
+        if b.ends_with("-delayed") {
+            let waited = at.duration_since(sent_at);
+            assert!(
+                waited >= at_least,
+                "native consumer got {b} after {waited:?}"
+            );
+        }
+    }
+    let nbodies: Vec<String> = ngot
+        .iter()
+        .map(|(_, m)| String::from_utf8_lossy(&m.body).into_owned())
+        .collect();
+    assert!(
+        duplicates(nbodies.iter().cloned()).is_empty(),
+        "{nbodies:?}"
+    );
+    n.shutdown().await;
+    c.shutdown().await;
+    ntx.shutdown().await;
+    np.shutdown().await;
+    rp.shutdown().await;
+    rtx.shutdown().await;
+    rmq.finish().await;
+}

@@ -18,8 +18,8 @@ use super::rmq::{self, code, wait_deliveries, Record, Rmq};
 use super::sends::{assert_as_sent, message, Sent};
 
 /// Decides by the message's `case` property; records the checks it is asked.
-struct ByCase {
-    checked: Arc<Mutex<Vec<String>>>,
+pub struct ByCase {
+    pub checked: Arc<Mutex<Vec<String>>>,
 }
 
 fn case_of(value: Option<CheetahString>) -> String {
