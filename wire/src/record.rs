@@ -582,22 +582,43 @@ impl<'a> Iterator for RecordIter<'a> {
 /// RocketMQ's offset message id: upper-case hex of store host IP, port (4 bytes) and physical
 /// offset (8 bytes); 32 characters for IPv4.
 pub fn message_id(store_host: SocketAddr, physical_offset: u64) -> String {
-    let mut raw = Vec::with_capacity(28);
-    put_host(&mut raw, store_host);
-    raw.extend_from_slice(&physical_offset.to_be_bytes());
-    upper_hex(&raw)
+    let mut out = String::with_capacity(56);
+    push_message_id(&mut out, store_host, physical_offset);
+    out
+}
+
+/// Appends [`message_id`] to `out` (a batch's ids go into one string).
+pub fn push_message_id(out: &mut String, store_host: SocketAddr, physical_offset: u64) {
+    let mut raw = [0u8; 28];
+    let host_len = match store_host {
+        SocketAddr::V4(a) => {
+            raw[..4].copy_from_slice(&a.ip().octets());
+            4
+        }
+        SocketAddr::V6(a) => {
+            raw[..16].copy_from_slice(&a.ip().octets());
+            16
+        }
+    };
+    raw[host_len..host_len + 4].copy_from_slice(&u32::from(store_host.port()).to_be_bytes());
+    raw[host_len + 4..host_len + 12].copy_from_slice(&physical_offset.to_be_bytes());
+    push_upper_hex(out, &raw[..host_len + 12]);
 }
 
 /// Upper-case hex of `raw`, two characters per byte (one allocation: this runs once per
 /// message on the send path).
 pub fn upper_hex(raw: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789ABCDEF";
     let mut out = String::with_capacity(raw.len() * 2);
+    push_upper_hex(&mut out, raw);
+    out
+}
+
+fn push_upper_hex(out: &mut String, raw: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789ABCDEF";
     for b in raw {
         out.push(DIGITS[usize::from(b >> 4)] as char);
         out.push(DIGITS[usize::from(b & 0xF)] as char);
     }
-    out
 }
 
 /// Parses an offset message id back into store host and physical offset.

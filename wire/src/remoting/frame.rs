@@ -35,8 +35,6 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Map, Value};
-
 use crate::error::{Result, WireError};
 
 /// Bytes of the `length` field.
@@ -357,124 +355,44 @@ pub fn encode(cmd: &Command, st: SerializeType, body: &[u8]) -> Result<Vec<u8>> 
 // ---- JSON header ----
 
 fn decode_json_header(header: &[u8]) -> Result<Command> {
-    let v: Value = serde_json::from_slice(header).map_err(|_| WireError::Invalid {
-        what: "remoting JSON header",
-        detail: "not a JSON document",
-    })?;
-    let Value::Object(obj) = v else {
-        return Err(WireError::Invalid {
-            what: "remoting JSON header",
-            detail: "not a JSON object",
-        });
-    };
-    let code = json_int(&obj, "code")?.ok_or(WireError::Invalid {
-        what: "remoting JSON header",
-        detail: "no \"code\"",
-    })?;
-    let language = match obj.get("language") {
-        Some(Value::String(s)) => Language::from_name(s),
-        Some(Value::Number(n)) => n
-            .as_u64()
-            .and_then(|c| u8::try_from(c).ok())
-            .map_or(Language::Other, Language::from_code),
-        _ => Language::Other,
-    };
-    let remark = match obj.get("remark") {
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(Value::Null) | None => None,
-        Some(_) => {
-            return Err(WireError::Invalid {
-                what: "remoting JSON header",
-                detail: "\"remark\" is not a string",
-            })
-        }
-    };
-    let mut ext_fields = BTreeMap::new();
-    match obj.get("extFields") {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(m)) => {
-            if m.len() > EXT_FIELDS_MAX {
-                return Err(WireError::TooLong {
-                    what: "remoting extFields",
-                    len: m.len(),
-                    max: EXT_FIELDS_MAX,
-                });
-            }
-            for (k, v) in m {
-                let text = match v {
-                    Value::String(s) => s.clone(),
-                    Value::Number(n) => n.to_string(),
-                    Value::Bool(b) => b.to_string(),
-                    Value::Null => continue,
-                    Value::Array(_) | Value::Object(_) => {
-                        return Err(WireError::Invalid {
-                            what: "remoting extFields",
-                            detail: "a value is an array or an object, not a scalar",
-                        })
-                    }
-                };
-                ext_fields.insert(k.clone(), text);
-            }
-        }
-        Some(_) => {
-            return Err(WireError::Invalid {
-                what: "remoting JSON header",
-                detail: "\"extFields\" is not an object",
-            })
-        }
-    }
-    Ok(Command {
-        code,
-        language,
-        version: json_int(&obj, "version")?.unwrap_or(0),
-        opaque: json_int(&obj, "opaque")?.unwrap_or(0),
-        flag: json_int(&obj, "flag")?.unwrap_or(0),
-        remark,
-        ext_fields,
-    })
+    super::json_header::decode(header)
 }
 
-/// An integer field given as a JSON number or a numeric string; `None` when absent or null.
-fn json_int(obj: &Map<String, Value>, key: &'static str) -> Result<Option<i32>> {
-    let bad = WireError::Invalid {
-        what: "remoting JSON header",
-        detail: "an integer field (code, version, opaque, flag) is not a 32-bit integer",
-    };
-    match obj.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => n
-            .as_i64()
-            .and_then(|x| i32::try_from(x).ok())
-            .map(Some)
-            .ok_or(bad),
-        Some(Value::String(s)) => s.trim().parse::<i32>().map(Some).map_err(|_| bad),
-        Some(_) => Err(bad),
-    }
-}
-
+/// Writes the JSON header directly (keys in Java's alphabetical order, as fastjson writes
+/// them); strings are escaped by serde_json, with no intermediate document.
 fn encode_json_header(out: &mut Vec<u8>, cmd: &Command) -> Result<()> {
-    let mut ext = Map::new();
-    for (k, v) in &cmd.ext_fields {
-        ext.insert(k.clone(), Value::String(v.clone()));
-    }
-    let mut obj = Map::new();
-    obj.insert("code".into(), Value::from(cmd.code));
-    obj.insert("language".into(), Value::from(cmd.language.name()));
-    obj.insert("version".into(), Value::from(cmd.version));
-    obj.insert("opaque".into(), Value::from(cmd.opaque));
-    obj.insert("flag".into(), Value::from(cmd.flag));
-    if let Some(r) = &cmd.remark {
-        obj.insert("remark".into(), Value::from(r.as_str()));
-    }
-    obj.insert("extFields".into(), Value::Object(ext));
-    obj.insert(
-        "serializeTypeCurrentRPC".into(),
-        Value::from(SerializeType::Json.name()),
-    );
-    serde_json::to_writer(out, &Value::Object(obj)).map_err(|_| WireError::Invalid {
+    use std::io::Write;
+    let bad = |_| WireError::Invalid {
         what: "remoting JSON header",
         detail: "could not be serialized",
-    })
+    };
+    let _ = write!(out, "{{\"code\":{},\"extFields\":{{", cmd.code);
+    for (i, (k, v)) in cmd.ext_fields.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        serde_json::to_writer(&mut *out, k).map_err(bad)?;
+        out.push(b':');
+        serde_json::to_writer(&mut *out, v).map_err(bad)?;
+    }
+    let _ = write!(
+        out,
+        "}},\"flag\":{},\"language\":\"{}\",\"opaque\":{}",
+        cmd.flag,
+        cmd.language.name(),
+        cmd.opaque
+    );
+    if let Some(r) = &cmd.remark {
+        out.extend_from_slice(b",\"remark\":");
+        serde_json::to_writer(&mut *out, r).map_err(bad)?;
+    }
+    let _ = write!(
+        out,
+        ",\"serializeTypeCurrentRPC\":\"{}\",\"version\":{}}}",
+        SerializeType::Json.name(),
+        cmd.version
+    );
+    Ok(())
 }
 
 // ---- binary header ----
@@ -607,6 +525,7 @@ fn len_u32(n: usize, what: &'static str) -> Result<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     fn sample() -> Command {
         let mut ext = BTreeMap::new();
@@ -635,6 +554,18 @@ mod tests {
             assert_eq!(p.command, sample());
             assert_eq!(p.serialize_type, st);
             assert_eq!(p.body, b"body");
+            if st == SerializeType::Json {
+                // What clients' decoders require: string ext values, numeric scalars,
+                // `language` by name and `serializeTypeCurrentRPC`.
+                let header_len = f.len() - PREFIX_BYTES - 4;
+                let v: Value = serde_json::from_slice(&f[PREFIX_BYTES..PREFIX_BYTES + header_len])
+                    .expect("standard JSON");
+                assert_eq!(v["extFields"]["queueId"], "3");
+                assert_eq!(v["code"], 310);
+                assert_eq!(v["language"], "CPP");
+                assert_eq!(v["serializeTypeCurrentRPC"], "JSON");
+                assert_eq!(v["remark"], "é remark");
+            }
         }
     }
 

@@ -20,6 +20,7 @@ pub mod code;
 pub mod ext;
 pub mod frame;
 pub mod headers;
+mod json_header;
 
 pub use frame::{Command, Language, SerializeType};
 

@@ -42,7 +42,7 @@ pub fn translate(kind: &ReplyKind, r: Reply) -> (Command, Body) {
             let stored = r.status.message_stored();
             let ext = fields::<SendResponse>(&r).filter(|_| stored).map(|f| {
                 h::SendMessageResponseHeader {
-                    msg_id: f.message_ids(record_lens.iter().copied()).join(","),
+                    msg_id: f.message_ids_joined(record_lens.iter().copied()),
                     queue_id: i32::try_from(f.queue_id).unwrap_or(i32::MAX),
                     queue_offset: as_i64(f.first_queue_offset),
                     transaction_id: transaction_id.clone(),
