@@ -64,6 +64,12 @@ async fn sync_async_oneway_and_batch_sends_with_tags_keys_and_properties() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_async_sends_in_flight() {
+    let node = Node::start();
+    within(&node, sends::many_async_sends_in_flight(&node.namesrv())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn header_far_over_64_kib_once_escaped() {
     let node = Node::start();
     within(&node, sends::huge_escaped_header(&node.namesrv())).await;
@@ -291,6 +297,7 @@ fn child() {
                     groups::orderly(&namesrv).await;
                     groups::rebalance_when_a_member_leaves(&namesrv).await;
                     tx::commit_rollback_and_check_back(&namesrv).await;
+                    sends::many_async_sends_in_flight(&namesrv).await;
                 }
                 "broadcasting" => groups::broadcasting(&namesrv).await,
                 "orderly2" => groups::orderly_two_members(&namesrv).await,

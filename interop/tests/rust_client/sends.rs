@@ -397,3 +397,80 @@ fn json_escaped_len(s: &str) -> usize {
         })
         .sum()
 }
+
+/// A thousand async sends, a hundred in flight at a time on one connection (answers
+/// matched by `opaque`; the client's own outbound queue refuses many more at once), in
+/// binary-header mode too when the process chose it: every callback reports success with
+/// its own (queue, offset), and a consumer gets every message once.
+pub async fn many_async_sends_in_flight(namesrv: &str) {
+    const N: usize = 1000;
+    const WAVE: usize = 100;
+    let rmq = Rmq::new(namesrv);
+    let topic = "InteropManyAsync";
+    let mut producer = rmq.producer("interop-many-async-pg").await;
+    let results: Arc<Mutex<Vec<Result<SendResult, String>>>> = Arc::default();
+    for i in 0..N {
+        let m = Message::builder()
+            .topic(topic.to_string())
+            .tags("TagM")
+            .body_slice(format!("many-{i}").as_bytes())
+            .build()
+            .expect("a valid message");
+        let sink = results.clone();
+        producer
+            .send_with_callback(m, move |r, e| {
+                let outcome = match (r, e) {
+                    (Some(r), _) => Ok(r.clone()),
+                    (None, Some(e)) => Err(e.to_string()),
+                    (None, None) => Err("a callback with neither result nor error".into()),
+                };
+                sink.lock().expect("results' lock").push(outcome);
+            })
+            .await
+            .unwrap_or_else(|e| panic!("async send {i}: {e}"));
+        if (i + 1) % WAVE == 0 {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+            while results.lock().expect("results' lock").len() < i + 1 {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "only {} of {} callbacks",
+                    results.lock().expect("results' lock").len(),
+                    i + 1
+                );
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+    let results = results.lock().expect("results' lock").clone();
+    let failed: Vec<&String> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    assert!(
+        failed.is_empty(),
+        "{} async sends failed, e.g. {:?}",
+        failed.len(),
+        failed.first()
+    );
+    let places = duplicates(results.iter().filter_map(|r| r.as_ref().ok()).map(|r| {
+        let q = r.message_queue.as_ref().map_or(-1, |q| q.queue_id());
+        (q, r.queue_offset)
+    }));
+    assert!(
+        places.is_empty(),
+        "two sends answered with one (queue, offset): {places:?}"
+    );
+    producer.shutdown().await;
+
+    let sink = rmq::sink();
+    let mut c = rmq.push("interop-many-async-cg", topic, "*").await;
+    c.register_message_listener_concurrently(Record::ok("c", &sink));
+    c.start().await.expect("starting the consumer");
+    wait_deliveries(&sink, Duration::from_secs(30), "all 1000", |g| g.len() >= N).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let got = rmq::snapshot(&sink);
+    assert!(
+        duplicates(got.iter().map(|g| g.body_str())).is_empty(),
+        "a message twice"
+    );
+    assert_eq!(got.len(), N);
+    c.shutdown().await;
+    rmq.finish().await;
+}
