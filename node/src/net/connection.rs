@@ -157,10 +157,6 @@ impl OutQueue {
         }
     }
 
-    pub(crate) fn notify_drained(&self) {
-        self.drained.notify(usize::MAX);
-    }
-
     fn pop(&self) -> Option<Item> {
         self.items.borrow_mut().pop_front()
     }
@@ -427,20 +423,31 @@ fn handle_frame<S: Service + 'static>(
                 out.push(request_id, reply);
             }
         }
-        Outcome::Later(fut) => {
-            inflight.set(inflight.get() + 1);
-            let out = Rc::clone(out);
-            let inflight = Rc::clone(inflight);
-            rt::spawn(async move {
-                let reply = fut.await;
-                inflight.set(inflight.get() - 1);
-                if !oneway {
-                    out.push(request_id, reply);
-                }
-                out.drained.notify(usize::MAX);
-            });
-        }
+        Outcome::Later(fut) => answer_later(out, inflight, fut, move |out, reply| {
+            if !oneway {
+                out.push(request_id, reply);
+            }
+        }),
     }
+}
+
+/// Runs a reply that comes later as a task of the connection, counted in flight until
+/// `deliver` has queued it (whatever the codec).
+pub(crate) fn answer_later(
+    out: &Rc<OutQueue>,
+    inflight: &Rc<Cell<usize>>,
+    fut: impl std::future::Future<Output = Reply> + 'static,
+    deliver: impl FnOnce(&OutQueue, Reply) + 'static,
+) {
+    inflight.set(inflight.get() + 1);
+    let out = Rc::clone(out);
+    let inflight = Rc::clone(inflight);
+    rt::spawn(async move {
+        let reply = fut.await;
+        inflight.set(inflight.get() - 1);
+        deliver(&out, reply);
+        out.drained.notify(usize::MAX);
+    });
 }
 
 async fn write_loop(conn: Conn, out: Rc<OutQueue>) {

@@ -20,9 +20,8 @@ use ringmq_wire::remoting::code::response;
 use ringmq_wire::remoting::frame::{self as rframe, Command, SerializeType};
 
 use crate::io::net::Conn;
-use crate::io::rt;
 use crate::limits;
-use crate::net::connection::{Item, OutQueue, Service, READ_CHUNK_BYTES};
+use crate::net::connection::{answer_later, Item, OutQueue, Service, READ_CHUNK_BYTES};
 use crate::net::reply::{Body, Outcome, Reply};
 use ringmq_wire::code::Status;
 use ringmq_wire::codec::Decode;
@@ -151,43 +150,32 @@ fn handle_frame<S: Service + 'static>(
         let first = svc.handle(native);
         let second = Rc::clone(svc);
         let min_frame = min_offset_frame.clone();
-        inflight.set(inflight.get() + 1);
-        let out = Rc::clone(out);
-        let inflight = Rc::clone(inflight);
-        rt::spawn(async move {
-            let r = consumer_offset(first, second.as_ref(), min_frame).await;
-            inflight.set(inflight.get() - 1);
-            if !oneway {
-                let (resp, body) = reply::translate(&kind, r);
-                push(&out, st, with_opaque(resp, opaque), body);
-            }
-            out.notify_drained();
-        });
+        let fut = async move { consumer_offset(first, second.as_ref(), min_frame).await };
+        answer_later(out, inflight, fut, deliver(kind, st, opaque, oneway));
         return Ok(());
     }
+    let deliver = deliver(kind, st, opaque, oneway);
     match svc.handle(native) {
-        Outcome::Now(r) => {
-            if !oneway {
-                let (resp, body) = reply::translate(&kind, r);
-                push(out, st, with_opaque(resp, opaque), body);
-            }
-        }
-        Outcome::Later(fut) => {
-            inflight.set(inflight.get() + 1);
-            let out = Rc::clone(out);
-            let inflight = Rc::clone(inflight);
-            rt::spawn(async move {
-                let r = fut.await;
-                inflight.set(inflight.get() - 1);
-                if !oneway {
-                    let (resp, body) = reply::translate(&kind, r);
-                    push(&out, st, with_opaque(resp, opaque), body);
-                }
-                out.notify_drained();
-            });
-        }
+        Outcome::Now(r) => deliver(out, r),
+        Outcome::Later(fut) => answer_later(out, inflight, fut, deliver),
     }
     Ok(())
+}
+
+/// What queues the answer to one request: nothing for a oneway request, else the native
+/// reply translated into the response to `opaque`.
+fn deliver(
+    kind: request::ReplyKind,
+    st: SerializeType,
+    opaque: i32,
+    oneway: bool,
+) -> impl FnOnce(&OutQueue, Reply) {
+    move |out, r| {
+        if !oneway {
+            let (resp, body) = reply::translate(&kind, r);
+            push(out, st, with_opaque(resp, opaque), body);
+        }
+    }
 }
 
 async fn resolve(o: Outcome) -> Reply {
