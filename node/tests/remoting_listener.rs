@@ -144,6 +144,14 @@ fn one_port_serves_native_and_remoting_clients() {
         assert!(route["filterServerTable"].is_object());
         let (resp, _) = ns.call(request::GET_ROUTEINFO_BY_TOPIC, &[("topic", "NoSuch")], &[]);
         assert_eq!(resp.code, response::TOPIC_NOT_EXIST);
+        let (resp, body) = ns.call(request::GET_BROKER_CLUSTER_INFO, &[], &[]);
+        assert_eq!(resp.code, response::SUCCESS, "{:?}", resp.remark);
+        let info: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            info["brokerAddrTable"]["broker-a"]["brokerAddrs"]["0"],
+            broker.to_string()
+        );
+        assert_eq!(info["clusterAddrTable"]["DefaultCluster"][0], "broker-a");
     }
 
     // A JSON SEND_MESSAGE and a binary SEND_MESSAGE_V2 to the broker port.
