@@ -113,9 +113,23 @@ fn members_are_told_of_joins_and_closed_connections_and_locks_follow_the_holder(
         "no retry topic after a clustering heartbeat"
     );
 
+    // Every member is told of a join, the joiner too (RocketMQ's broker does the same).
+    let got = notices(&a.wait_pushed(Duration::from_secs(10)));
+    assert_eq!(
+        got,
+        vec![GROUP.to_string()],
+        "a was not told of its own join"
+    );
+
     heartbeat(&mut b, "client-b");
     let got = notices(&a.wait_pushed(Duration::from_secs(10)));
     assert_eq!(got, vec![GROUP.to_string()], "a was not told b joined");
+    let got = notices(&b.wait_pushed(Duration::from_secs(10)));
+    assert_eq!(
+        got,
+        vec![GROUP.to_string()],
+        "b was not told of its own join"
+    );
     assert_eq!(members(&mut a), vec!["client-a", "client-b"]);
     // A repeated heartbeat is no change: nobody is told.
     heartbeat(&mut b, "client-b");

@@ -47,8 +47,10 @@ pub fn heartbeat(shard: &Shard, hb: &HeartbeatData, channel: Option<Channel>) ->
             crate::broker::retry::ensure_retry_topic(shard, &g.group);
         }
     }
-    // The joiner rebalances after its own heartbeat anyway: only the others are told.
-    notify_changed(shard, &joined, Some(&hb.client_id));
+    // Every member is told, the joiner too, as RocketMQ's broker does: a client may have
+    // run its first rebalance before this heartbeat was registered (rocketmq-client-rust
+    // does), and would otherwise wait for its next periodic one (20 s).
+    notify_changed(shard, &joined, None);
     notify_changed(shard, &expired.1, None);
     Reply::ok(Empty)
 }
