@@ -134,6 +134,8 @@ fn start_node(dir: &Path) -> (Proc, std::net::SocketAddr) {
         .args(["standalone", "--data"])
         .arg(&data)
         .args(["--namesrv-port", "0", "--broker-port", "0", "--shards", "2"])
+        // 8 MiB CommitLog segments: the 1 GiB default reserves GiBs of disk per test.
+        .args(["--set", "mappedFileSizeCommitLog=8388608"])
         .args(["--set", "enablePropertyFilter=true"])
         .arg("--set")
         .arg(format!("messageDelayLevel={DELAY_LEVELS}"))
