@@ -6,5 +6,11 @@ echo "== cargo fmt --check"
 cargo fmt --all --check
 echo "== cargo clippy (warnings denied)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
-echo "== cargo test (unit, property, integration)"
+# The C++ RocketMQ client the interop tests drive (interop/tests/cpp_client.rs): PyPI's
+# `rocketmq` 0.4.4 wheel carries librocketmq.so (rocketmq-client-cpp 1.2.3).
+if ! python3 -c "import rocketmq" >/dev/null 2>&1; then
+    echo "== pip install rocketmq==0.4.4 (the C++ RocketMQ client of the interop tests)"
+    python3 -m pip install --quiet --disable-pip-version-check rocketmq==0.4.4
+fi
+echo "== cargo test (unit, property, integration, RocketMQ clients written by others)"
 cargo test --workspace --locked
