@@ -5,7 +5,7 @@
 //! |--------|--------------|-------|-----------------------------------------------------------|
 //! | 0      | `length`     | 4     | bytes after this field: `16 + header_len + body_len`      |
 //! | 4      | `code`       | 2     | [`RequestCode`] in a request, [`Status`] in a response    |
-//! | 6      | `flags`      | 2     | bit 0 RESPONSE, bit 1 ONEWAY, other bits zero             |
+//! | 6      | `flags`      | 2     | bit 0 RESPONSE, bit 1 ONEWAY, bit 2 SIGNED, others zero   |
 //! | 8      | `request_id` | 8     | chosen by the requester, echoed by the response (opaque)  |
 //! | 16     | `header_len` | 4     | at most [`HEADER_BYTES_MAX`]                              |
 //! | 20     | header       | `header_len` | the command's header ([`crate::command`])          |
@@ -40,8 +40,9 @@ const _: () = assert!(HEADER_BYTES_MAX + PREFIX_BYTES < FRAME_BYTES_MAX);
 const _: () =
     assert!(crate::record::RECORD_BYTES_MAX + PREFIX_BYTES + HEADER_BYTES_MAX <= FRAME_BYTES_MAX);
 
-/// The `flags` field. Only [`Flags::REQUEST`], [`Flags::RESPONSE`] and [`Flags::ONEWAY`]
-/// are valid values.
+/// The `flags` field. Valid values: [`Flags::REQUEST`], [`Flags::RESPONSE`],
+/// [`Flags::ONEWAY`], and a request of either kind with [`Flags::SIGNED`] (a signed frame
+/// ends with an authentication trailer, [`crate::auth`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Flags(u16);
 
@@ -52,12 +53,20 @@ impl Flags {
     pub const RESPONSE: Flags = Flags(1);
     /// A request that expects no response (bit 1).
     pub const ONEWAY: Flags = Flags(2);
+    /// A request whose last bytes are an authentication trailer (bit 2), added to a request
+    /// with [`Flags::with_signed`]; never on a response.
+    pub const SIGNED: Flags = Flags(4);
 
-    /// Validates raw flag bits: unknown bits, and RESPONSE with ONEWAY, are rejected.
+    /// Validates raw flag bits: unknown bits, RESPONSE with ONEWAY, and a signed response
+    /// are rejected.
     pub fn from_bits(bits: u16) -> Result<Self> {
         match bits {
-            0..=2 => Ok(Flags(bits)),
-            3 => Err(WireError::Invalid {
+            0..=2 | 4 | 6 => Ok(Flags(bits)),
+            5 => Err(WireError::Invalid {
+                what: "frame flags",
+                detail: "a response cannot be signed",
+            }),
+            3 | 7 => Err(WireError::Invalid {
                 what: "frame flags",
                 detail: "a response cannot be oneway",
             }),
@@ -78,6 +87,19 @@ impl Flags {
 
     pub fn is_oneway(self) -> bool {
         self.0 & Self::ONEWAY.0 != 0
+    }
+
+    pub fn is_signed(self) -> bool {
+        self.0 & Self::SIGNED.0 != 0
+    }
+
+    /// These flags with SIGNED set (requests) or cleared.
+    pub fn with_signed(self, signed: bool) -> Flags {
+        if signed {
+            Flags(self.0 | Self::SIGNED.0)
+        } else {
+            Flags(self.0 & !Self::SIGNED.0)
+        }
     }
 }
 

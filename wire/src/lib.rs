@@ -5,6 +5,7 @@
 //! named maximum before it allocates or slices, and never panics on arbitrary input.
 #![forbid(unsafe_code)]
 
+pub mod auth;
 pub mod code;
 pub mod codec;
 pub mod command;
