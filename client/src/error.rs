@@ -59,6 +59,13 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+    /// The TCP connection was made but the TLS handshake failed (nothing was sent).
+    #[error("TLS handshake with {addr} failed: {source}")]
+    Tls {
+        addr: SocketAddr,
+        #[source]
+        source: io::Error,
+    },
     /// A connection attempt failed recently; the next one is not due yet.
     #[error("{addr} is unreachable (reconnecting with backoff, next attempt in {retry_in:?})")]
     Backoff {
@@ -152,6 +159,7 @@ impl Error {
             }
             Error::UnknownStatus { .. } => Outcome::Unknown,
             Error::Connect { .. }
+            | Error::Tls { .. }
             | Error::Backoff { .. }
             | Error::Busy { .. }
             | Error::NoRoute { .. }
@@ -184,6 +192,7 @@ impl Error {
                     | Status::WrongShard
             ),
             Error::Connect { .. }
+            | Error::Tls { .. }
             | Error::Backoff { .. }
             | Error::ConnectionClosed { .. }
             | Error::NoRoute { .. } => true,

@@ -22,6 +22,7 @@ use ringmq_wire::command::{
 use crate::error::{Error, Result};
 use crate::net::{Answer, BrokerHello, Connection, Endpoint, Peer, Pool, PoolConfig};
 use crate::route::{MessageQueue, TopicRouteInfo};
+use crate::security::{Credentials, Security, TlsOptions};
 
 /// The body of a heartbeat; `None` (logged) if it cannot be encoded.
 pub fn encode_heartbeat(heartbeat: &HeartbeatData) -> Option<Vec<u8>> {
@@ -54,6 +55,10 @@ pub struct ClientConfig {
     pub reconnect_backoff_max: Duration,
     /// Requests in flight per connection (the broker allows 256).
     pub requests_in_flight_max: usize,
+    /// TLS on every connection (name servers and brokers); default: plaintext.
+    pub tls: TlsOptions,
+    /// The access key and secret key requests are signed with; default: none.
+    pub credentials: Option<Credentials>,
 }
 
 impl Default for ClientConfig {
@@ -67,6 +72,8 @@ impl Default for ClientConfig {
             reconnect_backoff_min: Duration::from_millis(100),
             reconnect_backoff_max: Duration::from_secs(3),
             requests_in_flight_max: 256,
+            tls: TlsOptions::default(),
+            credentials: None,
         }
     }
 }
@@ -89,6 +96,10 @@ impl ClientConfig {
             return Err(Error::Config(
                 "route_refresh_interval is below 10 ms".into(),
             ));
+        }
+        self.tls.validate()?;
+        if let Some(c) = &self.credentials {
+            c.validate()?;
         }
         Ok(())
     }
@@ -132,9 +143,10 @@ impl std::fmt::Debug for Instance {
 }
 
 impl Instance {
-    /// Validates the config and resolves the name server addresses.
+    /// Validates the config, reads the TLS files and resolves the name server addresses.
     pub async fn new(cfg: ClientConfig) -> Result<Arc<Instance>> {
         cfg.validate()?;
+        let security = Security::load(&cfg.tls, cfg.credentials.as_ref())?;
         let mut name_servers = Vec::new();
         for ns in &cfg.name_servers {
             let found = tokio::net::lookup_host(ns.as_str())
@@ -154,6 +166,7 @@ impl Instance {
             requests_in_flight_max: cfg.requests_in_flight_max,
             reconnect_backoff_min: cfg.reconnect_backoff_min,
             reconnect_backoff_max: cfg.reconnect_backoff_max,
+            security,
         });
         Ok(Arc::new(Instance {
             id,
@@ -470,6 +483,19 @@ macro_rules! client_setters {
         /// Requests in flight per connection (default 256, the broker's limit).
         pub fn requests_in_flight_max(mut self, n: usize) -> Self {
             self.client.requests_in_flight_max = n;
+            self
+        }
+
+        /// TLS on every connection (name servers and brokers); see
+        /// [`TlsOptions`]($crate::TlsOptions).
+        pub fn tls(mut self, tls: $crate::TlsOptions) -> Self {
+            self.client.tls = tls;
+            self
+        }
+
+        /// The access key and secret key requests are signed with.
+        pub fn credentials(mut self, credentials: $crate::Credentials) -> Self {
+            self.client.credentials = Some(credentials);
             self
         }
 

@@ -63,6 +63,28 @@
 //! request to that shard, with many requests in flight at once matched by request id, and
 //! reconnects with exponential backoff when it breaks.
 //!
+//! ## TLS and credentials
+//!
+//! [`ClientConfig::tls`] turns TLS on for every connection the client opens (name servers
+//! and brokers), trusting the CAs of one PEM bundle, optionally with a client certificate
+//! (mutual TLS); see [`TlsOptions`]. [`ClientConfig::credentials`] carries the access key and
+//! secret key requests are signed with ([`Credentials`]; their `Debug` and `Display` never
+//! show the secret). Every builder has `.tls(...)` and `.credentials(...)`:
+//!
+//! ```no_run
+//! # async fn demo() -> ringmq_client::Result<()> {
+//! use ringmq_client::{Credentials, Producer, TlsOptions};
+//!
+//! let producer = Producer::builder()
+//!     .group("order-service")
+//!     .name_servers("127.0.0.1:9876")
+//!     .tls(TlsOptions::with_ca("/etc/ringmq/ca.pem"))
+//!     .credentials(Credentials::new("order-service", std::env::var("RINGMQ_SECRET_KEY").unwrap_or_default()))
+//!     .start()
+//!     .await?;
+//! # Ok(()) }
+//! ```
+//!
 //! ## Transactions
 //!
 //! A [`TransactionProducer`] makes a message and a local transaction succeed or fail
@@ -229,6 +251,8 @@ pub mod message;
 mod net;
 pub mod producer;
 pub mod route;
+pub mod security;
+pub mod tls;
 
 pub use admin::Admin;
 pub use batch::{MessageBatch, MessageView};
@@ -245,3 +269,4 @@ pub use producer::{
     TransactionSendResult, TransactionState,
 };
 pub use route::MessageQueue;
+pub use security::{Credentials, TlsOptions};

@@ -8,12 +8,14 @@
 //! - [`bin`]: where the workspace's binaries are, from any crate's tests.
 //! - [`ready`]: the ready lines `ringmq` prints and the addresses in them.
 //! - [`wait`]: polling a condition under a deadline instead of sleeping a fixed time.
+//! - [`certs`]: a throwaway CA with server and client certificates, for TLS tests.
 //!
 //! Every wait here is bounded and every timeout panics with what was awaited and the
 //! process's recent stderr, so a hung process fails its test instead of hanging the suite.
 #![forbid(unsafe_code)]
 
 pub mod bin;
+pub mod certs;
 mod proc;
 pub mod ready;
 mod run;

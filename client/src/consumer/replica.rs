@@ -75,6 +75,7 @@ pub(crate) struct ReadPath {
 pub(crate) fn is_unreachable(e: &Error) -> bool {
     match e {
         Error::Connect { .. }
+        | Error::Tls { .. }
         | Error::Backoff { .. }
         | Error::ConnectionClosed { .. }
         | Error::Timeout { .. } => true,

@@ -15,6 +15,11 @@
 //!   marked closed so the pool replaces it.
 //! - A request frame from the peer (broker -> client, ONEWAY) is handed to the pool's
 //!   [`Inbox`] by code; the client never answers it.
+//!
+//! The stream is plain TCP (split into its owned halves, as before TLS existed) or, when
+//! the client's [`Security`] has TLS, a rustls stream split with [`tokio::io::split`]; the
+//! reader and writer are generic over the halves, so the plaintext path compiles to what it
+//! was. rustls buffers what a write encrypts, so the writer flushes after every batch.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -27,14 +32,15 @@ use ringmq_wire::code::{RequestCode, Status};
 use ringmq_wire::codec::{Decode, Encode};
 use ringmq_wire::command::{read_remark, Response as WireResponse};
 use ringmq_wire::frame::{self, Flags, PREFIX_BYTES};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::task::JoinHandle;
 
 use crate::error::{Error, Result};
 use crate::net::inbox::Inbox;
+use crate::security::Security;
+use crate::tls::TlsStream;
 
 /// Frames waiting for the writer, per connection (requests also hold an in-flight permit).
 pub const WRITE_QUEUE_FRAMES_MAX: usize = 1024;
@@ -151,6 +157,9 @@ struct Shared {
     inbox: Arc<Inbox>,
     /// Written frames' buffers, for the next frames (at most [`FRAME_POOL_MAX`]).
     pool: Mutex<Vec<Vec<u8>>>,
+    /// TLS and credentials of this client; `security.credentials` are what the write loop
+    /// signs each request with (signing: see issue #24).
+    security: Arc<Security>,
 }
 
 impl Shared {
@@ -210,9 +219,15 @@ pub struct Connection {
 
 impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let security = &self.shared.security;
         f.debug_struct("Connection")
             .field("addr", &self.shared.addr)
             .field("closed", &self.is_closed())
+            .field("tls", &security.tls.is_some())
+            .field(
+                "access_key",
+                &security.credentials.as_ref().map(|c| c.access_key()),
+            )
             .finish()
     }
 }
@@ -227,23 +242,29 @@ impl Drop for Connection {
 }
 
 impl Connection {
-    /// Opens a TCP connection and starts its reader and writer.
+    /// Opens a TCP connection (with a TLS handshake when `security` has TLS) and starts its
+    /// reader and writer. `connect_timeout` bounds the connect and the handshake together.
     pub async fn open(
         addr: SocketAddr,
         connect_timeout: Duration,
         in_flight_max: usize,
         inbox: Arc<Inbox>,
+        security: Arc<Security>,
     ) -> Result<Connection> {
-        let stream = match tokio::time::timeout(connect_timeout, TcpStream::connect(addr)).await {
+        let deadline = tokio::time::Instant::now() + connect_timeout;
+        let timed_out = || {
+            std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no connection within {connect_timeout:?}"),
+            )
+        };
+        let stream = match tokio::time::timeout_at(deadline, TcpStream::connect(addr)).await {
             Ok(Ok(s)) => s,
             Ok(Err(source)) => return Err(Error::Connect { addr, source }),
             Err(_) => {
                 return Err(Error::Connect {
                     addr,
-                    source: std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        format!("no connection within {connect_timeout:?}"),
-                    ),
+                    source: timed_out(),
                 })
             }
         };
@@ -251,7 +272,23 @@ impl Connection {
         let local_addr = stream
             .local_addr()
             .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)));
-        let (rd, wr) = stream.into_split();
+        let stream = match &security.tls {
+            None => Stream::Plain(stream),
+            Some(connector) => {
+                let host = addr.ip().to_string();
+                let handshake = connector.handshake(&host, stream);
+                match tokio::time::timeout_at(deadline, handshake).await {
+                    Ok(Ok(s)) => Stream::Tls(Box::new(s)),
+                    Ok(Err(source)) => return Err(Error::Tls { addr, source }),
+                    Err(_) => {
+                        return Err(Error::Tls {
+                            addr,
+                            source: timed_out(),
+                        })
+                    }
+                }
+            }
+        };
         let shared = Arc::new(Shared {
             addr,
             local_addr,
@@ -259,23 +296,28 @@ impl Connection {
             closed: AtomicBool::new(false),
             inbox,
             pool: Mutex::new(Vec::new()),
+            security,
         });
         let (tx, rx) = mpsc::channel(WRITE_QUEUE_FRAMES_MAX);
         let in_flight = Arc::new(Semaphore::new(in_flight_max));
-        let reader = tokio::spawn(read_loop(rd, Arc::clone(&shared)));
-        let writer = tokio::spawn(write_loop(
-            wr,
-            rx,
-            Arc::clone(&shared),
-            (Arc::clone(&in_flight), in_flight_max),
-        ));
+        let limit = (Arc::clone(&in_flight), in_flight_max);
+        let tasks = match stream {
+            Stream::Plain(s) => {
+                let (rd, wr) = s.into_split();
+                spawn_loops(rd, wr, rx, &shared, limit)
+            }
+            Stream::Tls(s) => {
+                let (rd, wr) = tokio::io::split(*s);
+                spawn_loops(rd, wr, rx, &shared, limit)
+            }
+        };
         Ok(Connection {
             shared,
             out: tx,
             next_id: AtomicU64::new(1),
             in_flight,
             in_flight_max,
-            tasks: [reader, writer],
+            tasks,
         })
     }
 
@@ -491,8 +533,32 @@ impl Drop for WaiterGuard<'_> {
     }
 }
 
-async fn write_loop(
-    mut wr: OwnedWriteHalf,
+/// A connected stream, before it is split for the reader and the writer.
+enum Stream {
+    Plain(TcpStream),
+    /// Boxed: a rustls connection is large, and this enum lives only until the split.
+    Tls(Box<TlsStream>),
+}
+
+/// Starts the reader on `rd` and the writer on `wr`.
+fn spawn_loops<R, W>(
+    rd: R,
+    wr: W,
+    rx: mpsc::Receiver<Outgoing>,
+    shared: &Arc<Shared>,
+    limit: (Arc<Semaphore>, usize),
+) -> [JoinHandle<()>; 2]
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let reader = tokio::spawn(read_loop(rd, Arc::clone(shared)));
+    let writer = tokio::spawn(write_loop(wr, rx, Arc::clone(shared), limit));
+    [reader, writer]
+}
+
+async fn write_loop<W: AsyncWrite + Unpin>(
+    mut wr: W,
     mut rx: mpsc::Receiver<Outgoing>,
     shared: Arc<Shared>,
     (in_flight, in_flight_max): (Arc<Semaphore>, usize),
@@ -511,6 +577,8 @@ async fn write_loop(
         let mut bytes = 0;
         let mut next = Some(first);
         while let Some(item) = next.take() {
+            // signing: see issue #24 (each admitted request is signed here, with
+            // `shared.security.credentials`, before it joins the write).
             if admit(&shared, &item) {
                 bytes += item.frame.len();
                 frames.push(item.frame);
@@ -560,8 +628,11 @@ impl std::future::Future for YieldOnce {
 }
 
 /// Writes every byte of `frames`, in order, with as few (vectored) writes as the socket
-/// takes.
-async fn write_all_vectored(wr: &mut OwnedWriteHalf, frames: &[Vec<u8>]) -> std::io::Result<()> {
+/// takes, then flushes (a no-op on TCP; on TLS it sends what rustls still buffers).
+async fn write_all_vectored<W: AsyncWrite + Unpin>(
+    wr: &mut W,
+    frames: &[Vec<u8>],
+) -> std::io::Result<()> {
     // The first frame not written in full, and how much of it was.
     let (mut at, mut done) = (0, 0);
     while at < frames.len() {
@@ -592,7 +663,7 @@ async fn write_all_vectored(wr: &mut OwnedWriteHalf, frames: &[Vec<u8>]) -> std:
             done = 0;
         }
     }
-    Ok(())
+    wr.flush().await
 }
 
 /// Marks a request written if its caller still waits; false: drop it unsent.
@@ -609,7 +680,7 @@ fn admit(shared: &Shared, item: &Outgoing) -> bool {
     }
 }
 
-async fn read_loop(mut rd: OwnedReadHalf, shared: Arc<Shared>) {
+async fn read_loop<R: AsyncRead + Unpin>(mut rd: R, shared: Arc<Shared>) {
     let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
     'outer: loop {
         loop {
@@ -701,9 +772,15 @@ mod tests {
 
     async fn open(addr: SocketAddr) -> Arc<Connection> {
         Arc::new(
-            Connection::open(addr, Duration::from_secs(1), 16, Arc::new(Inbox::new()))
-                .await
-                .unwrap(),
+            Connection::open(
+                addr,
+                Duration::from_secs(1),
+                16,
+                Arc::new(Inbox::new()),
+                Arc::default(),
+            )
+            .await
+            .unwrap(),
         )
     }
 
@@ -784,9 +861,15 @@ mod tests {
             reqs
         });
         let conn = Arc::new(
-            Connection::open(addr, Duration::from_secs(1), CALLS, Arc::new(Inbox::new()))
-                .await
-                .unwrap(),
+            Connection::open(
+                addr,
+                Duration::from_secs(1),
+                CALLS,
+                Arc::new(Inbox::new()),
+                Arc::default(),
+            )
+            .await
+            .unwrap(),
         );
         let calls: Vec<_> = (0..CALLS)
             .map(|i| {
@@ -887,9 +970,15 @@ mod tests {
         });
         let inbox = Arc::new(Inbox::new());
         let woken = inbox.register_group("g");
-        let conn = Connection::open(addr, Duration::from_secs(1), 16, Arc::clone(&inbox))
-            .await
-            .unwrap();
+        let conn = Connection::open(
+            addr,
+            Duration::from_secs(1),
+            16,
+            Arc::clone(&inbox),
+            Arc::default(),
+        )
+        .await
+        .unwrap();
         let answer = conn
             .call(RequestCode::HeartBeat, &Empty, b"", Duration::from_secs(5))
             .await

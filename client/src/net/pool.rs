@@ -19,6 +19,7 @@ use ringmq_wire::command::{HelloRequest, HelloResponse};
 use crate::error::{Error, Result};
 use crate::net::connection::Connection;
 use crate::net::inbox::Inbox;
+use crate::security::Security;
 
 /// What listens at an endpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -44,6 +45,8 @@ pub struct PoolConfig {
     pub requests_in_flight_max: usize,
     pub reconnect_backoff_min: Duration,
     pub reconnect_backoff_max: Duration,
+    /// TLS and credentials of every connection.
+    pub security: Arc<Security>,
 }
 
 #[derive(Default)]
@@ -167,6 +170,7 @@ impl Pool {
             self.cfg.connect_timeout,
             self.cfg.requests_in_flight_max,
             Arc::clone(&self.inbox),
+            Arc::clone(&self.cfg.security),
         )
         .await?;
         // Every native connection opens with HELLO: a listener tells the native protocol from
