@@ -9,6 +9,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::parse::{parse_duration, parse_perm, parse_time_ms};
+use crate::security::SecurityArgs;
 
 const ABOUT: &str = "Cluster operations for ringmq (the mqadmin of this project)";
 
@@ -19,7 +20,11 @@ Every command asks the name servers (-n/--namesrv, default 127.0.0.1:9876, or RI
 where things are, then the brokers. Output is an aligned table (units in the column headers,
 times in RFC 3339 UTC, '-' for none) or, with --json, one JSON object whose keys are the
 table's sections. On failure the command prints one line `ringmq-ctl: <reason>` to stderr
-and exits 1 (2 for a bad command line).";
+and exits 1 (2 for a bad command line).
+
+With TLS on the servers, give --ca (the CA bundle; implies --tls) and, for mutual TLS,
+--tls-cert and --tls-key. With ACL on, give --access-key and the secret key in
+RINGMQ_SECRET_KEY (rather than --secret-key, which stays in the shell's history).";
 
 const AFTER_HELP: &str = "\
 mqadmin aliases: clusterList, updateTopic, deleteTopic, topicList, topicRoute, topicStatus,
@@ -60,6 +65,9 @@ pub struct Cli {
     /// seconds). Connecting waits at most 3 s of it.
     #[arg(long, global = true, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
     pub timeout: Duration,
+
+    #[command(flatten)]
+    pub security: SecurityArgs,
 
     #[command(subcommand)]
     pub command: Command,

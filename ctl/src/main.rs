@@ -9,6 +9,7 @@ mod cmd;
 mod error;
 mod output;
 mod parse;
+mod security;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -16,6 +17,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use ringmq_client::admin::split_name_servers;
+use ringmq_client::security::Security;
 use ringmq_client::{Admin, ClientConfig};
 
 use crate::cli::Cli;
@@ -47,10 +49,16 @@ fn run(cli: &Cli) -> Result<Report, CtlError> {
         .enable_all()
         .build()
         .map_err(|e| CtlError::Refused(format!("starting the runtime: {e}")))?;
+    let (tls, credentials) = cli.security.client().map_err(CtlError::Usage)?;
+    // The TLS files are read here, so a bad one is reported as itself, not as a failed
+    // connection to the name servers.
+    Security::load(&tls, credentials.as_ref()).map_err(|e| CtlError::Refused(e.to_string()))?;
     let cfg = ClientConfig {
         name_servers: split_name_servers(&cli.namesrv),
         request_timeout: cli.timeout,
         connect_timeout: cli.timeout.min(CONNECT_TIMEOUT_MAX),
+        tls,
+        credentials,
         ..ClientConfig::default()
     };
     rt.block_on(async {

@@ -121,8 +121,18 @@ impl Out {
     }
 }
 
-/// Runs `ringmq-ctl args...` (no `-n` added, `RINGMQ_NAMESRV` unset), killed after
-/// [`CTL_TIMEOUT`].
+/// The environment variables of the TLS and credential flags.
+pub const SECURITY_ENV: [&str; 6] = [
+    "RINGMQ_TLS",
+    "RINGMQ_CA",
+    "RINGMQ_TLS_CERT",
+    "RINGMQ_TLS_KEY",
+    "RINGMQ_ACCESS_KEY",
+    "RINGMQ_SECRET_KEY",
+];
+
+/// Runs `ringmq-ctl args...` (no `-n` added, `RINGMQ_NAMESRV` and [`SECURITY_ENV`] unset),
+/// killed after [`CTL_TIMEOUT`].
 pub fn ctl(args: &[&str]) -> Out {
     ctl_env(args, &[])
 }
@@ -132,6 +142,10 @@ pub fn ctl_env(args: &[&str], env: &[(&str, &str)]) -> Out {
     let mut spawn = Spawn::new("ringmq-ctl", env!("CARGO_BIN_EXE_ringmq-ctl"))
         .args(args)
         .env_remove("RINGMQ_NAMESRV");
+    // The caller's TLS and credential settings must not leak into a test's run.
+    for k in SECURITY_ENV {
+        spawn = spawn.env_remove(k);
+    }
     for (k, v) in env {
         spawn = spawn.env(k, v);
     }
