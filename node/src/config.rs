@@ -16,9 +16,11 @@
 //! `brokerName`). The readers live in `config/source.rs`, the key tables in `config/keys.rs` and
 //! `config/ignored.rs`.
 
+mod acl;
 mod ignored;
 mod keys;
 mod source;
+mod tls;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -27,7 +29,9 @@ use thiserror::Error;
 
 use crate::limits;
 
+pub use acl::{AclConfig, ACL_FILE_NAME};
 pub use ringmq_wire::command::route::{perm, BrokerRole};
+pub use tls::{ClientAuth, TlsConfig, TlsMode};
 
 /// When a write is acknowledged relative to fdatasync (`flushDiskType`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,6 +190,13 @@ pub struct BrokerConfig {
     pub shards: Option<usize>,
     /// `pinCores`: pin each shard to a core, default true.
     pub pin_cores: bool,
+
+    // --- TLS ---
+    /// `tls.server.*` (client, HA listeners), `tls.enable` / `tls.client.*` (registration,
+    /// replication and calls to the master).
+    pub tls: TlsConfig,
+    /// `aclEnable`, `aclFilePath`, `aclReplayWindowMs`, `innerAccessKey`, `innerSecretKey`.
+    pub acl: AclConfig,
 }
 
 /// RocketMQ's 18 delay levels.
@@ -251,6 +262,8 @@ impl Default for BrokerConfig {
             timer_precision_ms: 1,
             shards: None,
             pin_cores: true,
+            tls: TlsConfig::default(),
+            acl: AclConfig::default(),
         }
     }
 }
@@ -339,6 +352,9 @@ impl BrokerConfig {
         keys::check_name(&self.broker_cluster_name)
             .or_else(|detail| invalid("brokerClusterName", detail))?;
         keys::check_name(&self.broker_name).or_else(|detail| invalid("brokerName", detail))?;
+        self.tls.validate_server()?;
+        self.tls.validate_client()?;
+        self.acl.validate()?;
         Ok(())
     }
 
@@ -398,6 +414,10 @@ pub struct NamesrvConfig {
     /// `brokerChannelExpiredTime` (RocketMQ's constant, made a key for tests), default
     /// 120,000 ms: a broker silent this long is dropped.
     pub broker_channel_expired_time_ms: u64,
+    /// `tls.server.*` (the name server's listener).
+    pub tls: TlsConfig,
+    /// `aclEnable`, `aclFilePath`, `aclReplayWindowMs`.
+    pub acl: AclConfig,
 }
 
 impl Default for NamesrvConfig {
@@ -407,6 +427,8 @@ impl Default for NamesrvConfig {
             listen_port: 9876,
             scan_not_active_broker_interval_ms: 10_000,
             broker_channel_expired_time_ms: 120_000,
+            tls: TlsConfig::default(),
+            acl: AclConfig::default(),
         }
     }
 }
@@ -434,8 +456,16 @@ impl NamesrvConfig {
         Self::parse(text, Format::Toml, origin)
     }
 
+    /// Sets one key as a file line would, for command-line overrides (`--set`); see
+    /// [`BrokerConfig::set`]. Call `validate()` after the last override.
+    pub fn set(&mut self, key: &str, value: &str, origin: &str) -> Result<bool, ConfigError> {
+        keys::apply_one(self, &keys::NAMESRV, key, value, origin, 0)
+    }
+
     /// Cross-field checks.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.tls.validate_server()?;
+        self.acl.validate()?;
         if self.scan_not_active_broker_interval_ms > self.broker_channel_expired_time_ms {
             return Err(ConfigError::Invalid {
                 key: "scanNotActiveBrokerInterval",

@@ -5,6 +5,7 @@
 //! uses `unsafe`.
 #![deny(unsafe_code)]
 
+pub mod acl;
 pub mod broker;
 pub mod config;
 pub mod ha;

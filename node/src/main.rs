@@ -158,15 +158,9 @@ fn apply_sets(cfg: &mut BrokerConfig, sets: &[String]) -> Result<(), String> {
 
 fn standalone(a: StandaloneArgs, signals: &ringmq_node::io::signal::Signals) -> Result<(), String> {
     let fallback = force_fallback(a.common.no_io_uring);
-    let ns = namesrv::start(
-        NamesrvConfig::default(),
-        SocketAddr::new(a.host, a.namesrv_port),
-        fallback,
-    )?;
     let mut cfg = BrokerConfig {
         broker_name: "broker-a".to_string(),
         store_path_root_dir: a.data.clone(),
-        namesrv_addr: vec![ns.addr.to_string()],
         listen_port: a.broker_port,
         shards: a.shards,
         flush_disk_type: match a.flush {
@@ -178,6 +172,14 @@ fn standalone(a: StandaloneArgs, signals: &ringmq_node::io::signal::Signals) -> 
         ..BrokerConfig::default()
     };
     apply_sets(&mut cfg, &a.common.set)?;
+    cfg.acl.file_path = Some(cfg.acl.file_path(None));
+    // One process, one ACL file: the name server checks with the broker's settings.
+    let ns_cfg = NamesrvConfig {
+        acl: cfg.acl.clone(),
+        ..NamesrvConfig::default()
+    };
+    let ns = namesrv::start(ns_cfg, SocketAddr::new(a.host, a.namesrv_port), fallback)?;
+    cfg.namesrv_addr = vec![ns.addr.to_string()];
     log_start("standalone", &cfg, fallback);
     let opts = StartOptions {
         listen: SocketAddr::new(a.host, cfg.listen_port),
@@ -218,6 +220,10 @@ fn namesrv_cmd(a: NamesrvArgs, signals: &ringmq_node::io::signal::Signals) -> Re
         }
         None => NamesrvConfig::default(),
     };
+    cfg.acl.file_path = Some(
+        cfg.acl
+            .file_path(a.config.as_deref().and_then(std::path::Path::parent)),
+    );
     if let Some(ms) = a.scan_interval_ms {
         cfg.scan_not_active_broker_interval_ms = ms;
     }
@@ -269,6 +275,7 @@ fn broker_cmd(a: BrokerArgs, signals: &ringmq_node::io::signal::Signals) -> Resu
         cfg.shards = a.shards;
     }
     apply_sets(&mut cfg, &a.common.set)?;
+    cfg.acl.file_path = Some(cfg.acl.file_path(a.config.parent()));
     let fallback = force_fallback(a.common.no_io_uring);
     let publish: IpAddr = match &cfg.broker_ip1 {
         Some(ip) => ip

@@ -165,9 +165,14 @@ fn name_server_leases_ignore_wall_clock_jumps() {
     let answered: Rc<Cell<Option<Status>>> = Rc::default();
     let (addr, slot) = (ns.addr, Rc::clone(&answered));
     world.spawn_on(20, async move {
-        let r =
-            ringmq_node::broker::register::call(addr, RequestCode::RegisterBroker, &Empty, &body)
-                .await;
+        let r = ringmq_node::broker::register::call(
+            addr,
+            RequestCode::RegisterBroker,
+            &Empty,
+            &body,
+            None,
+        )
+        .await;
         slot.set(Some(r.map(|(s, _, _)| s).unwrap_or(Status::SystemError)));
     });
     assert!(world.run_until(1_000_000_000, || answered.get().is_some()));

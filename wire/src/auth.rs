@@ -244,6 +244,45 @@ pub struct Stamp {
     pub timestamp_ms: u64,
 }
 
+/// Signs the requests of one connection: one nonce, a sequence that counts up.
+#[derive(Debug, Clone)]
+pub struct Signer {
+    credentials: Credentials,
+    key: NativeKey,
+    nonce: [u8; NONCE_BYTES],
+    seq: u64,
+}
+
+impl Signer {
+    /// `nonce` must be random and used for no other connection.
+    pub fn new(credentials: Credentials, nonce: [u8; NONCE_BYTES]) -> Self {
+        let key = credentials.native_key();
+        Signer {
+            credentials,
+            key,
+            nonce,
+            seq: 0,
+        }
+    }
+
+    pub fn access_key(&self) -> &str {
+        &self.credentials.access_key
+    }
+
+    /// Signs the next frame written on the connection; frames must be written in the order
+    /// they are signed.
+    pub fn sign(&mut self, frame_bytes: &mut Vec<u8>, now_ms: u64) -> Result<()> {
+        let stamp = Stamp {
+            nonce: self.nonce,
+            seq: self.seq + 1,
+            timestamp_ms: now_ms,
+        };
+        sign(frame_bytes, &self.credentials.access_key, &self.key, stamp)?;
+        self.seq += 1;
+        Ok(())
+    }
+}
+
 /// Signs a whole unsigned request frame in place: sets SIGNED, appends the trailer and
 /// fixes the length field. Nothing changes on error.
 pub fn sign(

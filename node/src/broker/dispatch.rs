@@ -11,6 +11,7 @@ use ringmq_wire::codec::Decode;
 use ringmq_wire::command::{HeartbeatData, Request, WrongShard};
 use ringmq_wire::frame::{self, PREFIX_BYTES};
 
+use crate::acl::Caller;
 use crate::broker::groups::Channel;
 use crate::broker::shard::Shard;
 use crate::broker::{admin, clients, produce, pull, queries as oh, retry};
@@ -31,8 +32,15 @@ pub struct Origin {
     pub conn: Option<u64>,
 }
 
-/// Handles one whole request frame.
-pub fn dispatch(shard: &Rc<Shard>, mut frame_bytes: Vec<u8>, origin: Origin) -> Outcome {
+/// Handles one whole request frame. `caller` is who sent it (authorized here, before
+/// anything is read or changed); `None` for requests the broker makes itself or that another
+/// shard already authorized.
+pub fn dispatch(
+    shard: &Rc<Shard>,
+    mut frame_bytes: Vec<u8>,
+    origin: Origin,
+    caller: Option<&Caller>,
+) -> Outcome {
     let (code, header_end) = match frame::parse(&frame_bytes) {
         Ok(f) => (f.request_code(), PREFIX_BYTES + f.header.len()),
         Err(e) => return Reply::error(Status::MalformedRequest, e.to_string()).into(),
@@ -53,6 +61,11 @@ pub fn dispatch(shard: &Rc<Shard>, mut frame_bytes: Vec<u8>, origin: Origin) -> 
             .into()
         }
     };
+    if let (Some(acl), Some(caller)) = (&shard.broker.acl, caller) {
+        if let Err(refusal) = acl.authorize(caller, &request, body) {
+            return Reply::error(Status::NoPermission, refusal.remark).into();
+        }
+    }
     let local = |topic: &str, queue_id: u32| route(shard, topic, queue_id);
     match request {
         Request::SendMessage(h) | Request::SendBatchMessage(h) => {

@@ -96,6 +96,10 @@ pub struct Runtime {
 #[derive(Debug)]
 pub struct Broker {
     pub config: BrokerConfig,
+    /// Accounts and permissions, when `aclEnable=true`.
+    pub acl: Option<crate::acl::Acl>,
+    /// `innerAccessKey`/`innerSecretKey`: signs the broker's own requests.
+    pub inner_credentials: Option<ringmq_wire::auth::Credentials>,
     pub rt: Runtime,
     /// Settings UPDATE_BROKER_CONFIG may change while running.
     pub live: live::Live,

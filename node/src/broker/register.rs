@@ -117,7 +117,15 @@ pub async fn register_all(shard: &Shard) {
             log::warn!("name server address {ns} is not host:port");
             continue;
         };
-        match call(addr, RequestCode::RegisterBroker, &Empty, &body).await {
+        match call(
+            addr,
+            RequestCode::RegisterBroker,
+            &Empty,
+            &body,
+            b.inner_credentials.as_ref(),
+        )
+        .await
+        {
             Ok((Status::Success, header, _)) => {
                 log::debug!("registered with name server {ns}");
                 b.registered
@@ -160,7 +168,13 @@ pub async fn unregister_all(shard: &Shard) {
         };
         let answered = rt::timeout(
             Duration::from_millis(UNREGISTER_TIMEOUT_MS),
-            call(addr, RequestCode::UnregisterBroker, &h, &[]),
+            call(
+                addr,
+                RequestCode::UnregisterBroker,
+                &h,
+                &[],
+                b.inner_credentials.as_ref(),
+            ),
         )
         .await;
         match answered {
@@ -211,7 +225,15 @@ pub async fn sync_from_master(shard: Rc<Shard>) {
     let mut last_error = String::new();
     while !shard.broker.is_shutting_down() {
         if let Some(addr) = shard.broker.master_broker_addr() {
-            match call(addr, RequestCode::GetAllTopicConfig, &Empty, &[]).await {
+            match call(
+                addr,
+                RequestCode::GetAllTopicConfig,
+                &Empty,
+                &[],
+                shard.broker.inner_credentials.as_ref(),
+            )
+            .await
+            {
                 Ok((Status::Success, _, body)) => match TopicConfigTable::decode(&body) {
                     Ok(t) => {
                         last_error.clear();
@@ -239,15 +261,25 @@ pub async fn sync_from_master(shard: Rc<Shard>) {
 /// How often a slave copies its master's topic table.
 pub const TOPIC_SYNC_MS: u64 = 3_000;
 
-/// One request/response exchange on a fresh connection, bounded by `CALL_TIMEOUT_MS`.
+/// One request/response exchange on a fresh connection, bounded by `CALL_TIMEOUT_MS`,
+/// signed with `inner` (the broker's `innerAccessKey`) when given.
 pub async fn call(
     addr: SocketAddr,
     code: RequestCode,
     header: &impl Encode,
     body: &[u8],
+    inner: Option<&ringmq_wire::auth::Credentials>,
 ) -> Result<(Status, Vec<u8>, Vec<u8>), String> {
     let mut out = ringmq_wire::command::opener_frame("ringmq-broker");
-    frame::encode_request(&mut out, code, false, 1, header, body).map_err(|e| e.to_string())?;
+    let mut request = Vec::new();
+    frame::encode_request(&mut request, code, false, 1, header, body).map_err(|e| e.to_string())?;
+    if let Some(creds) = inner {
+        let mut signer = crate::acl::signer(creds);
+        let now = u64::try_from(crate::io::clock::now_ms()).unwrap_or(0);
+        signer.sign(&mut out, now).map_err(|e| e.to_string())?;
+        signer.sign(&mut request, now).map_err(|e| e.to_string())?;
+    }
+    out.extend_from_slice(&request);
     let exchange = async {
         let conn = Conn::connect(addr).await.map_err(|e| e.to_string())?;
         let (res, _) = conn.write_all(out).await;

@@ -201,7 +201,7 @@ pub fn send_back(
         zero_copy: false,
         conn: None,
     };
-    match dispatch(shard, send_frame, inner) {
+    match dispatch(shard, send_frame, inner, None) {
         Outcome::Now(r) => answer(r).into(),
         Outcome::Later(fut) => Outcome::later(async move { answer(fut.await) }),
     }

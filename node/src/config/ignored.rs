@@ -32,7 +32,6 @@ pub(super) const NETTY_KEYS: &[&str] = &[
     "clientSocketRcvBufSize",
     "clientPooledByteBufAllocatorEnable",
     "clientCloseSocketIfTimeout",
-    "useTLS",
     "rocketmqHome",
 ];
 
@@ -130,7 +129,6 @@ pub(super) const BROKER_IGNORED_KEYS: &[&str] = &[
     "popCkStayBufferTimeOut",
     "popCkMaxBufferSize",
     "popCkOffsetMaxQueueSize",
-    "aclEnable",
     "storeReplyMessageEnable",
     "autoDeleteUnusedStats",
     "isolateLogEnable",

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use super::ignored::{BROKER_IGNORED_KEYS, NAMESRV_IGNORED_KEYS, NETTY_KEYS};
 use super::source::{Entry, Value};
+use super::tls;
 use super::{
     perm, BrokerConfig, BrokerRole, ConfigError, FlushDiskType, IgnoredKey, LoadedConfig,
     NamesrvConfig,
@@ -162,6 +163,46 @@ const BROKER_KEYS: &[Key<BrokerConfig>] = &[
         num(v, 1, 60_000)?),
     key!("shards", |c, v| c.shards = shards(v)?),
     key!("pinCores", |c, v| c.pin_cores = boolean(v)?),
+    // TLS (config/tls.rs): listeners, then the broker's own outgoing connections.
+    key!("tls.server.mode", |c, v| {
+        c.tls.server_mode = Some(tls::mode(v)?)
+    }),
+    key!("tls.server.certPath", |c, v| {
+        c.tls.server_cert_path = Some(path(v)?)
+    }),
+    key!("tls.server.keyPath", |c, v| {
+        c.tls.server_key_path = Some(path(v)?)
+    }),
+    key!("tls.server.trustCertPath", |c, v| {
+        c.tls.server_trust_cert_path = Some(path(v)?)
+    }),
+    key!("tls.server.need.client.auth", |c, v| {
+        c.tls.server_need_client_auth = tls::client_auth(v)?
+    }),
+    key!("tls.enable", |c, v| { c.tls.client_enable = boolean(v)? }),
+    // RocketMQ's NettyClientConfig name for the same switch.
+    key!("useTLS", |c, v| { c.tls.client_enable = boolean(v)? }),
+    key!("tls.client.trustCertPath", |c, v| {
+        c.tls.client_trust_cert_path = Some(path(v)?)
+    }),
+    key!("tls.client.certPath", |c, v| {
+        c.tls.client_cert_path = Some(path(v)?)
+    }),
+    key!("tls.client.keyPath", |c, v| {
+        c.tls.client_key_path = Some(path(v)?)
+    }),
+    key!("tls.client.authServer", |c, v| {
+        c.tls.client_auth_server = boolean(v)?
+    }),
+    // ACL (config/acl.rs, crate::acl).
+    key!("aclEnable", |c, v| c.acl.enable = boolean(v)?),
+    key!("aclFilePath", |c, v| c.acl.file_path = Some(path(v)?)),
+    key!("aclReplayWindowMs", |c, v| c.acl.replay_window_ms =
+        num(v, 1_000, INTERVAL_MS_MAX)?),
+    key!("innerAccessKey", |c, v| c.acl.inner_access_key =
+        Some(v.to_owned())),
+    key!("innerSecretKey", |c, v| c.acl.inner_secret_key =
+        Some(ringmq_wire::auth::Secret::new(v))),
 ];
 
 const NAMESRV_KEYS: &[Key<NamesrvConfig>] = &[
@@ -175,7 +216,44 @@ const NAMESRV_KEYS: &[Key<NamesrvConfig>] = &[
     key!("brokerChannelExpiredTime", |c, v| {
         c.broker_channel_expired_time_ms = num(v, 1, INTERVAL_MS_MAX)?
     }),
+    // TLS (config/tls.rs): the listener; the outgoing-connection keys are refused.
+    key!("tls.server.mode", |c, v| {
+        c.tls.server_mode = Some(tls::mode(v)?)
+    }),
+    key!("tls.server.certPath", |c, v| {
+        c.tls.server_cert_path = Some(path(v)?)
+    }),
+    key!("tls.server.keyPath", |c, v| {
+        c.tls.server_key_path = Some(path(v)?)
+    }),
+    key!("tls.server.trustCertPath", |c, v| {
+        c.tls.server_trust_cert_path = Some(path(v)?)
+    }),
+    key!("tls.server.need.client.auth", |c, v| {
+        c.tls.server_need_client_auth = tls::client_auth(v)?
+    }),
+    refused_on_namesrv("tls.enable"),
+    refused_on_namesrv("useTLS"),
+    refused_on_namesrv("tls.client.trustCertPath"),
+    refused_on_namesrv("tls.client.certPath"),
+    refused_on_namesrv("tls.client.keyPath"),
+    refused_on_namesrv("tls.client.authServer"),
+    key!("aclEnable", |c, v| c.acl.enable = boolean(v)?),
+    key!("aclFilePath", |c, v| c.acl.file_path = Some(path(v)?)),
+    key!("aclReplayWindowMs", |c, v| c.acl.replay_window_ms =
+        num(v, 1_000, INTERVAL_MS_MAX)?),
+    refused_on_namesrv("innerAccessKey"),
+    refused_on_namesrv("innerSecretKey"),
 ];
+
+/// A key that exists for brokers only, refused on a name server with the reason.
+const fn refused_on_namesrv(name: &'static str) -> Key<NamesrvConfig> {
+    Key {
+        name,
+        list_separator: None,
+        set: tls::refuse_on_namesrv,
+    }
+}
 
 /// The applied keys and the ignored RocketMQ keys of one kind of config.
 pub(super) struct Table<C: 'static> {

@@ -304,7 +304,7 @@ fn overrides_after_load() {
         .set("namesrvAddr", "n1:9876;n2:9876", "--namesrv")
         .unwrap());
     assert_eq!(c.namesrv_addr, vec!["n1:9876", "n2:9876"]);
-    assert!(!c.set("aclEnable", "true", "-D").unwrap());
+    assert!(!c.set("filterDataCleanTimeSpan", "1", "-D").unwrap());
     assert_eq!(
         c.set("shards", "x", "--shards").unwrap_err().to_string(),
         "--shards: shards: expected an integer in 1..=256, got \"x\" (or \"auto\")"

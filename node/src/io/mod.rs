@@ -14,3 +14,4 @@ pub mod rt;
 pub mod signal;
 pub mod sim;
 pub mod sim_net;
+pub mod tls;

@@ -1,8 +1,10 @@
 //! Sockets of a shard: SO_REUSEPORT listeners (every shard accepts on the broker port), TCP
 //! connections with owned-buffer reads and writes, zero-copy sends from a log file
 //! (splice file -> pipe -> socket, both io_uring operations), and the hand-off of a
-//! connection to another shard's thread. Inside a simulated world, listeners and connections
-//! are [`super::sim_net`]'s (no zero copy, no hand-off).
+//! connection to another shard's thread. A TLS connection ([`Conn::Tls`], see [`super::tls`])
+//! carries its session along when handed off, and its log bytes are read from the file and
+//! encrypted instead of spliced ([`Conn::write_file`]). Inside a simulated world, listeners
+//! and connections are [`super::sim_net`]'s (no zero copy, no hand-off, no TLS).
 
 use std::fs::File;
 use std::io;
@@ -16,6 +18,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use super::sim;
 use super::sim_net::{SimConn, SimListener};
+use super::tls::{TlsClient, TlsServer, TlsStream};
 
 /// Backlog of each listener.
 pub const LISTEN_BACKLOG: i32 = 1024;
@@ -76,34 +79,98 @@ impl Listener {
 #[derive(Clone)]
 pub enum Conn {
     Tcp(TcpStream),
+    /// TLS over TCP: reads decrypt, writes encrypt (the session is shared by the clones).
+    Tls(TlsStream),
     Sim(SimConn),
+}
+
+/// A connection on its way to another shard's thread: a duplicate of its socket and, for TLS,
+/// its session (rustls sessions are `Send`; everything else of the connection stays behind).
+pub struct Handed {
+    stream: std::net::TcpStream,
+    tls: Option<Box<rustls::ServerConnection>>,
+}
+
+impl std::fmt::Debug for Handed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handed")
+            .field("fd", &self.stream.as_raw_fd())
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
 }
 
 impl Conn {
     pub async fn connect(addr: SocketAddr) -> io::Result<Self> {
+        Self::connect_with(addr, None).await
+    }
+
+    /// Connects, over TLS when `tls` is given (the server's certificate must name `addr`'s
+    /// IP address when the client verifies servers).
+    pub async fn connect_with(addr: SocketAddr, tls: Option<&TlsClient>) -> io::Result<Self> {
         if let Some(world) = sim::current() {
+            if tls.is_some() {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "TLS is not simulated",
+                ));
+            }
             return SimConn::connect(&world, addr).map(Conn::Sim);
         }
         let s = TcpStream::connect(addr).await?;
         let _ = s.set_nodelay(true);
-        Ok(Conn::Tcp(s))
+        match tls {
+            None => Ok(Conn::Tcp(s)),
+            Some(client) => Ok(Conn::Tls(client.connect(s, addr).await?)),
+        }
+    }
+
+    /// Runs the server side of a TLS handshake on an accepted plaintext connection whose
+    /// first bytes (`first`, already read) begin a TLS record.
+    pub async fn accept_tls(self, server: &TlsServer, first: Vec<u8>) -> io::Result<Conn> {
+        match self {
+            Conn::Tcp(s) => Ok(Conn::Tls(server.accept(s, first).await?)),
+            _ => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "TLS is accepted on plain TCP connections only",
+            )),
+        }
+    }
+
+    pub fn is_tls(&self) -> bool {
+        matches!(self, Conn::Tls(_))
     }
 
     /// Adopts a connection handed over from another shard.
-    pub fn from_std(s: std::net::TcpStream) -> io::Result<Self> {
-        s.set_nonblocking(true)?;
-        let c = TcpStream::from_std(s)?;
+    pub fn from_std(h: Handed) -> io::Result<Self> {
+        h.stream.set_nonblocking(true)?;
+        let c = TcpStream::from_std(h.stream)?;
         let _ = c.set_nodelay(true);
-        Ok(Conn::Tcp(c))
+        Ok(match h.tls {
+            None => Conn::Tcp(c),
+            Some(session) => Conn::Tls(TlsStream::adopt(c, session)),
+        })
     }
 
-    /// A duplicate of the socket as a std stream, to hand to another shard; the caller drops
-    /// this `Conn` (and its clones) afterwards. Simulated connections are never handed off.
-    pub fn to_std(&self) -> io::Result<std::net::TcpStream> {
+    /// A duplicate of the socket (and the TLS session) to hand to another shard; the caller
+    /// drops this `Conn` (and its clones) afterwards: a TLS one is dead once its session is
+    /// taken. Simulated connections are never handed off.
+    pub fn to_std(&self) -> io::Result<Handed> {
+        let dup = |s: &TcpStream| -> io::Result<std::net::TcpStream> {
+            let owned: OwnedFd = s.as_fd().try_clone_to_owned()?;
+            Ok(std::net::TcpStream::from(owned))
+        };
         match self {
-            Conn::Tcp(s) => {
-                let owned: OwnedFd = s.as_fd().try_clone_to_owned()?;
-                Ok(std::net::TcpStream::from(owned))
+            Conn::Tcp(s) => Ok(Handed {
+                stream: dup(s)?,
+                tls: None,
+            }),
+            Conn::Tls(t) => {
+                let stream = dup(t.socket())?;
+                Ok(Handed {
+                    stream,
+                    tls: Some(t.take_server()?),
+                })
             }
             Conn::Sim(_) => Err(io::Error::new(
                 io::ErrorKind::Unsupported,
@@ -115,6 +182,7 @@ impl Conn {
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
         match self {
             Conn::Tcp(s) => s.peer_addr(),
+            Conn::Tls(t) => t.socket().peer_addr(),
             Conn::Sim(c) => Ok(c.peer_addr()),
         }
     }
@@ -127,6 +195,7 @@ impl Conn {
                 let BufResult(res, buf) = s.append(buf).await;
                 (res, buf)
             }
+            Conn::Tls(t) => t.read_append(buf).await,
             Conn::Sim(c) => {
                 let res = c.read_append(&mut buf).await;
                 (res, buf)
@@ -142,6 +211,7 @@ impl Conn {
                 let BufResult(res, buf) = s.write_all(buf).await;
                 (res, buf)
             }
+            Conn::Tls(t) => t.write_all(buf).await,
             Conn::Sim(c) => {
                 let res = c.write(&buf);
                 (res, buf)
@@ -155,8 +225,42 @@ impl Conn {
                 let mut s = s;
                 let _ = compio::io::AsyncWrite::shutdown(&mut s).await;
             }
+            Conn::Tls(t) => t.shutdown().await,
             Conn::Sim(c) => c.shutdown(),
         }
+    }
+
+    /// Sends `len` bytes of `file` from `offset` through a TLS connection: read in chunks on
+    /// the loop (io_uring reads: a cold page does not stall the shard), encrypted, written.
+    /// Splicing cannot pass through a user-space TLS session.
+    pub async fn write_file(&self, file: &SharedFile, offset: u64, len: usize) -> io::Result<()> {
+        let Conn::Tls(t) = self else {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "write_file is the TLS path; plain connections splice",
+            ));
+        };
+        let mut buf = Vec::with_capacity(super::tls::WRITE_CHUNK_BYTES.min(len));
+        let mut sent = 0usize;
+        while sent < len {
+            let want = (len - sent).min(super::tls::WRITE_CHUNK_BYTES);
+            buf.clear();
+            while buf.len() < want {
+                let at = offset + (sent + buf.len()) as u64;
+                let rest = want - buf.len();
+                let (res, b) = file.read_at(buf, at, rest).await;
+                buf = b;
+                if res? == 0 {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!("log file ended at {at} while sending {len} bytes from {offset}"),
+                    ));
+                }
+            }
+            t.write_slice(&buf).await?;
+            sent += want;
+        }
+        Ok(())
     }
 }
 
@@ -201,6 +305,7 @@ impl SplicePipe {
             let mut out = 0;
             while out < n {
                 let Conn::Tcp(sock) = conn else {
+                    // TLS connections take `Conn::write_file`; simulated ones copy.
                     return Err(io::Error::new(
                         io::ErrorKind::Unsupported,
                         "splice to a simulated connection",
@@ -242,6 +347,30 @@ impl SharedFile {
     /// Opens directory `dir` for an fsync on the loop's ring ([`Self::sync_data`]).
     pub fn open_dir(dir: &std::path::Path) -> io::Result<Self> {
         Ok(SharedFile(compio::driver::SharedFd::new(File::open(dir)?)))
+    }
+
+    /// Reads up to `max` bytes at `offset` into the spare capacity of `buf` (appending), on
+    /// the loop's ring. 0 = end of file.
+    pub async fn read_at(
+        &self,
+        buf: Vec<u8>,
+        offset: u64,
+        max: usize,
+    ) -> (io::Result<usize>, Vec<u8>) {
+        use compio::buf::IoBuf;
+        let start = buf.len();
+        let mut buf = buf;
+        buf.reserve(max);
+        let end = start + max;
+        let op = compio::driver::op::ReadAt::new(self.0.clone(), offset, buf.slice(start..end));
+        let BufResult(res, op) = compio::runtime::submit(op).await;
+        let slice = compio::buf::IntoInner::into_inner(op);
+        let mut buf = compio::buf::IntoInner::into_inner(slice);
+        if let Ok(n) = res {
+            // SAFETY: the kernel initialized `n` bytes after `start` (n <= max).
+            unsafe { buf.set_len(start + n) };
+        }
+        (res, buf)
     }
 
     /// Opens a duplicate of `file`'s descriptor for this loop.

@@ -17,6 +17,7 @@ use ringmq_wire::code::Status;
 use ringmq_wire::command::pull::FilterType;
 use ringmq_wire::frame::{self, Flags, PREFIX_BYTES};
 
+use crate::acl::{Acl, Caller, ConnGuard, GuardState};
 use crate::io::net::{Conn, SplicePipe};
 use crate::io::rt;
 use crate::limits;
@@ -33,8 +34,13 @@ pub const WRITE_COALESCE_BYTES: usize = 256 * 1024;
 pub trait Service {
     /// Largest frame accepted.
     fn frame_bytes_max(&self) -> usize;
-    /// Handles one request frame (the whole frame, prefix included).
-    fn handle(&self, frame: Vec<u8>) -> Outcome;
+    /// Handles one request frame (the whole frame, prefix included) from `caller` (already
+    /// authenticated; the service authorizes).
+    fn handle(&self, frame: Vec<u8>, caller: &Caller) -> Outcome;
+    /// The ACL, when on: requests are authenticated before [`Service::handle`].
+    fn acl(&self) -> Option<&Acl> {
+        None
+    }
     /// If this frame is a HELLO asking for another shard, that shard.
     fn handoff_target(&self, _frame: &[u8]) -> Option<u16> {
         None
@@ -61,6 +67,8 @@ pub enum ReadEnd {
         shard: u16,
         hello_frame: Vec<u8>,
         pending: Vec<u8>,
+        /// The connection's authentication state (ACL on), rewound to before the HELLO.
+        guard: Option<GuardState>,
     },
 }
 
@@ -174,6 +182,27 @@ impl OutQueue {
 
 /// Serves a connection until it closes or is handed to another shard.
 pub async fn serve<S: Service + 'static>(svc: Rc<S>, conn: Conn, pending: Vec<u8>) -> ReadEnd {
+    serve_resumed(svc, conn, pending, None).await
+}
+
+/// [`serve`] for a connection handed over from another shard with its ACL state.
+pub async fn serve_resumed<S: Service + 'static>(
+    svc: Rc<S>,
+    conn: Conn,
+    pending: Vec<u8>,
+    resume: Option<GuardState>,
+) -> ReadEnd {
+    let guard = svc.acl().map(|acl| {
+        let peer = conn
+            .peer_addr()
+            .map(|a| a.ip())
+            .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
+        let mut g = acl.guard(peer);
+        if let Some(state) = resume {
+            g.resume(state);
+        }
+        g
+    });
     svc.opened();
     let out = Rc::new(OutQueue::default());
     svc.attached(&out);
@@ -181,9 +210,9 @@ pub async fn serve<S: Service + 'static>(svc: Rc<S>, conn: Conn, pending: Vec<u8
     let writer = rt::spawn_joinable(write_loop(conn.clone(), Rc::clone(&out)));
     let end = match detect(&conn, pending).await {
         None => ReadEnd::Closed,
-        Some((Protocol::Native, buf)) => read_loop(&svc, &conn, &out, &inflight, buf).await,
+        Some((Protocol::Native, buf)) => read_loop(&svc, &conn, &out, &inflight, buf, guard).await,
         Some((Protocol::Remoting, buf)) => {
-            remoting::read_loop(&svc, &conn, &out, &inflight, buf).await;
+            remoting::read_loop(&svc, &conn, &out, &inflight, buf, guard).await;
             ReadEnd::Closed
         }
     };
@@ -235,6 +264,7 @@ async fn read_loop<S: Service + 'static>(
     out: &Rc<OutQueue>,
     inflight: &Rc<Cell<usize>>,
     mut buf: Vec<u8>,
+    mut guard: Option<ConnGuard>,
 ) -> ReadEnd {
     let max = svc.frame_bytes_max();
     let mut start = 0usize;
@@ -268,14 +298,20 @@ async fn read_loop<S: Service + 'static>(
                     if let Some(shard) = svc.handoff_target(&f) {
                         if inflight.get() == 0 {
                             let rest = buf[start..].to_vec();
+                            let guard = guard
+                                .as_ref()
+                                .map(|g| g.handoff_state(ConnGuard::peek_seq(&f)));
                             return ReadEnd::HandOff {
                                 shard,
                                 hello_frame: f,
                                 pending: rest,
+                                guard,
                             };
                         }
                     }
-                    handle_frame(svc, out, inflight, f);
+                    if !handle_frame(svc, out, inflight, f, guard.as_mut()) {
+                        return ReadEnd::Closed;
+                    }
                 }
                 Ok(None) => break,
                 Err(e) => match refuse(avail, max) {
@@ -391,14 +427,16 @@ fn refuse(avail: &[u8], max: usize) -> Refusal {
     }
 }
 
+/// Handles one frame; false: close the connection (refused too often in a row).
 fn handle_frame<S: Service + 'static>(
     svc: &Rc<S>,
     out: &Rc<OutQueue>,
     inflight: &Rc<Cell<usize>>,
-    f: Vec<u8>,
-) {
+    mut f: Vec<u8>,
+    guard: Option<&mut ConnGuard>,
+) -> bool {
     let Some(prefix) = frame::peek(&f) else {
-        return;
+        return true;
     };
     let oneway = Flags::from_bits(prefix.flags).is_ok_and(|fl| fl.is_oneway());
     let request_id = prefix.request_id;
@@ -415,12 +453,39 @@ fn handle_frame<S: Service + 'static>(
                 ),
             );
         }
-        return;
+        return true;
     }
-    match svc.handle(f) {
+    let mut guard = guard;
+    let caller = match guard.as_deref_mut() {
+        None => Caller::Open,
+        Some(g) => {
+            let now = u64::try_from(crate::io::clock::now_ms()).unwrap_or(0);
+            match g.native(&mut f, now) {
+                Ok(c) => c,
+                Err(refusal) => {
+                    if !oneway {
+                        out.push(
+                            request_id,
+                            Reply::error(Status::NoPermission, refusal.remark),
+                        );
+                    }
+                    return !g.should_close();
+                }
+            }
+        }
+    };
+    match svc.handle(f, &caller) {
         Outcome::Now(reply) => {
+            let refused = reply.status == Status::NoPermission;
             if !oneway {
                 out.push(request_id, reply);
+            }
+            if let Some(g) = guard {
+                if refused {
+                    g.note_refused();
+                    return !g.should_close();
+                }
+                g.note_served();
             }
         }
         Outcome::Later(fut) => answer_later(out, inflight, fut, move |out, reply| {
@@ -429,6 +494,7 @@ fn handle_frame<S: Service + 'static>(
             }
         }),
     }
+    true
 }
 
 /// Runs a reply that comes later as a task of the connection, counted in flight until

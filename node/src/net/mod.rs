@@ -3,6 +3,7 @@
 //! body that is either bytes or runs of the log file sent zero-copy). Requests are decoded
 //! and dispatched by `broker::dispatch`.
 
+pub mod admit;
 pub mod connection;
 pub mod frames;
 pub mod namesrv;

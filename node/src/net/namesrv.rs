@@ -14,6 +14,7 @@ use ringmq_wire::command::route::BrokerRegistration;
 use ringmq_wire::command::{GetKvResponse, RegisterBrokerResponse, Request};
 use ringmq_wire::frame;
 
+use crate::acl::{Acl, AclSettings, Caller};
 use crate::config::NamesrvConfig;
 use crate::io::clock;
 use crate::io::net::{self as ionet, Listener};
@@ -55,6 +56,21 @@ impl State {
 
 struct NamesrvService {
     state: Rc<RefCell<State>>,
+    acl: Option<Acl>,
+}
+
+/// The name server's ACL when `aclEnable=true` (read now: a file that does not parse stops
+/// the start), watched for changes.
+fn load_acl(cfg: &NamesrvConfig) -> Result<Option<Acl>, String> {
+    if !cfg.acl.enable {
+        return Ok(None);
+    }
+    let acl = Acl::load(AclSettings {
+        file: cfg.acl.file_path(None),
+        replay_window_ms: cfg.acl.replay_window_ms,
+    })?;
+    acl.spawn_watcher();
+    Ok(Some(acl))
 }
 
 /// Starts a name server on `listen` (port 0 = any free port).
@@ -63,6 +79,7 @@ pub fn start(
     listen: SocketAddr,
     force_fallback: bool,
 ) -> Result<NamesrvHandle, String> {
+    let acl = load_acl(&cfg)?;
     let std_listener =
         ionet::bind_reuseport(listen).map_err(|e| format!("binding {listen}: {e}"))?;
     let addr = std_listener.local_addr().map_err(|e| e.to_string())?;
@@ -88,7 +105,7 @@ pub fn start(
                     }
                 };
                 let _ = ready_tx.send(Ok(format!("event loop {driver}")));
-                serve(cfg, listener, stop_rx).await;
+                serve(cfg, listener, acl, stop_rx).await;
             });
         })
         .map_err(|e| e.to_string())?;
@@ -124,8 +141,9 @@ impl SimNamesrv {
 pub fn start_sim(cfg: NamesrvConfig, addr: SocketAddr) -> Result<SimNamesrv, String> {
     let listener = Listener::bind_sim(addr).map_err(|e| format!("binding {addr}: {e}"))?;
     let state = new_state();
+    let acl = load_acl(&cfg)?;
     let (stop_tx, stop_rx) = flume::bounded::<()>(1);
-    rt::spawn(serve_state(cfg, listener, Rc::clone(&state), stop_rx));
+    rt::spawn(serve_state(cfg, listener, Rc::clone(&state), acl, stop_rx));
     Ok(SimNamesrv {
         state,
         _stop: stop_tx,
@@ -140,14 +158,20 @@ fn new_state() -> Rc<RefCell<State>> {
     }))
 }
 
-async fn serve(cfg: NamesrvConfig, listener: Listener, stop: flume::Receiver<()>) {
-    serve_state(cfg, listener, new_state(), stop).await;
+async fn serve(
+    cfg: NamesrvConfig,
+    listener: Listener,
+    acl: Option<Acl>,
+    stop: flume::Receiver<()>,
+) {
+    serve_state(cfg, listener, new_state(), acl, stop).await;
 }
 
 async fn serve_state(
     cfg: NamesrvConfig,
     listener: Listener,
     state: Rc<RefCell<State>>,
+    acl: Option<Acl>,
     stop: flume::Receiver<()>,
 ) {
     let scan_state = Rc::clone(&state);
@@ -181,6 +205,7 @@ async fn serve_state(
                 Ok((conn, _)) => {
                     let svc = Rc::new(NamesrvService {
                         state: Rc::clone(&accept_state),
+                        acl: acl.clone(),
                     });
                     rt::spawn(async move {
                         let _ = connection::serve(svc, conn, Vec::new()).await;
@@ -203,12 +228,24 @@ impl Service for NamesrvService {
         limits::FRAME_BYTES_MAX
     }
 
-    fn handle(&self, frame_bytes: Vec<u8>) -> Outcome {
-        handle(&self.state, &frame_bytes).into()
+    fn handle(&self, frame_bytes: Vec<u8>, caller: &Caller) -> Outcome {
+        let authorize = |request: &Request, body: &[u8]| match &self.acl {
+            Some(acl) => acl.authorize(caller, request, body).map_err(|r| r.remark),
+            None => Ok(()),
+        };
+        handle(&self.state, &frame_bytes, authorize).into()
+    }
+
+    fn acl(&self) -> Option<&Acl> {
+        self.acl.as_ref()
     }
 }
 
-fn handle(state: &RefCell<State>, frame_bytes: &[u8]) -> Reply {
+fn handle(
+    state: &RefCell<State>,
+    frame_bytes: &[u8],
+    authorize: impl FnOnce(&Request, &[u8]) -> Result<(), String>,
+) -> Reply {
     let f = match frame::parse(frame_bytes) {
         Ok(f) => f,
         Err(e) => return Reply::error(Status::MalformedRequest, e.to_string()),
@@ -217,6 +254,9 @@ fn handle(state: &RefCell<State>, frame_bytes: &[u8]) -> Reply {
         Ok(r) => r,
         Err(e) => return Reply::error(Status::RequestCodeNotSupported, e.to_string()),
     };
+    if let Err(remark) = authorize(&request, f.body) {
+        return Reply::error(Status::NoPermission, remark);
+    }
     let mut st = state.borrow_mut();
     let now = st.now_ms();
     match request {

@@ -15,13 +15,15 @@ pub enum Mail {
     /// A connection handed over after a HELLO that asked for this shard: answer the HELLO
     /// (`hello_frame`), then serve the connection, starting with `pending` bytes.
     Adopt {
-        stream: std::net::TcpStream,
+        stream: crate::io::net::Handed,
         hello_frame: Vec<u8>,
         pending: Vec<u8>,
+        /// The connection's ACL state (ACL on).
+        guard: Option<crate::acl::GuardState>,
     },
     /// A replication link whose HA_SUBSCRIBE names this shard.
     AdoptHa {
-        stream: std::net::TcpStream,
+        stream: crate::io::net::Handed,
         subscribe: Vec<u8>,
         pending: Vec<u8>,
     },

@@ -65,9 +65,35 @@ pub async fn accept_loop(shard: Rc<Shard>, listener: Listener) {
 
 async fn serve_new(shard: Rc<Shard>, conn: Conn, peer: SocketAddr) {
     let mut rd = FrameReader::new(limits::FRAME_BYTES_MAX, Vec::new());
-    let Ok(Some(first)) = rd.next(&conn).await else {
+    let Ok(Some(mut first)) = rd.next(&conn).await else {
         return;
     };
+    if let Some(acl) = &shard.broker.acl {
+        // Replication needs an admin account (the slave's innerAccessKey); the link is
+        // authenticated once, by its HA_SUBSCRIBE.
+        let now = u64::try_from(crate::io::clock::now_ms()).unwrap_or(0);
+        let verdict = acl
+            .guard(peer.ip())
+            .native(&mut first, now)
+            .and_then(|caller| {
+                let request = frame::parse(&first).ok().and_then(|f| {
+                    ringmq_wire::command::Request::from_frame(&f)
+                        .ok()
+                        .map(|r| (r, f.body))
+                });
+                match request {
+                    Some((r, body)) => acl.authorize(&caller, &r, body),
+                    // Not a request at all: serve_slave answers it as malformed.
+                    None => Ok(()),
+                }
+            });
+        if let Err(refusal) = verdict {
+            log::warn!("replication link from {peer} refused: {}", refusal.remark);
+            let id = frame::peek(&first).map_or(0, |p| p.request_id);
+            refuse(&conn, id, Status::NoPermission, refusal.remark).await;
+            return;
+        }
+    }
     let target = frame::parse(&first)
         .ok()
         .and_then(|f| HaSubscribeRequest::decode(f.header).ok())
@@ -410,6 +436,12 @@ async fn follow(shard: &Rc<Shard>, addr: SocketAddr) -> Result<(), String> {
     let mut out = Vec::new();
     frame::encode_request(&mut out, RequestCode::HaSubscribe, false, 1, &sub, &[])
         .map_err(|e| e.to_string())?;
+    if let Some(creds) = &b.inner_credentials {
+        let now = u64::try_from(crate::io::clock::now_ms()).unwrap_or(0);
+        crate::acl::signer(creds)
+            .sign(&mut out, now)
+            .map_err(|e| e.to_string())?;
+    }
     let (res, _) = conn.write_all(out).await;
     res.map_err(|e| e.to_string())?;
     let mut rd = FrameReader::new(limits::FRAME_BYTES_MAX, Vec::new());
@@ -519,8 +551,14 @@ pub async fn sync_offsets_loop(shard: Rc<Shard>) {
             continue;
         };
         let req = GetAllConsumerOffsetRequest { shard_id: shard.id };
-        let Ok((Status::Success, _, body)) =
-            crate::broker::register::call(addr, RequestCode::GetAllConsumerOffset, &req, &[]).await
+        let Ok((Status::Success, _, body)) = crate::broker::register::call(
+            addr,
+            RequestCode::GetAllConsumerOffset,
+            &req,
+            &[],
+            shard.broker.inner_credentials.as_ref(),
+        )
+        .await
         else {
             continue;
         };

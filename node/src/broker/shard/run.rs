@@ -5,6 +5,7 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::acl::{Acl, Caller};
 use crate::broker::dispatch::{dispatch, Origin};
 use crate::broker::register;
 use crate::broker::shard::{ha, schedule, timers, Flusher, Shard};
@@ -48,7 +49,7 @@ pub async fn run(
                     zero_copy: false,
                     conn: None,
                 };
-                match dispatch(&shard, frame, origin) {
+                match dispatch(&shard, frame, origin, None) {
                     Outcome::Now(r) => {
                         let _ = reply.send(r.into_send());
                     }
@@ -61,8 +62,15 @@ pub async fn run(
                 stream,
                 hello_frame,
                 pending,
+                guard,
             } => match Conn::from_std(stream) {
-                Ok(conn) => rt::spawn(serve_adopted(Rc::clone(&shard), conn, hello_frame, pending)),
+                Ok(conn) => rt::spawn(serve_adopted(
+                    Rc::clone(&shard),
+                    conn,
+                    hello_frame,
+                    pending,
+                    guard,
+                )),
                 Err(e) => log::warn!("shard {}: adopting a connection: {e}", shard.id),
             },
             Mail::AdoptHa {
@@ -156,6 +164,7 @@ async fn serve_conn(shard: Rc<Shard>, conn: Conn, pending: Vec<u8>) {
             shard: target,
             hello_frame,
             pending,
+            guard,
         } => {
             let stream = match conn.to_std() {
                 Ok(s) => s,
@@ -169,6 +178,7 @@ async fn serve_conn(shard: Rc<Shard>, conn: Conn, pending: Vec<u8>) {
                 stream,
                 hello_frame,
                 pending,
+                guard,
             };
             if let Some(mb) = shard.broker.mailboxes.get(usize::from(target)) {
                 if mb.try_send(mail).is_err() {
@@ -182,12 +192,18 @@ async fn serve_conn(shard: Rc<Shard>, conn: Conn, pending: Vec<u8>) {
     }
 }
 
-async fn serve_adopted(shard: Rc<Shard>, conn: Conn, hello_frame: Vec<u8>, pending: Vec<u8>) {
+async fn serve_adopted(
+    shard: Rc<Shard>,
+    conn: Conn,
+    hello_frame: Vec<u8>,
+    pending: Vec<u8>,
+    guard: Option<crate::acl::GuardState>,
+) {
     // The HELLO is answered by the shard that now owns the connection: put it back in front.
     let mut bytes = hello_frame;
     bytes.extend_from_slice(&pending);
     let svc = Rc::new(ShardService::new(&shard));
-    let _ = connection::serve(svc, conn, bytes).await;
+    let _ = connection::serve_resumed(svc, conn, bytes, guard).await;
 }
 
 /// The broker's frames on one connection of a shard.
@@ -205,7 +221,7 @@ impl Service for ShardService {
         self.0.broker.rt.frame_bytes_max
     }
 
-    fn handle(&self, frame: Vec<u8>) -> Outcome {
+    fn handle(&self, frame: Vec<u8>, caller: &Caller) -> Outcome {
         dispatch(
             &self.0,
             frame,
@@ -214,7 +230,12 @@ impl Service for ShardService {
                 zero_copy: true,
                 conn: Some(self.1),
             },
+            Some(caller),
         )
+    }
+
+    fn acl(&self) -> Option<&Acl> {
+        self.0.broker.acl.as_ref()
     }
 
     fn attached(&self, out: &Rc<connection::OutQueue>) {

@@ -236,7 +236,27 @@ fn build_broker(
     let group_configs =
         crate::broker::group_config::GroupConfigs::load(&config.store_path_root_dir)
             .map_err(|e| format!("loading consumer group settings: {e}"))?;
+    let acl = if config.acl.enable {
+        let acl = crate::acl::Acl::load(crate::acl::AclSettings {
+            file: config.acl.file_path(None),
+            replay_window_ms: config.acl.replay_window_ms,
+        })?;
+        acl.spawn_watcher();
+        if config.acl.inner_access_key.is_none() {
+            log::warn!(
+                "aclEnable=true without innerAccessKey/innerSecretKey: this broker's own \
+                 requests (name server registration, replication) are unsigned and a name \
+                 server or master with ACL on refuses them"
+            );
+        }
+        Some(acl)
+    } else {
+        None
+    };
+    let inner_credentials = config.acl.inner_credentials().map_err(|e| e.to_string())?;
     let broker = Arc::new(Broker {
+        acl,
+        inner_credentials,
         group_configs: Mutex::new(group_configs),
         rt: rt_cfg,
         live: crate::broker::live::Live::new(&config),

@@ -19,6 +19,7 @@ use std::rc::Rc;
 use ringmq_wire::remoting::code::response;
 use ringmq_wire::remoting::frame::{self as rframe, Command, SerializeType};
 
+use crate::acl::{Caller, ConnGuard};
 use crate::io::net::Conn;
 use crate::limits;
 use crate::net::connection::{answer_later, Item, OutQueue, Service, READ_CHUNK_BYTES};
@@ -47,6 +48,7 @@ pub async fn read_loop<S: Service + 'static>(
     out: &Rc<OutQueue>,
     inflight: &Rc<Cell<usize>>,
     mut buf: Vec<u8>,
+    mut guard: Option<ConnGuard>,
 ) {
     let peer = Peer {
         addr: conn
@@ -65,7 +67,7 @@ pub async fn read_loop<S: Service + 'static>(
                     // Parsed in place: the translation copies what it keeps.
                     let f = &buf[start..start + n];
                     start += n;
-                    if let Err(e) = handle_frame(svc, out, inflight, peer, f) {
+                    if let Err(e) = handle_frame(svc, out, inflight, peer, f, guard.as_mut()) {
                         log::warn!("remoting connection from {}: {e}; closing it", peer.addr);
                         return;
                     }
@@ -109,6 +111,7 @@ fn handle_frame<S: Service + 'static>(
     inflight: &Rc<Cell<usize>>,
     peer: Peer,
     f: &[u8],
+    guard: Option<&mut ConnGuard>,
 ) -> Result<(), String> {
     let parsed = rframe::parse(f).map_err(|e| format!("unreadable frame: {e}"))?;
     let st = parsed.serialize_type;
@@ -135,6 +138,25 @@ fn handle_frame<S: Service + 'static>(
         }
         return Ok(());
     }
+    let caller = match guard {
+        None => Caller::Open,
+        Some(g) => match g.remoting(&cmd.ext_fields, parsed.body) {
+            Ok(c) => {
+                g.note_served();
+                c
+            }
+            Err(refusal) => {
+                if !oneway {
+                    let resp = error(response::NO_PERMISSION, opaque, refusal.remark);
+                    push(out, st, resp, Body::Empty);
+                }
+                if g.should_close() {
+                    return Err("refused too many times in a row".to_owned());
+                }
+                return Ok(());
+            }
+        },
+    };
     let translated = request::translate(svc.as_ref(), &cmd, parsed.body, peer);
     let (native, kind) = match translated {
         request::Translated::Native { frame, kind } => (frame, kind),
@@ -147,15 +169,15 @@ fn handle_frame<S: Service + 'static>(
     };
     if let request::ReplyKind::ConsumerOffset { min_offset_frame } = &kind {
         // Two native requests: the stored offset, then (none stored) the queue's min offset.
-        let first = svc.handle(native);
+        let first = svc.handle(native, &caller);
         let second = Rc::clone(svc);
         let min_frame = min_offset_frame.clone();
-        let fut = async move { consumer_offset(first, second.as_ref(), min_frame).await };
+        let fut = async move { consumer_offset(first, second.as_ref(), min_frame, &caller).await };
         answer_later(out, inflight, fut, deliver(kind, st, opaque, oneway));
         return Ok(());
     }
     let deliver = deliver(kind, st, opaque, oneway);
-    match svc.handle(native) {
+    match svc.handle(native, &caller) {
         Outcome::Now(r) => deliver(out, r),
         Outcome::Later(fut) => answer_later(out, inflight, fut, deliver),
     }
@@ -188,12 +210,17 @@ async fn resolve(o: Outcome) -> Reply {
 /// QUERY_CONSUMER_OFFSET as RocketMQ answers it: a group with no stored offset on a queue
 /// that still starts at 0 gets offset 0 (so a new group reads what was sent before it
 /// started), otherwise QUERY_NOT_FOUND.
-async fn consumer_offset<S: Service>(first: Outcome, svc: &S, min_frame: Vec<u8>) -> Reply {
+async fn consumer_offset<S: Service>(
+    first: Outcome,
+    svc: &S,
+    min_frame: Vec<u8>,
+    caller: &Caller,
+) -> Reply {
     let r = resolve(first).await;
     if r.status != Status::QueryNotFound {
         return r;
     }
-    let min = resolve(svc.handle(min_frame)).await;
+    let min = resolve(svc.handle(min_frame, caller)).await;
     let starts_at_zero = min.status == Status::Success
         && ringmq_wire::command::Response::<OffsetResponse>::decode(&min.header)
             .ok()
