@@ -8,17 +8,25 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::payload::HEAD_BYTES;
+use crate::security::SecurityArgs;
 
 /// Benchmark and verification harness for ringmq.
 ///
 /// Prints a progress line every second (stderr), then a table (stdout) and, with --json, the
 /// same as JSON. Every result names the durability the broker acknowledged with ("acked
 /// from page cache", "acked after fdatasync", "acked after slave").
+///
+/// With TLS on the servers, give --ca (the CA bundle; implies --tls) and, for mutual TLS,
+/// --tls-cert and --tls-key; they apply to both protocols. With ACL on, give --access-key
+/// and the secret key in RINGMQ_SECRET_KEY (rather than --secret-key, which stays in the
+/// shell's history).
 #[derive(Parser, Debug)]
 #[command(name = "ringmq-perf", version, about, long_about)]
 pub struct Cli {
     #[command(subcommand)]
     pub mode: Mode,
+    #[command(flatten)]
+    pub security: SecurityArgs,
 }
 
 #[derive(Subcommand, Debug)]

@@ -11,6 +11,8 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use ringmq_client::{Admin, ClientConfig};
 
+use crate::security::Target;
+
 /// How long an admin request (topic creation, runtime info) may take: generous, because a
 /// broker under a benchmark's load, or a fresh one, can be slow to answer.
 pub const ADMIN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -63,12 +65,12 @@ pub fn durability(brokers: &[BrokerView]) -> String {
 
 /// Every replica the name servers know, with its role and flush policy, and the admin
 /// client that asked.
-pub async fn discover(namesrv: &str) -> Result<(Admin, Vec<BrokerView>), String> {
-    let admin = connect(namesrv).await?;
+pub async fn discover(target: &Target) -> Result<(Admin, Vec<BrokerView>), String> {
+    let admin = connect(target).await?;
     let info = admin
         .cluster_info()
         .await
-        .map_err(|e| format!("cluster info from {namesrv}: {e}"))?;
+        .map_err(|e| format!("cluster info from {}: {e}", target.namesrv))?;
     let mut out = Vec::new();
     for b in &info.brokers {
         for (id, r) in &b.replicas {
@@ -97,21 +99,16 @@ pub async fn discover(namesrv: &str) -> Result<(Admin, Vec<BrokerView>), String>
     Ok((admin, out))
 }
 
-/// An admin client for `namesrv` (`h1:9876;h2:9876`) with [`ADMIN_TIMEOUT`] per request.
-pub async fn connect(namesrv: &str) -> Result<Admin, String> {
+/// An admin client for the target's name servers (`h1:9876;h2:9876`), with its TLS and
+/// credentials and [`ADMIN_TIMEOUT`] per request.
+pub async fn connect(target: &Target) -> Result<Admin, String> {
     let cfg = ClientConfig {
-        name_servers: namesrv
-            .split(';')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(String::from)
-            .collect(),
         request_timeout: ADMIN_TIMEOUT,
-        ..ClientConfig::default()
+        ..target.client_config()
     };
     Admin::with_config(cfg)
         .await
-        .map_err(|e| format!("name servers {namesrv}: {e}"))
+        .map_err(|e| format!("name servers {}: {e}", target.namesrv))
 }
 
 /// Replication lag of the masters, sampled every second while a run lasts.

@@ -25,6 +25,7 @@ use ringmq_client::{ConsumeContext, ConsumeResult, MessageBatch, PushConsumer, S
 use crate::fail::FailPlan;
 use crate::payload;
 use crate::remoting::pull::Pullers;
+use crate::security::Target;
 use crate::stats::{Meter, Percentiles};
 use crate::verify::{Delivery, QueueNames};
 
@@ -34,7 +35,8 @@ const BALANCE_WAIT: Duration = Duration::from_secs(15);
 /// How to consume.
 #[derive(Debug, Clone)]
 pub struct RecvPlan {
-    pub namesrv: String,
+    /// Name servers, TLS and credentials.
+    pub target: Target,
     pub topic: String,
     pub group: String,
     pub consumers: u32,
@@ -475,7 +477,7 @@ async fn start_one(
     };
     let mut b = PushConsumer::builder()
         .group(&plan.group)
-        .name_servers(&plan.namesrv)
+        .client_config(plan.target.client_config())
         .instance_name(format!("perf-{:012x}-c{i}", plan.run_id))
         .subscribe(&plan.topic, "*")
         .start_position(plan.from)

@@ -19,6 +19,7 @@ mod payload;
 mod produce;
 mod remoting;
 mod report;
+mod security;
 mod stats;
 mod threads;
 mod txn;
@@ -42,6 +43,15 @@ fn main() {
         Mode::Txn(a) => &a.common,
     };
     let threads = usize::from(common.threads);
+    // The TLS and credential flags are checked (and the TLS files read) before anything
+    // starts; the name servers are known once the embedded node, if any, runs.
+    let mut target = match security::Target::new(String::new(), &cli.security) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("ringmq-perf: {e}");
+            std::process::exit(modes::EXIT_FAILED);
+        }
+    };
     let node = if common.embedded.embedded {
         match embedded::Embedded::start(&common.embedded) {
             Ok(n) => {
@@ -62,6 +72,7 @@ fn main() {
     let namesrv = node
         .as_ref()
         .map_or_else(|| common.namesrv.clone(), |n| n.namesrv.clone());
+    target.namesrv = namesrv;
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
         .thread_name("perf-worker")
@@ -74,7 +85,7 @@ fn main() {
             std::process::exit(modes::EXIT_FAILED);
         }
     };
-    let code = rt.block_on(modes::run(cli.mode, namesrv, node.is_some()));
+    let code = rt.block_on(modes::run(cli.mode, target, node.is_some()));
     // Clients first (their connections close), then the node (a graceful stop).
     rt.shutdown_timeout(std::time::Duration::from_secs(2));
     drop(node);

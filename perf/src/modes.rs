@@ -24,6 +24,7 @@ use crate::node_cpu;
 use crate::produce::{self, Producers, SendOutcome, SendPlan};
 use crate::remoting;
 use crate::report::{self, Context};
+use crate::security::Target;
 use crate::stats::Meter;
 use crate::threads::{self, CpuSample};
 use crate::verify::{self, AckLog, Acked, Consumption};
@@ -39,13 +40,13 @@ pub const EXIT_FAILED: i32 = 1;
 pub const EXIT_LOST: i32 = 3;
 pub const EXIT_NOT_DURABLE: i32 = 4;
 
-/// Runs a mode against `namesrv`; returns the exit code.
-pub async fn run(mode: Mode, namesrv: String, embedded: bool) -> i32 {
+/// Runs a mode against `target`; returns the exit code.
+pub async fn run(mode: Mode, target: Target, embedded: bool) -> i32 {
     let r = match mode {
-        Mode::Produce(a) => produce_mode(a, namesrv, embedded).await,
-        Mode::Consume(a) => consume_mode(a, namesrv, embedded).await,
-        Mode::E2e(a) => e2e_mode(a, namesrv, embedded).await,
-        Mode::Txn(a) => crate::txn::run(a, namesrv, embedded).await,
+        Mode::Produce(a) => produce_mode(a, target, embedded).await,
+        Mode::Consume(a) => consume_mode(a, target, embedded).await,
+        Mode::E2e(a) => e2e_mode(a, target, embedded).await,
+        Mode::Txn(a) => crate::txn::run(a, target, embedded).await,
     };
     r.unwrap_or_else(|e| {
         eprintln!("ringmq-perf: {e}");
@@ -65,20 +66,22 @@ pub(crate) struct Setup {
     /// Where the node's CPU time comes from, and its reading at the start.
     node_cpu: node_cpu::Source,
     node0: Option<f64>,
+    /// TLS and the access key, for the report's config.
+    security: Value,
 }
 
 impl Setup {
     pub(crate) async fn new(
         c: &Common,
-        namesrv: &str,
+        target: &Target,
         create_topic: bool,
     ) -> Result<Setup, String> {
         if create_topic {
-            ensure_topic(namesrv, &c.topic, c.queues).await?;
+            ensure_topic(target, &c.topic, c.queues).await?;
         } else {
-            topic_exists(namesrv, &c.topic).await?;
+            topic_exists(target, &c.topic).await?;
         }
-        let (admin, brokers) = broker_info::discover(namesrv).await?;
+        let (admin, brokers) = broker_info::discover(target).await?;
         let durability = broker_info::durability(&brokers);
         let node_cpu =
             node_cpu::Source::pick(c.embedded.embedded, &c.node_pid, &brokers, &admin).await;
@@ -104,6 +107,7 @@ impl Setup {
             wall0: Instant::now(),
             node_cpu,
             node0,
+            security: target.report(),
         })
     }
 
@@ -118,9 +122,12 @@ impl Setup {
         &self,
         mode: &'static str,
         c: &Common,
-        config: Value,
+        mut config: Value,
         embedded: bool,
     ) -> Context {
+        if let (Some(o), Some(s)) = (config.as_object_mut(), self.security.as_object()) {
+            o.extend(s.clone());
+        }
         let wall = self.wall0.elapsed();
         let mut cpu = threads::used(&self.cpu0, &threads::sample());
         let node1 = self.node_cpu.sample(&self.admin).await;
@@ -151,16 +158,16 @@ impl Setup {
     }
 }
 
-async fn produce_mode(a: ProduceArgs, namesrv: String, embedded: bool) -> Result<i32, String> {
+async fn produce_mode(a: ProduceArgs, target: Target, embedded: bool) -> Result<i32, String> {
     check_schedule(&a.send)?;
     let c = &a.common;
     if a.protocol.remoting().is_some() {
         remoting::check_supported(c, Some(&a.send), None)?;
     }
-    let mut setup = Setup::new(c, &namesrv, true).await?;
+    let mut setup = Setup::new(c, &target, true).await?;
     let mut plan = send_plan(
         &a.send,
-        &namesrv,
+        &target,
         c,
         a.length.count,
         a.length.duration,
@@ -210,17 +217,17 @@ async fn produce_mode(a: ProduceArgs, namesrv: String, embedded: bool) -> Result
     Ok(0)
 }
 
-async fn consume_mode(a: ConsumeArgs, namesrv: String, embedded: bool) -> Result<i32, String> {
+async fn consume_mode(a: ConsumeArgs, target: Target, embedded: bool) -> Result<i32, String> {
     let c = &a.common;
     if a.protocol.remoting().is_some() {
         remoting::check_supported(c, None, Some(&a.recv))?;
     }
-    let setup = Setup::new(c, &namesrv, false).await?;
+    let setup = Setup::new(c, &target, false).await?;
     let from = match a.recv.from {
         FromArg::First => StartPosition::First,
         FromArg::Last => StartPosition::Last,
     };
-    let mut plan = recv_plan(&a.recv, &namesrv, c, from, setup.run_id);
+    let mut plan = recv_plan(&a.recv, &target, c, from, setup.run_id);
     plan.remoting = a.protocol.remoting();
     let meter = Arc::new(Meter::default());
     let sink = Arc::new(Deliveries::new(
@@ -296,23 +303,23 @@ async fn consume_mode(a: ConsumeArgs, namesrv: String, embedded: bool) -> Result
     })
 }
 
-async fn e2e_mode(a: E2eArgs, namesrv: String, embedded: bool) -> Result<i32, String> {
+async fn e2e_mode(a: E2eArgs, target: Target, embedded: bool) -> Result<i32, String> {
     check_schedule(&a.send)?;
     let c = &a.common;
     if a.protocol.remoting().is_some() {
         remoting::check_supported(c, Some(&a.send), Some(&a.recv))?;
     }
-    let mut setup = Setup::new(c, &namesrv, true).await?;
+    let mut setup = Setup::new(c, &target, true).await?;
     let mut plan = send_plan(
         &a.send,
-        &namesrv,
+        &target,
         c,
         a.length.count,
         a.length.duration,
         setup.run_id,
     );
     plan.remoting = a.protocol.remoting();
-    let mut recv_plan = recv_plan(&a.recv, &namesrv, c, StartPosition::Last, setup.run_id);
+    let mut recv_plan = recv_plan(&a.recv, &target, c, StartPosition::Last, setup.run_id);
     recv_plan.remoting = a.protocol.remoting();
     let acks = open_ack_log(c.verify.as_deref())?;
     let send_meter = Arc::new(Meter::default());
@@ -439,14 +446,14 @@ async fn e2e_mode(a: E2eArgs, namesrv: String, embedded: bool) -> Result<i32, St
 
 fn send_plan(
     s: &SendOpts,
-    namesrv: &str,
+    target: &Target,
     c: &Common,
     count: Option<u64>,
     duration: Option<Duration>,
     run_id: u64,
 ) -> SendPlan {
     SendPlan {
-        namesrv: namesrv.to_string(),
+        target: target.clone(),
         topic: c.topic.clone(),
         size: s.size,
         batch: s.batch,
@@ -603,13 +610,13 @@ async fn check(
 
 fn recv_plan(
     r: &RecvOpts,
-    namesrv: &str,
+    target: &Target,
     c: &Common,
     from: StartPosition,
     run_id: u64,
 ) -> RecvPlan {
     RecvPlan {
-        namesrv: namesrv.to_string(),
+        target: target.clone(),
         topic: c.topic.clone(),
         group: r
             .group
@@ -781,8 +788,8 @@ pub(crate) fn as_map(v: Value) -> serde_json::Map<String, Value> {
 }
 
 /// Creates the topic on every master unless the name servers already route it.
-async fn ensure_topic(namesrv: &str, topic: &str, queues: u32) -> Result<(), String> {
-    let admin = broker_info::connect(namesrv).await?;
+async fn ensure_topic(target: &Target, topic: &str, queues: u32) -> Result<(), String> {
+    let admin = broker_info::connect(target).await?;
     if let Ok(r) = admin.topic_route(topic).await {
         if !r.write_queues.is_empty() {
             return Ok(());
@@ -794,8 +801,8 @@ async fn ensure_topic(namesrv: &str, topic: &str, queues: u32) -> Result<(), Str
         .map_err(|e| format!("creating topic {topic}: {e}"))
 }
 
-async fn topic_exists(namesrv: &str, topic: &str) -> Result<(), String> {
-    let admin = broker_info::connect(namesrv).await?;
+async fn topic_exists(target: &Target, topic: &str) -> Result<(), String> {
+    let admin = broker_info::connect(target).await?;
     match admin.topic_route(topic).await {
         Ok(r) if !r.read_queues.is_empty() => Ok(()),
         Ok(_) => Err(format!("topic {topic} has no readable queue")),

@@ -29,6 +29,7 @@ use ringmq_client::{Error, Message, Producer, SendResult, SendStatus};
 
 use crate::payload::{self, BodyMaker, Head};
 use crate::remoting;
+use crate::security::Target;
 use crate::stats::{new_histogram, percentiles, us_since, Meter, Percentiles};
 use crate::verify::AckLog;
 
@@ -41,7 +42,8 @@ const DUE_SENDS_MAX: usize = 1 << 16;
 /// What to send and for how long.
 #[derive(Debug, Clone)]
 pub struct SendPlan {
-    pub namesrv: String,
+    /// Name servers, TLS and credentials.
+    pub target: Target,
     pub topic: String,
     pub size: usize,
     pub batch: u32,
@@ -100,7 +102,7 @@ impl Producers {
             let id = (plan.run_id << 16) | u64::from(i);
             if let Some(st) = plan.remoting {
                 let p = remoting::send::Producer::start(
-                    &plan.namesrv,
+                    &plan.target,
                     &plan.topic,
                     PRODUCER_GROUP,
                     st,
@@ -113,7 +115,7 @@ impl Producers {
             }
             let p = Producer::builder()
                 .group(PRODUCER_GROUP)
-                .name_servers(&plan.namesrv)
+                .client_config(plan.target.client_config())
                 .instance_name(format!("perf-{id:016x}"))
                 .send_timeout(plan.send_timeout)
                 .request_timeout(plan.send_timeout)

@@ -7,6 +7,10 @@
 //! from the server is checked against [`rframe::FRAME_BYTES_MAX`] before it is buffered.
 //! Frames the server sends on its own (NOTIFY_CONSUMER_IDS_CHANGED, ...) are dropped: perf's
 //! driver has nothing to do with them. When the connection ends, every waiting request fails.
+//!
+//! With TLS (the run's [`Security`]), the handshake follows the TCP connect (server name:
+//! the host of `addr` unless `--tls-server-name`), the stream is split with
+//! [`tokio::io::split`], and each frame is flushed after it is written (rustls buffers).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -14,8 +18,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use ringmq_client::security::Security;
+use ringmq_client::tls::TlsStream;
 use ringmq_client::wire::remoting::frame::{self as rframe, Command, SerializeType};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
@@ -40,11 +46,41 @@ type Waiters = Arc<Mutex<Option<HashMap<i32, oneshot::Sender<Response>>>>>;
 #[derive(Debug)]
 pub struct Conn {
     addr: String,
-    writer: tokio::sync::Mutex<OwnedWriteHalf>,
+    writer: tokio::sync::Mutex<Writer>,
     /// `None` once the connection ended (no new request is accepted).
     waiters: Waiters,
     next_opaque: AtomicI32,
     reader: tokio::task::JoinHandle<()>,
+    /// TLS and the credentials requests are signed with (signing: see issue #24).
+    security: Arc<Security>,
+}
+
+/// The writing half of the connection.
+enum Writer {
+    Plain(OwnedWriteHalf),
+    Tls(tokio::io::WriteHalf<TlsStream>),
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Writer::Plain(_) => "Writer::Plain",
+            Writer::Tls(_) => "Writer::Tls",
+        })
+    }
+}
+
+impl Writer {
+    /// Writes the whole frame (and, on TLS, flushes what rustls buffered).
+    async fn write_frame(&mut self, frame: &[u8]) -> std::io::Result<()> {
+        match self {
+            Writer::Plain(w) => w.write_all(frame).await,
+            Writer::Tls(w) => {
+                w.write_all(frame).await?;
+                w.flush().await
+            }
+        }
+    }
 }
 
 impl Drop for Conn {
@@ -54,24 +90,41 @@ impl Drop for Conn {
 }
 
 impl Conn {
-    /// Connects to `addr` (`host:port`).
-    pub async fn connect(addr: &str) -> Result<Conn, String> {
-        let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
+    /// Connects to `addr` (`host:port`), with a TLS handshake when `security` has TLS.
+    pub async fn connect(addr: &str, security: &Arc<Security>) -> Result<Conn, String> {
+        let deadline = tokio::time::Instant::now() + CONNECT_TIMEOUT;
+        let stream = tokio::time::timeout_at(deadline, TcpStream::connect(addr))
             .await
             .map_err(|_| format!("connecting to {addr}: timed out"))?
             .map_err(|e| format!("connecting to {addr}: {e}"))?;
         stream
             .set_nodelay(true)
             .map_err(|e| format!("{addr}: TCP_NODELAY: {e}"))?;
-        let (read, write) = stream.into_split();
         let waiters: Waiters = Arc::new(Mutex::new(Some(HashMap::new())));
-        let reader = tokio::spawn(read_loop(read, Arc::clone(&waiters)));
+        let (reader, writer) = match &security.tls {
+            None => {
+                let (read, write) = stream.into_split();
+                let reader = tokio::spawn(read_loop(read, Arc::clone(&waiters)));
+                (reader, Writer::Plain(write))
+            }
+            Some(connector) => {
+                let host = host_of(addr);
+                let tls = tokio::time::timeout_at(deadline, connector.handshake(host, stream))
+                    .await
+                    .map_err(|_| format!("TLS handshake with {addr}: timed out"))?
+                    .map_err(|e| format!("TLS handshake with {addr} failed: {e}"))?;
+                let (read, write) = tokio::io::split(tls);
+                let reader = tokio::spawn(read_loop(read, Arc::clone(&waiters)));
+                (reader, Writer::Tls(write))
+            }
+        };
         Ok(Conn {
             addr: addr.to_string(),
-            writer: tokio::sync::Mutex::new(write),
+            writer: tokio::sync::Mutex::new(writer),
             waiters,
             next_opaque: AtomicI32::new(1),
             reader,
+            security: Arc::clone(security),
         })
     }
 
@@ -86,6 +139,9 @@ impl Conn {
     ) -> Result<Response, String> {
         let opaque = self.next_opaque.fetch_add(1, Ordering::Relaxed);
         cmd.opaque = opaque;
+        // signing: see issue #24 (with `self.security.credentials`, RocketMQ's
+        // AclClientRPCHook: AccessKey and Signature in `cmd.ext_fields`, over them and `body`).
+        let _ = &self.security.credentials;
         let frame = rframe::encode(&cmd, st, body).map_err(|e| format!("encoding: {e}"))?;
         let (tx, rx) = oneshot::channel();
         {
@@ -101,7 +157,7 @@ impl Conn {
             }
             map.insert(opaque, tx);
         }
-        let written = self.writer.lock().await.write_all(&frame).await;
+        let written = self.writer.lock().await.write_frame(&frame).await;
         if let Err(e) = written {
             self.forget(opaque);
             return Err(format!("writing to {}: {e}", self.addr));
@@ -123,12 +179,18 @@ impl Conn {
     }
 }
 
+/// The host of `host:port` (`[v6]:port` too): the TLS server name by default.
+fn host_of(addr: &str) -> &str {
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+    host.trim_start_matches('[').trim_end_matches(']')
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Reads frames until the connection ends, answering waiters; then fails the rest.
-async fn read_loop(mut read: tokio::net::tcp::OwnedReadHalf, waiters: Waiters) {
+async fn read_loop<R: AsyncRead + Unpin>(mut read: R, waiters: Waiters) {
     let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
     'conn: loop {
         loop {
@@ -231,7 +293,11 @@ mod tests {
             // Keep the socket open until the client is done.
             let _ = s.read_buf(&mut buf).await;
         });
-        let conn = Arc::new(Conn::connect(&addr).await.expect("connects"));
+        let conn = Arc::new(
+            Conn::connect(&addr, &Arc::default())
+                .await
+                .expect("connects"),
+        );
         let mut tasks = Vec::new();
         for _ in 0..3 {
             let c = Arc::clone(&conn);

@@ -87,7 +87,7 @@ impl Pullers {
         st: SerializeType,
         sink: Arc<Deliveries>,
     ) -> Result<Pullers, String> {
-        let brokers = route::lookup(&plan.namesrv, &plan.topic, st).await?;
+        let brokers = route::lookup(&plan.target, &plan.topic, st).await?;
         let mut queues = Vec::new();
         for b in &brokers {
             queues.extend((0..b.read_queues).map(|q| (b.addr.clone(), q)));
@@ -100,7 +100,7 @@ impl Pullers {
             let conn = match conns.get(&(who, addr.clone())) {
                 Some(c) => Arc::clone(c),
                 None => {
-                    let c = Arc::new(Conn::connect(&addr).await?);
+                    let c = Arc::new(Conn::connect(&addr, &plan.target.security).await?);
                     conns.insert((who, addr), Arc::clone(&c));
                     c
                 }

@@ -2,13 +2,17 @@
 //! server over remoting, its JSON `TopicRouteData` read for each broker name's master
 //! (`brokerDatas[].brokerAddrs["0"]`) and queue counts (`queueDatas[]`).
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use ringmq_client::security::Security;
 
 use ringmq_client::wire::remoting::body::{JsonBody, TopicRouteData};
 use ringmq_client::wire::remoting::code::{request as rc, response};
 use ringmq_client::wire::remoting::frame::{Command, SerializeType};
 
 use super::conn::Conn;
+use crate::security::Target;
 
 /// How long the name server may take to answer.
 const ROUTE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -25,15 +29,16 @@ pub struct BrokerQueues {
     pub read_queues: u32,
 }
 
-/// The topic's route from the first of `namesrv` ("h1:9876;h2:9876") that answers.
+/// The topic's route from the first of the target's name servers ("h1:9876;h2:9876") that
+/// answers.
 pub async fn lookup(
-    namesrv: &str,
+    target: &Target,
     topic: &str,
     st: SerializeType,
 ) -> Result<Vec<BrokerQueues>, String> {
-    let mut last = format!("no name server in {namesrv:?}");
-    for addr in namesrv.split(';').map(str::trim).filter(|a| !a.is_empty()) {
-        match lookup_at(addr, topic, st).await {
+    let mut last = format!("no name server in {:?}", target.namesrv);
+    for addr in target.name_servers() {
+        match lookup_at(&addr, &target.security, topic, st).await {
             Ok(r) => return Ok(r),
             Err(e) => last = e,
         }
@@ -43,10 +48,11 @@ pub async fn lookup(
 
 async fn lookup_at(
     addr: &str,
+    security: &Arc<Security>,
     topic: &str,
     st: SerializeType,
 ) -> Result<Vec<BrokerQueues>, String> {
-    let conn = Conn::connect(addr).await?;
+    let conn = Conn::connect(addr, security).await?;
     let mut ext = std::collections::BTreeMap::new();
     ext.insert("topic".to_string(), topic.to_string());
     let req = Command::request(rc::GET_ROUTEINFO_BY_TOPIC, 0, ext);

@@ -19,6 +19,7 @@ use ringmq_client::wire::remoting::frame::{Command, SerializeType};
 
 use super::conn::Conn;
 use super::route;
+use crate::security;
 
 /// The topic RocketMQ clients name as the template of auto-created topics.
 const DEFAULT_TOPIC: &str = "TBW102";
@@ -68,16 +69,16 @@ pub struct Producer {
 impl Producer {
     /// Looks the topic up on the name servers and connects to each master.
     pub async fn start(
-        namesrv: &str,
+        target: &security::Target,
         topic: &str,
         group: &str,
         st: SerializeType,
         timeout: Duration,
     ) -> Result<Producer, String> {
-        let brokers = route::lookup(namesrv, topic, st).await?;
+        let brokers = route::lookup(target, topic, st).await?;
         let mut queues = Vec::new();
         for b in brokers.iter().filter(|b| b.write_queues > 0) {
-            let conn = Arc::new(Conn::connect(&b.addr).await?);
+            let conn = Arc::new(Conn::connect(&b.addr, &target.security).await?);
             for q in 0..b.write_queues {
                 queues.push((Arc::clone(&conn), b.broker_name.clone(), q));
             }

@@ -38,6 +38,7 @@ use crate::consume::{Consumers, Deliveries, RecvPlan};
 use crate::modes::{self, Setup, DEFAULT_DURATION};
 use crate::payload::{self, BodyMaker, Head};
 use crate::report::{self, Context};
+use crate::security::Target;
 use crate::stats::{us_since, Meter};
 use decision_log::{Checks, DecisionLog};
 use decisions::{Decisions, TxnPlan, END_ACKED, EXEC_COMMIT, EXEC_ROLLBACK, EXEC_UNKNOWN};
@@ -115,7 +116,7 @@ impl Lanes {
 type Producer = TransactionProducer<(usize, u64)>;
 
 /// Runs `txn`; returns the exit code.
-pub async fn run(a: TxnArgs, namesrv: String, embedded: bool) -> Result<i32, String> {
+pub async fn run(a: TxnArgs, target: Target, embedded: bool) -> Result<i32, String> {
     let c = &a.common;
     let commit = a
         .commit_ratio
@@ -130,7 +131,7 @@ pub async fn run(a: TxnArgs, namesrv: String, embedded: bool) -> Result<i32, Str
         rollback: a.rollback_ratio,
         unknown: a.unknown_ratio,
     };
-    let mut setup = Setup::new(c, &namesrv, true).await?;
+    let mut setup = Setup::new(c, &target, true).await?;
     let log = c
         .verify
         .as_deref()
@@ -138,7 +139,7 @@ pub async fn run(a: TxnArgs, namesrv: String, embedded: bool) -> Result<i32, Str
         .transpose()?;
     let decisions = Arc::new(Decisions::new(setup.run_id, a.producers, log));
     let producer_group = format!("perf-txn-{:012x}", setup.run_id);
-    let recv = recv_plan(&a, &namesrv, setup.run_id);
+    let recv = recv_plan(&a, &target, setup.run_id);
     let recv_meter = Arc::new(Meter::default());
     let sink = Arc::new(Deliveries::new(Arc::clone(&recv_meter), true, None));
     let consume = a.consumers > 0;
@@ -146,15 +147,8 @@ pub async fn run(a: TxnArgs, namesrv: String, embedded: bool) -> Result<i32, Str
         true => Some(Consumers::start(&recv, Arc::clone(&sink)).await?),
         false => None,
     };
-    let producers = start_producers(
-        &a,
-        &namesrv,
-        &producer_group,
-        plan,
-        &decisions,
-        setup.run_id,
-    )
-    .await?;
+    let producers =
+        start_producers(&a, &target, &producer_group, plan, &decisions, setup.run_id).await?;
     let meter = Arc::new(Meter::default());
     let lag = Arc::new(crate::broker_info::LagSampler::start(None, &[]));
     let progress_stop = Arc::new(AtomicBool::new(false));
@@ -250,9 +244,9 @@ pub async fn run(a: TxnArgs, namesrv: String, embedded: bool) -> Result<i32, Str
 }
 
 /// The consumer group of a run: from the end of each queue, a delivery record per message.
-fn recv_plan(a: &TxnArgs, namesrv: &str, run_id: u64) -> RecvPlan {
+fn recv_plan(a: &TxnArgs, target: &Target, run_id: u64) -> RecvPlan {
     RecvPlan {
-        namesrv: namesrv.to_string(),
+        target: target.clone(),
         topic: a.common.topic.clone(),
         group: a
             .group
@@ -277,7 +271,7 @@ fn report_round(x: f64) -> f64 {
 
 async fn start_producers(
     a: &TxnArgs,
-    namesrv: &str,
+    target: &Target,
     group: &str,
     plan: TxnPlan,
     decisions: &Arc<Decisions>,
@@ -290,7 +284,7 @@ async fn start_producers(
         let check_decisions = Arc::clone(decisions);
         let p: Producer = TransactionProducer::builder()
             .group(group)
-            .name_servers(namesrv)
+            .client_config(target.client_config())
             .instance_name(format!("perf-{id:016x}"))
             .send_timeout(a.send_timeout)
             .request_timeout(a.send_timeout)

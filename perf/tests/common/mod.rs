@@ -102,12 +102,39 @@ pub fn perf(args: &[&str]) -> Run {
     finish(spawn_perf(args), args, Duration::from_secs(60))
 }
 
+/// The environment variables of the TLS and credential flags.
+pub const SECURITY_ENV: [&str; 6] = [
+    "RINGMQ_TLS",
+    "RINGMQ_CA",
+    "RINGMQ_TLS_CERT",
+    "RINGMQ_TLS_KEY",
+    "RINGMQ_ACCESS_KEY",
+    "RINGMQ_SECRET_KEY",
+];
+
 /// Starts `ringmq-perf args...` (see [`finish`]); killed if dropped unfinished.
 pub fn spawn_perf(args: &[&str]) -> Proc {
-    Spawn::new("ringmq-perf", perf_bin())
+    spawn_perf_env(args, &[])
+}
+
+/// [`spawn_perf`] with environment variables set (the caller's [`SECURITY_ENV`] never
+/// leaks into a run).
+pub fn spawn_perf_env(args: &[&str], env: &[(&str, &str)]) -> Proc {
+    let mut spawn = Spawn::new("ringmq-perf", perf_bin())
         .args(args)
-        .env("RUST_LOG", "warn")
-        .start()
+        .env("RUST_LOG", "warn");
+    for k in SECURITY_ENV {
+        spawn = spawn.env_remove(k);
+    }
+    for (k, v) in env {
+        spawn = spawn.env(k, v);
+    }
+    spawn.start()
+}
+
+/// [`perf`] with environment variables set.
+pub fn perf_env(args: &[&str], env: &[(&str, &str)]) -> Run {
+    finish(spawn_perf_env(args, env), args, Duration::from_secs(60))
 }
 
 /// Waits (at most `limit`) for a run [`spawn_perf`] started.
