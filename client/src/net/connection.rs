@@ -566,6 +566,13 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     let mut frames: Vec<Vec<u8>> = Vec::with_capacity(WRITE_FRAMES_MAX);
     let mut dropped: Vec<Vec<u8>> = Vec::new();
     let mut notify: Vec<oneshot::Sender<()>> = Vec::new();
+    // Each request is signed here, in the order it is written, so the sequence numbers the
+    // broker checks arrive in order (ringmq_wire::auth).
+    let mut signer = shared
+        .security
+        .credentials
+        .as_ref()
+        .map(|c| ringmq_wire::auth::Signer::new(c.clone(), connection_nonce()));
     while let Some(first) = rx.recv().await {
         if rx.is_empty() && in_flight_max - in_flight.available_permits() > 1 {
             // Other requests are out: let the tasks that are ready run first (e.g. senders
@@ -577,11 +584,22 @@ async fn write_loop<W: AsyncWrite + Unpin>(
         let mut bytes = 0;
         let mut next = Some(first);
         while let Some(item) = next.take() {
-            // signing: see issue #24 (each admitted request is signed here, with
-            // `shared.security.credentials`, before it joins the write).
             if admit(&shared, &item) {
-                bytes += item.frame.len();
-                frames.push(item.frame);
+                let mut frame = item.frame;
+                if let Some(signer) = &mut signer {
+                    if let Err(e) = signer.sign(&mut frame, unix_ms()) {
+                        // Only a frame at the size limit cannot take its trailer; the
+                        // caller's wait ends in a timeout, as for any unanswered request.
+                        log::warn!("signing a request to {}: {e}; not sent", shared.addr);
+                        dropped.push(frame);
+                        if bytes < WRITE_COALESCE_BYTES && frames.len() < WRITE_FRAMES_MAX {
+                            next = rx.try_recv().ok();
+                        }
+                        continue;
+                    }
+                }
+                bytes += frame.len();
+                frames.push(frame);
                 notify.extend(item.written);
             } else {
                 dropped.push(item.frame);
@@ -604,6 +622,25 @@ async fn write_loop<W: AsyncWrite + Unpin>(
         shared.recycle(&mut frames);
     }
     shared.fail_all();
+}
+
+/// A random nonce for this connection's signatures.
+fn connection_nonce() -> [u8; ringmq_wire::auth::NONCE_BYTES] {
+    let mut n = [0u8; ringmq_wire::auth::NONCE_BYTES];
+    if getrandom::fill(&mut n).is_err() {
+        // Unique without OS randomness: the clock and a process-wide counter.
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        n[..8].copy_from_slice(&unix_ms().to_be_bytes());
+        n[8..].copy_from_slice(&COUNTER.fetch_add(1, Ordering::Relaxed).to_be_bytes());
+    }
+    n
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 /// Returns `Pending` once, waking itself at once: the task goes to the back of its

@@ -598,7 +598,7 @@ impl ConnGuard {
         } else {
             Err(Refusal::new(
                 Reason::MissingCredentials,
-                "no permission: this broker has ACL on (aclEnable=true); sign requests with an \
+                "no permission: ACL is on here (aclEnable=true); sign requests with an \
                  access key and secret key",
             ))
         }
