@@ -53,6 +53,8 @@ pub struct Conn {
     reader: tokio::task::JoinHandle<()>,
     /// TLS and the credentials requests are signed with (signing: see issue #24).
     security: Arc<Security>,
+    /// The credentials' HMAC-SHA1 key, keyed once.
+    remoting_key: std::sync::OnceLock<ringmq_client::wire::auth::RemotingKey>,
 }
 
 /// The writing half of the connection.
@@ -125,6 +127,7 @@ impl Conn {
             next_opaque: AtomicI32::new(1),
             reader,
             security: Arc::clone(security),
+            remoting_key: std::sync::OnceLock::new(),
         })
     }
 
@@ -139,9 +142,12 @@ impl Conn {
     ) -> Result<Response, String> {
         let opaque = self.next_opaque.fetch_add(1, Ordering::Relaxed);
         cmd.opaque = opaque;
-        // signing: see issue #24 (with `self.security.credentials`, RocketMQ's
-        // AclClientRPCHook: AccessKey and Signature in `cmd.ext_fields`, over them and `body`).
-        let _ = &self.security.credentials;
+        // Signed as RocketMQ's AclClientRPCHook signs: AccessKey, then Signature over the
+        // sorted extFields values and the body.
+        if let Some(creds) = &self.security.credentials {
+            let key = self.remoting_key.get_or_init(|| creds.remoting_key());
+            ringmq_client::wire::auth::sign_remoting(&mut cmd.ext_fields, creds, key, body);
+        }
         let frame = rframe::encode(&cmd, st, body).map_err(|e| format!("encoding: {e}"))?;
         let (tx, rx) = oneshot::channel();
         {
