@@ -42,6 +42,12 @@ crate::wire_enum! {
         UnlockBatchMq = 42 => "UNLOCK_BATCH_MQ",
         /// Every committed consumer offset of one shard (a slave copies its master's).
         GetAllConsumerOffset = 43 => "GET_ALL_CONSUMER_OFFSET",
+        /// Add (or change) one account of the broker's ACL file (admin).
+        UpdateAndCreateAclConfig = 50 => "UPDATE_AND_CREATE_ACL_CONFIG",
+        /// Remove one account of the broker's ACL file (admin).
+        DeleteAclConfig = 51 => "DELETE_ACL_CONFIG",
+        /// The broker's ACL accounts, without secret keys (admin).
+        GetBrokerClusterAclConfig = 54 => "GET_BROKER_CLUSTER_ACL_CONFIG",
         PutKvConfig = 100 => "PUT_KV_CONFIG",
         GetKvConfig = 101 => "GET_KV_CONFIG",
         DeleteKvConfig = 102 => "DELETE_KV_CONFIG",
@@ -64,6 +70,8 @@ crate::wire_enum! {
         GetScheduleStatus = 1010 => "GET_SCHEDULE_STATUS",
         /// ringmq: undecided half messages per producer group, check-backs made.
         GetTransactionStatus = 1011 => "GET_TRANSACTION_STATUS",
+        /// ringmq: who the caller is to the broker's ACL (access key, admin, permissions).
+        WhoAmI = 1012 => "WHOAMI",
         /// ringmq replication: a slave shard subscribes to the master's shard.
         HaSubscribe = 1100 => "HA_SUBSCRIBE",
         /// ringmq replication: master -> slave CommitLog bytes.
@@ -198,6 +206,7 @@ mod tests {
             RequestCode::Hello,
             RequestCode::HaSubscribe,
             RequestCode::HaAck,
+            RequestCode::WhoAmI,
         ] {
             assert!(u16::from(c) >= RINGMQ_CODE_MIN);
         }

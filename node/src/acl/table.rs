@@ -116,6 +116,8 @@ pub fn need(request: &Request, body: &[u8]) -> Need {
         // only known once it is found, and RocketMQ checks producer groups nowhere.
         Request::EndTransaction(_) => Authenticated,
         Request::Hello(_) | Request::GetBrokerRuntimeInfo(_) => Authenticated,
+        // Who the caller is: anyone the ACL let in may ask about itself.
+        Request::WhoAmI(_) => Authenticated,
         // Name server reads.
         Request::GetRouteInfoByTopic(_)
         | Request::GetBrokerClusterInfo(_)
@@ -141,7 +143,11 @@ pub fn need(request: &Request, body: &[u8]) -> Need {
         | Request::UnregisterBroker(_)
         | Request::HaSubscribe(_)
         | Request::HaTransfer(_)
-        | Request::HaAck(_) => Admin,
+        | Request::HaAck(_)
+        // The ACL file itself (never returns a secret key; changes it).
+        | Request::UpdateAndCreateAclConfig(_)
+        | Request::DeleteAclConfig(_)
+        | Request::GetBrokerClusterAclConfig(_) => Admin,
         Request::CheckTransactionState(_) | Request::NotifyConsumerIdsChanged(_) => Never,
     }
 }
@@ -166,6 +172,9 @@ mod tests {
             RequestCode::PutKvConfig,
             RequestCode::DeleteKvConfig,
             RequestCode::HaSubscribe,
+            RequestCode::UpdateAndCreateAclConfig,
+            RequestCode::DeleteAclConfig,
+            RequestCode::GetBrokerClusterAclConfig,
         ];
         let mut seen = std::collections::HashSet::new();
         let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
@@ -183,6 +192,9 @@ mod tests {
             seen.insert(req.code());
             if admin_codes.contains(&req.code()) {
                 assert_eq!(n, Need::Admin, "{}", req.code().name());
+            }
+            if req.code() == RequestCode::WhoAmI {
+                assert_eq!(n, Need::Authenticated);
             }
         }
         assert_eq!(seen.len(), RequestCode::ALL.len(), "every code sampled");

@@ -14,7 +14,7 @@ use ringmq_wire::frame::{self, PREFIX_BYTES};
 use crate::acl::Caller;
 use crate::broker::groups::Channel;
 use crate::broker::shard::Shard;
-use crate::broker::{admin, clients, produce, pull, queries as oh, retry};
+use crate::broker::{acl_admin, admin, clients, produce, pull, queries as oh, retry};
 use crate::net::reply::{Outcome, Reply};
 use crate::shard::mailbox::Mail;
 use crate::store::commitlog::shard_of_offset;
@@ -153,6 +153,14 @@ pub fn dispatch(
         Request::Hello(h) => admin::hello(shard, &h).into(),
         Request::GetScheduleStatus(_) => crate::broker::schedule::status(shard).into(),
         Request::GetTransactionStatus(_) => crate::broker::txn::status(shard).into(),
+        Request::GetBrokerClusterAclConfig(_) => acl_admin::list(shard.broker.acl.as_ref()).into(),
+        Request::UpdateAndCreateAclConfig(h) => {
+            acl_admin::write(shard.broker.acl.as_ref(), &h, body).into()
+        }
+        Request::DeleteAclConfig(h) => {
+            acl_admin::delete(shard.broker.acl.as_ref(), &h, caller).into()
+        }
+        Request::WhoAmI(_) => acl_admin::whoami(shard.broker.acl.as_ref(), caller).into(),
         // Not served on the broker port, on purpose: each is listed so that a new request
         // code is a compile error here until someone decides where it is served.
         Request::PutKvConfig(_)

@@ -3,6 +3,7 @@
 //! family. Handlers run on the shard that owns the queue they touch; the data path takes no
 //! lock (the topic table is an atomically swapped snapshot, counters are atomics).
 
+pub mod acl_admin;
 pub mod admin;
 pub mod clients;
 pub mod dispatch;

@@ -54,6 +54,10 @@
 //! | HA_SUBSCRIBE (slave -> master) | [`HaSubscribeRequest`] | - | [`HaSubscribeResponse`] | - |
 //! | HA_TRANSFER (master -> slave, oneway) | [`HaTransfer`] | CommitLog bytes | - | - |
 //! | HA_ACK (slave -> master, oneway) | [`HaAck`] | - | - | - |
+//! | UPDATE_AND_CREATE_ACL_CONFIG | [`AclWriteRequest`] | [`AclAccountChange`] | [`Empty`] | - |
+//! | DELETE_ACL_CONFIG | [`DeleteAclRequest`] | - | [`Empty`] | - |
+//! | GET_BROKER_CLUSTER_ACL_CONFIG | [`Empty`] | - | [`Empty`] | [`AclConfigList`] |
+//! | WHOAMI | [`Empty`] | - | [`Empty`] | [`WhoAmI`] |
 //! | any, answered WRONG_SHARD | | | [`WrongShard`] | - |
 
 use crate::code::RequestCode;
@@ -62,6 +66,7 @@ use crate::codec::{Decode, Empty, Encode, Reader, Writer};
 use crate::error::Result;
 use crate::frame::Frame;
 
+pub mod acl;
 pub mod broker_admin;
 pub mod consumer_list;
 pub mod consumer_offset;
@@ -84,6 +89,7 @@ pub mod topic;
 pub mod transaction;
 pub mod view;
 
+pub use acl::*;
 pub use broker_admin::*;
 pub use consumer_list::*;
 pub use consumer_offset::*;
@@ -195,6 +201,10 @@ requests! {
     HaSubscribe(HaSubscribeRequest),
     HaTransfer(HaTransfer),
     HaAck(HaAck),
+    UpdateAndCreateAclConfig(AclWriteRequest),
+    DeleteAclConfig(DeleteAclRequest),
+    GetBrokerClusterAclConfig(Empty),
+    WhoAmI(Empty),
 }
 
 impl Request {
@@ -267,6 +277,11 @@ macro_rules! for_each_wire_type {
             $crate::command::Response<$crate::command::HaSubscribeResponse>,
             $crate::command::HaTransfer,
             $crate::command::HaAck,
+            $crate::command::AclWriteRequest,
+            $crate::command::AclAccountChange,
+            $crate::command::DeleteAclRequest,
+            $crate::command::AclConfigList,
+            $crate::command::WhoAmI,
         }
     };
 }
