@@ -67,10 +67,12 @@ pub enum Error {
         source: io::Error,
     },
     /// A connection attempt failed recently; the next one is not due yet.
-    #[error("{addr} is unreachable (reconnecting with backoff, next attempt in {retry_in:?})")]
+    #[error("{addr}: {cause} (reconnecting with backoff, next attempt in {retry_in:?})")]
     Backoff {
         addr: SocketAddr,
         retry_in: Duration,
+        /// Why the last attempt failed (unreachable, refused HELLO, TLS handshake).
+        cause: String,
     },
     /// The connection closed. `written` tells whether the request had been written.
     #[error("connection to {addr} closed before the answer to {request} (written: {written})")]

@@ -415,6 +415,7 @@ mod tests {
         assert!(is_unreachable(&Error::Backoff {
             addr: addr(1),
             retry_in: Duration::from_millis(5),
+            cause: "connection refused".to_owned(),
         }));
         assert!(is_unreachable(&Error::ConnectionClosed {
             addr: addr(1),

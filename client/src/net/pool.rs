@@ -55,6 +55,8 @@ struct Slot {
     hello: Option<HelloResponse>,
     failures: u32,
     next_attempt: Option<Instant>,
+    /// Why the last attempt failed.
+    last_error: String,
 }
 
 /// A broker's identity as its HELLO answered.
@@ -117,6 +119,7 @@ impl Pool {
                 return Err(Error::Backoff {
                     addr: ep.addr,
                     retry_in: at - now,
+                    cause: s.last_error.clone(),
                 });
             }
         }
@@ -137,6 +140,7 @@ impl Pool {
                     s.failures,
                 );
                 s.next_attempt = Some(Instant::now() + backoff);
+                s.last_error = e.to_string();
                 log::debug!("{}: {e}; next attempt in {backoff:?}", ep.addr);
                 Err(e)
             }

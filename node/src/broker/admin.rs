@@ -74,6 +74,15 @@ pub fn runtime_info(shard: &Shard) -> Reply {
         "connections".to_string(),
         b.connections.load(Ordering::Relaxed).to_string(),
     );
+    extra.insert("aclEnable".to_string(), b.acl.is_some().to_string());
+    if let Some(acl) = &b.acl {
+        for (reason, n) in acl.refusal_counts() {
+            extra.insert(format!("acl.refused.{reason}"), n.to_string());
+        }
+        let (reloads, errors) = acl.reload_counts();
+        extra.insert("acl.reloads".to_string(), reloads.to_string());
+        extra.insert("acl.reload_errors".to_string(), errors.to_string());
+    }
     for (i, c) in b.counters.iter().enumerate() {
         extra.insert(
             format!("shard.{i}.msgs_in_per_s"),
