@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use ringmq_node::broker::shard::start::{self as run, StartOptions};
-use ringmq_node::config::{BrokerConfig, FlushDiskType, NamesrvConfig};
+use ringmq_node::config::{BrokerConfig, FlushDiskType, NamesrvConfig, TlsMode};
 use ringmq_node::net::namesrv;
 
 /// ringmq: a RocketMQ-architecture message broker (io_uring, thread-per-core).
@@ -73,6 +73,9 @@ struct NamesrvArgs {
     /// Milliseconds of silence after which a broker is dropped (default 120000).
     #[arg(long)]
     broker_expiry_ms: Option<u64>,
+    /// Set a name server config key, RocketMQ spelling (repeatable): --set tls.server.mode=enforcing
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
     /// Run the event loop on epoll instead of io_uring.
     #[arg(long)]
     no_io_uring: bool,
@@ -174,10 +177,15 @@ fn standalone(a: StandaloneArgs, signals: &ringmq_node::io::signal::Signals) -> 
     apply_sets(&mut cfg, &a.common.set)?;
     cfg.acl.file_path = Some(cfg.acl.file_path(None));
     // One process, one ACL file: the name server checks with the broker's settings.
+    // ... and the same TLS listener settings on both ports.
     let ns_cfg = NamesrvConfig {
         acl: cfg.acl.clone(),
+        tls: cfg.tls.clone(),
         ..NamesrvConfig::default()
     };
+    if cfg.tls.server_mode() == TlsMode::Enforcing && !cfg.tls.client_enable {
+        return Err("tls.server.mode=enforcing: the name server of this standalone refuses plaintext, and its broker registers with it: set tls.enable=true and tls.client.trustCertPath (the CA that signed tls.server.certPath)".to_string());
+    }
     let ns = namesrv::start(ns_cfg, SocketAddr::new(a.host, a.namesrv_port), fallback)?;
     cfg.namesrv_addr = vec![ns.addr.to_string()];
     log_start("standalone", &cfg, fallback);
@@ -229,6 +237,13 @@ fn namesrv_cmd(a: NamesrvArgs, signals: &ringmq_node::io::signal::Signals) -> Re
     }
     if let Some(ms) = a.broker_expiry_ms {
         cfg.broker_channel_expired_time_ms = ms;
+    }
+    for s in &a.set {
+        let (k, v) = s
+            .split_once('=')
+            .ok_or_else(|| format!("--set {s}: expected KEY=VALUE"))?;
+        cfg.set(k.trim(), v.trim(), "--set")
+            .map_err(|e| e.to_string())?;
     }
     cfg.validate().map_err(|e| e.to_string())?;
     log::info!(

@@ -171,6 +171,7 @@ fn name_server_leases_ignore_wall_clock_jumps() {
             &Empty,
             &body,
             None,
+            None,
         )
         .await;
         slot.set(Some(r.map(|(s, _, _)| s).unwrap_or(Status::SystemError)));

@@ -135,6 +135,9 @@ pub struct Broker {
     pub master: Mutex<MasterAddrs>,
     /// This broker's HA address (masters), published to name servers.
     pub ha_addr: Option<SocketAddr>,
+    /// TLS of the client and HA listeners (`tls.server.*`) and of this broker's own
+    /// connections to name servers and its master (`tls.enable`, `tls.client.*`).
+    pub tls: crate::io::tls::NodeTls,
 }
 
 /// Where a slave's master is.

@@ -123,6 +123,7 @@ pub async fn register_all(shard: &Shard) {
             &Empty,
             &body,
             b.inner_credentials.as_ref(),
+            b.tls.client.as_deref(),
         )
         .await
         {
@@ -174,6 +175,7 @@ pub async fn unregister_all(shard: &Shard) {
                 &h,
                 &[],
                 b.inner_credentials.as_ref(),
+                b.tls.client.as_deref(),
             ),
         )
         .await;
@@ -231,6 +233,7 @@ pub async fn sync_from_master(shard: Rc<Shard>) {
                 &Empty,
                 &[],
                 shard.broker.inner_credentials.as_ref(),
+                shard.broker.tls.client.as_deref(),
             )
             .await
             {
@@ -262,13 +265,15 @@ pub async fn sync_from_master(shard: Rc<Shard>) {
 pub const TOPIC_SYNC_MS: u64 = 3_000;
 
 /// One request/response exchange on a fresh connection, bounded by `CALL_TIMEOUT_MS`,
-/// signed with `inner` (the broker's `innerAccessKey`) when given.
+/// signed with `inner` (the broker's `innerAccessKey`) when given, over TLS when `tls` is
+/// given (`tls.enable`).
 pub async fn call(
     addr: SocketAddr,
     code: RequestCode,
     header: &impl Encode,
     body: &[u8],
     inner: Option<&ringmq_wire::auth::Credentials>,
+    tls: Option<&crate::io::tls::TlsClient>,
 ) -> Result<(Status, Vec<u8>, Vec<u8>), String> {
     let mut out = ringmq_wire::command::opener_frame("ringmq-broker");
     let mut request = Vec::new();
@@ -281,7 +286,9 @@ pub async fn call(
     }
     out.extend_from_slice(&request);
     let exchange = async {
-        let conn = Conn::connect(addr).await.map_err(|e| e.to_string())?;
+        let conn = Conn::connect_with(addr, tls)
+            .await
+            .map_err(|e| e.to_string())?;
         let (res, _) = conn.write_all(out).await;
         res.map_err(|e| e.to_string())?;
         let mut buf = Vec::with_capacity(4096);

@@ -559,6 +559,43 @@ async fn write_loop(conn: Conn, out: Rc<OutQueue>) {
             match body {
                 Body::Empty => {}
                 Body::Bytes(b) => buf.extend_from_slice(&b),
+                Body::Log { runs, .. } if conn.is_tls() => {
+                    // Splice cannot pass through a user-space TLS session: the runs are read
+                    // from the log file (io_uring reads, so a cold page does not stall the
+                    // shard) into the write buffer and encrypted with the rest.
+                    for run in runs {
+                        let mut done = 0usize;
+                        while done < run.len {
+                            let want = (run.len - done).min(WRITE_COALESCE_BYTES);
+                            let at = run.offset + done as u64;
+                            let (res, b) =
+                                run.file.read_at(std::mem::take(&mut buf), at, want).await;
+                            buf = b;
+                            match res {
+                                Ok(n) if n > 0 => done += n,
+                                Ok(_) => {
+                                    log::warn!("a log run ended early at {at} (of {} bytes from {}); closing the connection", run.len, run.offset);
+                                    out.close();
+                                    return;
+                                }
+                                Err(e) => {
+                                    log::warn!("reading a log run at {at} for a TLS connection: {e}; closing it");
+                                    out.close();
+                                    return;
+                                }
+                            }
+                            if buf.len() >= WRITE_COALESCE_BYTES {
+                                let (res, b) = conn.write_all(std::mem::take(&mut buf)).await;
+                                buf = b;
+                                buf.clear();
+                                if res.is_err() {
+                                    out.close();
+                                    return;
+                                }
+                            }
+                        }
+                    }
+                }
                 Body::Log { runs, .. } => {
                     let (res, b) = conn.write_all(std::mem::take(&mut buf)).await;
                     buf = b;

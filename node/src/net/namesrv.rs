@@ -6,6 +6,7 @@
 use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ringmq_wire::code::Status;
@@ -15,12 +16,14 @@ use ringmq_wire::command::{GetKvResponse, RegisterBrokerResponse, Request};
 use ringmq_wire::frame;
 
 use crate::acl::{Acl, AclSettings, Caller};
-use crate::config::NamesrvConfig;
+use crate::config::{NamesrvConfig, TlsMode};
 use crate::io::clock;
 use crate::io::net::{self as ionet, Listener};
 use crate::io::rt::{self, EventLoop};
+use crate::io::tls::{NodeTls, TlsServer};
 use crate::limits;
 use crate::namesrv::{KvStore, RouteTable};
+use crate::net::admit::admit;
 use crate::net::connection::{self, Service};
 use crate::net::reply::{Body, Outcome, Reply};
 
@@ -80,6 +83,8 @@ pub fn start(
     force_fallback: bool,
 ) -> Result<NamesrvHandle, String> {
     let acl = load_acl(&cfg)?;
+    let tls_mode = NodeTls::load(&cfg.tls, false, "name server")?;
+    let tls = tls_mode.server.clone();
     let std_listener =
         ionet::bind_reuseport(listen).map_err(|e| format!("binding {listen}: {e}"))?;
     let addr = std_listener.local_addr().map_err(|e| e.to_string())?;
@@ -105,12 +110,15 @@ pub fn start(
                     }
                 };
                 let _ = ready_tx.send(Ok(format!("event loop {driver}")));
-                serve(cfg, listener, acl, stop_rx).await;
+                serve(cfg, listener, acl, tls, stop_rx).await;
             });
         })
         .map_err(|e| e.to_string())?;
     match ready_rx.recv() {
-        Ok(Ok(info)) => log::info!("name server listening on {addr}, {info}"),
+        Ok(Ok(info)) => log::info!(
+            "name server listening on {addr}, {info}, {}",
+            tls_mode.listener_mode()
+        ),
         Ok(Err(e)) => return Err(e),
         Err(_) => return Err("name server thread died while starting".to_string()),
     }
@@ -142,8 +150,18 @@ pub fn start_sim(cfg: NamesrvConfig, addr: SocketAddr) -> Result<SimNamesrv, Str
     let listener = Listener::bind_sim(addr).map_err(|e| format!("binding {addr}: {e}"))?;
     let state = new_state();
     let acl = load_acl(&cfg)?;
+    if cfg.tls.server_mode() != TlsMode::Disabled {
+        return Err("tls.server.mode: TLS is not simulated".to_string());
+    }
     let (stop_tx, stop_rx) = flume::bounded::<()>(1);
-    rt::spawn(serve_state(cfg, listener, Rc::clone(&state), acl, stop_rx));
+    rt::spawn(serve_state(
+        cfg,
+        listener,
+        Rc::clone(&state),
+        acl,
+        None,
+        stop_rx,
+    ));
     Ok(SimNamesrv {
         state,
         _stop: stop_tx,
@@ -162,9 +180,10 @@ async fn serve(
     cfg: NamesrvConfig,
     listener: Listener,
     acl: Option<Acl>,
+    tls: Option<Arc<TlsServer>>,
     stop: flume::Receiver<()>,
 ) {
-    serve_state(cfg, listener, new_state(), acl, stop).await;
+    serve_state(cfg, listener, new_state(), acl, tls, stop).await;
 }
 
 async fn serve_state(
@@ -172,6 +191,7 @@ async fn serve_state(
     listener: Listener,
     state: Rc<RefCell<State>>,
     acl: Option<Acl>,
+    tls: Option<Arc<TlsServer>>,
     stop: flume::Receiver<()>,
 ) {
     let scan_state = Rc::clone(&state);
@@ -207,8 +227,12 @@ async fn serve_state(
                         state: Rc::clone(&accept_state),
                         acl: acl.clone(),
                     });
+                    let tls = tls.clone();
                     rt::spawn(async move {
-                        let _ = connection::serve(svc, conn, Vec::new()).await;
+                        let admitted = admit(tls.as_deref(), conn, "name server").await;
+                        if let Some((conn, pending)) = admitted {
+                            let _ = connection::serve(svc, conn, pending).await;
+                        }
                     });
                 }
                 Err(e) => {

@@ -2,8 +2,10 @@
 //!
 //! Master: every shard accepts on the HA port (SO_REUSEPORT); an HA_SUBSCRIBE for another
 //! shard is handed to that shard. The shard answers where streaming starts, then pushes whole
-//! log entries (HA_TRANSFER, spliced from the segment file) as they are appended, a heartbeat
-//! every `haSendHeartbeatInterval` when idle, and reads HA_ACKs that wake SYNC_MASTER sends.
+//! log entries (HA_TRANSFER, spliced from the segment file; on a TLS link read from it and
+//! encrypted) as they are appended, a heartbeat every `haSendHeartbeatInterval` when idle,
+//! and reads HA_ACKs that wake SYNC_MASTER sends. On a master with `tls.server.mode` set,
+//! a link is admitted by `net::admit` first (TLS, or plaintext refused when enforcing).
 //!
 //! Slave: every shard follows the same shard of its master: subscribe with its log end,
 //! truncate if the master says it is ahead, then append each transfer verbatim and
@@ -33,6 +35,7 @@ use crate::ha::slave::{on_push, OnPush, Push};
 use crate::io::net::{Conn, Listener, SplicePipe};
 use crate::io::rt;
 use crate::limits;
+use crate::net::admit::admit;
 use crate::net::frames::FrameReader;
 use crate::net::reply::Reply;
 use crate::shard::mailbox::Mail;
@@ -64,7 +67,17 @@ pub async fn accept_loop(shard: Rc<Shard>, listener: Listener) {
 }
 
 async fn serve_new(shard: Rc<Shard>, conn: Conn, peer: SocketAddr) {
-    let mut rd = FrameReader::new(limits::FRAME_BYTES_MAX, Vec::new());
+    let (conn, pending) = match shard.broker.tls.server.clone() {
+        None => (conn, Vec::new()),
+        Some(tls) => {
+            let listener = format!("shard {} HA port", shard.id);
+            match admit(Some(&tls), conn, &listener).await {
+                Some(admitted) => admitted,
+                None => return,
+            }
+        }
+    };
+    let mut rd = FrameReader::new(limits::FRAME_BYTES_MAX, pending);
     let Ok(Some(mut first)) = rd.next(&conn).await else {
         return;
     };
@@ -265,8 +278,9 @@ async fn push_loop(
     mut cursor: u64,
     closed: &Cell<bool>,
 ) -> Result<(), String> {
-    // No splicing on the epoll fallback loop (see `Shard::splice_ok`): copy instead.
-    let pipe = if shard.splice_ok {
+    // No splicing on the epoll fallback loop (see `Shard::splice_ok`): copy instead. Nor
+    // through TLS: `send_transfer` reads the log runs and encrypts them.
+    let pipe = if shard.splice_ok && !conn.is_tls() {
         SplicePipe::new().await.ok()
     } else {
         None
@@ -349,6 +363,14 @@ async fn send_transfer(
     // Small transfers are copied from the mapping like small pulls: splicing costs two
     // io_uring operations that the kernel hands to worker threads, more than the copy.
     match pipe {
+        _ if conn.is_tls() && shard.splice_ok && len >= crate::broker::pull::SPLICE_MIN_BYTES => {
+            let (file, off) = shard.segment_file(at).map_err(|e| e.to_string())?;
+            let (res, _) = conn.write_all(out).await;
+            res.map_err(|e| e.to_string())?;
+            conn.write_file(&file, off, len)
+                .await
+                .map_err(|e| e.to_string())
+        }
         Some(p) if len >= crate::broker::pull::SPLICE_MIN_BYTES => {
             let (file, off) = shard.segment_file(at).map_err(|e| e.to_string())?;
             let (res, _) = conn.write_all(out).await;
@@ -421,7 +443,7 @@ pub async fn follow_loop(shard: Rc<Shard>) {
 }
 
 async fn follow(shard: &Rc<Shard>, addr: SocketAddr) -> Result<(), String> {
-    let conn = Conn::connect(addr)
+    let conn = Conn::connect_with(addr, shard.broker.tls.client.as_deref())
         .await
         .map_err(|e| format!("connecting: {e}"))?;
     let b = &shard.broker;
@@ -557,6 +579,7 @@ pub async fn sync_offsets_loop(shard: Rc<Shard>) {
             &req,
             &[],
             shard.broker.inner_credentials.as_ref(),
+            shard.broker.tls.client.as_deref(),
         )
         .await
         else {

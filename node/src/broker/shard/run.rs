@@ -12,6 +12,7 @@ use crate::broker::shard::{ha, schedule, timers, Flusher, Shard};
 use crate::io::net::{Conn, Listener};
 use crate::io::rt;
 use crate::limits;
+use crate::net::admit::admit;
 use crate::net::connection::{self, ReadEnd, Service};
 use crate::net::reply::Outcome;
 use crate::shard::mailbox::Mail;
@@ -125,7 +126,18 @@ async fn accept_loop(shard: Rc<Shard>, listener: Listener) {
             rt::spawn(refuse_connection(conn));
             continue;
         }
-        rt::spawn(serve_conn(Rc::clone(&shard), conn, Vec::new()));
+        match shard.broker.tls.server.clone() {
+            None => rt::spawn(serve_conn(Rc::clone(&shard), conn, Vec::new())),
+            Some(tls) => {
+                let shard = Rc::clone(&shard);
+                rt::spawn(async move {
+                    let listener = format!("shard {} client port", shard.id);
+                    if let Some((conn, pending)) = admit(Some(&tls), conn, &listener).await {
+                        serve_conn(shard, conn, pending).await;
+                    }
+                });
+            }
+        }
     }
 }
 
@@ -156,6 +168,13 @@ async fn refuse_connection(conn: Conn) {
 }
 
 /// Serves a connection, and hands it to another shard if its HELLO asks for one.
+///
+/// A TLS connection is handed off with its rustls session (`io::net::Handed`): serving it
+/// where it was accepted would be simpler for this connection, but then the shard-aware
+/// client's requests for the other shard's queues would each be forwarded through a mailbox
+/// (and a replication link for another shard has to be served by that shard anyway, see
+/// `ha::serve_new`). The session is all the TLS state there is between reads (plaintext
+/// read so far travels as `pending`), and nothing is written to the socket while it moves.
 async fn serve_conn(shard: Rc<Shard>, conn: Conn, pending: Vec<u8>) {
     let svc = Rc::new(ShardService::new(&shard));
     match connection::serve(svc, conn.clone(), pending).await {

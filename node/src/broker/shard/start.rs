@@ -122,6 +122,21 @@ pub fn start(config: BrokerConfig, opts: StartOptions) -> Result<BrokerHandle, S
         handle.stop();
         return Err(errors.join("; "));
     }
+    log::info!(
+        "broker listeners (port {port}{}): {}; own connections to name servers and the master: {}",
+        handle
+            .broker
+            .ha_addr
+            .map(|a| format!(", HA port {}", a.port()))
+            .unwrap_or_default(),
+        handle.broker.tls.listener_mode(),
+        handle
+            .broker
+            .tls
+            .client
+            .as_ref()
+            .map_or("plaintext".to_string(), |c| c.describe()),
+    );
     // Routes name this broker only once a name server has its registration: wait a moment
     // for the first one, so "ready" means clients can find it.
     if !handle.broker.config.namesrv_addr.is_empty() {
@@ -206,6 +221,7 @@ fn build_broker(
     ha_addr: Option<SocketAddr>,
     transfer_msg_by_heap: bool,
 ) -> Result<(Arc<Broker>, Vec<flume::Receiver<Mail>>), String> {
+    let tls = crate::io::tls::NodeTls::load(&config.tls, true, "broker")?;
     let mut mailboxes = Vec::new();
     let mut inboxes = Vec::new();
     for _ in 0..shard_count {
@@ -278,6 +294,7 @@ fn build_broker(
         started_ms: Broker::now_ms(),
         master: Mutex::new(master),
         ha_addr,
+        tls,
         config,
     });
     Ok((broker, inboxes))
@@ -426,6 +443,9 @@ pub fn start_sim(
     disk: SimDisk,
 ) -> Result<SimBroker, String> {
     let world = sim::current().ok_or("no simulated world on this thread")?;
+    if config.tls.server_mode() != crate::config::TlsMode::Disabled || config.tls.client_enable {
+        return Err("TLS is not simulated".to_string());
+    }
     let root = config.store_path_root_dir.clone();
     let topics = Topics::load(&root, 1).map_err(|e| format!("loading topics: {e}"))?;
     let ha_addr = config
