@@ -78,11 +78,11 @@ fn write_acl(path: &Path, text: &str) {
 }
 
 /// A standalone node with ACL on, `root` as its inner account, the file in its temp dir.
-fn start_node() -> (Node, std::path::PathBuf) {
+fn start_node() -> (Node, std::path::PathBuf, tempfile::TempDir) {
     // The file must exist before the node starts; the node's temp dir is made by `Node`, so
     // the file lives in a dir of its own.
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.keep().join("plain_acl.yml");
+    let path = dir.path().join("plain_acl.yml");
     write_acl(&path, &acl_yaml(None));
     let file_set = format!("aclFilePath={}", path.display());
     let node = Node::start_configured(
@@ -94,7 +94,7 @@ fn start_node() -> (Node, std::path::PathBuf) {
             "innerSecretKey=rootsecret1",
         ],
     );
-    (node, path)
+    (node, path, dir)
 }
 
 fn creds((ak, sk): (&str, &str)) -> Credentials {
@@ -155,7 +155,7 @@ fn assert_refused<T: std::fmt::Debug>(r: Result<T, Error>, needle: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_permission_allows_exactly_what_it_names() {
-    let (node, _acl) = start_node();
+    let (node, _acl, _acl_dir) = start_node();
     let root = admin(&node, Some(creds(ROOT))).await;
     for t in ["orders", "payments"] {
         root.create_topic(t, 2, Duration::from_secs(10))
@@ -212,7 +212,7 @@ async fn each_permission_allows_exactly_what_it_names() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unsigned_and_badly_signed_requests_are_refused() {
-    let (node, _acl) = start_node();
+    let (node, _acl, _acl_dir) = start_node();
     let root = admin(&node, Some(creds(ROOT))).await;
     root.create_topic("orders", 2, Duration::from_secs(10))
         .await
@@ -238,7 +238,7 @@ async fn unsigned_and_badly_signed_requests_are_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_file_is_reloaded_and_a_broken_one_keeps_the_last_good_one() {
-    let (node, acl) = start_node();
+    let (node, acl, _acl_dir) = start_node();
     let root = admin(&node, Some(creds(ROOT))).await;
     for t in ["orders", "payments", "refunds"] {
         root.create_topic(t, 2, Duration::from_secs(10))
