@@ -61,6 +61,8 @@ pub struct Client {
     early: HashMap<u64, Resp>,
     /// Requests the server sent on its own (oneway notifications), in arrival order.
     pushed: Vec<Resp>,
+    /// Signs every request (a node with `aclEnable=true`).
+    signer: Option<ringmq_wire::auth::Signer>,
 }
 
 impl Client {
@@ -69,6 +71,19 @@ impl Client {
     }
 
     pub fn try_connect(addr: SocketAddr) -> std::io::Result<Self> {
+        Self::try_connect_as(addr, None)
+    }
+
+    /// A connection whose requests are signed with `credentials` (HELLO included).
+    pub fn connect_as(addr: SocketAddr, credentials: &ringmq_wire::auth::Credentials) -> Self {
+        Self::try_connect_as(addr, Some(credentials))
+            .unwrap_or_else(|e| panic!("connecting to {addr}: {e}"))
+    }
+
+    pub fn try_connect_as(
+        addr: SocketAddr,
+        credentials: Option<&ringmq_wire::auth::Credentials>,
+    ) -> std::io::Result<Self> {
         let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
         stream.set_read_timeout(Some(READ_TIMEOUT))?;
         stream.set_write_timeout(Some(READ_TIMEOUT))?;
@@ -80,12 +95,28 @@ impl Client {
             buf: Vec::new(),
             early: HashMap::new(),
             pushed: Vec::new(),
+            signer: credentials.map(|cr| {
+                let nonce: [u8; 16] = rand_nonce();
+                ringmq_wire::auth::Signer::new(cr.clone(), nonce)
+            }),
         };
         // A native connection opens with HELLO (the listener tells the protocols apart by
         // the first frame); its answer carries OPENER_REQUEST_ID and is never waited for.
-        c.stream
-            .write_all(&ringmq_wire::command::opener_frame("it-client"))?;
+        let mut opener = ringmq_wire::command::opener_frame("it-client");
+        c.sign(&mut opener);
+        c.stream.write_all(&opener)?;
         Ok(c)
+    }
+
+    /// Signs `frame` if this client has credentials (the next sequence number).
+    pub fn sign(&mut self, frame: &mut Vec<u8>) {
+        if let Some(s) = &mut self.signer {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(0);
+            s.sign(frame, now).expect("signing a request");
+        }
     }
 
     /// A connection that has sent nothing yet (for tests of what a listener does with a
@@ -126,6 +157,7 @@ impl Client {
         let mut out = Vec::new();
         frame::encode_request(&mut out, code, false, id, header, body)
             .map_err(|e| format!("encoding: {e}"))?;
+        self.sign(&mut out);
         self.stream
             .write_all(&out)
             .map_err(|e| format!("write: {e}"))?;
@@ -471,4 +503,18 @@ pub fn wait_for<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Optio
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// A nonce unique to this process and call (tests need uniqueness, not secrecy).
+fn rand_nonce() -> [u8; 16] {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let mut out = [0u8; 16];
+    out[..8].copy_from_slice(&(t ^ u64::from(std::process::id()) << 32).to_be_bytes());
+    out[8..].copy_from_slice(&N.fetch_add(1, Ordering::Relaxed).to_be_bytes());
+    out
 }
