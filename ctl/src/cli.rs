@@ -113,6 +113,11 @@ pub enum Command {
     /// check-backs, halves moved to the check-max topic.
     #[command(subcommand)]
     Txn(TxnCmd),
+    /// Accounts of the brokers' ACL files (brokers with aclEnable=true): list, add, update,
+    /// delete, whoami. Needs an admin account (--access-key with RINGMQ_SECRET_KEY), whoami
+    /// any account. Secret keys are never printed.
+    #[command(subcommand)]
+    Acl(AclCmd),
 
     /// mqadmin alias of `cluster list`.
     #[command(name = "clusterList")]
@@ -561,6 +566,112 @@ pub enum BrokerCmd {
     /// Stop (on) or resume (off) accepting writes: sends answer NO_PERMISSION, reads go on.
     /// Use before taking a broker down. JSON: {"broker": {...}}.
     Readonly(ReadonlyArgs),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AclCmd {
+    /// Every account of the brokers' ACL files: access key, admin, default and explicit
+    /// topic/group permissions, white remote address; `secretKey: <set>`, never the secret
+    /// itself. Also the global white remote addresses. Asks every master (default), the
+    /// masters of one cluster (-c), or one broker (-b). JSON: {"accounts": [{"broker",
+    /// "address", "access_key", "secret_key": "<set>", "admin", ...}], "global_white":
+    /// [...]}.
+    List(AclTargetArgs),
+    /// Add an account to every master's ACL file (or those of -c, or one broker -b); an
+    /// existing access key is refused. The secret key comes from an environment variable
+    /// (--secret-key-env VAR) or the first line of stdin (--secret-key-stdin), never from
+    /// the command line, and is never printed. Without --default-topic-perm and
+    /// --default-group-perm an account is denied what it is not granted (an admin: allowed
+    /// everything). Says per broker what happened. JSON: {"brokers": [...]}.
+    ///
+    /// Example: RINGMQ_NEW_SECRET=... ringmq-ctl --access-key root acl add
+    /// --access-key-name app --secret-key-env RINGMQ_NEW_SECRET --topic-perm Orders=PUB
+    Add(AclAddArgs),
+    /// Change an existing account: only the options given (a --topic-perm/--group-perm
+    /// sets that one resource, the others stay); --secret-key-env/--secret-key-stdin
+    /// replaces its secret key. An unknown access key is refused. JSON: {"brokers": [...]}.
+    Update(AclUpdateArgs),
+    /// Delete an account. The last admin account and the access key this request is signed
+    /// with are refused (so nobody locks themselves out). JSON: {"brokers": [...]}.
+    Delete(AclDeleteArgs),
+    /// Who the brokers take this client for: its access key, admin flag, default and
+    /// explicit permissions (or: anonymous, admitted by the global white list).
+    /// JSON: {"whoami": [...]}.
+    Whoami(AclTargetArgs),
+}
+
+/// Which brokers an `acl` command asks.
+#[derive(Args, Debug)]
+pub struct AclTargetArgs {
+    /// Only the masters of this cluster.
+    #[arg(short = 'c', long, conflicts_with = "broker")]
+    pub cluster: Option<String>,
+    /// Only this broker: its name (its master) or its address ip:port.
+    #[arg(short = 'b', long, value_name = "ADDR")]
+    pub broker: Option<String>,
+}
+
+/// The fields of an account `acl add` and `acl update` set.
+#[derive(Args, Debug)]
+pub struct AclAccountArgs {
+    /// Read the account's secret key from this environment variable (its name, not the
+    /// secret: a secret on the command line stays in the shell's history).
+    #[arg(long, value_name = "VAR", conflicts_with = "secret_key_stdin")]
+    pub secret_key_env: Option<String>,
+    /// Read the account's secret key from the first line of stdin.
+    #[arg(long)]
+    pub secret_key_stdin: bool,
+    /// Make the account an admin (may administer topics, groups, brokers and the ACL).
+    #[arg(long, conflicts_with = "no_admin")]
+    pub admin: bool,
+    /// Make the account a non-admin (update).
+    #[arg(long)]
+    pub no_admin: bool,
+    /// Permission on topics not listed with --topic-perm: DENY, PUB, SUB or PUB|SUB.
+    #[arg(long, value_name = "PERM")]
+    pub default_topic_perm: Option<String>,
+    /// Permission on groups not listed with --group-perm: DENY, SUB (or PUB, PUB|SUB).
+    #[arg(long, value_name = "PERM")]
+    pub default_group_perm: Option<String>,
+    /// TOPIC=PERM, e.g. Orders=PUB or Orders=PUB|SUB (repeatable).
+    #[arg(long = "topic-perm", value_name = "TOPIC=PERM")]
+    pub topic_perm: Vec<String>,
+    /// GROUP=PERM, e.g. billing=SUB (repeatable).
+    #[arg(long = "group-perm", value_name = "GROUP=PERM")]
+    pub group_perm: Vec<String>,
+    /// Where the account may be used from: an address pattern (192.168.1.*, 10.0.0.1-10,
+    /// ...); "" removes the restriction (update).
+    #[arg(long, value_name = "PATTERN")]
+    pub white_remote_address: Option<String>,
+    #[command(flatten)]
+    pub target: AclTargetArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct AclAddArgs {
+    /// The new account's access key.
+    #[arg(long = "access-key-name", value_name = "KEY")]
+    pub access_key_name: String,
+    #[command(flatten)]
+    pub account: AclAccountArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct AclUpdateArgs {
+    /// The access key of the account to change.
+    #[arg(value_name = "KEY")]
+    pub access_key_name: String,
+    #[command(flatten)]
+    pub account: AclAccountArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct AclDeleteArgs {
+    /// The access key of the account to delete.
+    #[arg(value_name = "KEY")]
+    pub access_key_name: String,
+    #[command(flatten)]
+    pub target: AclTargetArgs,
 }
 
 #[derive(Subcommand, Debug)]

@@ -11,6 +11,7 @@
 //! | queues | [`Admin::min_offset`], [`Admin::max_offset`], [`Admin::offset_at`], [`Admin::committed_offset`], [`Admin::commit_offset`], [`Admin::pull`] | GET_MIN/MAX_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP, QUERY/UPDATE_CONSUMER_OFFSET, PULL_MESSAGE |
 //! | groups | [`Admin::group_list`], [`Admin::group_members`], [`Admin::group_progress`], [`Admin::reset_offset`] | GET_ALL_SUBSCRIPTIONGROUP_CONFIG, GET_ALL_CONSUMER_OFFSET, GET_CONSUMER_LIST_BY_GROUP |
 //! | messages | [`Admin::view_message`], [`Admin::query_by_key`], [`Admin::read_messages`] | VIEW_MESSAGE_BY_ID, QUERY_MESSAGE, PULL_MESSAGE |
+//! | ACL | [`Admin::acl_list`], [`Admin::acl_write`], [`Admin::acl_delete`], [`Admin::whoami`] | GET_BROKER_CLUSTER_ACL_CONFIG, UPDATE_AND_CREATE_ACL_CONFIG, DELETE_ACL_CONFIG, WHOAMI |
 //! | brokers | [`Admin::runtime_info`], [`Admin::cluster_status`], [`Admin::broker_config`], [`Admin::update_broker_config`], [`Admin::set_read_only`], [`Admin::schedule_status`], [`Admin::schedule_statuses`] | GET_BROKER_RUNTIME_INFO, GET/UPDATE_BROKER_CONFIG, GET_SCHEDULE_STATUS |
 //!
 //! Calls about one queue go straight to the shard that owns it (the topic's route is fetched
@@ -36,6 +37,7 @@ use crate::error::Result;
 use crate::instance::{ClientConfig, Instance};
 use crate::net::Answer;
 
+mod acl;
 mod brokers;
 mod groups;
 mod messages;

@@ -1,6 +1,7 @@
 //! Command -> admin calls -> [`Report`]. Each file turns one area's results into sections;
 //! the calls themselves live in `ringmq_client::admin`.
 
+mod acl;
 mod broker;
 mod cluster;
 mod delay;
@@ -20,7 +21,7 @@ pub use topic::PutMode;
 
 /// Runs one command.
 pub async fn run(admin: &Admin, cfg: &ClientConfig, command: &Command) -> Result<Report> {
-    use crate::cli::{BrokerCmd, ClusterCmd, DelayCmd, GroupCmd, MsgCmd, TopicCmd, TxnCmd};
+    use crate::cli::{AclCmd, BrokerCmd, ClusterCmd, DelayCmd, GroupCmd, MsgCmd, TopicCmd, TxnCmd};
     match command {
         Command::Cluster(ClusterCmd::List(a)) | Command::ClusterList(a) => {
             cluster::list(admin, a).await
@@ -57,6 +58,11 @@ pub async fn run(admin: &Admin, cfg: &ClientConfig, command: &Command) -> Result
         Command::Broker(BrokerCmd::Readonly(a)) => broker::readonly(admin, a).await,
         Command::Delay(DelayCmd::Status(a)) => delay::status(admin, a).await,
         Command::Txn(TxnCmd::Status(a)) => txn::status(admin, a).await,
+        Command::Acl(AclCmd::List(a)) => acl::list(admin, a).await,
+        Command::Acl(AclCmd::Add(a)) => acl::add(admin, a).await,
+        Command::Acl(AclCmd::Update(a)) => acl::update(admin, a).await,
+        Command::Acl(AclCmd::Delete(a)) => acl::delete(admin, a).await,
+        Command::Acl(AclCmd::Whoami(a)) => acl::whoami(admin, a).await,
     }
 }
 
