@@ -42,8 +42,14 @@ const REFUSAL_LINGER: Duration = Duration::from_secs(1);
 
 /// Admits `conn` accepted on `listener` (a name for logs, e.g. `shard 0 client port`):
 /// the connection to serve (TLS or plaintext) and the plaintext bytes already read from it,
-/// or `None` when it was refused or closed.
-pub async fn admit(tls: Option<&TlsServer>, conn: Conn, listener: &str) -> Option<(Conn, Vec<u8>)> {
+/// or `None` when it was refused or closed. `refused` runs when plaintext is refused by an
+/// enforcing listener (the ACL counts it as `tls_required`).
+pub async fn admit(
+    tls: Option<&TlsServer>,
+    conn: Conn,
+    listener: &str,
+    refused: impl FnOnce(),
+) -> Option<(Conn, Vec<u8>)> {
     let Some(server) = tls else {
         return Some((conn, Vec::new()));
     };
@@ -67,6 +73,7 @@ pub async fn admit(tls: Option<&TlsServer>, conn: Conn, listener: &str) -> Optio
             }
         },
         _ if enforcing => {
+            refused();
             log::warn!(
                 "{listener}: refused a plaintext connection from {peer} (tls.server.mode=enforcing)"
             );

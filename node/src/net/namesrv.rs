@@ -228,8 +228,14 @@ async fn serve_state(
                         acl: acl.clone(),
                     });
                     let tls = tls.clone();
+                    let acl = acl.clone();
                     rt::spawn(async move {
-                        let admitted = admit(tls.as_deref(), conn, "name server").await;
+                        let count = || {
+                            if let Some(acl) = &acl {
+                                acl.count(crate::acl::Reason::TlsRequired);
+                            }
+                        };
+                        let admitted = admit(tls.as_deref(), conn, "name server", count).await;
                         if let Some((conn, pending)) = admitted {
                             let _ = connection::serve(svc, conn, pending).await;
                         }

@@ -71,7 +71,8 @@ async fn serve_new(shard: Rc<Shard>, conn: Conn, peer: SocketAddr) {
         None => (conn, Vec::new()),
         Some(tls) => {
             let listener = format!("shard {} HA port", shard.id);
-            match admit(Some(&tls), conn, &listener).await {
+            let count = || super::run::count_tls_required(&shard);
+            match admit(Some(&tls), conn, &listener, count).await {
                 Some(admitted) => admitted,
                 None => return,
             }

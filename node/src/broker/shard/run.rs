@@ -132,12 +132,21 @@ async fn accept_loop(shard: Rc<Shard>, listener: Listener) {
                 let shard = Rc::clone(&shard);
                 rt::spawn(async move {
                     let listener = format!("shard {} client port", shard.id);
-                    if let Some((conn, pending)) = admit(Some(&tls), conn, &listener).await {
+                    let count = || count_tls_required(&shard);
+                    if let Some((conn, pending)) = admit(Some(&tls), conn, &listener, count).await {
                         serve_conn(shard, conn, pending).await;
                     }
                 });
             }
         }
+    }
+}
+
+/// Counts a plaintext connection refused by an enforcing listener (with ACL on, among the
+/// refusals by reason).
+pub fn count_tls_required(shard: &Shard) {
+    if let Some(acl) = &shard.broker.acl {
+        acl.count(crate::acl::Reason::TlsRequired);
     }
 }
 
