@@ -175,6 +175,26 @@ impl Acl {
         })
     }
 
+    /// The ACL of `settings.file` for this process: the one already open (the name server and
+    /// broker of `ringmq standalone` share it, so a change through either is in force for both
+    /// at once), or the file read now and watched for changes.
+    pub fn open(settings: AclSettings) -> Result<Acl, String> {
+        static OPEN: Mutex<Vec<std::sync::Weak<Inner>>> = Mutex::new(Vec::new());
+        let mut open = lock(&OPEN);
+        open.retain(|w| w.strong_count() > 0);
+        let existing = open
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .find(|inner| inner.settings == settings);
+        if let Some(inner) = existing {
+            return Ok(Acl { inner });
+        }
+        let acl = Acl::load(settings)?;
+        acl.spawn_watcher();
+        open.push(Arc::downgrade(&acl.inner));
+        Ok(acl)
+    }
+
     pub fn path(&self) -> &Path {
         &self.inner.settings.file
     }

@@ -317,3 +317,21 @@ fn handing_a_connection_over_resumes_its_sequence() {
     assert!(moved.native(&mut next, NOW).is_ok());
     assert!(moved.native(&mut hello, NOW).is_err(), "no second replay");
 }
+
+#[test]
+fn one_file_opened_twice_is_one_acl() {
+    let fx = fixture(FILE);
+    let settings = AclSettings {
+        file: fx.acl.path().to_owned(),
+        replay_window_ms: 60_000,
+    };
+    let a = Acl::open(settings.clone()).expect("open");
+    let b = Acl::open(settings).expect("open again");
+    let mut file = (*a.current()).clone();
+    file.accounts.remove("producer");
+    a.write(file).expect("write");
+    assert!(
+        !b.current().accounts.contains_key("producer"),
+        "b sees a's write at once"
+    );
+}

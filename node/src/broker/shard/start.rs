@@ -253,11 +253,10 @@ fn build_broker(
         crate::broker::group_config::GroupConfigs::load(&config.store_path_root_dir)
             .map_err(|e| format!("loading consumer group settings: {e}"))?;
     let acl = if config.acl.enable {
-        let acl = crate::acl::Acl::load(crate::acl::AclSettings {
+        let acl = crate::acl::Acl::open(crate::acl::AclSettings {
             file: config.acl.file_path(None),
             replay_window_ms: config.acl.replay_window_ms,
         })?;
-        acl.spawn_watcher();
         if config.acl.inner_access_key.is_none() {
             log::warn!(
                 "aclEnable=true without innerAccessKey/innerSecretKey: this broker's own \
