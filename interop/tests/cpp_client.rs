@@ -21,6 +21,9 @@
 //! `HOME` is a temp dir per scenario: the C++ client writes its log and name-server
 //! snapshot under `$HOME/logs/rocketmq-cpp` (its SetXxxLogPath calls are no-ops).
 //!
+//! `cpp_acl` runs its node with `aclEnable=true` and the accounts of [`ACL`]; the script's
+//! ringmq-ctl signs as the admin account (`RINGMQ_ACCESS_KEY`, `RINGMQ_SECRET_KEY`).
+//!
 //! Not covered with this client, because rocketmq-client-cpp 1.2.3 cannot express them:
 //! SQL92 subscriptions (it sends no expressionType: every expression is a tag expression)
 //! and full transactions (no transaction producer in its C API); `cpp_txn_checkback.py`
@@ -87,19 +90,61 @@ fn cpp_txn_checkback() {
     scenario("cpp_txn_checkback.py");
 }
 
+/// The ACL file of `cpp_acl`; `cpp_acl.py` names the same accounts.
+const ACL: &str = "\
+accounts:
+  - accessKey: root
+    secretKey: rootsecret1
+    admin: true
+  - accessKey: producer
+    secretKey: producersecret1
+    admin: false
+    topicPerms:
+      - orders=PUB
+  - accessKey: consumer
+    secretKey: consumersecret1
+    admin: false
+    topicPerms:
+      - orders=SUB
+    groupPerms:
+      - g1=SUB
+";
+
+#[test]
+fn cpp_acl() {
+    scenario_with("cpp_acl.py", Some(ACL));
+}
+
 /// Starts a node, runs `script` against it, fails with everything useful if it fails.
 fn scenario(script: &str) {
+    scenario_with(script, None);
+}
+
+/// [`scenario`]; with `acl`, the node checks every request against that ACL file (`root`
+/// is its admin account and the broker's own) and the script's ringmq-ctl signs as `root`.
+fn scenario_with(script: &str, acl: Option<&str>) {
     require_rocketmq_package();
     let ctl = ringmq_ctl();
     let dir = ringmq_testkit::tempdir("cpp");
     let home = dir.path().join("home");
     std::fs::create_dir_all(&home).expect("creating the client's HOME");
-    let node = start_node(dir.path());
+    let acl_file = acl.map(|text| {
+        let file = dir.path().join("plain_acl.yml");
+        std::fs::write(&file, text).expect("writing the ACL file");
+        file
+    });
+    let node = start_node(dir.path(), acl_file.as_deref());
     let namesrv = node.1.to_string();
 
     let path = scripts_dir().join(script);
+    let mut spawn = Spawn::new(script, python());
+    if acl.is_some() {
+        spawn = spawn
+            .env("RINGMQ_ACCESS_KEY", "root")
+            .env("RINGMQ_SECRET_KEY", "rootsecret1");
+    }
     let out = run(
-        Spawn::new(script, python())
+        spawn
             .arg(&path)
             .arg(&namesrv)
             .env("HOME", &home)
@@ -127,10 +172,11 @@ fn scenario(script: &str) {
     print!("{}", out.stdout);
 }
 
-/// A `ringmq standalone` on ports of its own choosing; the guard and the name server address.
-fn start_node(dir: &Path) -> (Proc, std::net::SocketAddr) {
+/// A `ringmq standalone` on ports of its own choosing, with `aclEnable=true` and the file
+/// `acl` if given; the guard and the name server address.
+fn start_node(dir: &Path, acl: Option<&Path>) -> (Proc, std::net::SocketAddr) {
     let data = dir.join("data");
-    let mut proc = Spawn::new("ringmq", bin::ringmq())
+    let mut spawn = Spawn::new("ringmq", bin::ringmq())
         .args(["standalone", "--data"])
         .arg(&data)
         .args(["--namesrv-port", "0", "--broker-port", "0", "--shards", "2"])
@@ -143,8 +189,16 @@ fn start_node(dir: &Path) -> (Proc, std::net::SocketAddr) {
         .args(["--set", "transactionTimeOut=1000"])
         .args(["--set", "transactionCheckInterval=1000"])
         .env_default("RUST_LOG", "info")
-        .log(dir.join("ringmq.log"))
-        .start();
+        .log(dir.join("ringmq.log"));
+    if let Some(acl) = acl {
+        spawn = spawn
+            .args(["--set", "aclEnable=true"])
+            .arg("--set")
+            .arg(format!("aclFilePath={}", acl.display()))
+            .args(["--set", "innerAccessKey=root"])
+            .args(["--set", "innerSecretKey=rootsecret1"]);
+    }
+    let mut proc = spawn.start();
     let ready = proc.wait_ready(START_TIMEOUT);
     let namesrv = ready.namesrv_addr();
     (proc, namesrv)
