@@ -74,12 +74,18 @@ pub enum Error {
         /// Why the last attempt failed (unreachable, refused HELLO, TLS handshake).
         cause: String,
     },
-    /// The connection closed. `written` tells whether the request had been written.
-    #[error("connection to {addr} closed before the answer to {request} (written: {written})")]
+    /// The connection closed. `written` tells whether the request had been written;
+    /// `cause`, when known, why the connection ended (a read or write error, e.g. a TLS
+    /// alert from a server that refused this client's certificate).
+    #[error(
+        "connection to {addr} closed before the answer to {request} (written: {written}){}",
+        cause_note(.cause.as_deref())
+    )]
     ConnectionClosed {
         addr: SocketAddr,
         request: &'static str,
         written: bool,
+        cause: Option<String>,
     },
     /// No answer within the timeout. The request was written (it may have been carried out).
     #[error("{request} to {addr} got no answer within {after:?}")]
@@ -203,6 +209,10 @@ impl Error {
     }
 }
 
+fn cause_note(cause: Option<&str>) -> String {
+    cause.map_or_else(String::new, |c| format!(": {c}"))
+}
+
 /// Statuses with which a broker refuses a send before anything is appended, so the message
 /// is certainly not stored and may be sent again (to another broker, or later):
 /// SYSTEM_BUSY, SERVICE_NOT_AVAILABLE, DISK_FULL, WRONG_SHARD, SYSTEM_ERROR (the wire
@@ -250,7 +260,11 @@ mod tests {
             addr: addr(),
             request: "SEND_MESSAGE",
             written: false,
+            cause: Some("received fatal alert: CertificateRequired".into()),
         };
+        assert!(closed
+            .to_string()
+            .ends_with("(written: false): received fatal alert: CertificateRequired"));
         assert_eq!(closed.outcome(), Outcome::NotStored);
         let wrapped = Error::RetriesExhausted {
             attempts: 3,

@@ -1,6 +1,7 @@
-//! `ringmq-ctl`'s TLS and credential flags without a TLS cluster: the secret key never
-//! shows (`--help`, errors), missing pieces are usage errors naming the flag, and TLS to a
-//! listener that does not speak it fails with one line naming the address.
+//! `ringmq-ctl`'s TLS and credential flags: the secret key never shows (`--help`, errors),
+//! missing pieces are usage errors naming the flag, TLS to a listener that does not speak it
+//! fails with one line naming the address, and commands work over TLS against a node whose
+//! listeners take TLS only.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -172,4 +173,44 @@ fn tls_to_a_plaintext_listener_is_one_line_naming_it() {
     );
     assert!(line.contains("does it speak TLS?"), "{line}");
     server.join().unwrap();
+}
+
+#[test]
+fn commands_work_over_tls_against_an_enforcing_node() {
+    let pki = ringmq_testkit::certs::TestPki::new();
+    let sets = [
+        "tls.server.mode=enforcing".to_string(),
+        format!("tls.server.certPath={}", pki.server_cert.display()),
+        format!("tls.server.keyPath={}", pki.server_key.display()),
+        "tls.enable=true".to_string(),
+        format!("tls.client.trustCertPath={}", pki.ca.display()),
+    ];
+    let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
+    let node = common::Node::start_with(&sets);
+    let ca = pki.ca.to_str().unwrap();
+    let list = [
+        "-n",
+        node.namesrv.as_str(),
+        "--ca",
+        ca,
+        "cluster",
+        "list",
+        "--json",
+    ];
+    let out = ctl(&list);
+    out.ok(&list);
+    assert!(out.stdout.contains(&node.broker), "{}", out.stdout);
+    // The CA from the environment, a message sent and read back.
+    let env = [("RINGMQ_CA", ca)];
+    let send = ["-n", node.namesrv.as_str(), "send", "TlsCtl", "over tls"];
+    ctl_env(&send, &env).ok(&send);
+    let consume = ["-n", node.namesrv.as_str(), "consume", "TlsCtl", "--json"];
+    let out = ctl_env(&consume, &env);
+    out.ok(&consume);
+    assert!(out.stdout.contains("over tls"), "{}", out.stdout);
+    // Plaintext: one line naming the refusal.
+    let plain = ["-n", node.namesrv.as_str(), "cluster", "list"];
+    let out = ctl(&plain);
+    let line = out.failed_one_line(&plain);
+    assert!(line.contains("TLS only"), "{line}");
 }

@@ -1,6 +1,7 @@
 //! ringmq-perf's TLS and credential flags: the secret key never shows (`--help`, errors, the
-//! table, the JSON report, on either protocol), the report names the access key and whether
-//! TLS was on, and missing pieces fail before anything starts.
+//! table, the JSON report, on either protocol, against a node with ACL on), the report names
+//! the access key and whether TLS was on, missing pieces fail before anything starts, and
+//! both protocols run over TLS against a node whose listeners take TLS only.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -64,7 +65,26 @@ fn missing_pieces_fail_before_the_run() {
 #[test]
 fn the_report_names_the_access_key_never_the_secret() {
     let dir = tempfile::tempdir().unwrap();
-    let node = Node::start(&dir.path().join("data"));
+    // ACL on, so the credentials are what lets the runs in (signed on both protocols).
+    let acl = dir.path().join("plain_acl.yml");
+    std::fs::write(
+        &acl,
+        format!(
+            "accounts:\n  - accessKey: root\n    secretKey: rootsecret1\n    admin: true\n  \
+             - accessKey: ak-perf\n    secretKey: {SECRET}\n    admin: true\n"
+        ),
+    )
+    .unwrap();
+    let acl_set = format!("aclFilePath={}", acl.display());
+    let node = Node::start_with(
+        &dir.path().join("data"),
+        &[
+            "aclEnable=true",
+            &acl_set,
+            "innerAccessKey=root",
+            "innerSecretKey=rootsecret1",
+        ],
+    );
     for protocol in ["native", "remoting"] {
         let json = dir.path().join(format!("{protocol}.json"));
         let topic = format!("PerfCreds{protocol}");
@@ -97,4 +117,52 @@ fn the_report_names_the_access_key_never_the_secret() {
         assert_eq!(doc["config"]["tls"], false, "{doc}");
         assert_eq!(doc["messages"].as_u64(), Some(200), "{doc}");
     }
+}
+
+#[test]
+fn both_protocols_run_over_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = ringmq_testkit::certs::TestPki::new();
+    let sets = [
+        "tls.server.mode=enforcing".to_string(),
+        format!("tls.server.certPath={}", pki.server_cert.display()),
+        format!("tls.server.keyPath={}", pki.server_key.display()),
+        "tls.enable=true".to_string(),
+        format!("tls.client.trustCertPath={}", pki.ca.display()),
+    ];
+    let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
+    let node = Node::start_with(&dir.path().join("data"), &sets);
+    let ca = pki.ca.to_str().unwrap();
+    for protocol in ["native", "remoting"] {
+        let json = dir.path().join(format!("tls-{protocol}.json"));
+        let topic = format!("PerfTls{protocol}");
+        let args = [
+            "e2e",
+            "-n",
+            &node.namesrv,
+            "--protocol",
+            protocol,
+            "--topic",
+            &topic,
+            "--size",
+            "256",
+            "--count",
+            "500",
+            "--batch",
+            "4",
+            "--json",
+            json.to_str().unwrap(),
+            "--quiet",
+        ];
+        let run = perf_env(&args, &[("RINGMQ_CA", ca)]);
+        assert_eq!(run.code, 0, "{protocol}: {}", run.stderr);
+        let doc = read_json(&json);
+        assert_eq!(doc["config"]["tls"], true, "{doc}");
+        assert_eq!(doc["messages"].as_u64(), Some(500), "{protocol}: {doc}");
+    }
+    // Without TLS: refused, and the run says so.
+    let args = ["produce", "-n", &node.namesrv, "--count", "1", "--quiet"];
+    let run = perf_env(&args, &[]);
+    assert_ne!(run.code, 0);
+    assert!(run.stderr.contains("TLS only"), "{}", run.stderr);
 }

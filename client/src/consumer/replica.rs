@@ -421,6 +421,7 @@ mod tests {
             addr: addr(1),
             request: "PULL_MESSAGE",
             written: true,
+            cause: None,
         }));
         assert!(is_unreachable(&Error::Broker {
             status: Status::ServiceNotAvailable,

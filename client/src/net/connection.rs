@@ -157,6 +157,8 @@ struct Shared {
     inbox: Arc<Inbox>,
     /// Written frames' buffers, for the next frames (at most [`FRAME_POOL_MAX`]).
     pool: Mutex<Vec<Vec<u8>>>,
+    /// Why the connection ended, when a read or write failed (the first failure wins).
+    close_cause: Mutex<Option<String>>,
     /// TLS and credentials of this client; `security.credentials` are what the write loop
     /// signs each request with (signing: see issue #24).
     security: Arc<Security>,
@@ -190,8 +192,22 @@ impl Shared {
         }
     }
 
+    /// Records why the connection ends (kept if one is recorded already).
+    fn set_close_cause(&self, cause: String) {
+        let mut c = self.close_cause.lock().unwrap_or_else(|p| p.into_inner());
+        c.get_or_insert(cause);
+    }
+
+    fn close_cause(&self) -> Option<String> {
+        self.close_cause
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     fn fail_all(&self) {
         self.closed.store(true, Ordering::Release);
+        let cause = self.close_cause();
         let drained: Vec<Waiter> = {
             let mut w = self.lock();
             w.closed = true;
@@ -202,6 +218,7 @@ impl Shared {
                 addr: self.addr,
                 request: w.request,
                 written: w.written,
+                cause: cause.clone(),
             }));
         }
     }
@@ -296,6 +313,7 @@ impl Connection {
             closed: AtomicBool::new(false),
             inbox,
             pool: Mutex::new(Vec::new()),
+            close_cause: Mutex::new(None),
             security,
         });
         let (tx, rx) = mpsc::channel(WRITE_QUEUE_FRAMES_MAX);
@@ -434,6 +452,7 @@ impl Connection {
                 addr,
                 request,
                 written: true,
+                cause: self.shared.close_cause(),
             }),
             Err(_) => {
                 // Take the waiter out: if the writer never reached it, it never will.
@@ -477,6 +496,7 @@ impl Connection {
             addr: self.shared.addr,
             request,
             written: false,
+            cause: self.shared.close_cause(),
         }
     }
 
@@ -503,6 +523,7 @@ impl Connection {
                 addr,
                 request,
                 written: true,
+                cause: self.shared.close_cause(),
             }),
             Err(_) => Err(Error::Timeout {
                 addr,
@@ -614,6 +635,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
         }
         if let Err(e) = write_all_vectored(&mut wr, &frames).await {
             log::debug!("writing to {}: {e}", shared.addr);
+            shared.set_close_cause(format!("writing: {e}"));
             break;
         }
         for n in notify.drain(..) {
@@ -726,12 +748,14 @@ async fn read_loop<R: AsyncRead + Unpin>(mut rd: R, shared: Arc<Shared>) {
                     let bytes = buf.split_to(n).freeze();
                     if let Err(e) = deliver(&shared, bytes) {
                         log::warn!("{}: {e}; closing the connection", shared.addr);
+                        shared.set_close_cause(format!("bad answer: {e}"));
                         break 'outer;
                     }
                 }
                 Ok(None) => break,
                 Err(e) => {
                     log::warn!("{}: bad frame: {e}; closing the connection", shared.addr);
+                    shared.set_close_cause(format!("bad frame: {e}"));
                     break 'outer;
                 }
             }
@@ -752,6 +776,7 @@ async fn read_loop<R: AsyncRead + Unpin>(mut rd: R, shared: Arc<Shared>) {
             Ok(_) => {}
             Err(e) => {
                 log::debug!("reading from {}: {e}", shared.addr);
+                shared.set_close_cause(format!("reading: {e}"));
                 break;
             }
         }
