@@ -35,6 +35,10 @@ failed=()
 for target in $(cargo fuzz list); do
     echo "== fuzz $target for ${seconds}s"
     mkdir -p "fuzz/corpus/$target"
+    # Seeds kept in git (the corpus is not): e.g. a signed request for `auth`.
+    if [ -d "fuzz/seeds/$target" ]; then
+        cp -n "fuzz/seeds/$target"/* "fuzz/corpus/$target"/
+    fi
     log="/tmp/ringmq-fuzz-$target.log"
     status=0
     cargo fuzz run -O -a "$target" "fuzz/corpus/$target" -- \

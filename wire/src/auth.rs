@@ -541,6 +541,30 @@ mod tests {
     }
 
     #[test]
+    fn the_trailer_layout_matches_an_independent_implementation() {
+        // Made with Python's hmac/hashlib from the layout in the module docs: SEND, request
+        // id 1, header "hdr", body "records", access key "alice", secret "fuzz-secret",
+        // nonce 16 x 0x07, seq 1, timestamp 1_800_000_000_000.
+        const PYTHON: &str = "00000061000a00040000000000000001000000036864727265636f726473\
+            f2ea672ba9f36d8472b326d475a9d32d953d027e205ea51ccb5a61f0e1f1e46c000001a3185c5000\
+            000000000000000107070707070707070707070707070707616c6963650501";
+        let want: Vec<u8> = (0..PYTHON.len() / 2)
+            .map(|i| u8::from_str_radix(&PYTHON[2 * i..2 * i + 2], 16).expect("hex"))
+            .collect();
+        let mut f = Vec::new();
+        frame::encode_prefix(&mut f, RequestCode::SendMessage, Flags::REQUEST, 1, 3, 7)
+            .expect("prefix");
+        f.extend_from_slice(b"hdrrecords");
+        let stamp = Stamp {
+            nonce: [7; NONCE_BYTES],
+            seq: 1,
+            timestamp_ms: 1_800_000_000_000,
+        };
+        sign(&mut f, "alice", &NativeKey::new(b"fuzz-secret"), stamp).expect("sign");
+        assert_eq!(f, want);
+    }
+
+    #[test]
     fn secrets_do_not_show_in_debug() {
         let c = Credentials::new("alice", "hunter2").expect("valid");
         let s = format!("{c:?} {:?} {:?}", c.native_key(), c.remoting_key());
