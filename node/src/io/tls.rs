@@ -50,6 +50,8 @@ pub const RECORD_TYPE_HANDSHAKE: u8 = 0x16;
 const RAW_READ_BYTES_MAX: usize = 256 * 1024;
 /// ... and at least (one whole record with its header and tag fits).
 const RAW_READ_BYTES_MIN: usize = 17 * 1024;
+/// Longest a shutdown waits to write its close_notify.
+const CLOSE_NOTIFY_TIMEOUT: Duration = Duration::from_secs(1);
 /// Plaintext encrypted and written per socket write.
 pub const WRITE_CHUNK_BYTES: usize = 256 * 1024;
 
@@ -409,14 +411,15 @@ impl TlsStream {
         Ok(())
     }
 
-    /// Sends close_notify, then shuts the socket's write side.
+    /// Sends close_notify (unless a write is under way: it may be blocked on a full socket,
+    /// which this shutdown is meant to fail), then shuts the socket's write side.
     pub async fn shutdown(&self) {
-        {
-            let _guard = self.lock().await;
+        if let Some(_guard) = self.try_lock() {
             if let Some(s) = self.shared.session.borrow_mut().as_mut() {
                 s.send_close_notify();
             }
-            let _ = self.flush_locked().await;
+            // Bounded: a peer that reads nothing must not hold the shutdown.
+            let _ = rt::timeout(CLOSE_NOTIFY_TIMEOUT, self.flush_locked()).await;
         }
         let mut s = &self.sock;
         let _ = compio::io::AsyncWrite::shutdown(&mut s).await;
@@ -554,6 +557,14 @@ impl TlsStream {
             *self.shared.tx.borrow_mut() = out;
             res?;
         }
+    }
+
+    fn try_lock(&self) -> Option<WriteGuard<'_>> {
+        if self.shared.writing.get() {
+            return None;
+        }
+        self.shared.writing.set(true);
+        Some(WriteGuard(&self.shared))
     }
 
     async fn lock(&self) -> WriteGuard<'_> {
