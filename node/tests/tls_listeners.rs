@@ -503,12 +503,22 @@ fn enforcing_listeners_refuse_plaintext_and_serve_tls() {
 fn permissive_listeners_serve_tls_and_plaintext_on_one_port() {
     let pki = TestPki::new();
     let dir = tempdir("tls-permissive");
-    // A certificate and no mode: permissive.
-    let args = as_set_args(&server_sets(&pki, None));
+    // A certificate and no mode: permissive. The broker registers over TLS without
+    // verifying the name server (tls.client.authServer=false), which the log calls insecure.
+    let mut sets = server_sets(&pki, None);
+    sets.push("tls.enable=true".to_string());
+    sets.push("tls.client.authServer=false".to_string());
+    let args = as_set_args(&sets);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let node = Node::standalone(&dir.path().join("data"), &args);
     let broker = node.broker_addr();
-    assert!(node.log().contains("TLS permissive"), "{}", node.log());
+    let log = node.log();
+    assert!(log.contains("TLS permissive"), "{log}");
+    assert!(
+        log.contains("tls.client.authServer=false") && log.contains("insecure"),
+        "{log}"
+    );
+    assert!(log.contains("server certificates NOT verified"), "{log}");
 
     let cfg = client_config(&pki.ca, None);
     let (mut tls, _) = TlsClient::native(broker, &cfg, None).unwrap();
