@@ -68,11 +68,10 @@ fn load_acl(cfg: &NamesrvConfig) -> Result<Option<Acl>, String> {
     if !cfg.acl.enable {
         return Ok(None);
     }
-    let acl = Acl::load(AclSettings {
+    let acl = Acl::open(AclSettings {
         file: cfg.acl.file_path(None),
         replay_window_ms: cfg.acl.replay_window_ms,
     })?;
-    acl.spawn_watcher();
     Ok(Some(acl))
 }
 
