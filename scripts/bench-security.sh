@@ -4,7 +4,7 @@
 # and round, the variants' order rotated each round:
 #   plain    no ACL, no TLS
 #   acl      aclEnable=true, an ACL file with an admin account for the broker's own
-#            registrations and one for perf, which signs every request (HMAC-SHA256 trailer)
+#            registrations and one for perf, which signs every request (BLAKE3 keyed-hash trailer)
 #   tls      tls.server.mode=enforcing (every listener), tls.enable=true (the broker's own
 #            connections); perf speaks TLS with --ca
 #   acl+tls  both
