@@ -242,3 +242,17 @@ fn read_remoting_answer(s: &mut std::net::TcpStream) -> (i32, String) {
         buf.extend_from_slice(&chunk[..n]);
     }
 }
+
+#[test]
+fn a_node_without_acl_serves_signed_requests() {
+    // A client configured with credentials talks to a broker that has ACL off: its trailer is
+    // removed and the request is served as it would be unsigned.
+    let dir = ringmq_testkit::tempdir("acl-off");
+    let node = Node::standalone(&dir.path().join("data"), &["--shards", "1"]);
+    let mut c = Client::connect_as(node.broker_addr(), &producer());
+    c.create_topic_ok("orders", 1);
+    c.send(&Msg::new("orders", 0, b"signed, ACL off".to_vec()))
+        .ok();
+    assert_eq!(c.max_offset("orders", 0), 1);
+    drop(node);
+}

@@ -457,7 +457,19 @@ fn handle_frame<S: Service + 'static>(
     }
     let mut guard = guard;
     let caller = match guard.as_deref_mut() {
-        None => Caller::Open,
+        None => {
+            // ACL off: a signed request (a client with credentials) is served as unsigned.
+            if let Err(e) = ringmq_wire::auth::strip(&mut f) {
+                if !oneway {
+                    out.push(
+                        request_id,
+                        Reply::error(Status::MalformedRequest, format!("bad trailer: {e}")),
+                    );
+                }
+                return true;
+            }
+            Caller::Open
+        }
         Some(g) => {
             let now = u64::try_from(crate::io::clock::now_ms()).unwrap_or(0);
             match g.native(&mut f, now) {

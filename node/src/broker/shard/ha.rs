@@ -82,6 +82,10 @@ async fn serve_new(shard: Rc<Shard>, conn: Conn, peer: SocketAddr) {
     let Ok(Some(mut first)) = rd.next(&conn).await else {
         return;
     };
+    if shard.broker.acl.is_none() && ringmq_wire::auth::strip(&mut first).is_err() {
+        log::warn!("replication link from {peer}: its HA_SUBSCRIBE has a bad trailer");
+        return;
+    }
     if let Some(acl) = &shard.broker.acl {
         // Replication needs an admin account (the slave's innerAccessKey); the link is
         // authenticated once, by its HA_SUBSCRIBE.
