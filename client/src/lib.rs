@@ -243,6 +243,8 @@ pub use ringmq_wire as wire;
 pub mod admin;
 mod background;
 pub mod batch;
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod consumer;
 pub mod error;
 pub mod inflate;
