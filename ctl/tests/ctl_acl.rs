@@ -32,7 +32,7 @@ fn acl_accounts_are_administered_through_the_broker() {
     std::fs::write(
         &acl_file,
         format!(
-            "globalWhiteRemoteAddresses: []\naccounts:\n  - accessKey: root\n    secretKey: {ROOT_SECRET}\n    admin: true\n  - accessKey: viewer\n    secretKey: {VIEWER_SECRET}\n    admin: false\n    defaultTopicPerm: SUB\n"
+            "globalWhiteRemoteAddresses: []\naccounts:\n  - accessKey: root\n    secretKey: {ROOT_SECRET}\n    admin: true\n  - accessKey: viewer\n    secretKey: {VIEWER_SECRET}\n    admin: false\n    defaultTopicPerm: SUB\n    defaultGroupPerm: SUB\n"
         ),
     )
     .unwrap();
@@ -91,6 +91,23 @@ fn acl_accounts_are_administered_through_the_broker() {
         }
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
+
+    // An offset reset is an admin request: the viewer (SUB on every topic) is refused, root
+    // is not.
+    let reset = [
+        "group",
+        "reset-offset",
+        "acl-readers",
+        "--topic",
+        "AclOrders",
+        "--to",
+        "latest",
+    ];
+    let line = as_user(&node, "viewer", VIEWER_SECRET, &reset, &[])
+        .failed_one_line(&reset)
+        .to_owned();
+    assert!(line.contains("INVOKE_BROKER_TO_RESET_OFFSET"), "{line}");
+    as_user(&node, "root", ROOT_SECRET, &reset, &[]).ok(&reset);
 
     // acl list shows it without its secret.
     let list = ["acl", "list", "--json"];

@@ -63,6 +63,10 @@ crate::wire_enum! {
         GetAllTopicListFromNameserver = 206 => "GET_ALL_TOPIC_LIST_FROM_NAMESERVER",
         DeleteTopicInBroker = 215 => "DELETE_TOPIC_IN_BROKER",
         DeleteTopicInNamesrv = 216 => "DELETE_TOPIC_IN_NAMESRV",
+        /// An operator moves a group's committed offset of one queue (admin; consumers
+        /// commit with UPDATE_CONSUMER_OFFSET). RocketMQ's number; ringmq's header is
+        /// per queue.
+        InvokeBrokerToResetOffset = 222 => "INVOKE_BROKER_TO_RESET_OFFSET",
         SendBatchMessage = 320 => "SEND_BATCH_MESSAGE",
         /// ringmq: first request on a connection (client id, protocol version).
         Hello = 1000 => "HELLO",

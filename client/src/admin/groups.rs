@@ -263,7 +263,7 @@ impl Admin {
                 ResetTo::Timestamp(t) => self.offset_at(mq, t).await?,
             };
             let old = self.committed_offset(group, mq).await?;
-            self.commit_offset(group, mq, new).await?;
+            self.reset_queue_offset(group, mq, new).await?;
             out.push(OffsetReset {
                 queue: mq.clone(),
                 old,

@@ -49,6 +49,29 @@ impl Admin {
 
     /// Sets a group's committed offset of a queue.
     pub async fn commit_offset(&self, group: &str, mq: &MessageQueue, offset: u64) -> Result<()> {
+        self.set_offset(RequestCode::UpdateConsumerOffset, group, mq, offset)
+            .await
+    }
+
+    /// Moves `group`'s committed offset of `mq` to `offset` as an operator
+    /// (INVOKE_BROKER_TO_RESET_OFFSET: with ACL on, an admin account).
+    pub async fn reset_queue_offset(
+        &self,
+        group: &str,
+        mq: &MessageQueue,
+        offset: u64,
+    ) -> Result<()> {
+        self.set_offset(RequestCode::InvokeBrokerToResetOffset, group, mq, offset)
+            .await
+    }
+
+    async fn set_offset(
+        &self,
+        code: RequestCode,
+        group: &str,
+        mq: &MessageQueue,
+        offset: u64,
+    ) -> Result<()> {
         let header = UpdateConsumerOffsetRequest {
             consumer_group: group.to_string(),
             topic: mq.topic.clone(),
@@ -56,12 +79,7 @@ impl Admin {
             offset,
         };
         self.inst
-            .queue_call(
-                mq,
-                RequestCode::UpdateConsumerOffset,
-                &header,
-                self.inst.cfg.request_timeout,
-            )
+            .queue_call(mq, code, &header, self.inst.cfg.request_timeout)
             .await?
             .expect(&[Status::Success])?;
         Ok(())

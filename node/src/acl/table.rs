@@ -134,6 +134,7 @@ pub fn need(request: &Request, body: &[u8]) -> Need {
         | Request::UpdateBrokerConfig(_)
         | Request::GetBrokerConfig(_)
         | Request::GetAllConsumerOffset(_)
+        | Request::InvokeBrokerToResetOffset(_)
         | Request::ViewMessageById(_)
         | Request::GetScheduleStatus(_)
         | Request::GetTransactionStatus(_)
@@ -175,6 +176,7 @@ mod tests {
             RequestCode::UpdateAndCreateAclConfig,
             RequestCode::DeleteAclConfig,
             RequestCode::GetBrokerClusterAclConfig,
+            RequestCode::InvokeBrokerToResetOffset,
         ];
         let mut seen = std::collections::HashSet::new();
         let mut x: u64 = 0x9e37_79b9_7f4a_7c15;

@@ -103,10 +103,12 @@ pub fn dispatch(
                 Reply::error(Status::MessageIllegal, format!("no shard {}", h.shard_id)).into()
             }
         }
-        Request::UpdateConsumerOffset(h) => match local(&h.topic, h.queue_id) {
-            Ok(()) => oh::update_offset(shard, &h).into(),
-            Err(o) => o.redirect(shard, frame_bytes, origin),
-        },
+        Request::UpdateConsumerOffset(h) | Request::InvokeBrokerToResetOffset(h) => {
+            match local(&h.topic, h.queue_id) {
+                Ok(()) => oh::update_offset(shard, &h).into(),
+                Err(o) => o.redirect(shard, frame_bytes, origin),
+            }
+        }
         Request::GetMaxOffset(h) | Request::GetMinOffset(h) => match local(&h.topic, h.queue_id) {
             Ok(()) => oh::queue_offset(shard, &h, code == RequestCode::GetMaxOffset).into(),
             Err(o) => o.redirect(shard, frame_bytes, origin),

@@ -18,6 +18,7 @@
 //! | QUERY_MESSAGE | [`QueryMessageRequest`] | - | [`QueryMessageResponse`] | records |
 //! | QUERY_CONSUMER_OFFSET | [`QueryConsumerOffsetRequest`] | - | [`QueryConsumerOffsetResponse`] | - |
 //! | UPDATE_CONSUMER_OFFSET | [`UpdateConsumerOffsetRequest`] | - | [`Empty`] | - |
+//! | INVOKE_BROKER_TO_RESET_OFFSET | [`UpdateConsumerOffsetRequest`] | - | [`Empty`] | - |
 //! | GET_BROKER_CONFIG | [`Empty`] | - | [`Empty`] | [`BrokerConfigTable`] |
 //! | UPDATE_BROKER_CONFIG | [`Empty`] | [`BrokerConfigTable`] (keys to change) | [`Empty`] | - |
 //! | GET_ALL_SUBSCRIPTIONGROUP_CONFIG | [`Empty`] | - | [`Empty`] | [`ConsumerGroupList`] |
@@ -168,6 +169,7 @@ requests! {
     DeleteSubscriptionGroup(DeleteSubscriptionGroupRequest),
     GetAllConsumerOffset(GetAllConsumerOffsetRequest),
     UpdateConsumerOffset(UpdateConsumerOffsetRequest),
+    InvokeBrokerToResetOffset(UpdateConsumerOffsetRequest),
     UpdateAndCreateTopic(CreateTopicRequest),
     GetAllTopicConfig(Empty),
     GetBrokerRuntimeInfo(Empty),
