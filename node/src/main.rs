@@ -13,6 +13,8 @@ use ringmq_node::net::namesrv;
 /// Start with `ringmq standalone`: a name server and one broker in one process, data in
 /// ./ringmq-data. Logs go to stderr; set RUST_LOG (error, warn, info, debug, trace, or
 /// target=level lists) to change how much. RINGMQ_IO=epoll runs without io_uring.
+/// RINGMQ_INNER_SECRET_KEY gives a broker's innerSecretKey (ACL) when its config does not,
+/// so the secret stays off the command line.
 #[derive(Parser, Debug)]
 #[command(name = "ringmq", version, about, long_about)]
 struct Cli {
@@ -156,8 +158,20 @@ fn apply_sets(cfg: &mut BrokerConfig, sets: &[String]) -> Result<(), String> {
         cfg.set(k.trim(), v.trim(), "--set")
             .map_err(|e| e.to_string())?;
     }
+    // The inner secret may come from the environment, so it stays out of `ps` and the shell's
+    // history; a key in the file or --set wins.
+    if cfg.acl.inner_secret_key.is_none() {
+        if let Ok(v) = std::env::var(INNER_SECRET_ENV) {
+            if !v.is_empty() {
+                cfg.acl.inner_secret_key = Some(ringmq_wire::auth::Secret::new(v));
+            }
+        }
+    }
     cfg.validate().map_err(|e| e.to_string())
 }
+
+/// Environment variable read for `innerSecretKey` when the config does not set it.
+const INNER_SECRET_ENV: &str = "RINGMQ_INNER_SECRET_KEY";
 
 fn standalone(a: StandaloneArgs, signals: &ringmq_node::io::signal::Signals) -> Result<(), String> {
     let fallback = force_fallback(a.common.no_io_uring);

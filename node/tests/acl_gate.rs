@@ -37,8 +37,9 @@ fn start(dir: &std::path::Path) -> Node {
     let acl = dir.join("plain_acl.yml");
     std::fs::write(&acl, ACL).expect("writing the ACL file");
     let acl_arg = format!("aclFilePath={}", acl.display());
-    Node::standalone(
-        &dir.join("data"),
+    let data = dir.join("data");
+    let mut launch = standalone_launch(
+        &data,
         &[
             "--shards",
             "1",
@@ -48,10 +49,25 @@ fn start(dir: &std::path::Path) -> Node {
             &acl_arg,
             "--set",
             "innerAccessKey=root",
-            "--set",
-            "innerSecretKey=root-secret-1",
         ],
-    )
+    );
+    // The inner secret from the environment, not the command line.
+    launch.env.push((
+        "RINGMQ_INNER_SECRET_KEY".to_owned(),
+        "root-secret-1".to_owned(),
+    ));
+    let node = Node::start("standalone", dir, launch);
+    // The name server (ACL on) took the broker's signed registration.
+    wait_until(
+        Duration::from_secs(10),
+        "the name server to take the broker's signed registration",
+        || !log_lines_containing(&node.log(), "registered at").is_empty(),
+    );
+    assert!(
+        !node.log().contains("root-secret-1"),
+        "the secret is not logged"
+    );
+    node
 }
 
 fn now_ms() -> u64 {
