@@ -229,6 +229,20 @@ fn no_mutation_of_a_signed_request_is_accepted_and_nothing_unsigned_is_stored() 
         "no offset committed"
     );
 
+    // A request code no table lists: unsigned, refused before anything reads it; signed by
+    // the admin, not served.
+    let mut unknown = Vec::new();
+    frame::encode_prefix(&mut unknown, 9_999u16, frame::Flags::REQUEST, 77, 0, 0).expect("prefix");
+    assert_eq!(try_once(addr, &unknown), Some(Status::NoPermission));
+    let mut signed_unknown = unknown.clone();
+    Signer::new(root(), [4; 16])
+        .sign(&mut signed_unknown, now_ms())
+        .expect("sign");
+    assert_eq!(
+        try_once(addr, &signed_unknown),
+        Some(Status::RequestCodeNotSupported)
+    );
+
     // Still serving: the producer's next genuine send is stored.
     let mut p = Client::connect_as(addr, &producer());
     p.send(&Msg::new("orders", 0, b"after".to_vec())).ok();
