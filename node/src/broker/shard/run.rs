@@ -123,7 +123,11 @@ async fn accept_loop(shard: Rc<Shard>, listener: Listener) {
                 shard.id,
                 limits::CONNECTIONS_MAX
             );
-            rt::spawn(refuse_connection(conn));
+            if shard.broker.tls.server.is_none() {
+                rt::spawn(refuse_connection(conn));
+            }
+            // With TLS on the port, no plaintext answer (a TLS client would read it as a bad
+            // record): the connection is closed as it is dropped.
             continue;
         }
         match shard.broker.tls.server.clone() {
