@@ -19,6 +19,7 @@
 mod acl;
 mod ignored;
 mod keys;
+mod metrics;
 mod source;
 mod tls;
 
@@ -30,6 +31,7 @@ use thiserror::Error;
 use crate::limits;
 
 pub use acl::{AclConfig, ACL_FILE_NAME};
+pub use metrics::{MetricsConfig, MetricsExporter, PROM_PORT_DEFAULT};
 pub use ringmq_wire::command::route::{perm, BrokerRole};
 pub use tls::{ClientAuth, TlsConfig, TlsMode};
 
@@ -197,6 +199,8 @@ pub struct BrokerConfig {
     pub tls: TlsConfig,
     /// `aclEnable`, `aclFilePath`, `aclReplayWindowMs`, `innerAccessKey`, `innerSecretKey`.
     pub acl: AclConfig,
+    /// `metricsExporterType`, `metricsPromExporterPort`, `metricsPromExporterHost`.
+    pub metrics: MetricsConfig,
 }
 
 /// RocketMQ's 18 delay levels.
@@ -264,6 +268,7 @@ impl Default for BrokerConfig {
             pin_cores: true,
             tls: TlsConfig::default(),
             acl: AclConfig::default(),
+            metrics: MetricsConfig::default(),
         }
     }
 }
@@ -418,6 +423,8 @@ pub struct NamesrvConfig {
     pub tls: TlsConfig,
     /// `aclEnable`, `aclFilePath`, `aclReplayWindowMs`.
     pub acl: AclConfig,
+    /// `metricsExporterType`, `metricsPromExporterPort`, `metricsPromExporterHost`.
+    pub metrics: MetricsConfig,
 }
 
 impl Default for NamesrvConfig {
@@ -429,6 +436,7 @@ impl Default for NamesrvConfig {
             broker_channel_expired_time_ms: 120_000,
             tls: TlsConfig::default(),
             acl: AclConfig::default(),
+            metrics: MetricsConfig::default(),
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod config;
 pub mod ha;
 pub mod io;
 pub mod limits;
+pub mod metrics;
 pub mod namesrv;
 pub mod net;
 pub mod planted;

@@ -270,6 +270,13 @@ fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '_' | '%' | '|' | '-')
 }
 
+/// The metrics endpoint (`crate::metrics::http`): connections served at once (more are
+/// closed at accept), the largest request head read (larger = 431), and how long one
+/// connection may take to send its request head (a silent or trickling client is closed).
+pub const METRICS_CONNECTIONS_MAX: usize = 8;
+pub const METRICS_REQUEST_HEAD_BYTES_MAX: usize = 8 * 1024;
+pub const METRICS_REQUEST_TIMEOUT_MS: u64 = 5_000;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use ringmq_node::broker::shard::start::{self as run, StartOptions};
-use ringmq_node::config::{BrokerConfig, FlushDiskType, NamesrvConfig, TlsMode};
+use ringmq_node::config::{BrokerConfig, FlushDiskType, MetricsConfig, NamesrvConfig, TlsMode};
+use ringmq_node::metrics::{self, Sources};
 use ringmq_node::net::namesrv;
 
 /// ringmq: a RocketMQ-architecture message broker (io_uring, thread-per-core).
@@ -202,6 +203,7 @@ fn standalone(a: StandaloneArgs, signals: &ringmq_node::io::signal::Signals) -> 
     }
     let ns = namesrv::start(ns_cfg, SocketAddr::new(a.host, a.namesrv_port), fallback)?;
     cfg.namesrv_addr = vec![ns.addr.to_string()];
+    let metrics_cfg = cfg.metrics.clone();
     log_start("standalone", &cfg, fallback);
     let opts = StartOptions {
         listen: SocketAddr::new(a.host, cfg.listen_port),
@@ -216,6 +218,18 @@ fn standalone(a: StandaloneArgs, signals: &ringmq_node::io::signal::Signals) -> 
             return Err(e);
         }
     };
+    let sources = Sources {
+        broker: Some(broker.broker.clone()),
+        namesrv_acl: ns.acl.clone(),
+    };
+    let metrics = match start_metrics(&metrics_cfg, sources) {
+        Ok(m) => m,
+        Err(e) => {
+            broker.stop();
+            ns.stop();
+            return Err(e);
+        }
+    };
     println!(
         "ringmq standalone ready: namesrv {} broker {} ({} shards)",
         ns.addr, broker.addr, broker.broker.shard_count
@@ -225,6 +239,7 @@ fn standalone(a: StandaloneArgs, signals: &ringmq_node::io::signal::Signals) -> 
         "{sig}: stopping (finishing in-flight requests, flushing; a second signal exits at once)"
     );
     signals.exit_on_next();
+    stop_metrics(metrics);
     broker.stop();
     ns.stop();
     log::info!("stopped cleanly");
@@ -274,15 +289,28 @@ fn namesrv_cmd(a: NamesrvArgs, signals: &ringmq_node::io::signal::Signals) -> Re
             .map_err(|_| format!("bindAddress {} is not an IP address", cfg.listen_host))?,
     };
     let port = a.port.unwrap_or(cfg.listen_port);
+    let metrics_cfg = cfg.metrics.clone();
     let ns = namesrv::start(
         cfg,
         SocketAddr::new(host, port),
         force_fallback(a.no_io_uring),
     )?;
+    let sources = Sources {
+        broker: None,
+        namesrv_acl: ns.acl.clone(),
+    };
+    let metrics = match start_metrics(&metrics_cfg, sources) {
+        Ok(m) => m,
+        Err(e) => {
+            ns.stop();
+            return Err(e);
+        }
+    };
     println!("ringmq namesrv ready: {}", ns.addr);
     let sig = signals.wait();
     log::info!("{sig}: stopping");
     signals.exit_on_next();
+    stop_metrics(metrics);
     ns.stop();
     Ok(())
 }
@@ -317,6 +345,7 @@ fn broker_cmd(a: BrokerArgs, signals: &ringmq_node::io::signal::Signals) -> Resu
     } else {
         IpAddr::from([0, 0, 0, 0])
     });
+    let metrics_cfg = cfg.metrics.clone();
     log_start("broker", &cfg, fallback);
     let opts = StartOptions {
         listen: SocketAddr::new(listen_host, cfg.listen_port),
@@ -325,6 +354,17 @@ fn broker_cmd(a: BrokerArgs, signals: &ringmq_node::io::signal::Signals) -> Resu
         transfer_msg_by_heap: a.common.transfer_msg_by_heap,
     };
     let broker = run::start(cfg, opts)?;
+    let sources = Sources {
+        broker: Some(broker.broker.clone()),
+        namesrv_acl: None,
+    };
+    let metrics = match start_metrics(&metrics_cfg, sources) {
+        Ok(m) => m,
+        Err(e) => {
+            broker.stop();
+            return Err(e);
+        }
+    };
     println!(
         "ringmq broker ready: {} ({} shards)",
         broker.addr, broker.broker.shard_count
@@ -332,9 +372,31 @@ fn broker_cmd(a: BrokerArgs, signals: &ringmq_node::io::signal::Signals) -> Resu
     let sig = signals.wait();
     log::info!("{sig}: stopping (finishing in-flight requests, flushing, unregistering; a second signal exits at once)");
     signals.exit_on_next();
+    stop_metrics(metrics);
     broker.stop();
     log::info!("stopped cleanly");
     Ok(())
+}
+
+/// Starts the Prometheus endpoint when `metricsExporterType=PROM`; prints where it listens
+/// (`ringmq metrics: http://ADDR/metrics`) before the ready line.
+fn start_metrics(
+    cfg: &MetricsConfig,
+    sources: Sources,
+) -> Result<Option<metrics::http::MetricsServer>, String> {
+    let Some(listen) = cfg.prom_listen() else {
+        return Ok(None);
+    };
+    let server = metrics::http::start(listen, sources)?;
+    log::info!("metrics endpoint: http://{}/metrics", server.addr);
+    println!("ringmq metrics: http://{}/metrics", server.addr);
+    Ok(Some(server))
+}
+
+fn stop_metrics(server: Option<metrics::http::MetricsServer>) {
+    if let Some(s) = server {
+        s.stop();
+    }
 }
 
 fn log_start(mode: &str, cfg: &BrokerConfig, fallback: bool) {

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use super::ignored::{BROKER_IGNORED_KEYS, NAMESRV_IGNORED_KEYS, NETTY_KEYS};
+use super::metrics;
 use super::source::{Entry, Value};
 use super::tls;
 use super::{
@@ -203,6 +204,13 @@ const BROKER_KEYS: &[Key<BrokerConfig>] = &[
         Some(v.to_owned())),
     key!("innerSecretKey", |c, v| c.acl.inner_secret_key =
         Some(ringmq_wire::auth::Secret::new(v))),
+    // Metrics (config/metrics.rs, crate::metrics).
+    key!("metricsExporterType", |c, v| c.metrics.exporter =
+        metrics::exporter(v)?),
+    key!("metricsPromExporterPort", |c, v| c.metrics.prom_port =
+        num(v, 0, u16::MAX.into())?),
+    key!("metricsPromExporterHost", |c, v| c.metrics.prom_host =
+        metrics::host(v)?),
 ];
 
 const NAMESRV_KEYS: &[Key<NamesrvConfig>] = &[
@@ -244,6 +252,13 @@ const NAMESRV_KEYS: &[Key<NamesrvConfig>] = &[
         num(v, 1_000, INTERVAL_MS_MAX)?),
     refused_on_namesrv("innerAccessKey"),
     refused_on_namesrv("innerSecretKey"),
+    // Metrics (config/metrics.rs, crate::metrics).
+    key!("metricsExporterType", |c, v| c.metrics.exporter =
+        metrics::exporter(v)?),
+    key!("metricsPromExporterPort", |c, v| c.metrics.prom_port =
+        num(v, 0, u16::MAX.into())?),
+    key!("metricsPromExporterHost", |c, v| c.metrics.prom_host =
+        metrics::host(v)?),
 ];
 
 /// A key that exists for brokers only, refused on a name server with the reason.

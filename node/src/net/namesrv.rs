@@ -31,6 +31,8 @@ use crate::net::reply::{Body, Outcome, Reply};
 #[derive(Debug)]
 pub struct NamesrvHandle {
     pub addr: SocketAddr,
+    /// The ACL when `aclEnable=true` (the metrics endpoint reads its refusal counts).
+    pub acl: Option<Acl>,
     stop: flume::Sender<()>,
     thread: std::thread::JoinHandle<()>,
 }
@@ -82,6 +84,7 @@ pub fn start(
     force_fallback: bool,
 ) -> Result<NamesrvHandle, String> {
     let acl = load_acl(&cfg)?;
+    let acl_handle = acl.clone();
     let tls_mode = NodeTls::load(&cfg.tls, false, "name server")?;
     let tls = tls_mode.server.clone();
     let std_listener =
@@ -123,6 +126,7 @@ pub fn start(
     }
     Ok(NamesrvHandle {
         addr,
+        acl: acl_handle,
         stop: stop_tx,
         thread,
     })

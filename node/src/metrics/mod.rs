@@ -1,0 +1,285 @@
+//! Prometheus text exposition (format 0.0.4) of what the node already counts: the broker's
+//! per-shard counters (`ShardCounters`, atomics the shards keep anyway) and ACL refusals.
+//! Rendering only reads atomics with `Relaxed` loads, on the metrics thread
+//! ([`http`]); it never sends a shard a message, so a scrape cannot stall the data path.
+//!
+//! Names follow Prometheus conventions: `ringmq_` prefix, the unit last, `_total` on counters.
+//! `docs/operations.md` "Metrics" lists each one.
+
+pub mod http;
+
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::acl::Acl;
+use crate::broker::Broker;
+
+/// What one node (or one standalone process) exports.
+#[derive(Clone, Default)]
+pub struct Sources {
+    pub broker: Option<Arc<Broker>>,
+    /// The name server's ACL, when it runs in this process with `aclEnable=true`.
+    pub namesrv_acl: Option<Acl>,
+}
+
+/// One shard's counters at scrape time.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ShardSample {
+    pub msgs_in: u64,
+    pub msgs_out: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub connections: u32,
+    pub parked_pulls: u32,
+    pub store_bytes: u64,
+    pub commitlog_max_offset: u64,
+    pub ha_lag_bytes: u64,
+    pub ha_slaves: u32,
+}
+
+/// Everything a scrape shows, read at once.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    pub shards: Vec<ShardSample>,
+    /// (node role, [(reason, count)]) for each ACL in the process.
+    pub acl_refusals: Vec<(&'static str, Vec<(&'static str, u64)>)>,
+}
+
+impl Snapshot {
+    /// Reads the sources' atomics (Relaxed: each value is exact, the set is not a
+    /// point-in-time cut across shards).
+    pub fn take(sources: &Sources) -> Snapshot {
+        let mut snap = Snapshot::default();
+        if let Some(b) = &sources.broker {
+            snap.shards = b.counters.iter().map(sample).collect();
+            if let Some(acl) = &b.acl {
+                snap.acl_refusals.push(("broker", acl.refusal_counts()));
+            }
+        }
+        if let Some(acl) = &sources.namesrv_acl {
+            snap.acl_refusals.push(("namesrv", acl.refusal_counts()));
+        }
+        snap
+    }
+}
+
+fn sample(c: &crate::broker::ShardCounters) -> ShardSample {
+    let r = Ordering::Relaxed;
+    ShardSample {
+        msgs_in: c.msgs_in.load(r),
+        msgs_out: c.msgs_out.load(r),
+        bytes_in: c.bytes_in.load(r),
+        bytes_out: c.bytes_out.load(r),
+        connections: c.connections.load(r),
+        parked_pulls: c.parked_pulls.load(r),
+        store_bytes: c.store_bytes.load(r),
+        commitlog_max_offset: c.max_offset.load(r),
+        ha_lag_bytes: c.ha_lag_bytes.load(r),
+        ha_slaves: c.ha_slaves.load(r),
+    }
+}
+
+/// The per-shard families: (name, type, help, value).
+type ShardFamily = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&ShardSample) -> u64,
+);
+
+const SHARD_FAMILIES: &[ShardFamily] = &[
+    (
+        "ringmq_messages_in_total",
+        "counter",
+        "Messages stored by this shard (sends accepted).",
+        |s| s.msgs_in,
+    ),
+    (
+        "ringmq_messages_out_total",
+        "counter",
+        "Messages returned to consumers by this shard's pulls.",
+        |s| s.msgs_out,
+    ),
+    (
+        "ringmq_bytes_in_total",
+        "counter",
+        "Message bytes stored by this shard.",
+        |s| s.bytes_in,
+    ),
+    (
+        "ringmq_bytes_out_total",
+        "counter",
+        "Message bytes returned to consumers by this shard.",
+        |s| s.bytes_out,
+    ),
+    (
+        "ringmq_connections",
+        "gauge",
+        "Client connections served by this shard.",
+        |s| s.connections.into(),
+    ),
+    (
+        "ringmq_parked_pulls",
+        "gauge",
+        "Long-polling pulls waiting for messages on this shard.",
+        |s| s.parked_pulls.into(),
+    ),
+    (
+        "ringmq_store_bytes",
+        "gauge",
+        "Bytes of this shard's store on disk.",
+        |s| s.store_bytes,
+    ),
+    (
+        "ringmq_commitlog_max_offset_bytes",
+        "gauge",
+        "Physical offset after the last message in this shard's CommitLog.",
+        |s| s.commitlog_max_offset,
+    ),
+    (
+        "ringmq_replication_lag_bytes",
+        "gauge",
+        "Replication lag of this shard: behind the master (slave) or of the best slave (master).",
+        |s| s.ha_lag_bytes,
+    ),
+    (
+        "ringmq_replication_slaves",
+        "gauge",
+        "Slaves connected to this shard (master role).",
+        |s| s.ha_slaves.into(),
+    ),
+];
+
+/// The text exposition of `snap`.
+pub fn render(snap: &Snapshot) -> String {
+    let mut out = String::with_capacity(256 + snap.shards.len() * 1024);
+    family(
+        &mut out,
+        "ringmq_build_info",
+        "gauge",
+        "Version of the running ringmq; always 1.",
+    );
+    let _ = writeln!(
+        out,
+        "ringmq_build_info{{version=\"{}\"}} 1",
+        escape(crate::VERSION)
+    );
+    if !snap.shards.is_empty() {
+        for (name, kind, help, value) in SHARD_FAMILIES {
+            family(&mut out, name, kind, help);
+            for (shard, s) in snap.shards.iter().enumerate() {
+                let _ = writeln!(out, "{name}{{shard=\"{shard}\"}} {}", value(s));
+            }
+        }
+    }
+    if !snap.acl_refusals.is_empty() {
+        let name = "ringmq_acl_refusals_total";
+        family(
+            &mut out,
+            name,
+            "counter",
+            "Requests refused by the ACL, by node role and reason.",
+        );
+        for (role, counts) in &snap.acl_refusals {
+            for (reason, n) in counts {
+                let _ = writeln!(
+                    out,
+                    "{name}{{role=\"{}\",reason=\"{}\"}} {n}",
+                    escape(role),
+                    escape(reason)
+                );
+            }
+        }
+    }
+    out
+}
+
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+/// A label value as the text format wants it: `\`, `"` and newline escaped.
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_snapshot_has_only_build_info() {
+        let text = render(&Snapshot::default());
+        assert!(text.contains("# TYPE ringmq_build_info gauge\n"));
+        assert!(text.contains(&format!(
+            "ringmq_build_info{{version=\"{}\"}} 1\n",
+            crate::VERSION
+        )));
+        assert!(!text.contains("ringmq_messages_in_total"));
+        assert!(!text.contains("ringmq_acl_refusals_total"));
+    }
+
+    #[test]
+    fn shards_and_refusals() {
+        let snap = Snapshot {
+            shards: vec![
+                ShardSample {
+                    msgs_in: 3,
+                    bytes_in: 300,
+                    connections: 2,
+                    ..ShardSample::default()
+                },
+                ShardSample {
+                    msgs_in: 4,
+                    ha_slaves: 1,
+                    ha_lag_bytes: 17,
+                    ..ShardSample::default()
+                },
+            ],
+            acl_refusals: vec![("broker", vec![("signature", 5), ("permission", 0)])],
+        };
+        let text = render(&snap);
+        for line in [
+            "# HELP ringmq_messages_in_total Messages stored by this shard (sends accepted).",
+            "# TYPE ringmq_messages_in_total counter",
+            "ringmq_messages_in_total{shard=\"0\"} 3",
+            "ringmq_messages_in_total{shard=\"1\"} 4",
+            "ringmq_bytes_in_total{shard=\"0\"} 300",
+            "# TYPE ringmq_connections gauge",
+            "ringmq_connections{shard=\"0\"} 2",
+            "ringmq_replication_slaves{shard=\"1\"} 1",
+            "ringmq_replication_lag_bytes{shard=\"1\"} 17",
+            "# TYPE ringmq_acl_refusals_total counter",
+            "ringmq_acl_refusals_total{role=\"broker\",reason=\"signature\"} 5",
+            "ringmq_acl_refusals_total{role=\"broker\",reason=\"permission\"} 0",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing {line:?} in\n{text}"
+            );
+        }
+        // Each family is declared once, before its samples.
+        for (name, ..) in SHARD_FAMILIES {
+            assert_eq!(
+                text.matches(&format!("# TYPE {name} ")).count(),
+                1,
+                "{name}"
+            );
+        }
+        // Every sample line is `name{labels} integer`.
+        for l in text.lines().filter(|l| !l.starts_with('#')) {
+            let (series, value) = l.rsplit_once(' ').expect("a value");
+            assert!(series.starts_with("ringmq_"), "{l}");
+            assert!(value.parse::<u64>().is_ok(), "{l}");
+        }
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+}
