@@ -221,6 +221,7 @@ fn standalone(a: StandaloneArgs, signals: &ringmq_node::io::signal::Signals) -> 
     let sources = Sources {
         broker: Some(broker.broker.clone()),
         namesrv_acl: ns.acl.clone(),
+        namesrv: Some(ns.counts.clone()),
     };
     let metrics = match start_metrics(&metrics_cfg, sources) {
         Ok(m) => m,
@@ -298,6 +299,7 @@ fn namesrv_cmd(a: NamesrvArgs, signals: &ringmq_node::io::signal::Signals) -> Re
     let sources = Sources {
         broker: None,
         namesrv_acl: ns.acl.clone(),
+        namesrv: Some(ns.counts.clone()),
     };
     let metrics = match start_metrics(&metrics_cfg, sources) {
         Ok(m) => m,
@@ -357,6 +359,7 @@ fn broker_cmd(a: BrokerArgs, signals: &ringmq_node::io::signal::Signals) -> Resu
     let sources = Sources {
         broker: Some(broker.broker.clone()),
         namesrv_acl: None,
+        namesrv: None,
     };
     let metrics = match start_metrics(&metrics_cfg, sources) {
         Ok(m) => m,

@@ -94,6 +94,14 @@ fn scrape_counts_exactly_what_was_sent() {
     assert_eq!(sum(body, "ringmq_messages_in_total"), sent, "{body}");
     assert!(sum(body, "ringmq_bytes_in_total") > 0, "{body}");
     assert_eq!(sum(body, "ringmq_connections"), 1, "{body}");
+    // The standalone's broker registered with its name server before the ready line.
+    assert_eq!(sum(body, "ringmq_namesrv_brokers"), 1, "{body}");
+    assert!(sum(body, "ringmq_namesrv_topics") >= 1, "{body}");
+    assert_eq!(
+        sum(body, "ringmq_namesrv_broker_expiries_total"),
+        0,
+        "{body}"
+    );
 
     let index = get(addr, "/");
     assert!(

@@ -9,7 +9,7 @@
 pub mod http;
 
 use std::fmt::Write as _;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::acl::Acl;
@@ -21,6 +21,28 @@ pub struct Sources {
     pub broker: Option<Arc<Broker>>,
     /// The name server's ACL, when it runs in this process with `aclEnable=true`.
     pub namesrv_acl: Option<Acl>,
+    /// The name server's route table counts, when it runs in this process.
+    pub namesrv: Option<Arc<NamesrvCounts>>,
+}
+
+/// Route table counts the name server thread publishes when they change (registration,
+/// unregistration, topic deletion, expiry scan); the metrics thread reads them.
+#[derive(Debug, Default)]
+pub struct NamesrvCounts {
+    /// Broker replicas registered now.
+    pub brokers: AtomicU64,
+    /// Topics with at least one broker's queues.
+    pub topics: AtomicU64,
+    /// Brokers dropped by the expiry scan since start.
+    pub expired_total: AtomicU64,
+}
+
+/// [`NamesrvCounts`] at scrape time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NamesrvSample {
+    pub brokers: u64,
+    pub topics: u64,
+    pub expired_total: u64,
 }
 
 /// One shard's counters at scrape time.
@@ -44,6 +66,7 @@ pub struct Snapshot {
     pub shards: Vec<ShardSample>,
     /// (node role, [(reason, count)]) for each ACL in the process.
     pub acl_refusals: Vec<(&'static str, Vec<(&'static str, u64)>)>,
+    pub namesrv: Option<NamesrvSample>,
 }
 
 impl Snapshot {
@@ -56,6 +79,13 @@ impl Snapshot {
             if let Some(acl) = &b.acl {
                 snap.acl_refusals.push(("broker", acl.refusal_counts()));
             }
+        }
+        if let Some(n) = &sources.namesrv {
+            snap.namesrv = Some(NamesrvSample {
+                brokers: n.brokers.load(Ordering::Relaxed),
+                topics: n.topics.load(Ordering::Relaxed),
+                expired_total: n.expired_total.load(Ordering::Relaxed),
+            });
         }
         if let Some(acl) = &sources.namesrv_acl {
             snap.acl_refusals.push(("namesrv", acl.refusal_counts()));
@@ -173,6 +203,31 @@ pub fn render(snap: &Snapshot) -> String {
             }
         }
     }
+    if let Some(n) = &snap.namesrv {
+        for (name, kind, help, value) in [
+            (
+                "ringmq_namesrv_brokers",
+                "gauge",
+                "Broker replicas registered with the name server.",
+                n.brokers,
+            ),
+            (
+                "ringmq_namesrv_topics",
+                "gauge",
+                "Topics with at least one registered broker's queues.",
+                n.topics,
+            ),
+            (
+                "ringmq_namesrv_broker_expiries_total",
+                "counter",
+                "Brokers the name server dropped for silence.",
+                n.expired_total,
+            ),
+        ] {
+            family(&mut out, name, kind, help);
+            let _ = writeln!(out, "{name} {value}");
+        }
+    }
     if !snap.acl_refusals.is_empty() {
         let name = "ringmq_acl_refusals_total";
         family(
@@ -241,6 +296,11 @@ mod tests {
                 },
             ],
             acl_refusals: vec![("broker", vec![("signature", 5), ("permission", 0)])],
+            namesrv: Some(NamesrvSample {
+                brokers: 2,
+                topics: 9,
+                expired_total: 1,
+            }),
         };
         let text = render(&snap);
         for line in [
@@ -256,6 +316,11 @@ mod tests {
             "# TYPE ringmq_acl_refusals_total counter",
             "ringmq_acl_refusals_total{role=\"broker\",reason=\"signature\"} 5",
             "ringmq_acl_refusals_total{role=\"broker\",reason=\"permission\"} 0",
+            "# TYPE ringmq_namesrv_brokers gauge",
+            "ringmq_namesrv_brokers 2",
+            "ringmq_namesrv_topics 9",
+            "# TYPE ringmq_namesrv_broker_expiries_total counter",
+            "ringmq_namesrv_broker_expiries_total 1",
         ] {
             assert!(
                 text.lines().any(|l| l == line),

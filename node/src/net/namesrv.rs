@@ -6,6 +6,7 @@
 use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,6 +23,7 @@ use crate::io::net::{self as ionet, Listener};
 use crate::io::rt::{self, EventLoop};
 use crate::io::tls::{NodeTls, TlsServer};
 use crate::limits;
+use crate::metrics::NamesrvCounts;
 use crate::namesrv::{KvStore, RouteTable};
 use crate::net::admit::admit;
 use crate::net::connection::{self, Service};
@@ -33,6 +35,8 @@ pub struct NamesrvHandle {
     pub addr: SocketAddr,
     /// The ACL when `aclEnable=true` (the metrics endpoint reads its refusal counts).
     pub acl: Option<Acl>,
+    /// Route table counts for the metrics endpoint, published as they change.
+    pub counts: Arc<NamesrvCounts>,
     stop: flume::Sender<()>,
     thread: std::thread::JoinHandle<()>,
 }
@@ -50,9 +54,19 @@ struct State {
     /// Zero of the route table's time: leases run on the monotonic clock, so a jump of the
     /// wall clock neither drops brokers early nor keeps silent ones (found by the simulator).
     started: clock::Instant,
+    counts: Arc<NamesrvCounts>,
 }
 
 impl State {
+    /// Publishes the route table's counts (read by the metrics thread).
+    fn publish(&self) {
+        let c = &self.counts;
+        c.brokers
+            .store(self.routes.broker_count() as u64, Ordering::Relaxed);
+        c.topics
+            .store(self.routes.topic_count() as u64, Ordering::Relaxed);
+    }
+
     /// Monotonic milliseconds since this name server started (the route table's `now_ms`).
     fn now_ms(&self) -> u64 {
         self.started.elapsed().as_millis() as u64
@@ -85,6 +99,8 @@ pub fn start(
 ) -> Result<NamesrvHandle, String> {
     let acl = load_acl(&cfg)?;
     let acl_handle = acl.clone();
+    let counts = Arc::new(NamesrvCounts::default());
+    let counts_state = Arc::clone(&counts);
     let tls_mode = NodeTls::load(&cfg.tls, false, "name server")?;
     let tls = tls_mode.server.clone();
     let std_listener =
@@ -112,7 +128,7 @@ pub fn start(
                     }
                 };
                 let _ = ready_tx.send(Ok(format!("event loop {driver}")));
-                serve(cfg, listener, acl, tls, stop_rx).await;
+                serve(cfg, listener, acl, tls, stop_rx, counts_state).await;
             });
         })
         .map_err(|e| e.to_string())?;
@@ -127,6 +143,7 @@ pub fn start(
     Ok(NamesrvHandle {
         addr,
         acl: acl_handle,
+        counts,
         stop: stop_tx,
         thread,
     })
@@ -151,7 +168,7 @@ impl SimNamesrv {
 /// Starts a name server in the simulated world, as the running node.
 pub fn start_sim(cfg: NamesrvConfig, addr: SocketAddr) -> Result<SimNamesrv, String> {
     let listener = Listener::bind_sim(addr).map_err(|e| format!("binding {addr}: {e}"))?;
-    let state = new_state();
+    let state = new_state(Arc::default());
     let acl = load_acl(&cfg)?;
     if cfg.tls.server_mode() != TlsMode::Disabled {
         return Err("tls.server.mode: TLS is not simulated".to_string());
@@ -171,11 +188,12 @@ pub fn start_sim(cfg: NamesrvConfig, addr: SocketAddr) -> Result<SimNamesrv, Str
     })
 }
 
-fn new_state() -> Rc<RefCell<State>> {
+fn new_state(counts: Arc<NamesrvCounts>) -> Rc<RefCell<State>> {
     Rc::new(RefCell::new(State {
         routes: RouteTable::new(),
         kv: KvStore::new(),
         started: clock::Instant::now(),
+        counts,
     }))
 }
 
@@ -185,8 +203,9 @@ async fn serve(
     acl: Option<Acl>,
     tls: Option<Arc<TlsServer>>,
     stop: flume::Receiver<()>,
+    counts: Arc<NamesrvCounts>,
 ) {
-    serve_state(cfg, listener, new_state(), acl, tls, stop).await;
+    serve_state(cfg, listener, new_state(counts), acl, tls, stop).await;
 }
 
 async fn serve_state(
@@ -209,6 +228,10 @@ async fn serve_state(
             let mut st = scan_state.borrow_mut();
             let now = st.now_ms();
             let dropped = st.routes.expire(now, expiry_ms);
+            st.counts
+                .expired_total
+                .fetch_add(dropped.len() as u64, Ordering::Relaxed);
+            st.publish();
             drop(st);
             for d in dropped {
                 log::warn!(
@@ -303,7 +326,9 @@ fn handle(
                     )
                 }
             };
-            match st.routes.register(&reg, now) {
+            let registered = st.routes.register(&reg, now);
+            st.publish();
+            match registered {
                 Ok(out) => {
                     if out.new_broker {
                         log::info!(
@@ -326,6 +351,7 @@ fn handle(
         Request::UnregisterBroker(h) => {
             st.routes
                 .unregister(&h.cluster, &h.broker_name, h.broker_id, &h.address);
+            st.publish();
             Reply::ok(Empty)
         }
         Request::GetRouteInfoByTopic(h) => match st.routes.route_by_topic(&h.topic) {
@@ -338,7 +364,9 @@ fn handle(
         Request::GetBrokerClusterInfo(_) => body(st.routes.cluster_info()),
         Request::GetAllTopicListFromNameserver(_) => body(st.routes.topic_list()),
         Request::DeleteTopicInNamesrv(h) => {
-            if st.routes.delete_topic(&h.topic, h.cluster.as_deref()) {
+            let deleted = st.routes.delete_topic(&h.topic, h.cluster.as_deref());
+            st.publish();
+            if deleted {
                 Reply::ok(Empty)
             } else {
                 Reply::error(
