@@ -88,6 +88,32 @@ mod tests {
     }
 
     #[test]
+    fn keys_apply_on_broker_and_namesrv() {
+        use crate::config::{BrokerConfig, NamesrvConfig};
+        let mut b = BrokerConfig::default();
+        b.set("metricsExporterType", "PROM", "test").unwrap();
+        b.set("metricsPromExporterPort", "0", "test").unwrap();
+        b.set("metricsPromExporterHost", "127.0.0.1", "test")
+            .unwrap();
+        assert_eq!(
+            b.metrics.prom_listen(),
+            Some("127.0.0.1:0".parse().unwrap())
+        );
+        let e = b
+            .set("metricsExporterType", "OTLP_GRPC", "test")
+            .unwrap_err();
+        assert!(e.to_string().contains("only PROM"), "{e}");
+        assert!(b.set("metricsPromExporterPort", "70000", "test").is_err());
+        let mut n = NamesrvConfig::default();
+        n.set("metricsExporterType", "PROM", "test").unwrap();
+        n.set("metricsPromExporterPort", "9100", "test").unwrap();
+        assert_eq!(
+            n.metrics.prom_listen(),
+            Some("0.0.0.0:9100".parse().unwrap())
+        );
+    }
+
+    #[test]
     fn listen_address() {
         let mut c = MetricsConfig::default();
         assert_eq!(c.prom_listen(), None);
