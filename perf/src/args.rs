@@ -13,7 +13,8 @@ use crate::security::SecurityArgs;
 /// Benchmark and verification harness for ringmq.
 ///
 /// Prints a progress line every second (stderr), then a table (stdout) and, with --json, the
-/// same as JSON. Every result names the durability the broker acknowledged with ("acked
+/// same as JSON; with --html, a self-contained page with throughput and latency percentiles
+/// per second and the latency distribution. Every result names the durability the broker acknowledged with ("acked
 /// from page cache", "acked after fdatasync", "acked after slave").
 ///
 /// With TLS on the servers, give --ca (the CA bundle; implies --tls) and, for mutual TLS,
@@ -216,6 +217,11 @@ pub struct Common {
     /// Write the result as JSON to FILE as well.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Write a one-page HTML report to FILE as well: configuration and summary, charts
+    /// (inline SVG, no scripts) of msgs/s and of latency p50/p99/p99.9 (µs) per second, and
+    /// the whole run's latency distribution. Opens in a browser as a file.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     /// Worker threads of the load generator's runtime (count them: they share the cores
     /// with the broker when it runs on this machine).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=256))]

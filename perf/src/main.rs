@@ -13,6 +13,7 @@ mod consume;
 mod dead;
 mod embedded;
 mod fail;
+mod html;
 mod modes;
 mod node_cpu;
 mod payload;
@@ -22,6 +23,7 @@ mod report;
 mod security;
 mod stats;
 mod threads;
+mod timeline;
 mod txn;
 mod verify;
 

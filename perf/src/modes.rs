@@ -20,13 +20,15 @@ use crate::broker_info::{self, BrokerView, LagSampler};
 use crate::consume::{self, Consumers, Deliveries, RecvPlan, StopWhen};
 use crate::dead;
 use crate::fail::FailPlan;
+use crate::html;
 use crate::node_cpu;
 use crate::produce::{self, Producers, SendOutcome, SendPlan};
 use crate::remoting;
 use crate::report::{self, Context};
 use crate::security::Target;
-use crate::stats::Meter;
+use crate::stats::{Meter, Summary};
 use crate::threads::{self, CpuSample};
+use crate::timeline::Timeline;
 use crate::verify::{self, AckLog, Acked, Consumption};
 
 /// Produce and e2e run this long when neither --count nor --duration is given.
@@ -193,7 +195,7 @@ async fn produce_mode(a: ProduceArgs, target: Target, embedded: bool) -> Result<
     add_protocol_config(&mut config, &a.protocol);
     let ctx = setup.context("produce", c, config, embedded).await;
     progress_stop.store(true, Ordering::Relaxed);
-    let _ = progress.await;
+    let timelines = progress.await.unwrap_or_default();
     let lag_report = lag.finish();
     producers.shutdown().await;
     let summary = meter.summary(outcome.elapsed);
@@ -208,6 +210,13 @@ async fn produce_mode(a: ProduceArgs, target: Target, embedded: bool) -> Result<
         report::table(&ctx, &[("send", &summary)], &summary, &notes)
     );
     write_json(c, report::document(&ctx, &summary, Value::Object(extra)))?;
+    write_html(
+        c,
+        &ctx,
+        (&[("send", &summary)], &summary, &notes),
+        &timelines,
+        &[("send", &meter)],
+    )?;
     if outcome.verify_error.is_some() {
         return Ok(EXIT_FAILED);
     }
@@ -257,7 +266,7 @@ async fn consume_mode(a: ConsumeArgs, target: Target, embedded: bool) -> Result<
     let churn_error = stop_churn(churn).await;
     consumers.shutdown().await;
     progress_stop.store(true, Ordering::Relaxed);
-    let _ = progress.await;
+    let timelines = progress.await.unwrap_or_default();
     let summary = meter.summary(sink.active());
     let mut notes = vec![format!(
         "latency: delivery time minus the send time in the message (catching up: the messages' age)"
@@ -294,6 +303,13 @@ async fn consume_mode(a: ConsumeArgs, target: Target, embedded: bool) -> Result<
         report::table(&ctx, &[("recv", &summary)], &summary, &notes)
     );
     write_json(c, report::document(&ctx, &summary, Value::Object(extra)))?;
+    write_html(
+        c,
+        &ctx,
+        (&[("recv", &summary)], &summary, &notes),
+        &timelines,
+        &[("recv", &meter)],
+    )?;
     Ok(if verdict.is_some_and(|v| v.total.lost > 0) {
         EXIT_LOST
     } else if churn_error.is_some() {
@@ -386,7 +402,7 @@ async fn e2e_mode(a: E2eArgs, target: Target, embedded: bool) -> Result<i32, Str
     add_protocol_config(&mut config, &a.protocol);
     let ctx = setup.context("e2e", c, config, embedded).await;
     progress_stop.store(true, Ordering::Relaxed);
-    let _ = progress.await;
+    let timelines = progress.await.unwrap_or_default();
     let lag_report = lag.finish();
     let churn_error = stop_churn(churn).await;
     consumers.shutdown().await;
@@ -429,6 +445,13 @@ async fn e2e_mode(a: E2eArgs, target: Target, embedded: bool) -> Result<i32, Str
         report::table(&ctx, &[("send", &send), ("e2e", &e2e)], &e2e, &notes)
     );
     write_json(c, report::document(&ctx, &e2e, Value::Object(extra)))?;
+    write_html(
+        c,
+        &ctx,
+        (&[("send", &send), ("e2e", &e2e)], &e2e, &notes),
+        &timelines,
+        &[("send", &send_meter), ("e2e", &recv_meter)],
+    )?;
     if verdict.is_some_and(|v| v.total.lost > 0) {
         return Ok(EXIT_LOST);
     }
@@ -542,20 +565,23 @@ fn lag_note(l: &broker_info::LagReport) -> String {
     )
 }
 
+/// The progress task: prints unless --quiet, and keeps the per-second timelines for --html
+/// (none when neither is wanted).
 pub(crate) fn progress(
     c: &Common,
     meters: Vec<(&'static str, Arc<Meter>)>,
     lag: &Arc<LagSampler>,
     stop: &Arc<AtomicBool>,
-) -> tokio::task::JoinHandle<()> {
-    if c.quiet {
-        return tokio::spawn(async {});
+) -> tokio::task::JoinHandle<Vec<Timeline>> {
+    if c.quiet && c.html.is_none() {
+        return tokio::spawn(async { Vec::new() });
     }
     let l = Arc::clone(lag);
     report::spawn_progress(
         meters,
         Some(Arc::new(move || l.last_bytes())),
         Arc::clone(stop),
+        !c.quiet,
     )
 }
 
@@ -778,6 +804,33 @@ pub(crate) fn write_json(c: &Common, doc: Value) -> Result<(), String> {
     };
     let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
     std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The table's rows, the summary CPU per message is counted over, and the notes.
+pub(crate) type Table<'a> = (&'a [(&'a str, &'a Summary)], &'a Summary, &'a [String]);
+
+/// Writes the --html page, if asked for.
+pub(crate) fn write_html(
+    c: &Common,
+    ctx: &Context,
+    (rows, main, notes): Table,
+    timelines: &[Timeline],
+    meters: &[(&str, &Arc<Meter>)],
+) -> Result<(), String> {
+    let Some(path) = &c.html else {
+        return Ok(());
+    };
+    let distributions: Vec<(&str, Vec<(f64, u64)>)> =
+        meters.iter().map(|(l, m)| (*l, m.distribution())).collect();
+    let text = html::page(&html::Page {
+        ctx,
+        rows,
+        main,
+        notes,
+        timelines,
+        distributions: &distributions,
+    });
+    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 pub(crate) fn as_map(v: Value) -> serde_json::Map<String, Value> {

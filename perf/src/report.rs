@@ -1,4 +1,5 @@
-//! Output: the progress line (stderr, every second), the final table (stdout) and the JSON
+//! Output: the progress line (stderr, every second; it also notes the per-second timelines
+//! `--html` draws, see `html`), the final table (stdout) and the JSON
 //! document (`--json FILE`). The JSON's stable top-level fields are `messages`, `bytes`,
 //! `errors`, `elapsed_s`, `msgs_per_s`, `mb_per_s` (10^6 bytes), `latency_us` {`p50`,
 //! `p90`, `p99`, `p999`, `p9999`, `max`}; consume adds `acked`, `received`, `lost`,
@@ -19,32 +20,55 @@ use serde_json::{json, Value};
 use crate::broker_info::{BrokerView, LagReport};
 use crate::stats::{Counts, Meter, Percentiles, Summary};
 use crate::threads::CpuUse;
+use crate::timeline::{Second, Timeline};
 use crate::verify;
 
-/// Prints a progress line every second until `stop` is set.
+/// Every second until `stop` is set: prints a progress line (when `print`) and notes each
+/// meter's second (messages per second and latency percentiles of that second) for
+/// `--html`. The last, partial second is noted when `stop` is seen; the task returns the
+/// timelines, one per meter in `meters`' order.
 pub fn spawn_progress(
     meters: Vec<(&'static str, Arc<Meter>)>,
     lag: Option<Arc<dyn Fn() -> Option<u64> + Send + Sync>>,
     stop: Arc<AtomicBool>,
-) -> tokio::task::JoinHandle<()> {
+    print: bool,
+) -> tokio::task::JoinHandle<Vec<Timeline>> {
     tokio::spawn(async move {
         let start = Instant::now();
         let mut last: Vec<Counts> = meters.iter().map(|(_, m)| m.counts()).collect();
+        let mut timelines: Vec<Timeline> = meters
+            .iter()
+            .map(|(label, m)| {
+                m.take_second();
+                Timeline::new(label)
+            })
+            .collect();
         let mut last_t = start;
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         tick.tick().await;
-        while !stop.load(Ordering::Relaxed) {
+        loop {
             tick.tick().await;
-            if stop.load(Ordering::Relaxed) {
-                break;
-            }
+            let stopping = stop.load(Ordering::Relaxed);
             let now = Instant::now();
             let dt = (now - last_t).as_secs_f64().max(1e-6);
-            let mut line = format!("[{:>4.0}s]", (now - start).as_secs_f64());
+            let t_s = (now - start).as_secs_f64();
+            let mut line = format!("[{t_s:>4.0}s]");
             for (i, (label, m)) in meters.iter().enumerate() {
                 let c = m.counts();
                 let d_msgs = c.messages - last[i].messages;
                 let d_bytes = c.bytes - last[i].bytes;
+                let second = Second {
+                    t_s,
+                    msgs_per_s: d_msgs as f64 / dt,
+                    errors: c.errors - last[i].errors,
+                    latency_us: m.take_second(),
+                };
+                // The second the stop was seen in, when nothing happened in it (the run had
+                // ended), is not a point of the run.
+                let idle = d_msgs == 0 && second.latency_us.samples == 0 && second.errors == 0;
+                if !(stopping && idle && !timelines[i].seconds.is_empty()) {
+                    timelines[i].push(second);
+                }
                 let _ = write!(
                     line,
                     " {label} {:>9} msgs/s {:>8.1} MB/s err {:<4} p99 {} |",
@@ -55,13 +79,19 @@ pub fn spawn_progress(
                 );
                 last[i] = c;
             }
+            if stopping {
+                break;
+            }
             if let Some(lag) = lag.as_ref().and_then(|f| f()) {
                 let _ = write!(line, " repl lag {} B |", thousands(lag as f64));
             }
             line.pop();
-            eprintln!("{}", line.trim_end());
+            if print {
+                eprintln!("{}", line.trim_end());
+            }
             last_t = now;
         }
+        timelines
     })
 }
 

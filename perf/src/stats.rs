@@ -2,6 +2,10 @@
 //! and error counters and an HdrHistogram of latencies in µs (1 µs to 1 hour, 3 significant
 //! digits), and the [`Summary`] a meter ends as.
 //!
+//! Beside the whole run's histogram a meter keeps one of the current second, which the
+//! progress task takes and resets each second ([`Meter::take_second`]) for the
+//! per-second latency chart of `--html`.
+//!
 //! Many tasks record into one meter: counters are atomics, the histogram sits behind a
 //! mutex that is held only for one `record` (uncontended on this scale: a record per send,
 //! or per delivered message).
@@ -23,7 +27,22 @@ pub struct Meter {
     messages: AtomicU64,
     bytes: AtomicU64,
     errors: AtomicU64,
-    latency: Mutex<Histogram<u64>>,
+    latency: Mutex<Latencies>,
+}
+
+/// The whole run's histogram and the current second's (both under one lock).
+#[derive(Debug)]
+struct Latencies {
+    run: Histogram<u64>,
+    second: Histogram<u64>,
+}
+
+impl Latencies {
+    fn record(&mut self, us: u64) {
+        let v = us.clamp(1, LATENCY_US_MAX);
+        self.run.saturating_record(v);
+        self.second.saturating_record(v);
+    }
 }
 
 impl Default for Meter {
@@ -32,7 +51,10 @@ impl Default for Meter {
             messages: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             errors: AtomicU64::new(0),
-            latency: Mutex::new(new_histogram()),
+            latency: Mutex::new(Latencies {
+                run: new_histogram(),
+                second: new_histogram(),
+            }),
         }
     }
 }
@@ -90,18 +112,17 @@ impl Meter {
     }
 
     pub fn record_latency(&self, latency_us: u64) {
-        let v = latency_us.clamp(1, LATENCY_US_MAX);
         self.latency
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .saturating_record(v);
+            .record(latency_us);
     }
 
     /// Many latencies at once (a consumer's batch), one lock.
     pub fn record_latencies(&self, latencies_us: &[u64]) {
         let mut h = self.latency.lock().unwrap_or_else(|p| p.into_inner());
         for &l in latencies_us {
-            h.saturating_record(l.clamp(1, LATENCY_US_MAX));
+            h.record(l);
         }
     }
 
@@ -120,18 +141,34 @@ impl Meter {
     /// p99 of everything recorded so far, µs (0 before the first record).
     pub fn p99_so_far(&self) -> u64 {
         let h = self.latency.lock().unwrap_or_else(|p| p.into_inner());
-        if h.is_empty() {
+        if h.run.is_empty() {
             0
         } else {
-            h.value_at_quantile(0.99)
+            h.run.value_at_quantile(0.99)
         }
+    }
+
+    /// Percentiles of what was recorded since the last call, and a fresh interval.
+    pub fn take_second(&self) -> Percentiles {
+        let mut h = self.latency.lock().unwrap_or_else(|p| p.into_inner());
+        let p = percentiles(&h.second);
+        h.second.reset();
+        p
+    }
+
+    /// The whole run's latency distribution: (percentile, µs) at percentiles
+    /// `100 (1 - 10^(-k/10))` for k = 0, 1, ... while a tenth of 1 / (1 - percentile)
+    /// samples exist (the HdrHistogram percentile plot; the maximum is in the summary).
+    pub fn distribution(&self) -> Vec<(f64, u64)> {
+        let h = self.latency.lock().unwrap_or_else(|p| p.into_inner());
+        distribution(&h.run)
     }
 
     /// The summary over `elapsed` (the measured phase).
     pub fn summary(&self, elapsed: Duration) -> Summary {
         let c = self.counts();
         let h = self.latency.lock().unwrap_or_else(|p| p.into_inner());
-        summarize(c, &h, elapsed)
+        summarize(c, &h.run, elapsed)
     }
 }
 
@@ -167,6 +204,23 @@ pub fn percentiles(h: &Histogram<u64>) -> Percentiles {
     }
 }
 
+/// See [`Meter::distribution`]; at most 61 points (up to 99.9999 %).
+pub fn distribution(h: &Histogram<u64>) -> Vec<(f64, u64)> {
+    let mut out = Vec::new();
+    if h.is_empty() {
+        return out;
+    }
+    for k in 0..=60u32 {
+        let tail = 10f64.powf(-f64::from(k) / 10.0);
+        if k > 0 && (h.len() as f64) * tail < 0.1 {
+            break;
+        }
+        let q = 1.0 - tail;
+        out.push((q * 100.0, h.value_at_quantile(q)));
+    }
+    out
+}
+
 /// µs since `t`, saturating.
 pub fn us_since(t: Instant) -> u64 {
     u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX)
@@ -193,6 +247,27 @@ mod tests {
         assert_eq!(s.latency_us.p99, 990);
         assert_eq!(s.latency_us.max, 1000);
         assert_eq!(s.latency_us.samples, 1000);
+    }
+
+    #[test]
+    fn second_interval_resets() {
+        let m = Meter::default();
+        for i in 1..=100 {
+            m.record(1, 1, i);
+        }
+        let first = m.take_second();
+        assert_eq!(first.samples, 100);
+        assert_eq!(first.p50, 50);
+        assert_eq!(m.take_second().samples, 0);
+        m.record(1, 1, 1500);
+        assert_eq!(m.take_second().p99, 1500);
+        // The whole run keeps all of it.
+        assert_eq!(m.summary(Duration::from_secs(1)).latency_us.samples, 101);
+        let d = m.distribution();
+        assert_eq!(d.first(), Some(&(0.0, 1)));
+        // 101 samples: up to 99.9 % (a tenth of a sample beyond it).
+        assert!(d.last().is_some_and(|p| p.0 > 99.8 && p.0 < 99.95));
+        assert!(d.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1));
     }
 
     #[test]

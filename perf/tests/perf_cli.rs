@@ -31,6 +31,7 @@ fn every_mode_has_help() {
         "--flush-check",
         "--verify",
         "--json",
+        "--html",
         "--embedded",
     ] {
         assert!(produce.stdout.contains(flag), "produce --help lacks {flag}");
@@ -45,6 +46,7 @@ fn every_mode_has_help() {
         "--idle-exit",
         "--verify",
         "--json",
+        "--html",
         "--embedded",
         "--fail-ratio",
         "--fail-times",
@@ -62,6 +64,7 @@ fn every_mode_has_help() {
         "--rate",
         "--embedded",
         "--json",
+        "--html",
         "--fail-ratio",
         "--fail-times",
         "--max-reconsume",
@@ -83,6 +86,7 @@ fn every_mode_has_help() {
         "--duration",
         "--verify",
         "--json",
+        "--html",
         "--embedded",
     ] {
         assert!(txn.stdout.contains(flag), "txn --help lacks {flag}");

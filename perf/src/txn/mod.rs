@@ -190,7 +190,7 @@ pub async fn run(a: TxnArgs, target: Target, embedded: bool) -> Result<i32, Stri
     });
     let ctx: Context = setup.context("txn", c, config, embedded).await;
     progress_stop.store(true, Ordering::Relaxed);
-    let _ = progress.await;
+    let timelines = progress.await.unwrap_or_default();
     if let Some(cs) = &consumers {
         cs.shutdown().await;
     }
@@ -230,16 +230,17 @@ pub async fn run(a: TxnArgs, target: Target, embedded: bool) -> Result<i32, Stri
     let mut extra = outcome.json();
     extra.insert("recv".into(), report::summary_json(&recv_summary));
     let rows = [("txn", &summary), ("recv", &recv_summary)];
-    print!(
-        "{}",
-        report::table(
-            &ctx,
-            &rows[..if consume { 2 } else { 1 }],
-            &summary,
-            &outcome.notes()
-        )
-    );
+    let shown = if consume { 2 } else { 1 };
+    let notes = outcome.notes();
+    print!("{}", report::table(&ctx, &rows[..shown], &summary, &notes));
     modes::write_json(c, report::document(&ctx, &summary, Value::Object(extra)))?;
+    modes::write_html(
+        c,
+        &ctx,
+        (&rows[..shown], &summary, &notes),
+        &timelines[..timelines.len().min(shown)],
+        &[("txn", &meter), ("recv", &recv_meter)][..shown],
+    )?;
     Ok(outcome.exit_code())
 }
 
