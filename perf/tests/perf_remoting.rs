@@ -75,7 +75,13 @@ fn remoting_produce_and_consume_count_every_message() {
     assert_eq!(check_stable_fields(&doc), (300, 0));
     assert_eq!(doc["config"]["remoting_header"], "rocketmq");
 
-    for (protocol, file) in [("remoting", "pull.json"), ("native", "native-pull.json")] {
+    // Native consumers share queues by group rebalance: two members starting together may
+    // both read a queue for a moment (at-least-once), so the exact count runs with one. The
+    // remoting driver splits the queues itself and never overlaps.
+    for (protocol, file, consumers) in [
+        ("remoting", "pull.json", "2"),
+        ("native", "native-pull.json", "1"),
+    ] {
         let out = json(file);
         let c = perf(&[
             "consume",
@@ -86,7 +92,7 @@ fn remoting_produce_and_consume_count_every_message() {
             "--protocol",
             protocol,
             "--consumers",
-            "2",
+            consumers,
             "--pull-batch",
             "64",
             "--from",
