@@ -150,6 +150,34 @@ impl ConsumerGroups {
             .unwrap_or_default()
     }
 
+    /// For metrics: (live producer clients, live consumer clients, live members per
+    /// consumer group). A client in several groups counts once.
+    pub fn client_counts(&self, now_ms: i64) -> (u64, u64, Vec<(String, u64)>) {
+        let live = |seen: i64| now_ms - seen < CLIENT_EXPIRY_MS;
+        let producers: std::collections::BTreeSet<&str> = self
+            .producers
+            .values()
+            .flat_map(|m| {
+                m.iter()
+                    .filter(|(_, s)| live(**s))
+                    .map(|(id, _)| id.as_str())
+            })
+            .collect();
+        let mut consumers = std::collections::BTreeSet::new();
+        let mut per_group = Vec::with_capacity(self.groups.len());
+        for (g, members) in &self.groups {
+            let mut n = 0;
+            for (id, m) in members {
+                if live(m.last_seen_ms) {
+                    consumers.insert(id.as_str());
+                    n += 1;
+                }
+            }
+            per_group.push((g.clone(), n));
+        }
+        (producers.len() as u64, consumers.len() as u64, per_group)
+    }
+
     /// Group names with at least one member.
     pub fn names(&self) -> Vec<String> {
         self.groups.keys().cloned().collect()

@@ -120,6 +120,8 @@ pub struct Broker {
     pub counters: Vec<ShardCounters>,
     /// Per shard: its schedule's counts, as its delivery loop last published them.
     pub schedule: Vec<Mutex<crate::store::schedule::ScheduleCounts>>,
+    /// Per shard: what it last published for the metrics endpoint (`crate::metrics::shard`).
+    pub metric_views: Vec<Mutex<std::sync::Arc<crate::metrics::shard::ShardView>>>,
     /// Per shard: its transaction check loop's counts, as it last published them.
     pub txn: Vec<Mutex<crate::broker::shard::txn::TxnCounts>>,
     pub mailboxes: Vec<flume::Sender<Mail>>,

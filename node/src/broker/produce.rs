@@ -239,11 +239,25 @@ pub fn send(shard: &Rc<Shard>, h: SendRequest, body: &mut [u8], checked: &Checke
         None => (body, checked, 0),
         Some(r) => (&mut r.bytes[..], &r.checked, r.due_ms),
     };
+    let timed = shard
+        .metrics
+        .borrow()
+        .is_on()
+        .then(crate::io::clock::Instant::now);
     let appended = shard.store.borrow_mut().append_checked(body, checked, now);
     let out = match appended {
         Ok(o) => o,
         Err(e) => return store_error(shard, e).into(),
     };
+    if let Some(t0) = timed {
+        let mut m = shard.metrics.borrow_mut();
+        m.appended(micros(t0.elapsed()));
+        m.stored(
+            &h.topic,
+            body.len() as u64,
+            checked.metas.iter().map(|m| m.body_len as u64),
+        );
+    }
     let c = shard.counters();
     c.msgs_in
         .fetch_add(out.records.len() as u64, Ordering::Relaxed);
@@ -353,4 +367,9 @@ async fn wait_slave<T: ringmq_wire::codec::Encode>(
             resp,
         ),
     }
+}
+
+/// A duration in whole µs (saturating).
+pub fn micros(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }

@@ -102,10 +102,10 @@ pub fn pull(shard: &Rc<Shard>, h: PullRequest, zero_copy: bool) -> Outcome {
         || suspend == 0
         || !shard.broker.rt.long_polling
     {
-        return respond(shard, &first, zero_copy).into();
+        return respond(shard, &h, &first, zero_copy).into();
     }
     if shard.parked_count.get() >= limits::PARKED_PULLS_PER_SHARD_MAX {
-        return respond(shard, &first, zero_copy).into();
+        return respond(shard, &h, &first, zero_copy).into();
     }
     let shard = Rc::clone(shard);
     Outcome::later(async move {
@@ -160,7 +160,7 @@ async fn park(
         );
         let now = Instant::now();
         if !waitable || now >= deadline || shard.broker.is_shutting_down() {
-            return respond(shard, &last, zero_copy);
+            return respond(shard, h, &last, zero_copy);
         }
         if last.status == PullStatus::NoMatchedMessage {
             continue;
@@ -230,7 +230,7 @@ fn suggested_broker(shard: &Shard, r: &PullResult) -> u64 {
     }
 }
 
-fn respond(shard: &Shard, r: &PullResult, zero_copy: bool) -> Reply {
+fn respond(shard: &Shard, h: &PullRequest, r: &PullResult, zero_copy: bool) -> Reply {
     let fields = PullResponse {
         next_begin_offset: r.next_offset,
         min_offset: r.min_offset,
@@ -245,6 +245,14 @@ fn respond(shard: &Shard, r: &PullResult, zero_copy: bool) -> Reply {
                 c.msgs_out
                     .fetch_add(u64::from(r.messages), Ordering::Relaxed);
                 c.bytes_out.fetch_add(r.bytes, Ordering::Relaxed);
+                shard.metrics.borrow_mut().pulled(
+                    &h.consumer_group,
+                    &h.topic,
+                    h.queue_id,
+                    r.next_offset,
+                    u64::from(r.messages),
+                    r.bytes,
+                );
                 Reply::ok_body(fields, body)
             }
             Err(reply) => reply,

@@ -201,9 +201,33 @@ pub fn send_back(
         zero_copy: false,
         conn: None,
     };
+    let dead = dest == Destination::DeadLetter;
+    let group = h.consumer_group;
     match dispatch(shard, send_frame, inner, None) {
-        Outcome::Now(r) => answer(r).into(),
-        Outcome::Later(fut) => Outcome::later(async move { answer(fut.await) }),
+        Outcome::Now(r) => {
+            note_stored(shard, &r, &group, dead);
+            answer(r).into()
+        }
+        Outcome::Later(fut) => {
+            let shard = Rc::clone(shard);
+            Outcome::later(async move {
+                let r = fut.await;
+                note_stored(&shard, &r, &group, dead);
+                answer(r)
+            })
+        }
+    }
+}
+
+/// Counts a copy the retry or dead-letter topic stored (metrics).
+fn note_stored(shard: &Shard, send: &Reply, group: &str, dead: bool) {
+    if send.status.message_stored() {
+        let mut m = shard.metrics.borrow_mut();
+        if dead {
+            m.dead_lettered(group);
+        } else {
+            m.retried(group);
+        }
     }
 }
 

@@ -287,6 +287,14 @@ pub fn decide(
         .store
         .borrow_mut()
         .txn_decided(half_queue_offset, decision);
+    {
+        let mut m = shard.metrics.borrow_mut();
+        match decision {
+            Decision::Commit => m.txn_commit(),
+            Decision::Rollback => m.txn_rollback(),
+            Decision::Discarded => m.txn_discard(),
+        }
+    }
     let c = shard.counters();
     c.msgs_in.fetch_add(
         u64::from(copy.is_some() && decision == Decision::Commit),

@@ -211,6 +211,8 @@ const BROKER_KEYS: &[Key<BrokerConfig>] = &[
         num(v, 0, u16::MAX.into())?),
     key!("metricsPromExporterHost", |c, v| c.metrics.prom_host =
         metrics::host(v)?),
+    key!("metricsSeriesMax", |c, v| c.metrics.series_max =
+        num(v, 1, 1_000_000)?),
 ];
 
 const NAMESRV_KEYS: &[Key<NamesrvConfig>] = &[

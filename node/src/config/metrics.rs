@@ -26,6 +26,9 @@ pub struct MetricsConfig {
     /// `metricsPromExporterHost`: the address the endpoint binds; empty (RocketMQ's
     /// default) = all interfaces.
     pub prom_host: Option<IpAddr>,
+    /// `metricsSeriesMax` (ringmq; brokers): topics, consumer groups and (group, topic) pairs
+    /// with their own series, per shard; the rest share one `_overflow` series.
+    pub series_max: usize,
 }
 
 impl Default for MetricsConfig {
@@ -34,11 +37,17 @@ impl Default for MetricsConfig {
             exporter: MetricsExporter::Disable,
             prom_port: PROM_PORT_DEFAULT,
             prom_host: None,
+            series_max: crate::metrics::shard::SERIES_MAX_DEFAULT,
         }
     }
 }
 
 impl MetricsConfig {
+    /// Whether the node records metrics at all.
+    pub fn is_on(&self) -> bool {
+        self.exporter != MetricsExporter::Disable
+    }
+
     /// Where the Prometheus endpoint listens, when it is on.
     pub fn prom_listen(&self) -> Option<SocketAddr> {
         match self.exporter {

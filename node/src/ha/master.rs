@@ -68,6 +68,11 @@ impl Replicas {
         self.list.is_empty()
     }
 
+    /// The slaves, in the order they connected.
+    pub fn iter(&self) -> impl Iterator<Item = &Replica> {
+        self.list.iter()
+    }
+
     pub fn len(&self) -> usize {
         self.list.len()
     }

@@ -1,12 +1,20 @@
-//! Prometheus text exposition (format 0.0.4) of what the node already counts: the broker's
-//! per-shard counters (`ShardCounters`, atomics the shards keep anyway) and ACL refusals.
-//! Rendering only reads atomics with `Relaxed` loads, on the metrics thread
-//! ([`http`]); it never sends a shard a message, so a scrape cannot stall the data path.
+//! Prometheus text exposition (format 0.0.4) of what the node counts: the broker's per-shard
+//! counters (`ShardCounters`, atomics the shards keep anyway), the views each shard publishes
+//! once a second ([`shard`]: per topic and group flows, latency histograms, consumer lag,
+//! storage and replication gauges), the schedule and transaction counts, ACL refusals and
+//! the name server's route table. Rendering only loads atomics and clones `Arc`s, on the
+//! metrics thread ([`http`]); it never sends a shard a message, so a scrape cannot stall the
+//! data path.
 //!
 //! Names follow Prometheus conventions: `ringmq_` prefix, the unit last, `_total` on counters.
 //! `docs/operations.md` "Metrics" lists each one.
 
+pub mod hist;
 pub mod http;
+mod render;
+pub mod shard;
+
+pub use render::Views;
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -35,6 +43,9 @@ pub struct NamesrvCounts {
     pub topics: AtomicU64,
     /// Brokers dropped by the expiry scan since start.
     pub expired_total: AtomicU64,
+    /// GET_ROUTEINFO_BY_TOPIC answered with a route / with TOPIC_NOT_EXIST.
+    pub route_requests: AtomicU64,
+    pub route_misses: AtomicU64,
 }
 
 /// [`NamesrvCounts`] at scrape time.
@@ -43,6 +54,8 @@ pub struct NamesrvSample {
     pub brokers: u64,
     pub topics: u64,
     pub expired_total: u64,
+    pub route_requests: u64,
+    pub route_misses: u64,
 }
 
 /// One shard's counters at scrape time.
@@ -61,9 +74,11 @@ pub struct ShardSample {
 }
 
 /// Everything a scrape shows, read at once.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct Snapshot {
     pub shards: Vec<ShardSample>,
+    /// What the broker's shards last published (empty without a broker).
+    pub views: Views,
     /// (node role, [(reason, count)]) for each ACL in the process.
     pub acl_refusals: Vec<(&'static str, Vec<(&'static str, u64)>)>,
     pub namesrv: Option<NamesrvSample>,
@@ -76,6 +91,23 @@ impl Snapshot {
         let mut snap = Snapshot::default();
         if let Some(b) = &sources.broker {
             snap.shards = b.counters.iter().map(sample).collect();
+            let lock = |m: &std::sync::Mutex<Arc<shard::ShardView>>| {
+                Arc::clone(&m.lock().unwrap_or_else(|p| p.into_inner()))
+            };
+            snap.views.shards = b.metric_views.iter().map(lock).collect();
+            snap.views.schedule = b
+                .schedule
+                .iter()
+                .map(|m| m.lock().unwrap_or_else(|p| p.into_inner()).clone())
+                .collect();
+            snap.views.txn = b
+                .txn
+                .iter()
+                .map(|m| m.lock().unwrap_or_else(|p| p.into_inner()).clone())
+                .collect();
+            snap.views.disk_free_bytes = nix::sys::statvfs::statvfs(&b.config.store_path_root_dir)
+                .ok()
+                .map(|st| st.blocks_available().saturating_mul(st.fragment_size()));
             if let Some(acl) = &b.acl {
                 snap.acl_refusals.push(("broker", acl.refusal_counts()));
             }
@@ -85,6 +117,8 @@ impl Snapshot {
                 brokers: n.brokers.load(Ordering::Relaxed),
                 topics: n.topics.load(Ordering::Relaxed),
                 expired_total: n.expired_total.load(Ordering::Relaxed),
+                route_requests: n.route_requests.load(Ordering::Relaxed),
+                route_misses: n.route_misses.load(Ordering::Relaxed),
             });
         }
         if let Some(acl) = &sources.namesrv_acl {
@@ -104,7 +138,9 @@ fn sample(c: &crate::broker::ShardCounters) -> ShardSample {
         connections: c.connections.load(r),
         parked_pulls: c.parked_pulls.load(r),
         store_bytes: c.store_bytes.load(r),
-        commitlog_max_offset: c.max_offset.load(r),
+        // Bytes into this shard's own log (its offsets start at `shard << 48`).
+        commitlog_max_offset: c.max_offset.load(r)
+            & ((1u64 << crate::store::commitlog::SHARD_OFFSET_BITS) - 1),
         ha_lag_bytes: c.ha_lag_bytes.load(r),
         ha_slaves: c.ha_slaves.load(r),
     }
@@ -120,25 +156,25 @@ type ShardFamily = (
 
 const SHARD_FAMILIES: &[ShardFamily] = &[
     (
-        "ringmq_messages_in_total",
+        "ringmq_shard_messages_in_total",
         "counter",
         "Messages stored by this shard (sends accepted).",
         |s| s.msgs_in,
     ),
     (
-        "ringmq_messages_out_total",
+        "ringmq_shard_messages_out_total",
         "counter",
         "Messages returned to consumers by this shard's pulls.",
         |s| s.msgs_out,
     ),
     (
-        "ringmq_bytes_in_total",
+        "ringmq_shard_bytes_in_total",
         "counter",
         "Message bytes stored by this shard.",
         |s| s.bytes_in,
     ),
     (
-        "ringmq_bytes_out_total",
+        "ringmq_shard_bytes_out_total",
         "counter",
         "Message bytes returned to consumers by this shard.",
         |s| s.bytes_out,
@@ -156,7 +192,7 @@ const SHARD_FAMILIES: &[ShardFamily] = &[
         |s| s.parked_pulls.into(),
     ),
     (
-        "ringmq_store_bytes",
+        "ringmq_storage_size_bytes",
         "gauge",
         "Bytes of this shard's store on disk.",
         |s| s.store_bytes,
@@ -164,7 +200,7 @@ const SHARD_FAMILIES: &[ShardFamily] = &[
     (
         "ringmq_commitlog_max_offset_bytes",
         "gauge",
-        "Physical offset after the last message in this shard's CommitLog.",
+        "Bytes written to this shard's CommitLog since it began (its end, as an offset within the shard).",
         |s| s.commitlog_max_offset,
     ),
     (
@@ -203,6 +239,7 @@ pub fn render(snap: &Snapshot) -> String {
             }
         }
     }
+    render::render(&mut out, &snap.views);
     if let Some(n) = &snap.namesrv {
         for (name, kind, help, value) in [
             (
@@ -227,6 +264,15 @@ pub fn render(snap: &Snapshot) -> String {
             family(&mut out, name, kind, help);
             let _ = writeln!(out, "{name} {value}");
         }
+        let name = "ringmq_namesrv_route_requests_total";
+        family(
+            &mut out,
+            name,
+            "counter",
+            "GET_ROUTEINFO_BY_TOPIC requests, by result (found: a route; not_found: TOPIC_NOT_EXIST).",
+        );
+        let _ = writeln!(out, "{name}{{result=\"found\"}} {}", n.route_requests);
+        let _ = writeln!(out, "{name}{{result=\"not_found\"}} {}", n.route_misses);
     }
     if !snap.acl_refusals.is_empty() {
         let name = "ringmq_acl_refusals_total";
@@ -274,7 +320,7 @@ mod tests {
             "ringmq_build_info{{version=\"{}\"}} 1\n",
             crate::VERSION
         )));
-        assert!(!text.contains("ringmq_messages_in_total"));
+        assert!(!text.contains("ringmq_shard_messages_in_total"));
         assert!(!text.contains("ringmq_acl_refusals_total"));
     }
 
@@ -300,15 +346,17 @@ mod tests {
                 brokers: 2,
                 topics: 9,
                 expired_total: 1,
+                ..NamesrvSample::default()
             }),
+            ..Snapshot::default()
         };
         let text = render(&snap);
         for line in [
-            "# HELP ringmq_messages_in_total Messages stored by this shard (sends accepted).",
-            "# TYPE ringmq_messages_in_total counter",
-            "ringmq_messages_in_total{shard=\"0\"} 3",
-            "ringmq_messages_in_total{shard=\"1\"} 4",
-            "ringmq_bytes_in_total{shard=\"0\"} 300",
+            "# HELP ringmq_shard_messages_in_total Messages stored by this shard (sends accepted).",
+            "# TYPE ringmq_shard_messages_in_total counter",
+            "ringmq_shard_messages_in_total{shard=\"0\"} 3",
+            "ringmq_shard_messages_in_total{shard=\"1\"} 4",
+            "ringmq_shard_bytes_in_total{shard=\"0\"} 300",
             "# TYPE ringmq_connections gauge",
             "ringmq_connections{shard=\"0\"} 2",
             "ringmq_replication_slaves{shard=\"1\"} 1",

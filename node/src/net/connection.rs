@@ -21,6 +21,7 @@ use crate::acl::{Acl, Caller, ConnGuard, GuardState};
 use crate::io::net::{Conn, SplicePipe};
 use crate::io::rt;
 use crate::limits;
+use crate::metrics::shard::Protocol as Via;
 use crate::net::remoting;
 use crate::net::reply::{Body, Outcome, Reply};
 use ringmq_wire::remoting::Protocol;
@@ -44,6 +45,20 @@ pub trait Service {
     /// If this frame is a HELLO asking for another shard, that shard.
     fn handoff_target(&self, _frame: &[u8]) -> Option<u16> {
         None
+    }
+    /// Whether [`Service::served`] wants to hear about requests (metrics on).
+    fn timing(&self) -> bool {
+        false
+    }
+    /// A request with native code `code` was answered `status`, its reply queued `since`
+    /// the connection handed its frame over (request latency metrics).
+    fn served(
+        &self,
+        _code: u16,
+        _status: Status,
+        _protocol: Via,
+        _since: crate::io::clock::Instant,
+    ) {
     }
     /// Connection opened / closed (counters).
     fn opened(&self) {}
@@ -486,8 +501,13 @@ fn handle_frame<S: Service + 'static>(
             }
         }
     };
+    let since = svc.timing().then(crate::io::clock::Instant::now);
+    let code = prefix.code;
     match svc.handle(f, &caller) {
         Outcome::Now(reply) => {
+            if let Some(t0) = since {
+                svc.served(code, reply.status, Via::Native, t0);
+            }
             let refused = reply.status == Status::NoPermission;
             if !oneway {
                 out.push(request_id, reply);
@@ -500,11 +520,17 @@ fn handle_frame<S: Service + 'static>(
                 g.note_served();
             }
         }
-        Outcome::Later(fut) => answer_later(out, inflight, fut, move |out, reply| {
-            if !oneway {
-                out.push(request_id, reply);
-            }
-        }),
+        Outcome::Later(fut) => {
+            let svc = Rc::clone(svc);
+            answer_later(out, inflight, fut, move |out, reply| {
+                if let Some(t0) = since {
+                    svc.served(code, reply.status, Via::Native, t0);
+                }
+                if !oneway {
+                    out.push(request_id, reply);
+                }
+            })
+        }
     }
     true
 }

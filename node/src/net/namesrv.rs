@@ -355,11 +355,17 @@ fn handle(
             Reply::ok(Empty)
         }
         Request::GetRouteInfoByTopic(h) => match st.routes.route_by_topic(&h.topic) {
-            Some(route) => body(route),
-            None => Reply::error(
-                Status::TopicNotExist,
-                format!("no route for topic {}: no live broker has it", h.topic),
-            ),
+            Some(route) => {
+                st.counts.route_requests.fetch_add(1, Ordering::Relaxed);
+                body(route)
+            }
+            None => {
+                st.counts.route_misses.fetch_add(1, Ordering::Relaxed);
+                Reply::error(
+                    Status::TopicNotExist,
+                    format!("no route for topic {}: no live broker has it", h.topic),
+                )
+            }
         },
         Request::GetBrokerClusterInfo(_) => body(st.routes.cluster_info()),
         Request::GetAllTopicListFromNameserver(_) => body(st.routes.topic_list()),

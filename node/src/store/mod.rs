@@ -420,6 +420,36 @@ impl<D: Disk + Clone> Store<D> {
         self.log.read_record(physical_offset)
     }
 
+    /// When the record at `physical_offset` was stored (ms), read from its header alone;
+    /// `None` if there is no whole record there.
+    pub fn store_time_at(&self, physical_offset: u64) -> Option<i64> {
+        use ringmq_wire::record::{pos as field, sys_flag};
+        // Up to the store timestamp after an IPv6 born host; every record is longer.
+        let mut head = [0u8; field::BORN_HOST + 20 + 8];
+        if physical_offset + head.len() as u64 > self.write_offset() {
+            return None;
+        }
+        self.read(physical_offset, &mut head).ok()?;
+        let be32 = |at: usize| u32::from_be_bytes(head[at..at + 4].try_into().unwrap_or([0; 4]));
+        let magic = be32(field::MAGIC);
+        if magic != ringmq_wire::record::MAGIC_V1 && magic != ringmq_wire::record::MAGIC_V2 {
+            return None;
+        }
+        let host = if be32(field::SYS_FLAG) & sys_flag::BORNHOST_V6 != 0 {
+            20
+        } else {
+            8
+        };
+        let at = field::BORN_HOST + host;
+        Some(i64::from_be_bytes(head[at..at + 8].try_into().ok()?))
+    }
+
+    /// When the message at `offset` of a queue was stored (ms), if the store has it.
+    pub fn store_time_of(&self, topic: &str, queue_id: u32, offset: u64) -> Option<i64> {
+        let unit = self.queue(topic, queue_id)?.unit(offset).ok()?;
+        self.store_time_at(unit.physical_offset)
+    }
+
     /// `(min, max)` queue offsets of a queue, if this store has it.
     pub fn queue_range(&self, topic: &str, queue_id: u32) -> Option<(u64, u64)> {
         self.queue(topic, queue_id)

@@ -105,7 +105,13 @@ pub async fn sync_log(shard: &Shard) -> u64 {
                 shard.id
             )),
         };
-        if let Err(e) = shard.disk().sync_file(&file).await {
+        let t0 = crate::io::clock::Instant::now();
+        let synced = shard.disk().sync_file(&file).await;
+        shard
+            .metrics
+            .borrow_mut()
+            .synced(crate::broker::produce::micros(t0.elapsed()));
+        if let Err(e) = synced {
             crate::fail_stop(&format!(
                 "shard {}: fdatasync of segment {seg}: {e}",
                 shard.id

@@ -9,6 +9,7 @@
 
 pub mod flusher;
 pub mod ha;
+pub mod metrics;
 pub mod run;
 pub mod schedule;
 pub mod start;
@@ -71,6 +72,8 @@ pub struct Shard {
     /// io_uring loop: the epoll fallback waits for readiness, which a regular file never
     /// reports, so a splice from the log would never complete there; that loop copies.
     pub splice_ok: bool,
+    /// What this shard records for the metrics endpoint (`crate::metrics::shard`).
+    pub metrics: RefCell<crate::metrics::shard::Recorder>,
 }
 
 impl std::fmt::Debug for Shard {
@@ -88,6 +91,10 @@ impl Shard {
         splice_ok: bool,
     ) -> Self {
         let synced = store.synced_offset();
+        let metrics = crate::metrics::shard::Recorder::new(
+            broker.config.metrics.is_on(),
+            broker.config.metrics.series_max,
+        );
         Shard {
             id,
             broker,
@@ -107,6 +114,7 @@ impl Shard {
             rate_sample: Cell::new(None),
             index: None,
             splice_ok,
+            metrics: RefCell::new(metrics),
         }
     }
 

@@ -270,6 +270,24 @@ impl Service for ShardService {
         self.0.broker.acl.as_ref()
     }
 
+    fn timing(&self) -> bool {
+        self.0.metrics.borrow().is_on()
+    }
+
+    fn served(
+        &self,
+        code: u16,
+        status: ringmq_wire::code::Status,
+        protocol: crate::metrics::shard::Protocol,
+        since: crate::io::clock::Instant,
+    ) {
+        let micros = crate::broker::produce::micros(since.elapsed());
+        self.0
+            .metrics
+            .borrow_mut()
+            .served(code, status, protocol, micros);
+    }
+
     fn attached(&self, out: &Rc<connection::OutQueue>) {
         self.0.conns.borrow_mut().insert(self.1, Rc::downgrade(out));
     }

@@ -147,6 +147,11 @@ fn deliver(shard: &Shard, due: Vec<Due>, now: i64) -> Result<(), StoreError> {
                 .store
                 .borrow_mut()
                 .schedule_commit(progress, delivered);
+            let mut m = shard.metrics.borrow_mut();
+            for d in &due {
+                m.delivered_late(u64::try_from(now - d.due_ms).unwrap_or(0), 1);
+            }
+            drop(m);
             targets.sort();
             targets.dedup();
             for (t, q) in &targets {

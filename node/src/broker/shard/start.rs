@@ -283,6 +283,7 @@ fn build_broker(
         next_conn: Default::default(),
         push_seq: Default::default(),
         counters: (0..shard_count).map(|_| ShardCounters::default()).collect(),
+        metric_views: (0..shard_count).map(|_| Mutex::default()).collect(),
         schedule: (0..shard_count).map(|_| Mutex::default()).collect(),
         txn: (0..shard_count).map(|_| Mutex::default()).collect(),
         mailboxes,

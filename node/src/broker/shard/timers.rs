@@ -15,6 +15,9 @@ use crate::io::clock;
 use crate::io::node_disk::FileHandle;
 use crate::io::rt;
 
+/// How often a shard publishes its metrics view (`crate::metrics::shard`), ms.
+pub const METRICS_PUBLISH_MS: u64 = 1_000;
+
 /// Periodic work of a shard: ASYNC_FLUSH checkpoints, offset persistence, retention,
 /// counters.
 pub async fn run(shard: Rc<Shard>) {
@@ -23,6 +26,7 @@ pub async fn run(shard: Rc<Shard>) {
     let mut since_offsets = 0u64;
     let mut since_retention = 0u64;
     let mut since_checkpoint = 0u64;
+    let mut since_metrics = 0u64;
     loop {
         rt::sleep(Duration::from_millis(tick_ms)).await;
         if shard.broker.is_shutting_down() {
@@ -64,6 +68,11 @@ pub async fn run(shard: Rc<Shard>) {
             return;
         }
         update_counters(&shard);
+        since_metrics += tick_ms;
+        if since_metrics >= METRICS_PUBLISH_MS {
+            since_metrics = 0;
+            crate::broker::shard::metrics::publish(&shard);
+        }
     }
 }
 

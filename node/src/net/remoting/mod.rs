@@ -177,9 +177,34 @@ fn handle_frame<S: Service + 'static>(
         return Ok(());
     }
     let deliver = deliver(kind, st, opaque, oneway);
+    let timed = svc.timing().then(|| {
+        (
+            crate::io::clock::Instant::now(),
+            ringmq_wire::frame::peek(&native).map(|p| p.code),
+        )
+    });
+    let note = {
+        let svc = Rc::clone(svc);
+        move |r: &Reply| {
+            if let Some((t0, Some(code))) = timed {
+                svc.served(
+                    code,
+                    r.status,
+                    crate::metrics::shard::Protocol::Remoting,
+                    t0,
+                );
+            }
+        }
+    };
     match svc.handle(native, &caller) {
-        Outcome::Now(r) => deliver(out, r),
-        Outcome::Later(fut) => answer_later(out, inflight, fut, deliver),
+        Outcome::Now(r) => {
+            note(&r);
+            deliver(out, r)
+        }
+        Outcome::Later(fut) => answer_later(out, inflight, fut, move |out, r| {
+            note(&r);
+            deliver(out, r)
+        }),
     }
     Ok(())
 }
