@@ -12,5 +12,17 @@ if ! python3 -c "import rocketmq" >/dev/null 2>&1; then
     echo "== pip install rocketmq==0.4.4 (the C++ RocketMQ client of the interop tests)"
     python3 -m pip install --quiet --disable-pip-version-check rocketmq==0.4.4
 fi
+# Headless Chromium and chromedriver from the system's packages, for the dashboard's browser
+# test (ctl/tests/ctl_dashboard.rs), which fails without them.
+if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+    echo "== apt-get install chromium chromium-driver (the dashboard's browser test)"
+    export DEBIAN_FRONTEND=noninteractive
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+    if ! $SUDO apt-get install -y --no-install-recommends chromium chromium-driver; then
+        $SUDO apt-get update
+        $SUDO apt-get install -y --no-install-recommends chromium chromium-driver
+    fi
+fi
 echo "== cargo test (unit, property, integration, RocketMQ clients written by others)"
 cargo test --workspace --locked

@@ -118,6 +118,23 @@ pub enum Command {
     /// any account. Secret keys are never printed.
     #[command(subcommand)]
     Acl(AclCmd),
+    /// Serve a web page of the cluster: brokers, topics, consumer groups with a lag graph,
+    /// message lookup, scheduled and transactional state, dead letters with resend.
+    ///
+    /// The page (plain HTML, CSS and JavaScript built into this binary; nothing is fetched
+    /// from elsewhere) reads a JSON API under /api/ that runs the same admin requests as the
+    /// other commands. Rates (msg/s) and each group's lag history are computed here, by a
+    /// sampler that reads the brokers' counters and offsets every --refresh and keeps
+    /// --history of lag. Once listening it prints one line `ringmq dashboard: http://ADDR/`
+    /// on stdout; it runs until stopped (Ctrl-C).
+    ///
+    /// With ACL on the brokers (aclEnable=true) the page asks for an access key and secret
+    /// key; every request of that browser session is signed with them, so the brokers decide
+    /// what it may see. The credentials given to ringmq-ctl itself (--access-key,
+    /// RINGMQ_SECRET_KEY) are used by the sampler only. Without ACL the page needs no login
+    /// and uses ringmq-ctl's credentials (if any). The page binds where --listen says and
+    /// nowhere else; it has no TLS of its own: keep it on loopback or behind a proxy.
+    Dashboard(DashboardArgs),
 
     /// mqadmin alias of `cluster list`.
     #[command(name = "clusterList")]
@@ -598,6 +615,22 @@ pub enum AclCmd {
     /// explicit permissions (or: anonymous, admitted by the global white list).
     /// JSON: {"whoami": [...]}.
     Whoami(AclTargetArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct DashboardArgs {
+    /// Address to serve the page on, ip:port (port 0: any free port, printed at start).
+    #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR")]
+    pub listen: std::net::SocketAddr,
+    /// How often the sampler reads the cluster and the page redraws (`5s`, `500ms`, `1m`; a
+    /// bare number is seconds; 1 s to 10 min). Rates in msg/s are the change between two
+    /// readings divided by the time between them.
+    #[arg(long, default_value = "5s", value_parser = parse_duration, value_name = "DURATION")]
+    pub refresh: Duration,
+    /// How much lag history the graph keeps per consumer group (`15m`, `1h`; at most 24 h
+    /// and 10,000 readings, i.e. --history / --refresh <= 10000).
+    #[arg(long, default_value = "15m", value_parser = parse_duration, value_name = "DURATION")]
+    pub history: Duration,
 }
 
 /// Which brokers an `acl` command asks.

@@ -6,6 +6,7 @@
 
 mod cli;
 mod cmd;
+mod dashboard;
 mod error;
 mod output;
 mod parse;
@@ -20,7 +21,7 @@ use ringmq_client::admin::split_name_servers;
 use ringmq_client::security::Security;
 use ringmq_client::{Admin, ClientConfig};
 
-use crate::cli::Cli;
+use crate::cli::{Cli, Command};
 use crate::error::{Context, CtlError};
 use crate::output::Report;
 
@@ -34,6 +35,16 @@ fn main() {
         .iter()
         .filter_map(|s| s.parse().ok())
         .collect();
+    if let Command::Dashboard(args) = &cli.command {
+        let code = match dashboard::serve(&cli, args) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("ringmq-ctl: {}", e.line(&name_servers));
+                e.exit_code()
+            }
+        };
+        std::process::exit(code);
+    }
     let code = match run(&cli) {
         Ok(report) => print(&report, cli.json),
         Err(e) => {
@@ -49,18 +60,7 @@ fn run(cli: &Cli) -> Result<Report, CtlError> {
         .enable_all()
         .build()
         .map_err(|e| CtlError::Refused(format!("starting the runtime: {e}")))?;
-    let (tls, credentials) = cli.security.client().map_err(CtlError::Usage)?;
-    // The TLS files are read here, so a bad one is reported as itself, not as a failed
-    // connection to the name servers.
-    Security::load(&tls, credentials.as_ref()).map_err(|e| CtlError::Refused(e.to_string()))?;
-    let cfg = ClientConfig {
-        name_servers: split_name_servers(&cli.namesrv),
-        request_timeout: cli.timeout,
-        connect_timeout: cli.timeout.min(CONNECT_TIMEOUT_MAX),
-        tls,
-        credentials,
-        ..ClientConfig::default()
-    };
+    let cfg = client_config(cli)?;
     rt.block_on(async {
         let admin = Admin::with_config(cfg.clone())
             .await
@@ -68,6 +68,22 @@ fn run(cli: &Cli) -> Result<Report, CtlError> {
         let report = cmd::run(&admin, &cfg, &cli.command).await;
         admin.close();
         report
+    })
+}
+
+/// The client settings of the command line: name servers, timeouts, TLS, credentials.
+pub fn client_config(cli: &Cli) -> Result<ClientConfig, CtlError> {
+    let (tls, credentials) = cli.security.client().map_err(CtlError::Usage)?;
+    // The TLS files are read here, so a bad one is reported as itself, not as a failed
+    // connection to the name servers.
+    Security::load(&tls, credentials.as_ref()).map_err(|e| CtlError::Refused(e.to_string()))?;
+    Ok(ClientConfig {
+        name_servers: split_name_servers(&cli.namesrv),
+        request_timeout: cli.timeout,
+        connect_timeout: cli.timeout.min(CONNECT_TIMEOUT_MAX),
+        tls,
+        credentials,
+        ..ClientConfig::default()
     })
 }
 

@@ -1,15 +1,16 @@
 //! Command -> admin calls -> [`Report`]. Each file turns one area's results into sections;
 //! the calls themselves live in `ringmq_client::admin`.
 
-mod acl;
-mod broker;
-mod cluster;
-mod delay;
-mod dlq;
-mod group;
-mod msg;
-mod topic;
-mod txn;
+// Public to the crate so the dashboard's API calls the same functions as the commands.
+pub mod acl;
+pub mod broker;
+pub mod cluster;
+pub mod delay;
+pub mod dlq;
+pub mod group;
+pub mod msg;
+pub mod topic;
+pub mod txn;
 
 use ringmq_client::{Admin, ClientConfig};
 
@@ -63,6 +64,8 @@ pub async fn run(admin: &Admin, cfg: &ClientConfig, command: &Command) -> Result
         Command::Acl(AclCmd::Update(a)) => acl::update(admin, a).await,
         Command::Acl(AclCmd::Delete(a)) => acl::delete(admin, a).await,
         Command::Acl(AclCmd::Whoami(a)) => acl::whoami(admin, a).await,
+        // Serves until stopped; main starts it (crate::dashboard), it is not one report.
+        Command::Dashboard(_) => Err(usage("dashboard is not a one-shot command")),
     }
 }
 
