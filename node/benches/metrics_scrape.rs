@@ -152,7 +152,9 @@ fn main() {
         .lines()
         .filter(|l| l.starts_with("ringmq_metrics_view_build_seconds{"))
         .map(|l| {
-            let v: f64 = l.rsplit_once(' ').unwrap().1.parse().unwrap_or(0.0);
+            let v: f64 = l
+                .rsplit_once(' ')
+                .map_or(0.0, |(_, v)| v.parse().unwrap_or(0.0));
             format!("{:.2} ms", v * 1e3)
         })
         .collect();
