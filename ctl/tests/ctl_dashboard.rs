@@ -253,6 +253,12 @@ fn dashboard_api_serves_what_ctl_reads_and_refuses_bad_requests() {
     );
     assert_eq!(d.raw(cross.as_bytes()), 403);
     assert_eq!(d.post("/api/login", "{}").0, 400, "no ACL: no login");
+    let (status, _, v) = d.post("/api/dlq/resend", r#"{"group":"dash-billing"}"#);
+    assert_eq!(status, 409, "nothing to resend: {v}");
+    assert!(
+        v["error"].as_str().unwrap().contains("no dead letters"),
+        "{v}"
+    );
 
     // A slow client (half a head) does not hold up others; a flood of idle connections
     // past the limit is answered 503, and the server serves again once they leave.
@@ -276,6 +282,37 @@ fn dashboard_api_serves_what_ctl_reads_and_refuses_bad_requests() {
         !page.2.contains("https://") && !page.2.contains("http://"),
         "no external URL"
     );
+}
+
+#[test]
+fn dashboard_help_names_every_flag_and_bad_values_are_refused() {
+    let args = ["dashboard", "--help"];
+    let out = ctl_env(&args, &[]);
+    out.ok(&args);
+    for want in [
+        "--listen",
+        "127.0.0.1:8080",
+        "--refresh",
+        "--history",
+        "10,000",
+        "ACL",
+        "msg/s",
+    ] {
+        assert!(out.stdout.contains(want), "{want}: {}", out.stdout);
+    }
+    for bad in [
+        &["dashboard", "--refresh", "0s"][..],
+        &["dashboard", "--refresh", "5s", "--history", "2s"],
+        &["dashboard", "--refresh", "1s", "--history", "5h"],
+    ] {
+        let out = ctl_env(bad, &[]);
+        let line = out.failed_one_line(bad);
+        assert!(
+            line.contains("--refresh") || line.contains("--history"),
+            "{line}"
+        );
+        assert_eq!(out.code, 2, "{bad:?}");
+    }
 }
 
 #[test]
