@@ -6,7 +6,8 @@
 //!   400/431/413/404/405/403, a slow client and a flood of idle connections not stopping
 //!   it from serving;
 //! - the page in headless Chromium (chromedriver, W3C WebDriver): what a person sees: the
-//!   topic, the lag number, the lag graph's line, a lookup's body;
+//!   topic, the lag number, the lag graph's line, a lookup's body, a dead letter put back
+//!   into its topic with the Resend button;
 //! - with ACL on: the login form, a wrong secret refused, the right one showing data, and
 //!   an account without rights on a topic not seeing it.
 //!
@@ -352,11 +353,79 @@ fn dashboard_page_in_headless_chromium_shows_topic_lag_graph_and_lookup() {
     b.click("#msg-key-submit");
     let results = b.wait_text("#msg-results", "page body 5");
     assert!(results.contains("page-5"), "{results}");
+    b.screenshot("lookup.png");
+
+    // A dead letter, listed on the page and put back into PageOrders with its button.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let dead = rt.block_on(dead_letter_one(&node.namesrv, "PageOrders", "page-dlq"));
+    b.type_into("#dlq-group", "page-dlq");
+    b.click("#dlq-show");
+    let table = b.wait_text("#dlq-table", &dead);
+    assert!(
+        table.contains("PageOrders"),
+        "original topic shown: {table}"
+    );
+    b.click("#dlq-table tbody tr button");
+    b.wait_for(Duration::from_secs(10), "the confirm dialog", |b| {
+        b.accept_alert().then_some(())
+    });
+    b.wait_text("#dlq-result", "resent 1 msg of page-dlq");
     b.js(
-        "document.getElementById('lookup').scrollIntoView();",
+        "document.getElementById('dead-letters').scrollIntoView();",
         serde_json::json!([]),
     );
-    b.screenshot("lookup.png");
+    b.screenshot("dead-letters.png");
+    ringmq_testkit::wait::wait_until(
+        Duration::from_secs(15),
+        "the resent copy in PageOrders",
+        || {
+            let st = node.json(&["topic", "status", "PageOrders"]);
+            let stored: u64 = st["queues"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|q| q["max_offset"].as_u64().unwrap())
+                .sum();
+            stored == 9
+        },
+    );
+}
+
+/// Group `group` reads one message of `topic` and sends it back straight to its
+/// dead-letter topic; the message's body.
+async fn dead_letter_one(namesrv: &str, topic: &str, group: &str) -> String {
+    use ringmq_client::{PullConsumer, StartPosition};
+    let c = PullConsumer::builder()
+        .name_servers(namesrv)
+        .group(group)
+        .start_position(StartPosition::First)
+        .start()
+        .await
+        .unwrap();
+    let queues = c.fetch_queues(topic).await.unwrap();
+    c.assign(queues);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let m = loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no message of {topic} read"
+        );
+        if let Some(m) = c
+            .poll(Duration::from_millis(500))
+            .await
+            .unwrap()
+            .into_iter()
+            .next()
+        {
+            break m;
+        }
+    };
+    c.send_back(&m, -1).await.unwrap();
+    c.shutdown().await;
+    String::from_utf8(m.body.to_vec()).unwrap()
 }
 
 const ROOT_SECRET: &str = "root-secret-dash-1";

@@ -15,16 +15,16 @@ use std::time::{Duration, Instant};
 
 use ringmq_client::wire::code::Status;
 use ringmq_client::{Admin, ClientConfig, Credentials, Error as ClientError};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use super::http::{Request, Response};
-use super::sampler::{queue_offsets, rows, Samples};
+use super::sampler::{rows, Samples};
 use super::session::{self, Sessions};
+use super::views;
 use crate::cli::{
-    AclTargetArgs, ClusterListArgs, DelayStatusArgs, DlqArgs, GroupArg, MsgIdArgs, MsgKeyArgs,
-    MsgTimeArgs, ResendDlqArgs,
+    AclTargetArgs, DelayStatusArgs, DlqArgs, GroupArg, MsgIdArgs, MsgKeyArgs, MsgTimeArgs,
 };
-use crate::cmd::{acl, broker, cluster, delay, dlq, group, msg, topic, txn};
+use crate::cmd::{acl, broker, delay, dlq, msg, txn};
 use crate::error::CtlError;
 use crate::output::Report;
 
@@ -32,16 +32,10 @@ const INDEX_HTML: &str = include_str!("index.html");
 const APP_JS: &str = include_str!("app.js");
 const STYLE_CSS: &str = include_str!("style.css");
 
-/// Topics `/api/topics` reads (each one `topic status`).
-pub const TOPICS_LISTED_MAX: usize = 500;
-/// Groups `/api/groups` reads (each one `group progress`).
-pub const GROUPS_LISTED_MAX: usize = 200;
 /// Messages a lookup returns (per broker for keys).
 pub const LOOKUP_MAX: u32 = 100;
 /// Dead letters `/api/dlq` lists.
 pub const DLQ_SHOWN_MAX: u32 = 100;
-/// Dead letters one resend request sends at most.
-pub const RESEND_MAX: u32 = 1000;
 
 /// The routes and their methods (a known path with another method is 405).
 const ROUTES: &[(&str, &str)] = &[
@@ -81,14 +75,14 @@ pub struct State {
 }
 
 /// Who a request runs as.
-struct Ctx {
-    admin: Admin,
-    cfg: ClientConfig,
+pub struct Ctx {
+    pub admin: Admin,
+    pub cfg: ClientConfig,
     /// The session's access key; `None` without ACL.
-    access_key: Option<String>,
+    pub access_key: Option<String>,
 }
 
-type Answer = Result<Value, Response>;
+pub type Answer = Result<Value, Response>;
 
 /// Answers one request.
 pub async fn handle(state: &State, req: &Request, body: &[u8]) -> Response {
@@ -123,16 +117,16 @@ pub async fn handle(state: &State, req: &Request, body: &[u8]) -> Response {
     };
     let answer = match req.path.as_str() {
         "/api/whoami" => report(acl::whoami(&ctx.admin, &all_masters()).await),
-        "/api/cluster" => cluster_view(state, &ctx).await,
+        "/api/cluster" => views::cluster_view(state, &ctx).await,
         "/api/broker" => match param(req, "name") {
             Ok(b) => report(broker::status(&ctx.admin, b).await),
             Err(r) => Err(r),
         },
-        "/api/topics" => topics(state, &ctx).await,
-        "/api/topic" => topic_view(&ctx, req).await,
-        "/api/groups" => groups(state, &ctx).await,
-        "/api/group" => group_view(state, &ctx, req, true).await,
-        "/api/lag-history" => group_view(state, &ctx, req, false).await,
+        "/api/topics" => views::topics(state, &ctx).await,
+        "/api/topic" => views::topic_view(&ctx, req).await,
+        "/api/groups" => views::groups(state, &ctx).await,
+        "/api/group" => views::group_view(state, &ctx, req, true).await,
+        "/api/lag-history" => views::group_view(state, &ctx, req, false).await,
         "/api/dlq" => match param(req, "group") {
             Ok(g) => {
                 let a = DlqArgs {
@@ -143,7 +137,7 @@ pub async fn handle(state: &State, req: &Request, body: &[u8]) -> Response {
             }
             Err(r) => Err(r),
         },
-        "/api/dlq/resend" => resend(&ctx, body).await,
+        "/api/dlq/resend" => views::resend(&ctx, body).await,
         "/api/msg/id" => match param(req, "id") {
             Ok(id) => {
                 let a = MsgIdArgs {
@@ -227,7 +221,7 @@ pub fn failure(e: &CtlError) -> Response {
 }
 
 /// A report as JSON, with its notes.
-fn report(r: Result<Report, CtlError>) -> Answer {
+pub fn report(r: Result<Report, CtlError>) -> Answer {
     let r = r.map_err(|e| failure(&e))?;
     let mut v = r.to_json();
     if let Some(o) = v.as_object_mut() {
@@ -236,14 +230,14 @@ fn report(r: Result<Report, CtlError>) -> Answer {
     Ok(v)
 }
 
-fn param<'a>(req: &'a Request, name: &str) -> Result<&'a str, Response> {
+pub fn param<'a>(req: &'a Request, name: &str) -> Result<&'a str, Response> {
     match req.param(name) {
         Some(v) if !v.is_empty() => Ok(v),
         _ => Err(Response::error(400, &format!("give ?{name}=..."))),
     }
 }
 
-fn group_arg(g: &str) -> GroupArg {
+pub fn group_arg(g: &str) -> GroupArg {
     GroupArg {
         group: Some(g.to_string()),
         group_opt: None,
@@ -364,209 +358,6 @@ async fn login(state: &State, body: &[u8]) -> Response {
         &json!({ "logged_in": true, "access_key": ak, "admin": is_admin }),
     )
     .with_header("Set-Cookie", session::set_cookie(&token))
-}
-
-/// `cluster list` with the sampler's rates and store sizes per broker.
-async fn cluster_view(state: &State, ctx: &Ctx) -> Answer {
-    let args = ClusterListArgs {
-        cluster: None,
-        sample: Duration::ZERO,
-    };
-    let mut v = report(cluster::list(&ctx.admin, &args).await)?;
-    let samples = state.samples.borrow();
-    if let Some(brokers) = v["brokers"].as_array_mut() {
-        for b in brokers {
-            let s = b["address"].as_str().and_then(|a| samples.brokers.get(a));
-            if let Some(o) = b.as_object_mut() {
-                o.insert(
-                    "sampled_in_per_s".into(),
-                    json!(s.and_then(|s| s.msgs_in.per_s)),
-                );
-                o.insert(
-                    "sampled_out_per_s".into(),
-                    json!(s.and_then(|s| s.msgs_out.per_s)),
-                );
-                o.insert("msgs_in".into(), json!(s.map(|s| s.msgs_in.value)));
-                o.insert("msgs_out".into(), json!(s.map(|s| s.msgs_out.value)));
-                o.insert("store_bytes".into(), json!(s.map(|s| s.store_bytes)));
-            }
-        }
-    }
-    sampler_info(&mut v, &samples);
-    Ok(v)
-}
-
-fn sampler_info(v: &mut Value, samples: &Samples) {
-    if let Some(o) = v.as_object_mut() {
-        o.insert(
-            "sampler".into(),
-            json!({ "sampled_at_ms": samples.sampled_at_ms, "errors": samples.errors }),
-        );
-    }
-}
-
-/// Every topic this account may read: queues, stored messages, rates. (Offsets only: the
-/// newest message's time is in `/api/topic`, which reads that message.)
-async fn topics(state: &State, ctx: &Ctx) -> Answer {
-    let list = report(topic::list(&ctx.admin).await)?;
-    let mut out = Vec::new();
-    for t in rows(&list, "topics")
-        .iter()
-        .filter(|t| t["kind"] != "system")
-        .take(TOPICS_LISTED_MAX)
-    {
-        let Some(name) = t["topic"].as_str() else {
-            continue;
-        };
-        let mut row = Map::new();
-        row.insert("topic".into(), json!(name));
-        row.insert("kind".into(), t["kind"].clone());
-        match queue_offsets(&ctx.admin, name).await {
-            Ok(qs) => {
-                let stored: u64 = qs.iter().map(|(min, max)| max - min).sum();
-                row.insert("queues".into(), json!(qs.len()));
-                row.insert("stored_msgs".into(), json!(stored));
-                let s = state.samples.borrow();
-                row.insert(
-                    "in_per_s".into(),
-                    json!(s.topics_in.get(name).and_then(|c| c.per_s)),
-                );
-                row.insert("out_per_s".into(), json!(s.topic_out_per_s(name)));
-            }
-            // The brokers do not answer this account for it: not listed.
-            Err(e) if not_allowed(&e) => continue,
-            Err(e) => {
-                row.insert("error".into(), json!(e.to_string()));
-            }
-        }
-        out.push(Value::Object(row));
-    }
-    let mut v = json!({ "topics": out });
-    sampler_info(&mut v, &state.samples.borrow());
-    Ok(v)
-}
-
-/// One topic: per queue offsets (`topic status`) and where it lives (`topic route`).
-async fn topic_view(ctx: &Ctx, req: &Request) -> Answer {
-    let name = param(req, "name")?;
-    let mut v = report(topic::status(&ctx.admin, name).await)?;
-    let route = report(topic::route(&ctx.admin, name).await)?;
-    if let Some(o) = v.as_object_mut() {
-        o.insert("topic".into(), json!(name));
-        o.insert("brokers".into(), route["brokers"].clone());
-        o.insert("route".into(), route["queues"].clone());
-    }
-    Ok(v)
-}
-
-/// Every group this account may read: members, lags, consume rate.
-async fn groups(state: &State, ctx: &Ctx) -> Answer {
-    // `group list` is an admin request; other accounts get the names the sampler saw,
-    // each then read (or refused) with this account.
-    let (names, members): (Vec<String>, Vec<Value>) = match group::list(&ctx.admin).await {
-        Ok(r) => {
-            let v = r.to_json();
-            let g = rows(&v, "groups");
-            (
-                g.iter()
-                    .filter_map(|x| x["group"].as_str().map(String::from))
-                    .collect(),
-                g.to_vec(),
-            )
-        }
-        Err(e) if not_allowed(&e) => (state.samples.borrow().group_names.clone(), Vec::new()),
-        Err(e) => return Err(failure(&e)),
-    };
-    let mut out = Vec::new();
-    for name in names.iter().take(GROUPS_LISTED_MAX) {
-        let mut row = Map::new();
-        row.insert("group".into(), json!(name));
-        if let Some(m) = members.iter().find(|m| m["group"] == name.as_str()) {
-            row.insert("clients".into(), m["members"].clone());
-            row.insert("subscriptions".into(), m["subscriptions"].clone());
-        }
-        match group::progress(&ctx.admin, name, None).await {
-            Ok(r) => {
-                let p = r.to_json();
-                let s = &p["summary"];
-                for k in ["member_count", "total_lag", "retry_lag", "dlq_lag"] {
-                    row.insert(k.into(), s[k].clone());
-                }
-                let topics: Vec<&str> = rows(&p, "queues")
-                    .iter()
-                    .filter_map(|q| q["topic"].as_str())
-                    .filter(|t| topic::topic_kind(t) == "normal")
-                    .collect::<std::collections::BTreeSet<_>>()
-                    .into_iter()
-                    .collect();
-                row.insert("topics".into(), json!(topics));
-                let samples = state.samples.borrow();
-                let g = samples.groups.get(name);
-                row.insert(
-                    "consume_per_s".into(),
-                    json!(g.and_then(|g| g.consume_per_s())),
-                );
-            }
-            Err(e) if not_allowed(&e) => continue,
-            Err(e) => {
-                row.insert("error".into(), json!(e.to_string()));
-            }
-        }
-        out.push(Value::Object(row));
-    }
-    let mut v = json!({ "groups": out });
-    sampler_info(&mut v, &state.samples.borrow());
-    Ok(v)
-}
-
-/// `/api/group`: `group progress` with the lag history; `/api/lag-history`: the history
-/// alone. Both read the progress with the request's account first, so a history is shown
-/// only to those who may read the group.
-async fn group_view(state: &State, ctx: &Ctx, req: &Request, full: bool) -> Answer {
-    let name = param(req, "group").or_else(|_| param(req, "name"))?;
-    let mut v = report(group::progress(&ctx.admin, name, None).await)?;
-    let samples = state.samples.borrow();
-    let g = samples.groups.get(name);
-    let points: Vec<Value> = g
-        .map(|g| {
-            g.history
-                .iter()
-                .map(|(t, lag)| json!({ "t_ms": t, "lag": lag }))
-                .collect()
-        })
-        .unwrap_or_default();
-    let history = json!({
-        "group": name,
-        "points": points,
-        "refresh_ms": state.refresh.as_millis() as u64,
-        "history_ms": state.history.as_millis() as u64,
-    });
-    if !full {
-        return Ok(history);
-    }
-    if let Some(o) = v.as_object_mut() {
-        o.insert("history".into(), history);
-        o.insert(
-            "consume_per_s".into(),
-            json!(g.and_then(|g| g.consume_per_s())),
-        );
-    }
-    Ok(v)
-}
-
-/// `POST /api/dlq/resend {"group", "id"?}`: `group resend-dlq`.
-async fn resend(ctx: &Ctx, body: &[u8]) -> Answer {
-    let v: Value = serde_json::from_slice(body)
-        .map_err(|_| Response::error(400, "send JSON {\"group\", \"id\"}"))?;
-    let Some(group) = v["group"].as_str().filter(|g| !g.is_empty()) else {
-        return Err(Response::error(400, "give group"));
-    };
-    let a = ResendDlqArgs {
-        group: group_arg(group),
-        id: v["id"].as_str().filter(|i| !i.is_empty()).map(String::from),
-        max: RESEND_MAX,
-    };
-    report(dlq::resend(&ctx.admin, &ctx.cfg, &a).await)
 }
 
 #[cfg(test)]

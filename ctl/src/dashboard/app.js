@@ -201,7 +201,8 @@ function drawLag(box, points, windowMs) {
   el('title', {}, 'total lag [msg] over time');
   const now = Date.now();
   const t0 = now - windowMs;
-  const maxLag = Math.max(1, ...points.map((p) => p.lag));
+  // A top a multiple of 4, so the 4 grid steps are whole messages.
+  const maxLag = 4 * Math.max(1, Math.ceil(Math.max(0, ...points.map((p) => p.lag)) / 4));
   const x = (t) => L + (W - L - R) * Math.max(0, (t - t0)) / windowMs;
   const y = (v) => H - B - (H - T - B) * v / maxLag;
   for (let i = 0; i <= 4; i++) {
@@ -254,19 +255,17 @@ async function loadTxn() {
 }
 
 function fillDlqGroups() {
-  const sel = $('dlq-group');
-  const keep = sel.value;
-  sel.replaceChildren();
+  const list = $('dlq-groups');
+  list.replaceChildren();
   for (const g of state.groups) {
     const o = document.createElement('option');
-    o.value = g; o.textContent = g;
-    sel.appendChild(o);
+    o.value = g;
+    list.appendChild(o);
   }
-  if (state.groups.includes(keep)) sel.value = keep;
 }
 
 async function loadDlq() {
-  const g = $('dlq-group').value;
+  const g = $('dlq-group').value.trim();
   if (!g) return;
   try {
     const j = await api('/api/dlq?group=' + encodeURIComponent(g));
@@ -289,8 +288,9 @@ async function resend(group, id) {
   if (!window.confirm('Resend ' + what + ' to its original topic?')) return;
   try {
     const j = await api('/api/dlq/resend', { group: group, id: id || null });
-    $('dlq-summary').textContent = 'resent ' + num(j.summary ? j.summary.resent : 0) + ' msg';
-  } catch (e) { showError('dlq-error', e); }
+    showError('dlq-error', null);
+    $('dlq-result').textContent = 'resent ' + num(j.summary ? j.summary.resent : 0) + ' msg of ' + group;
+  } catch (e) { $('dlq-result').textContent = ''; showError('dlq-error', e); }
   loadDlq();
 }
 
@@ -364,7 +364,7 @@ async function start() {
   });
   $('dlq-form').addEventListener('submit', (ev) => { ev.preventDefault(); loadDlq(); });
   $('dlq-resend-all').addEventListener('click', () => {
-    const g = $('dlq-group').value;
+    const g = $('dlq-group').value.trim();
     if (g) resend(g, null);
   });
   try {

@@ -3,7 +3,7 @@
 //! - [`http`]: request parsing and answers, bytes only, with their limits.
 //! - [`server`]: the listener, connection limits and timeouts.
 //! - [`api`]: the routes; every JSON answer comes from the same command functions as the
-//!   other subcommands ([`crate::cmd`]).
+//!   other subcommands ([`crate::cmd`]); [`views`]: those joined with the sampler's figures.
 //! - [`sampler`]: rates and lag history, read every `--refresh` with ringmq-ctl's own
 //!   credentials.
 //! - [`session`]: logins when the brokers use ACL.
@@ -19,6 +19,7 @@ mod http;
 mod sampler;
 mod server;
 mod session;
+mod views;
 
 use std::cell::RefCell;
 use std::io::Write as _;

@@ -200,6 +200,12 @@ impl Browser {
         );
     }
 
+    /// Accepts an open `alert`/`confirm` dialog; false when none is open.
+    pub fn accept_alert(&self) -> bool {
+        let path = format!("/session/{}/alert/accept", self.sid());
+        self.try_call("POST", &path, Some(&json!({}))).0 == 200
+    }
+
     pub fn click(&self, css: &str) {
         let e = self.element(css);
         self.call(
