@@ -276,8 +276,11 @@ pub enum GroupCmd {
     /// failed messages that are due again and not yet consumed (retries still waiting for
     /// their delay are in `delay status`). The summary gives TOTAL_LAG (the group's own
     /// topics), RETRY_LAG and DLQ_LAG (dead letters not resent, once `resend-dlq` has
-    /// marked %DLQ%GROUP) apart. JSON: {"queues": [...], "members": [...], "summary":
-    /// {"group", "member_count", "total_lag", "retry_lag", "dlq_lag"}}.
+    /// marked %DLQ%GROUP) apart. LAG_AGE is how long the oldest message not consumed has
+    /// been stored, in seconds (read as the tools group TOOLS_CONSUMER, which commits
+    /// nothing); MAX_LAG_AGE in the summary is the largest over the group's own topics.
+    /// JSON: {"queues": [...], "members": [...], "summary": {"group", "member_count",
+    /// "total_lag", "retry_lag", "dlq_lag", "max_lag_age_s"}}.
     Progress(GroupProgressArgs),
     /// Move a group's committed offsets of a topic to the earliest or latest message, or
     /// to the first message stored at or after a time.

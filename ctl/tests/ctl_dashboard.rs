@@ -330,6 +330,10 @@ fn dashboard_page_in_headless_chromium_shows_topic_lag_graph_and_lookup() {
     assert!(row.contains('5'), "lag 5 in the group row: {row}");
     b.click("#group-table tbody tr");
     b.wait_text("#sum-lag", "5 msg");
+    // The oldest of the 5 waiting messages was sent by this test, seconds ago.
+    let waited = b.wait_text("#sum-oldest-waiting", " s");
+    let secs: f64 = waited.trim_end_matches(" s").trim().parse().unwrap_or(-1.0);
+    assert!((0.0..300.0).contains(&secs), "oldest waiting: {waited:?}");
     // The graph: an SVG path with at least two readings.
     let d_attr = b.wait_for(Duration::from_secs(20), "a lag line with 2+ points", |b| {
         let v = b.js(

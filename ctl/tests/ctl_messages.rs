@@ -192,17 +192,32 @@ fn groups_progress_and_reset() {
     assert_eq!(max_total, 6);
     for q in queues {
         if let Some(c) = q["consumer_offset"].as_u64() {
-            assert_eq!(
-                q["lag"].as_u64().unwrap(),
-                q["broker_offset"].as_u64().unwrap() - c
-            );
+            let lag = q["lag"].as_u64().unwrap();
+            assert_eq!(lag, q["broker_offset"].as_u64().unwrap() - c);
+            // How long the oldest unconsumed message has waited: it was sent by this test.
+            let age = q["lag_age_s"].as_f64().unwrap();
+            if lag == 0 {
+                assert_eq!(age, 0.0, "{q}");
+            } else {
+                assert!((0.0..300.0).contains(&age), "{q}");
+            }
         } else {
             assert_eq!(q["lag"], Value::Null);
+            assert_eq!(q["lag_age_s"], Value::Null);
         }
         assert_eq!(q["member"], Value::Null, "no live member yet");
     }
     let lag_sum: u64 = queues.iter().filter_map(|q| q["lag"].as_u64()).sum();
     assert_eq!(j["summary"]["total_lag"], lag_sum);
+    let ages: Vec<f64> = queues
+        .iter()
+        .filter_map(|q| q["lag_age_s"].as_f64())
+        .collect();
+    assert_eq!(
+        j["summary"]["max_lag_age_s"].as_f64(),
+        ages.iter().copied().reduce(f64::max),
+        "{j}"
+    );
     assert_eq!(j["summary"]["member_count"], 0);
 
     // A live member owns both queues.
@@ -215,6 +230,7 @@ fn groups_progress_and_reset() {
         "BROKER_OFFSET[msg]",
         "CONSUMER_OFFSET[msg]",
         "LAG[msg]",
+        "LAG_AGE[s]",
         "MEMBER",
     ]);
     // The group's retry topic (the broker created it at the member's heartbeat) is shown

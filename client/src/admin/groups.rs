@@ -43,6 +43,10 @@ pub struct QueueProgress {
     /// Messages not yet consumed: `broker_max_offset - committed_offset` (`None` without a
     /// committed offset).
     pub lag: Option<u64>,
+    /// When the oldest message not yet consumed (the one at the committed offset) was
+    /// stored, ms since the epoch; `None` with no lag, or when it could not be read (a
+    /// retention-removed or unreadable message).
+    pub oldest_unconsumed_ms: Option<i64>,
     /// The member that owns the queue now (average allocation, as the client computes it).
     pub member: Option<String>,
 }
@@ -226,8 +230,14 @@ impl Admin {
             for mq in queues {
                 let broker_max_offset = self.max_offset(&mq).await?;
                 let committed_offset = self.committed_offset(group, &mq).await?;
+                let lag = committed_offset.map(|c| broker_max_offset.saturating_sub(c));
+                let oldest_unconsumed_ms = match (committed_offset, lag) {
+                    (Some(c), Some(l)) if l > 0 => self.store_time_at(&mq, c).await,
+                    _ => None,
+                };
                 progress.queues.push(QueueProgress {
-                    lag: committed_offset.map(|c| broker_max_offset.saturating_sub(c)),
+                    lag,
+                    oldest_unconsumed_ms,
                     member: owner.get(&mq).cloned(),
                     queue: mq,
                     broker_max_offset,
@@ -238,6 +248,17 @@ impl Admin {
         }
         progress.members = all_members.into_iter().collect();
         Ok(progress)
+    }
+
+    /// When the message at `offset` of a queue was stored (a one-message read as the tools
+    /// group, which commits nothing); `None` when it cannot be read (removed by retention,
+    /// or the account may not read it).
+    async fn store_time_at(&self, mq: &MessageQueue, offset: u64) -> Option<i64> {
+        let r = self.pull(mq, offset, 1).await.ok()?;
+        r.messages
+            .first()
+            .filter(|m| m.queue_offset == offset)
+            .map(|m| m.store_timestamp_ms)
     }
 
     /// Moves a group's committed offsets of every readable queue of `topic` to `to`.
@@ -358,6 +379,7 @@ mod tests {
                     broker_max_offset: 10,
                     committed_offset: Some(4),
                     lag: Some(6),
+                    oldest_unconsumed_ms: Some(1_000),
                     member: Some("c1".into()),
                 },
                 QueueProgress {
@@ -365,6 +387,7 @@ mod tests {
                     broker_max_offset: 3,
                     committed_offset: None,
                     lag: None,
+                    oldest_unconsumed_ms: None,
                     member: Some("c1".into()),
                 },
             ],

@@ -9,6 +9,7 @@ use ringmq_client::wire::command::ScheduleStatus;
 use ringmq_client::Admin;
 use serde_json::{json, Value};
 
+use super::now_ms;
 use crate::cli::DelayStatusArgs;
 use crate::error::{Context, Result};
 use crate::output::{int, json_only, text, time, Report, Section};
@@ -180,11 +181,6 @@ fn due_in(due_ms: i64, now_ms: i64) -> String {
     } else {
         format!("{}s overdue", d_ms.unsigned_abs() / 1000)
     }
-}
-
-/// This machine's clock, ms since the epoch.
-fn now_ms() -> i64 {
-    jiff::Timestamp::now().as_millisecond()
 }
 
 #[cfg(test)]

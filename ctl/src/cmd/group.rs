@@ -2,15 +2,15 @@
 //! retry topic (`%RETRY%<group>`) and dead-letter topic (`%DLQ%<group>`, lag = dead letters
 //! not resent) beside its own topics, with their lags apart in the summary.
 
-use ringmq_client::admin::ResetTo;
+use ringmq_client::admin::{QueueProgress, ResetTo};
 use ringmq_client::{Admin, Error};
 use serde_json::{json, Value};
 
 use super::dlq::{dlq_queues, dlq_topic, retry_topic, DlqQueue};
-use super::{group_of, usage};
+use super::{group_of, now_ms, usage};
 use crate::cli::{GroupUpdateArgs, ResetOffsetArgs};
 use crate::error::{Context, Result};
-use crate::output::{int, json_only, text, Report, Section};
+use crate::output::{float, int, json_only, text, Report, Section};
 
 pub async fn list(admin: &Admin) -> Result<Report> {
     let groups = admin
@@ -72,9 +72,19 @@ pub async fn progress(admin: &Admin, group: &str, topic: Option<&str>) -> Result
             int("BROKER_OFFSET[msg]", "broker_offset"),
             int("CONSUMER_OFFSET[msg]", "consumer_offset"),
             int("LAG[msg]", "lag"),
+            float("LAG_AGE[s]", "lag_age_s"),
             text("MEMBER", "member"),
         ],
     );
+    // Lag age: how long the oldest message not consumed has waited (0 with no lag).
+    let now = now_ms();
+    let age_s = |q: &QueueProgress| -> Option<f64> {
+        match (q.lag, q.oldest_unconsumed_ms) {
+            (Some(0), _) => Some(0.0),
+            (_, Some(t)) => Some((now - t).max(0) as f64 / 1e3),
+            _ => None,
+        }
+    };
     for q in &p.queues {
         queues.push(vec![
             json!(q.queue.topic),
@@ -83,6 +93,7 @@ pub async fn progress(admin: &Admin, group: &str, topic: Option<&str>) -> Result
             json!(q.broker_max_offset),
             json!(q.committed_offset),
             json!(q.lag),
+            json!(age_s(q)),
             json!(q.member),
         ]);
     }
@@ -94,6 +105,7 @@ pub async fn progress(admin: &Admin, group: &str, topic: Option<&str>) -> Result
             json!(q.max),
             json!(q.mark),
             json!(q.not_resent()),
+            Value::Null,
             Value::Null,
         ]);
     }
@@ -124,6 +136,7 @@ pub async fn progress(admin: &Admin, group: &str, topic: Option<&str>) -> Result
             int("TOTAL_LAG[msg]", "total_lag"),
             int("RETRY_LAG[msg]", "retry_lag"),
             int("DLQ_LAG[msg]", "dlq_lag"),
+            float("MAX_LAG_AGE[s]", "max_lag_age_s"),
         ],
         vec![
             json!(p.group),
@@ -131,6 +144,12 @@ pub async fn progress(admin: &Admin, group: &str, topic: Option<&str>) -> Result
             json!(lag_of(false)),
             json!(has_retry.then(|| lag_of(true))),
             json!(dlq_queues.map(|qs| qs.iter().map(DlqQueue::not_resent).sum::<u64>())),
+            json!(p
+                .queues
+                .iter()
+                .filter(|q| q.queue.topic != retry)
+                .filter_map(age_s)
+                .reduce(f64::max)),
         ],
     );
     Ok(Report::one(queues).with(members).with(summary))

@@ -93,6 +93,11 @@ pub fn broker_of(a: &BrokerArgs) -> String {
         .unwrap_or_default()
 }
 
+/// This machine's clock, ms since the epoch.
+pub fn now_ms() -> i64 {
+    jiff::Timestamp::now().as_millisecond()
+}
+
 /// A usage error.
 pub fn usage(s: impl Into<String>) -> CtlError {
     CtlError::Usage(s.into())

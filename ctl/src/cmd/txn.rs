@@ -7,6 +7,7 @@ use ringmq_client::admin::{BrokerTransactions, TopicTarget};
 use ringmq_client::Admin;
 use serde_json::{json, Value};
 
+use super::now_ms;
 use crate::cli::TxnStatusArgs;
 use crate::error::{Context, Result};
 use crate::output::{int, json_only, text, time, Report, Section};
@@ -126,11 +127,6 @@ fn report(answers: &[BrokerTransactions], now_ms: i64) -> Report {
     let mut report = Report::one(groups).with(brokers);
     report.notes = notes;
     report
-}
-
-/// This machine's clock, ms since the epoch.
-fn now_ms() -> i64 {
-    jiff::Timestamp::now().as_millisecond()
 }
 
 #[cfg(test)]

@@ -45,6 +45,8 @@ function showError(id, e) {
 const nf = new Intl.NumberFormat('en-US');
 function num(v) { return v === null || v === undefined ? '–' : nf.format(v); }
 function rate(v) { return v === null || v === undefined ? '–' : v.toFixed(1); }
+// Seconds, one decimal ('–' when unknown).
+function secs(v) { return v === null || v === undefined ? '–' : v.toFixed(1); }
 function pct(v) { return v === null || v === undefined ? '–' : v.toFixed(1); }
 function bytes(v) {
   if (v === null || v === undefined) return '–';
@@ -138,7 +140,7 @@ async function loadGroups() {
     state.groups = j.groups.map((g) => g.group);
     fill('group-table', j.groups.map((g) => ({ key: g.group, cells: [
       g.group, N(num(g.member_count)), (g.topics || []).join(', '),
-      N(num(g.total_lag)), N(num(g.retry_lag)), N(num(g.dlq_lag)), N(rate(g.consume_per_s)),
+      N(num(g.total_lag)), N(secs(g.max_lag_age_s)), N(num(g.retry_lag)), N(num(g.dlq_lag)), N(rate(g.consume_per_s)),
     ] })), pickGroup, state.group);
     if (!state.group && j.groups.length) state.group = j.groups[0].group;
     fillDlqGroups();
@@ -158,7 +160,8 @@ async function loadGroup() {
     const sum = $('group-summary');
     sum.replaceChildren();
     for (const [label, v] of [
-      ['lag', num(s.total_lag) + ' msg'], ['retry lag', num(s.retry_lag) + ' msg'],
+      ['lag', num(s.total_lag) + ' msg'], ['oldest waiting', secs(s.max_lag_age_s) + ' s'],
+      ['retry lag', num(s.retry_lag) + ' msg'],
       ['DLQ not resent', num(s.dlq_lag) + ' msg'], ['members', num(s.member_count)],
       ['consumed', rate(j.consume_per_s) + ' msg/s'],
     ]) {
@@ -174,7 +177,7 @@ async function loadGroup() {
     $('lag-every').textContent = dur(j.history.refresh_ms);
     drawLag($('lag-chart'), j.history.points, j.history.history_ms);
     fill('group-queues', j.queues.map((q) => ({ cells: [
-      q.topic, q.broker, N(q.queue), N(num(q.broker_offset)), N(num(q.consumer_offset)), N(num(q.lag)), q.member,
+      q.topic, q.broker, N(q.queue), N(num(q.broker_offset)), N(num(q.consumer_offset)), N(num(q.lag)), N(secs(q.lag_age_s)), q.member,
     ] })));
     fill('group-members', j.members.map((m) => ({ cells: [m.member, N(m.queue_count), m.queues.join(', ')] })));
   } catch (e) {

@@ -14,13 +14,13 @@
 //! round; history holds at most [`HISTORY_POINTS_MAX`] readings per group.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use ringmq_client::Admin;
 use serde_json::Value;
 
 use crate::cli::ClusterListArgs;
-use crate::cmd::{broker, cluster, group, topic};
+use crate::cmd::{broker, cluster, group, now_ms, topic};
 use crate::error::{Context, CtlError};
 
 /// Topics read per round (their max offsets); later ones have no rates.
@@ -307,12 +307,6 @@ pub async fn queue_offsets(admin: &Admin, topic: &str) -> Result<Vec<(u64, u64)>
 /// The rows of a report section (empty when absent).
 pub fn rows<'a>(doc: &'a Value, section: &str) -> &'a [Value] {
     doc[section].as_array().map_or(&[], Vec::as_slice)
-}
-
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 #[cfg(test)]

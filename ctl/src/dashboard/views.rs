@@ -144,7 +144,13 @@ pub async fn groups(state: &State, ctx: &Ctx) -> Answer {
             Ok(r) => {
                 let p = r.to_json();
                 let s = &p["summary"];
-                for k in ["member_count", "total_lag", "retry_lag", "dlq_lag"] {
+                for k in [
+                    "member_count",
+                    "total_lag",
+                    "retry_lag",
+                    "dlq_lag",
+                    "max_lag_age_s",
+                ] {
                     row.insert(k.into(), s[k].clone());
                 }
                 let topics: Vec<&str> = rows(&p, "queues")

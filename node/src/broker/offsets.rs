@@ -79,6 +79,13 @@ impl ConsumerOffsets {
             .collect()
     }
 
+    /// Every offset, sorted by (group, topic, queue), without copying.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str, u32, u64)> {
+        self.map
+            .iter()
+            .map(|((g, t, q), o)| (g.as_str(), t.as_str(), *q, *o))
+    }
+
     /// Every offset: (group, topic, queue, offset).
     pub fn all(&self) -> Vec<(String, String, u32, u64)> {
         self.map

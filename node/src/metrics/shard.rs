@@ -111,6 +111,9 @@ pub struct Recorder {
     /// Next queue offset each (group, topic, queue) pulled up to (in-flight = this minus the
     /// committed offset).
     pub pulled: HashMap<String, HashMap<String, HashMap<u32, u64>>>,
+    /// Store time of the message at each (group, topic, queue)'s committed offset, as last
+    /// read: (committed offset, store ms). Read again only when the offset moves.
+    stamps: HashMap<String, HashMap<String, HashMap<u32, (u64, i64)>>>,
     pub groups: HashMap<String, GroupEvents>,
     pub requests: HashMap<RequestKey, Hist>,
     pub message_size: Hist,
@@ -132,6 +135,7 @@ impl Recorder {
             out: HashMap::new(),
             out_pairs: 0,
             pulled: HashMap::new(),
+            stamps: HashMap::new(),
             groups: HashMap::new(),
             requests: HashMap::new(),
             message_size: Hist::new(SIZE_BOUNDS_BYTES),
@@ -224,9 +228,41 @@ impl Recorder {
         *e = (*e).max(next);
     }
 
-    /// The pull positions of a topic that no longer exists on this shard are dropped.
+    /// The store time of the message at `committed` in a group's queue: cached while the
+    /// committed offset stays, else `read` (and cached).
+    pub fn stamp(
+        &mut self,
+        group: &str,
+        topic: &str,
+        queue: u32,
+        committed: u64,
+        read: impl FnOnce() -> Option<i64>,
+    ) -> Option<i64> {
+        let queues = match self.stamps.get_mut(group).and_then(|m| m.get_mut(topic)) {
+            Some(q) => q,
+            None => self
+                .stamps
+                .entry(group.to_string())
+                .or_default()
+                .entry(topic.to_string())
+                .or_default(),
+        };
+        match queues.get(&queue) {
+            Some(&(at, ms)) if at == committed => Some(ms),
+            _ => {
+                let ms = read()?;
+                queues.insert(queue, (committed, ms));
+                Some(ms)
+            }
+        }
+    }
+
+    /// What was kept about a topic that no longer exists on this shard is dropped.
     pub fn forget_topic(&mut self, topic: &str) {
         for m in self.pulled.values_mut() {
+            m.remove(topic);
+        }
+        for m in self.stamps.values_mut() {
             m.remove(topic);
         }
     }

@@ -2,7 +2,6 @@
 //! gauges only its own state can answer, computed here on its loop and swapped into
 //! `Broker::metric_views[shard]` for the metrics thread.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::broker::shard::Shard;
@@ -73,43 +72,61 @@ pub fn publish(shard: &Shard) {
 }
 
 /// Consumer lag per (group, topic) on this shard: committed offsets against queue ends, the
-/// age of the oldest message not committed, and what was pulled but not committed.
+/// age of the oldest message not committed (its store time read once per committed offset),
+/// and what was pulled but not committed. Offsets come sorted by (group, topic, queue), so
+/// each (group, topic) is one run of entries.
 fn lag(shard: &Shard, now: i64, series_max: usize) -> Vec<Lag> {
-    let offsets = shard.offsets.borrow().all();
+    let offsets = shard.offsets.borrow();
     let store = shard.store.borrow();
-    let m = shard.metrics.borrow();
-    let mut rows: HashMap<(String, String), Lag> = HashMap::new();
-    for (group, topic, queue, committed) in offsets {
-        let Some((_, max)) = store.queue_range(&topic, queue) else {
+    let mut m = shard.metrics.borrow_mut();
+    let mut rows: Vec<Lag> = Vec::new();
+    let mut overflow = Lag {
+        group: OVERFLOW.to_string(),
+        topic: OVERFLOW.to_string(),
+        ..Lag::default()
+    };
+    let mut overflowed = false;
+    for (group, topic, queue, committed) in offsets.iter() {
+        let Some((_, max)) = store.queue_range(topic, queue) else {
             continue;
         };
         let messages = max.saturating_sub(committed);
         let oldest_ms = if messages == 0 {
             0
         } else {
-            store
-                .store_time_of(&topic, queue, committed)
-                .map_or(0, |t| u64::try_from(now - t).unwrap_or(0))
+            m.stamp(group, topic, queue, committed, || {
+                store.store_time_of(topic, queue, committed)
+            })
+            .map_or(0, |t| u64::try_from(now - t).unwrap_or(0))
         };
         let inflight = m
             .pulled
-            .get(&group)
-            .and_then(|t| t.get(&topic))
+            .get(group)
+            .and_then(|t| t.get(topic))
             .and_then(|q| q.get(&queue))
             .map_or(0, |&next| next.min(max).saturating_sub(committed));
-        let key = if rows.len() < series_max || rows.contains_key(&(group.clone(), topic.clone())) {
-            (group, topic)
+        let same = rows
+            .last()
+            .is_some_and(|r| r.group == group && r.topic == topic);
+        let row = if same {
+            rows.last_mut().unwrap_or(&mut overflow)
+        } else if rows.len() < series_max {
+            rows.push(Lag {
+                group: group.to_string(),
+                topic: topic.to_string(),
+                ..Lag::default()
+            });
+            rows.last_mut().unwrap_or(&mut overflow)
         } else {
-            (OVERFLOW.to_string(), OVERFLOW.to_string())
+            overflowed = true;
+            &mut overflow
         };
-        let row = rows.entry(key).or_insert_with_key(|(g, t)| Lag {
-            group: g.clone(),
-            topic: t.clone(),
-            ..Lag::default()
-        });
         row.messages += messages;
         row.inflight += inflight;
         row.oldest_ms = row.oldest_ms.max(oldest_ms);
     }
-    rows.into_values().collect()
+    if overflowed {
+        rows.push(overflow);
+    }
+    rows
 }
