@@ -27,6 +27,9 @@ pub const OVERFLOW: &str = "_overflow";
 /// series.
 pub const SERIES_MAX_DEFAULT: usize = 10_000;
 
+/// Something kept per group, then topic (looked up by `&str` at each level, no allocation).
+pub type ByGroupTopic<T> = HashMap<String, HashMap<String, T>>;
+
 /// Messages and bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Flow {
@@ -106,14 +109,14 @@ pub struct Recorder {
     /// delivered or committed; the system topic while they wait).
     pub topics_in: HashMap<String, Flow>,
     /// Messages and bytes returned by pulls, per group, then topic.
-    pub out: HashMap<String, HashMap<String, Flow>>,
+    pub out: ByGroupTopic<Flow>,
     out_pairs: usize,
     /// Next queue offset each (group, topic, queue) pulled up to (in-flight = this minus the
     /// committed offset).
-    pub pulled: HashMap<String, HashMap<String, HashMap<u32, u64>>>,
+    pub pulled: ByGroupTopic<HashMap<u32, u64>>,
     /// Store time of the message at each (group, topic, queue)'s committed offset, as last
     /// read: (committed offset, store ms). Read again only when the offset moves.
-    stamps: HashMap<String, HashMap<String, HashMap<u32, (u64, i64)>>>,
+    stamps: ByGroupTopic<HashMap<u32, (u64, i64)>>,
     pub groups: HashMap<String, GroupEvents>,
     pub requests: HashMap<RequestKey, Hist>,
     pub message_size: Hist,
