@@ -248,6 +248,21 @@ fn topics_groups_lag_dead_letters_and_histograms() {
 fn scrape_counts_exactly_what_was_sent() {
     let dir = tempdir("metrics");
     let (node, addr) = metrics_node(dir.path());
+    // Scrapes run the whole time the load does, each answered in full.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let scraper = {
+        let stop = std::sync::Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut n = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let r = get(addr, "/metrics");
+                assert!(r.starts_with("HTTP/1.1 200 OK"), "{r}");
+                assert!(r.contains("ringmq_build_info"), "{r}");
+                n += 1;
+            }
+            n
+        })
+    };
     let mut c = Client::connect(node.broker_addr());
     let topic = "MetricsTopic";
     let mut sent = 0u64;
@@ -260,6 +275,9 @@ fn scrape_counts_exactly_what_was_sent() {
         .collect();
     c.send_batch(topic, 3, &batch).ok();
     sent += 10;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let scrapes = scraper.join().unwrap();
+    assert!(scrapes > 0, "no scrape ran during the load");
 
     let resp = get(addr, "/metrics");
     let (head, body) = resp.split_once("\r\n\r\n").unwrap();
@@ -327,10 +345,22 @@ fn silent_connection_is_closed_and_others_are_served() {
 #[test]
 fn connections_over_the_cap_are_closed_at_once() {
     let dir = tempdir("metrics-cap");
-    let (_node, addr) = metrics_node(dir.path());
+    let (node, addr) = metrics_node(dir.path());
+    // Bound where configured (127.0.0.1) and nowhere else: another loopback address of
+    // this host is refused.
+    let elsewhere = SocketAddr::new("127.0.0.2".parse().unwrap(), addr.port());
+    assert!(
+        TcpStream::connect_timeout(&elsewhere, Duration::from_secs(2)).is_err(),
+        "the endpoint answered on {elsewhere}"
+    );
     // METRICS_CONNECTIONS_MAX (8) silent connections hold every slot for the timeout.
     let held: Vec<TcpStream> = (0..8).map(|_| TcpStream::connect(addr).unwrap()).collect();
     std::thread::sleep(Duration::from_millis(300));
+    // Message traffic goes on meanwhile.
+    let mut c = Client::connect(node.broker_addr());
+    for i in 0..20u32 {
+        c.send_ok(&Msg::new("HeldTopic", i % 4, format!("h{i}")));
+    }
     let mut extra = TcpStream::connect(addr).unwrap();
     extra
         .set_read_timeout(Some(Duration::from_secs(3)))
