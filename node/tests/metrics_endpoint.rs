@@ -227,6 +227,19 @@ fn topics_groups_lag_dead_letters_and_histograms() {
         histograms_well_formed(&body, "ringmq_store_append_latency_seconds"),
         1
     );
+    // Every request frame passed the read stage, every reply the write stage.
+    assert_eq!(
+        histograms_well_formed(&body, "ringmq_request_stage_latency_seconds"),
+        2
+    );
+    for stage in ["read_to_handler", "queued_to_written"] {
+        let n = value(
+            &body,
+            &format!("ringmq_request_stage_latency_seconds_count{{stage=\"{stage}\"}}"),
+        )
+        .unwrap_or(0.0);
+        assert!(n >= 60.0, "{stage}: {n}\n{body}");
+    }
     assert!(value(&body, "ringmq_topics").unwrap() >= 1.0, "{body}");
     assert!(value(&body, "ringmq_storage_disk_free_bytes").unwrap() > 0.0);
     // Every sample line is `name{labels} number` and every family has one TYPE line.

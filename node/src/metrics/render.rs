@@ -191,6 +191,27 @@ fn latencies(out: &mut String, views: &[std::sync::Arc<ShardView>]) {
         ];
         hist(out, name, &labels, h, 1e6);
     }
+    let mut stages: BTreeMap<&str, Hist> = BTreeMap::new();
+    for s in views {
+        for (st, h) in &s.stages {
+            match stages.get_mut(st.label()) {
+                Some(a) => a.merge(h),
+                None => {
+                    stages.insert(st.label(), h.clone());
+                }
+            }
+        }
+    }
+    let name = "ringmq_request_stage_latency_seconds";
+    family(
+        out,
+        name,
+        "histogram",
+        "Where requests wait besides their handler: read_to_handler (from the read that completed the frame to its handler; native protocol) and queued_to_written (from the reply being queued to its write completing).",
+    );
+    for (stage, h) in &stages {
+        hist(out, name, &[("stage", stage)], h, 1e6);
+    }
     for (name, help, pick) in [
         (
             "ringmq_store_append_latency_seconds",

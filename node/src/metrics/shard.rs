@@ -78,6 +78,26 @@ impl Protocol {
     }
 }
 
+/// Where a request's time goes on the broker, besides its handler (`ringmq_rpc_latency_seconds`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Stage {
+    /// From the read that completed the frame to its handler starting (native protocol).
+    Read,
+    /// From the reply being queued to its bytes being written to the socket.
+    Write,
+}
+
+impl Stage {
+    pub const ALL: [Stage; 2] = [Stage::Read, Stage::Write];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Stage::Read => "read_to_handler",
+            Stage::Write => "queued_to_written",
+        }
+    }
+}
+
 /// A request latency series: request code, response status, protocol.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RequestKey {
@@ -120,6 +140,8 @@ pub struct Recorder {
     pub groups: HashMap<String, GroupEvents>,
     pub requests: HashMap<RequestKey, Hist>,
     pub message_size: Hist,
+    /// Per [`Stage`], in [`Stage::ALL`] order.
+    pub stages: [Hist; 2],
     pub append: Hist,
     pub fdatasync: Hist,
     /// Scheduled messages: delivery time minus due time, ms.
@@ -142,6 +164,7 @@ impl Recorder {
             groups: HashMap::new(),
             requests: HashMap::new(),
             message_size: Hist::new(SIZE_BOUNDS_BYTES),
+            stages: [Hist::latency(), Hist::latency()],
             append: Hist::latency(),
             fdatasync: Hist::latency(),
             schedule_lateness: Hist::new(LATENESS_BOUNDS_MS),
@@ -314,6 +337,14 @@ impl Recorder {
         }
     }
 
+    /// A request or reply spent `micros` µs in `stage`.
+    #[inline]
+    pub fn stage(&mut self, stage: Stage, micros: u64) {
+        if self.on {
+            self.stages[stage as usize].record(micros);
+        }
+    }
+
     #[inline]
     pub fn appended(&mut self, micros: u64) {
         if self.on {
@@ -399,6 +430,7 @@ pub struct ShardView {
     pub groups: Vec<(String, GroupEvents)>,
     pub requests: Vec<(RequestKey, Hist)>,
     pub message_size: Option<Hist>,
+    pub stages: Vec<(Stage, Hist)>,
     pub append: Option<Hist>,
     pub fdatasync: Option<Hist>,
     pub schedule_lateness: Option<Hist>,
@@ -451,6 +483,10 @@ impl Recorder {
             groups: self.groups.iter().map(|(g, e)| (g.clone(), *e)).collect(),
             requests: self.requests.iter().map(|(k, h)| (*k, h.clone())).collect(),
             message_size: Some(self.message_size.clone()),
+            stages: Stage::ALL
+                .iter()
+                .map(|&st| (st, self.stages[st as usize].clone()))
+                .collect(),
             append: Some(self.append.clone()),
             fdatasync: Some(self.fdatasync.clone()),
             schedule_lateness: Some(self.schedule_lateness.clone()),

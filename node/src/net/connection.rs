@@ -21,7 +21,7 @@ use crate::acl::{Acl, Caller, ConnGuard, GuardState};
 use crate::io::net::{Conn, SplicePipe};
 use crate::io::rt;
 use crate::limits;
-use crate::metrics::shard::Protocol as Via;
+use crate::metrics::shard::{Protocol as Via, Stage};
 use crate::net::remoting;
 use crate::net::reply::{Body, Outcome, Reply};
 use ringmq_wire::remoting::Protocol;
@@ -60,6 +60,10 @@ pub trait Service {
         _since: crate::io::clock::Instant,
     ) {
     }
+    /// A request's frame waited `micros` µs from the read that completed it to its handler
+    /// (frames of one read are handled in turn), and a reply waited `micros` µs from being
+    /// queued to its write completing (request stage metrics; only when [`Service::timing`]).
+    fn stage(&self, _stage: crate::metrics::shard::Stage, _micros: u64) {}
     /// Connection opened / closed (counters).
     fn opened(&self) {}
     fn closed(&self) {}
@@ -123,6 +127,9 @@ pub struct OutQueue {
     drained: Event,
     /// Set on a remoting connection: frames the server sends on its own are translated.
     remoting: RefCell<Option<remoting::PushCodec>>,
+    /// When each queued item was queued, front first (kept only when timing: metrics on).
+    stamps: RefCell<VecDeque<crate::io::clock::Instant>>,
+    timing: Cell<bool>,
 }
 
 impl OutQueue {
@@ -136,6 +143,11 @@ impl OutQueue {
         }
         self.bytes.set(self.bytes.get() + item.bytes());
         self.items.borrow_mut().push_back(item);
+        if self.timing.get() {
+            self.stamps
+                .borrow_mut()
+                .push_back(crate::io::clock::Instant::now());
+        }
         self.ready.notify(1);
     }
 
@@ -184,6 +196,11 @@ impl OutQueue {
         self.items.borrow_mut().pop_front()
     }
 
+    /// When the item [`OutQueue::pop`] just took was queued (timing only).
+    fn pop_stamp(&self) -> Option<crate::io::clock::Instant> {
+        self.stamps.borrow_mut().pop_front()
+    }
+
     pub(crate) fn close(&self) {
         self.closed.set(true);
         self.ready.notify(usize::MAX);
@@ -220,9 +237,14 @@ pub async fn serve_resumed<S: Service + 'static>(
     });
     svc.opened();
     let out = Rc::new(OutQueue::default());
+    out.timing.set(svc.timing());
     svc.attached(&out);
     let inflight = Rc::new(Cell::new(0usize));
-    let writer = rt::spawn_joinable(write_loop(conn.clone(), Rc::clone(&out)));
+    let written: Option<Box<dyn Fn(u64)>> = svc.timing().then(|| {
+        let svc = Rc::clone(&svc);
+        Box::new(move |us| svc.stage(Stage::Write, us)) as Box<dyn Fn(u64)>
+    });
+    let writer = rt::spawn_joinable(write_loop(conn.clone(), Rc::clone(&out), written));
     let end = match detect(&conn, pending).await {
         None => ReadEnd::Closed,
         Some((Protocol::Native, buf)) => read_loop(&svc, &conn, &out, &inflight, buf, guard).await,
@@ -286,6 +308,9 @@ async fn read_loop<S: Service + 'static>(
     let mut skip = 0u64;
     // Length of the last large frame handed over whole (see the read below).
     let mut last_large = 0usize;
+    // When the last read completed (timing on): its frames wait for the ones before them.
+    let timing = svc.timing();
+    let mut arrived = timing.then(crate::io::clock::Instant::now);
     loop {
         if skip > 0 {
             let n = (skip as usize).min(buf.len() - start);
@@ -323,6 +348,9 @@ async fn read_loop<S: Service + 'static>(
                                 guard,
                             };
                         }
+                    }
+                    if let Some(t) = arrived {
+                        svc.stage(Stage::Read, micros(t.elapsed()));
                     }
                     if !handle_frame(svc, out, inflight, f, guard.as_mut()) {
                         return ReadEnd::Closed;
@@ -397,6 +425,9 @@ async fn read_loop<S: Service + 'static>(
         match res {
             Ok(0) | Err(_) => return ReadEnd::Closed,
             Ok(_) => {}
+        }
+        if timing {
+            arrived = Some(crate::io::clock::Instant::now());
         }
     }
 }
@@ -554,17 +585,24 @@ pub(crate) fn answer_later(
     });
 }
 
-async fn write_loop(conn: Conn, out: Rc<OutQueue>) {
+/// Writes queued items until the queue closes. `written_note` (timing on) hears, per item, how
+/// long it waited from being queued to its bytes being written.
+async fn write_loop(conn: Conn, out: Rc<OutQueue>, written_note: Option<Box<dyn Fn(u64)>>) {
     let mut buf: Vec<u8> = Vec::with_capacity(WRITE_COALESCE_BYTES);
     let mut pipe: Option<SplicePipe> = None;
+    let mut stamps: Vec<crate::io::clock::Instant> = Vec::new();
     loop {
         let Some(first) = next_item(&out).await else {
             return;
         };
+        stamps.extend(out.pop_stamp());
         let mut batch = vec![first];
         while buf_len(&batch) < WRITE_COALESCE_BYTES && !batch.last().is_some_and(Item::is_log) {
             match out.pop() {
-                Some(item) => batch.push(item),
+                Some(item) => {
+                    stamps.extend(out.pop_stamp());
+                    batch.push(item)
+                }
                 None => break,
             }
         }
@@ -672,7 +710,16 @@ async fn write_loop(conn: Conn, out: Rc<OutQueue>) {
         }
         out.bytes.set(out.bytes.get().saturating_sub(written));
         out.drained.notify(usize::MAX);
+        if let Some(note) = &written_note {
+            for t in stamps.drain(..) {
+                note(micros(t.elapsed()));
+            }
+        }
     }
+}
+
+fn micros(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
 async fn next_item(out: &OutQueue) -> Option<Item> {

@@ -274,6 +274,10 @@ impl Service for ShardService {
         self.0.metrics.borrow().is_on()
     }
 
+    fn stage(&self, stage: crate::metrics::shard::Stage, micros: u64) {
+        self.0.metrics.borrow_mut().stage(stage, micros);
+    }
+
     fn served(
         &self,
         code: u16,
