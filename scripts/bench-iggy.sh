@@ -1,0 +1,344 @@
+#!/usr/bin/env bash
+# ringmq against Apache Iggy on this machine, side by side (issue #26 item 4): builds Iggy's
+# server and its `iggy-bench` from source, builds ringmq's release binaries, and runs the same
+# closed-loop cells against a fresh `ringmq standalone` and a fresh `iggy-server` per round,
+# the brokers alternating which goes first. The server is pinned to one core
+# (BENCH_SERVER_CPU, 0) and the load generator to another (BENCH_CLIENT_CPU, 1) with
+# `taskset`; both servers keep their data on the same file system (BENCH_DATA). Medians over
+# the rounds go to stdout as a markdown table and, with BENCH_DOC, into that file between the
+# bench-iggy.sh markers. Progress goes to stderr.
+#
+#   git clone https://github.com/apache/iggy /tmp/iggy         # or any git dir / checkout of it
+#   IGGY_SRC=/tmp/iggy scripts/bench-iggy.sh                   # first build ~40 min, runs ~5 min
+#   IGGY_SRC=/tmp/iggy BENCH_ROUNDS=5 BENCH_DOC=docs/perf.md scripts/bench-iggy.sh
+#   IGGY_SRC=/tmp/iggy BENCH_BUILD_ONLY=1 scripts/bench-iggy.sh  # build both, run nothing
+#
+# Iggy's source: IGGY_SRC is a checkout (built in place, with its target directory in the
+# work directory) or a git directory, bare or not (IGGY_REF, default HEAD, is exported with
+# `git archive` into the work directory and built there). The build is
+#   RUSTUP_TOOLCHAIN=stable cargo build --release -p server -p iggy-bench \
+#     --no-default-features --features server/mimalloc --bin iggy-server --bin iggy-bench
+# (Iggy's own release profile: fat LTO, one codegen unit; the stable toolchain instead of the
+# one its rust-toolchain.toml pins). Nothing of Iggy enters this repository.
+#
+# Iggy's server runs with its defaults except: IGGY_HTTP_ENABLED, IGGY_QUIC_ENABLED,
+# IGGY_WEBSOCKET_ENABLED = false (TCP only), IGGY_SYSTEM_SHARDING_CPU_ALLOCATION = 1 (one
+# shard, on the one core it is allowed), IGGY_TCP_ADDRESS = 127.0.0.1:BENCH_IGGY_PORT,
+# IGGY_SYSTEM_PATH = a fresh directory, IGGY_SYSTEM_LOGGING_LEVEL = warn, root user iggy/iggy.
+# ringmq runs `ringmq standalone --shards 1` (ASYNC_FLUSH: both acknowledge from the page
+# cache) with RUST_LOG=warn. Generators: `ringmq-perf --threads 1 --inflight 1` and
+# `iggy-bench ... tcp --nodelay` (ringmq's client sets TCP_NODELAY too); iggy-bench's runtime
+# sizes itself to the one core taskset leaves it.
+#
+# Cells, in this order each round (1 KiB messages, one request in flight per actor):
+#   batch 100, 1 producer    BENCH_BATCHES (20000) sends of 100 messages. ringmq: a topic with
+#                            1 queue; Iggy: pinned-producer, 1 stream of 1 partition
+#   unbatched, 1 producer    BENCH_UNBATCHED (60000) sends of 1 message, same layout
+#   batch 100, 2 producers   BENCH_BATCHES2 (15000) sends of 100 messages per producer.
+#                            ringmq: a topic with 2 queues; Iggy: 2 streams of 1 partition
+#   consume, 1 consumer      catching up on the 2-producer cell's data from its start, polls of
+#                            BENCH_POLL_BATCH (100) messages: BENCH_BATCHES2 x 100 messages.
+#                            ringmq: `ringmq-perf consume --from first` (a new group); Iggy:
+#                            pinned-consumer (offset polls of stream 1)
+#   consume, 2 consumers     the same with 2 consumers, twice the messages (Iggy: streams 1, 2)
+# Both brokers get the same number of messages per cell.
+#
+# Figures per cell and broker: msgs/s and p50/p99 latency as the generator reports them
+# (ringmq-perf: per send request; iggy-bench: per batch, the mean over producers of each one's
+# percentile, printed in ms with 2 decimals, so 10 µs steps), and the server's CPU per
+# message: utime+stime of the server process (/proc/PID/stat) from just before the generator
+# starts to just after it exits (connection set-up and topic/stream creation included),
+# divided by the cell's messages. Consume cells show no latency: ringmq-perf reports the age
+# of the messages there, iggy-bench the poll round trip.
+#
+# Environment: IGGY_SRC (required unless IGGY_BIN), IGGY_REF (HEAD), IGGY_BIN (a directory
+# holding iggy-server and iggy-bench already built: no Iggy build; IGGY_COMMIT names it),
+# BENCH_ROUNDS (3), BENCH_BATCHES (20000), BENCH_BATCHES2 (15000), BENCH_UNBATCHED (60000),
+# BENCH_POLL_BATCH (100; must divide BENCH_BATCHES2 x 100), BENCH_SERVER_CPU (0),
+# BENCH_CLIENT_CPU (1), BENCH_IGGY_PORT (18090), BENCH_DIR (work directory, kept between runs
+# for the Iggy build; default ${TMPDIR:-/tmp}/ringmq-bench-iggy; must be outside the
+# repository), BENCH_DATA (parent of the servers' data directories, default BENCH_DIR/data;
+# removed at exit), BENCH_DOC ("-" = stdout only, the default), BENCH_NO_BUILD=1 (use
+# target/release as it is), BENCH_COMMIT (the ringmq commit to name), BENCH_BUILD_ONLY=1,
+# BENCH_REPORT_ONLY=1 (only the table, from the results of the last run in BENCH_DIR).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=scripts/bench-lib.sh
+. scripts/bench-lib.sh
+
+case "${1:-}" in
+  -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+  "") ;;
+  *) echo "bench-iggy.sh takes no arguments (see --help)" >&2; exit 2 ;;
+esac
+
+rounds=${BENCH_ROUNDS:-3}
+batches=${BENCH_BATCHES:-20000}
+batches2=${BENCH_BATCHES2:-15000}
+unbatched=${BENCH_UNBATCHED:-60000}
+poll=${BENCH_POLL_BATCH:-100}
+server_cpu=${BENCH_SERVER_CPU:-0}
+client_cpu=${BENCH_CLIENT_CPU:-1}
+iggy_port=${BENCH_IGGY_PORT:-18090}
+doc=${BENCH_DOC:--}
+work=${BENCH_DIR:-${TMPDIR:-/tmp}/ringmq-bench-iggy}
+size=1024
+
+for tool in jq taskset git; do
+  command -v "$tool" >/dev/null || { echo "bench-iggy.sh needs $tool" >&2; exit 2; }
+done
+[ $((batches2 * 100 % poll)) = 0 ] || { echo "BENCH_POLL_BATCH must divide BENCH_BATCHES2 x 100" >&2; exit 2; }
+mkdir -p "$work"
+work=$(cd "$work" && pwd -P)
+repo=$(pwd -P)
+case "$work/" in "$repo"/*) echo "BENCH_DIR ($work) must be outside the repository" >&2; exit 2 ;; esac
+data_parent=${BENCH_DATA:-$work/data}
+run=$work/run
+hz=$(getconf CLK_TCK)
+
+cells=(b100p1 b1p1 b100p2 c1 c2)
+declare -A label=(
+  [b100p1]="batch 100, 1 producer"
+  [b1p1]="unbatched, 1 producer"
+  [b100p2]="batch 100, 2 producers"
+  [c1]="catch-up consume, 1 consumer"
+  [c2]="catch-up consume, 2 consumers"
+)
+declare -A messages=(
+  [b100p1]=$((batches * 100))
+  [b1p1]=$unbatched
+  [b100p2]=$((2 * batches2 * 100))
+  [c1]=$((batches2 * 100))
+  [c2]=$((2 * batches2 * 100))
+)
+
+# --- builds ---------------------------------------------------------------------------------
+
+# iggy_build: sets $iggy_server, $iggy_bench and $iggy_commit, building them when needed.
+iggy_build() {
+  if [ -n "${IGGY_BIN:-}" ]; then
+    iggy_server=$IGGY_BIN/iggy-server iggy_bench=$IGGY_BIN/iggy-bench
+    iggy_commit=${IGGY_COMMIT:-unknown}
+    return 0
+  fi
+  [ -n "${IGGY_SRC:-}" ] || { echo "set IGGY_SRC to Apache Iggy's source (see --help)" >&2; exit 2; }
+  local src ref=${IGGY_REF:-HEAD} t0=$SECONDS
+  if [ -f "$IGGY_SRC/Cargo.toml" ]; then
+    src=$(cd "$IGGY_SRC" && pwd -P)
+    iggy_commit=$(git -C "$src" rev-parse HEAD 2>/dev/null || echo unknown)
+    git -C "$src" diff --quiet HEAD 2>/dev/null || iggy_commit="$iggy_commit (with uncommitted changes)"
+  elif iggy_commit=$(git --git-dir="$IGGY_SRC" rev-parse --verify -q "$ref^{commit}"); then
+    src=$work/iggy/src-${iggy_commit:0:12}
+    if [ ! -f "$src.exported" ]; then
+      echo "exporting Iggy $iggy_commit into $src ..." >&2
+      rm -rf "$src" && mkdir -p "$src"
+      git --git-dir="$IGGY_SRC" archive "$iggy_commit" | tar -x -C "$src"
+      touch "$src.exported"
+    fi
+  else
+    echo "IGGY_SRC ($IGGY_SRC) is neither a checkout nor a git directory with $ref" >&2; exit 2
+  fi
+  echo "building Iggy (iggy-server, iggy-bench) in $src, target $work/iggy/target ..." >&2
+  (cd "$src" && RUSTUP_TOOLCHAIN=stable CARGO_TARGET_DIR="$work/iggy/target" \
+    cargo build --release -p server -p iggy-bench --no-default-features --features server/mimalloc \
+      --bin iggy-server --bin iggy-bench) >&2
+  echo "Iggy build: $((SECONDS - t0)) s" >&2
+  iggy_server=$work/iggy/target/release/iggy-server iggy_bench=$work/iggy/target/release/iggy-bench
+}
+
+if [ "${BENCH_REPORT_ONLY:-0}" != 1 ]; then
+  t0=$SECONDS
+  if [ "${BENCH_NO_BUILD:-0}" = 1 ]; then
+    ringmq=${BENCH_RINGMQ:-target/release/ringmq} perf=target/release/ringmq-perf commit=$(bench_commit)
+  else
+    bench_setup bench-iggy.sh
+    echo "ringmq build: $((SECONDS - t0)) s" >&2
+  fi
+  commit=${BENCH_COMMIT:-$commit}
+  iggy_build
+  [ "${BENCH_BUILD_ONLY:-0}" = 1 ] && exit 0
+  # Copies, so a rebuild in the tree during the run does not change what is measured.
+  rm -rf "$run" && mkdir -p "$run/bin" "$data_parent"
+  cp "$ringmq" "$perf" "$iggy_server" "$iggy_bench" "$run/bin/"
+  ringmq=$run/bin/ringmq perf=$run/bin/ringmq-perf
+  iggy_server=$run/bin/iggy-server iggy_bench=$run/bin/iggy-bench
+  jq -n --arg commit "$commit" --arg iggy "$iggy_commit" --arg data "$data_parent" \
+    --arg fs "$(stat -f -c %T "$data_parent")" --argjson rounds "$rounds" \
+    '{commit: $commit, iggy_commit: $iggy, data: $data, fs: $fs, rounds: $rounds}' >"$run/meta.json"
+fi
+
+# --- servers --------------------------------------------------------------------------------
+
+server_pid=""
+stop_server() {
+  [ -n "$server_pid" ] || return 0
+  kill -TERM "$server_pid" 2>/dev/null || true
+  for _ in $(seq 1 300); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$server_pid" 2>/dev/null || true
+  wait "$server_pid" 2>/dev/null || true
+  server_pid=""
+}
+cleanup() {
+  stop_server
+  rm -rf "$data_parent"/bench-iggy-data.*
+  rm -rf "$run/bin"
+}
+trap cleanup EXIT
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+start_ringmq() { # DATA_DIR
+  RUST_LOG=warn taskset -c "$server_cpu" "$ringmq" standalone --data "$1" --namesrv-port 0 \
+    --broker-port 0 --shards 1 >"$run/ringmq.out" 2>"$run/ringmq.err" &
+  server_pid=$!
+  bench_wait_line "$run/ringmq.out" ready "ringmq standalone"
+  namesrv=$(grep -o 'namesrv [0-9.:]*' "$run/ringmq.out" | cut -d' ' -f2)
+}
+
+start_iggy() { # DATA_DIR
+  port_open "$iggy_port" && { echo "port $iggy_port is in use (set BENCH_IGGY_PORT)" >&2; exit 1; }
+  # From DATA_DIR: no core/server/config.toml there, so the server takes its built-in defaults.
+  (cd "$1" && IGGY_SYSTEM_PATH="$1/iggy" IGGY_TCP_ADDRESS="127.0.0.1:$iggy_port" \
+    IGGY_HTTP_ENABLED=false IGGY_QUIC_ENABLED=false IGGY_WEBSOCKET_ENABLED=false \
+    IGGY_SYSTEM_SHARDING_CPU_ALLOCATION=1 IGGY_SYSTEM_LOGGING_LEVEL=warn \
+    IGGY_ROOT_USERNAME=iggy IGGY_ROOT_PASSWORD=iggy \
+    exec taskset -c "$server_cpu" "$iggy_server") >"$run/iggy.out" 2>"$run/iggy.err" &
+  server_pid=$!
+  for _ in $(seq 1 300); do
+    port_open "$iggy_port" && return 0
+    kill -0 "$server_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "iggy-server did not start:" >&2
+  tail -n 20 "$run/iggy.out" "$run/iggy.err" >&2 || true
+  exit 1
+}
+
+# --- cells ----------------------------------------------------------------------------------
+
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
+# record ROUND BROKER CELL MSGS_PER_S P50_US P99_US TICKS: one result file per cell and broker.
+record() {
+  local f="$run/r$1-$2-$3.json"
+  jq -n --argjson msgs_per_s "$4" --argjson p50 "$5" --argjson p99 "$6" --argjson ticks "$7" \
+    --argjson hz "$hz" --argjson messages "${messages[$3]}" \
+    '{msgs_per_s: ($msgs_per_s | floor), p50_us: $p50, p99_us: $p99, messages: $messages,
+      server_cpu_s: ($ticks / $hz), server_us_per_msg: ($ticks / $hz * 1e6 / $messages)}' >"$f"
+  jq -r '"\(.msgs_per_s) msgs/s, p50 \(.p50_us // "-") µs, p99 \(.p99_us // "-") µs, server \(.server_cpu_s) s CPU = \(.server_us_per_msg * 100 | round / 100) µs/msg"' "$f" >&2
+}
+
+ringmq_cell() { # ROUND CELL ringmq-perf-args...
+  local round=$1 cell=$2 c0 c1 out; shift 2
+  out="$run/r$round-ringmq-$cell.perf"
+  printf '[round %d/%d] ringmq %-30s ' "$round" "$rounds" "${label[$cell]}" >&2
+  c0=$(cpu_ticks "$server_pid")
+  taskset -c "$client_cpu" "$perf" "$@" -n "$namesrv" --node-pid "$server_pid" --threads 1 -q \
+    --json "$out.json" >"$out.out" 2>&1 || { echo "failed:" >&2; tail -n 20 "$out.out" >&2; exit 1; }
+  c1=$(cpu_ticks "$server_pid")
+  local got; got=$(jq .messages "$out.json")
+  [ "$got" = "${messages[$cell]}" ] || { echo "ringmq-perf moved $got messages, not ${messages[$cell]}" >&2; exit 1; }
+  if [ "${cell:0:1}" = c ]; then
+    record "$round" ringmq "$cell" "$(jq .msgs_per_s "$out.json")" null null $((c1 - c0))
+  else
+    record "$round" ringmq "$cell" "$(jq .msgs_per_s "$out.json")" \
+      "$(jq .latency_us.p50 "$out.json")" "$(jq .latency_us.p99 "$out.json")" $((c1 - c0))
+  fi
+}
+
+iggy_cell() { # ROUND CELL MESSAGES_PER_BATCH BATCHES_PER_ACTOR iggy-bench-kind-args...
+  local round=$1 cell=$2 mpb=$3 nb=$4 c0 c1 out line; shift 4
+  out="$run/r$round-iggy-$cell.out"
+  printf '[round %d/%d] Iggy   %-30s ' "$round" "$rounds" "${label[$cell]}" >&2
+  c0=$(cpu_ticks "$server_pid")
+  NO_COLOR=1 RUST_LOG=warn taskset -c "$client_cpu" "$iggy_bench" --message-size "$size" \
+    --messages-per-batch "$mpb" --message-batches "$nb" --username iggy --password iggy "$@" \
+    tcp --server-address "127.0.0.1:$iggy_port" --nodelay >"$out" 2>&1 \
+    || { echo "failed:" >&2; tail -n 20 "$out" >&2; exit 1; }
+  c1=$(cpu_ticks "$server_pid")
+  line=$(sed 's/\x1b\[[0-9;]*m//g' "$out" | grep -E '(Producers|Consumers) Results: ' | head -n 1)
+  [ -n "$line" ] || { echo "no results line in $out" >&2; exit 1; }
+  local msgs p50 p99
+  msgs=$(sed -n 's/.* \([0-9.]*\) messages\/s.*/\1/p' <<<"$line")
+  p50=$(sed -n 's/.*p50 latency: \([0-9.]*\) ms.*/\1/p' <<<"$line")
+  p99=$(sed -n 's/.*p99 latency: \([0-9.]*\) ms.*/\1/p' <<<"$line")
+  if [ "${cell:0:1}" = c ]; then
+    record "$round" iggy "$cell" "$msgs" null null $((c1 - c0))
+  else
+    record "$round" iggy "$cell" "$msgs" "$(jq -n "$p50 * 1000 | round")" "$(jq -n "$p99 * 1000 | round")" $((c1 - c0))
+  fi
+}
+
+ringmq_round() { # ROUND
+  local data; data=$(mktemp -d "$data_parent/bench-iggy-data.XXXXXX")
+  start_ringmq "$data"
+  local common=(--size "$size" --inflight 1 --send-timeout 30s)
+  ringmq_cell "$1" b100p1 produce --topic b100p1 --queues 1 --batch 100 --producers 1 "${common[@]}" --count "${messages[b100p1]}"
+  ringmq_cell "$1" b1p1 produce --topic b1p1 --queues 1 --batch 1 --producers 1 "${common[@]}" --count "${messages[b1p1]}"
+  ringmq_cell "$1" b100p2 produce --topic b100p2 --queues 2 --batch 100 --producers 2 "${common[@]}" --count "${messages[b100p2]}"
+  ringmq_cell "$1" c1 consume --topic b100p2 --from first --consumers 1 --pull-batch "$poll" --count "${messages[c1]}" --idle-exit 5s
+  ringmq_cell "$1" c2 consume --topic b100p2 --from first --consumers 2 --pull-batch "$poll" --count "${messages[c2]}" --idle-exit 5s
+  stop_server
+  rm -rf "$data"
+}
+
+iggy_round() { # ROUND
+  local data; data=$(mktemp -d "$data_parent/bench-iggy-data.XXXXXX")
+  start_iggy "$data"
+  iggy_cell "$1" b100p1 100 "$batches" pinned-producer --producers 1
+  iggy_cell "$1" b1p1 1 "$unbatched" pinned-producer --producers 1
+  iggy_cell "$1" b100p2 100 "$batches2" pinned-producer --producers 2
+  iggy_cell "$1" c1 "$poll" $((batches2 * 100 / poll)) pinned-consumer --consumers 1
+  iggy_cell "$1" c2 "$poll" $((batches2 * 100 / poll)) pinned-consumer --consumers 2
+  stop_server
+  rm -rf "$data"
+}
+
+if [ "${BENCH_REPORT_ONLY:-0}" != 1 ]; then
+  echo "work directory: $run; $rounds rounds; server on CPU $server_cpu, generator on CPU $client_cpu" >&2
+  for round in $(seq 1 "$rounds"); do
+    if [ $((round % 2)) = 1 ]; then ringmq_round "$round"; iggy_round "$round"
+    else iggy_round "$round"; ringmq_round "$round"; fi
+  done
+fi
+
+# --- table ----------------------------------------------------------------------------------
+
+med() { bench_median "$run/r*-$1-$2.json" "$3"; }
+per_round() { jq -s -r '[.[] | .msgs_per_s | tostring] | join(" / ")' "$run"/r*-"$1"-"$2".json; }
+lat() { # BROKER CELL
+  [ "${2:0:1}" = c ] && { echo "—"; return; }
+  echo "$(med "$1" "$2" .p50_us) / $(med "$1" "$2" .p99_us)"
+}
+meta() { jq -r ".$1" "$run/meta.json"; }
+
+table=$(
+  echo "<!-- bench-iggy.sh:begin (generated by scripts/bench-iggy.sh; edits here are overwritten) -->"
+  echo "### ringmq and Apache Iggy side by side (scripts/bench-iggy.sh)"
+  echo
+  echo "ringmq \`$(meta commit)\` (\`ringmq standalone --shards 1\`, ASYNC_FLUSH) and Apache Iggy"
+  echo "\`$(meta iggy_commit)\` (\`iggy-server\` with mimalloc, TCP only, 1 shard), $(date -u +%Y-%m-%d),"
+  echo "$(nproc) cores: the server pinned to CPU $server_cpu, the load generator (\`ringmq-perf\` / \`iggy-bench\`) to"
+  echo "CPU $client_cpu. Data on $(meta fs) (\`$(meta data)\`), a fresh directory and server per round and broker."
+  echo "1 KiB messages, one request in flight per producer or consumer (closed loop), the same"
+  echo "number of messages for both. Medians of $(meta rounds) rounds, the brokers alternating which goes"
+  echo "first. Latency: µs per send request (iggy-bench: mean of its producers' percentiles, 10 µs"
+  echo "steps). Server CPU: utime+stime of the server process over the cell, per message."
+  echo
+  echo "| cell | messages | ringmq msgs/s | Iggy msgs/s | ringmq / Iggy | ringmq p50 / p99 µs | Iggy p50 / p99 µs | ringmq server CPU µs/msg | Iggy server CPU µs/msg |"
+  echo "|---|---|---|---|---|---|---|---|---|"
+  for cell in "${cells[@]}"; do
+    r=$(med ringmq "$cell" .msgs_per_s) i=$(med iggy "$cell" .msgs_per_s)
+    ratio=$(jq -n "if $i > 0 then ($r / $i * 100 | round / 100 | tostring) + \"x\" else \"-\" end" -r)
+    echo "| ${label[$cell]} | ${messages[$cell]} | $r | $i | $ratio | $(lat ringmq "$cell") | $(lat iggy "$cell") | $(med ringmq "$cell" '.server_us_per_msg * 100 | round / 100') | $(med iggy "$cell" '.server_us_per_msg * 100 | round / 100') |"
+  done
+  echo
+  echo "Per round (msgs/s, ringmq; Iggy):"
+  for cell in "${cells[@]}"; do
+    echo "${label[$cell]}: $(per_round ringmq "$cell"); $(per_round iggy "$cell")."
+  done
+  echo "<!-- bench-iggy.sh:end -->"
+)
+echo
+echo "$table"
+bench_write_doc bench-iggy.sh "$table" "$doc"
