@@ -28,9 +28,9 @@ pub const CQ_UNIT_BYTES: usize = 20;
 /// Units per ConsumeQueue file by default (RocketMQ's 300,000: 6,000,000 bytes).
 pub const CQ_UNITS_PER_FILE_DEFAULT: u64 = 300_000;
 /// Committed units a queue keeps in memory before it writes them to its files (204 units).
-/// Writing each append's units at once cost a `pwrite` per unbatched send (about 5 % of the
-/// broker's CPU for one-message sends, docs/perf.md); held back, they are written in one
-/// `pwrite` per 204 units or at the next checkpoint, whichever comes first.
+/// Writing each append's units at once would cost a `pwrite` per unbatched send; held back,
+/// they are written in one `pwrite` per 204 units or at the next checkpoint, whichever comes
+/// first (docs/perf.md, "Syscalls per send").
 pub const CQ_PENDING_BYTES_MAX: usize = 4096 / CQ_UNIT_BYTES * CQ_UNIT_BYTES;
 
 const _: () = assert!(CQ_UNIT_BYTES == 8 + 4 + 8);
