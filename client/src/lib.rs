@@ -245,6 +245,7 @@ mod background;
 pub mod batch;
 #[cfg(feature = "cli")]
 pub mod cli;
+pub mod compress;
 pub mod consumer;
 pub mod error;
 pub mod inflate;

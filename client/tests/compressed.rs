@@ -2,7 +2,9 @@
 //! sends a body over 4 KiB (SYSFLAG COMPRESSED plus the type: zlib 0x301, a 4.x producer's
 //! bare 0x1, LZ4 0x101, ZSTD 0x201) are stored as sent, and the native push and pull
 //! consumers hand the application the original body with COMPRESSED cleared; a body that
-//! does not inflate arrives as stored, still marked, and the queue goes on.
+//! does not inflate arrives as stored, still marked, and the queue goes on. This crate's own
+//! producer compresses bodies over 4 KiB (zlib by default, LZ4 or Zstandard when asked) and
+//! stores them smaller; small, incompressible and unasked-for bodies go as they are.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -20,8 +22,11 @@ use ringmq_client::wire::command::{
 };
 use ringmq_client::wire::frame;
 use ringmq_client::wire::properties::{self, keys};
+use ringmq_client::wire::record::Compression;
 use ringmq_client::wire::record::{self, sys_flag};
-use ringmq_client::{ConsumeResult, PullConsumer, ReceivedMessage, StartPosition};
+use ringmq_client::{
+    ConsumeResult, Message, Producer, PullConsumer, ReceivedMessage, StartPosition,
+};
 
 const TOPIC: &str = "Compressed";
 const WAIT: Duration = Duration::from_secs(20);
@@ -263,4 +268,94 @@ async fn compressed_bodies_reach_push_and_pull_consumers_inflated() {
     for (got, want) in got.iter().zip(&sent) {
         check(got, want);
     }
+}
+
+/// 8 KiB with nothing to find (a xorshift stream).
+fn noise() -> Vec<u8> {
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    (0..8 * 1024)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_producer_compresses_bodies_over_4_kib() {
+    const T: &str = "ProducerCompressed";
+    let node = Node::start_with(1);
+    node.create_topic(T, 1).await;
+    // (how the producer is set, the type bits a compressed record carries)
+    let setups: [(Option<Compression>, bool, u32); 4] = [
+        (None, true, sys_flag::COMPRESSION_ZLIB),
+        (Some(Compression::Lz4), true, sys_flag::COMPRESSION_LZ4),
+        (Some(Compression::Zstd), true, sys_flag::COMPRESSION_ZSTD),
+        (None, false, 0),
+    ];
+    // (body, the type bits the stored record must carry)
+    let mut expect: Vec<(Vec<u8>, u32)> = Vec::new();
+    for (i, (kind, on, bits)) in setups.iter().enumerate() {
+        let mut b = Producer::builder()
+            .group(format!("compressing-{i}"))
+            .name_server(node.namesrv());
+        if let Some(k) = kind {
+            b = b.compression(*k);
+        }
+        if !on {
+            b = b.compress_over(usize::MAX);
+        }
+        let p = b.start().await.unwrap();
+        for (body, compressible) in [
+            (original(i as u8), true),
+            (vec![b'x'; 1024], false),
+            (noise(), false),
+        ] {
+            p.send(Message::new(T, body.clone())).await.unwrap();
+            expect.push((body, if compressible { *bits } else { 0 }));
+        }
+        p.shutdown().await;
+    }
+    let end = Producer::builder()
+        .group("compressing-end")
+        .name_server(node.namesrv())
+        .start()
+        .await
+        .unwrap();
+    end.send(Message::new(T, "end")).await.unwrap();
+    end.shutdown().await;
+
+    let pull = PullConsumer::builder()
+        .group("compressed-reader")
+        .name_server(node.namesrv())
+        .start()
+        .await
+        .unwrap();
+    let mq = pull.fetch_queues(T).await.unwrap().remove(0);
+    let r = pull.pull(&mq, 0, 32, "*").await.unwrap();
+    assert_eq!(r.messages.len(), expect.len() + 1);
+    for (n, ((body, bits), pair)) in expect.iter().zip(r.messages.windows(2)).enumerate() {
+        let got = &pair[0];
+        // One queue on one shard: a record ends where the next begins.
+        let stored = pair[1].physical_offset - got.physical_offset;
+        assert_eq!(&got.body[..], &body[..], "message {n}: the original body");
+        assert!(!got.body_compressed(), "message {n}");
+        assert_eq!(
+            got.sys_flag & sys_flag::COMPRESSION_MASK,
+            *bits,
+            "message {n}: type bits"
+        );
+        if *bits != 0 {
+            assert!(
+                stored < body.len() as u64 / 4,
+                "message {n}: stored {stored} bytes for a {} byte body",
+                body.len()
+            );
+        } else {
+            assert!(stored > body.len() as u64, "message {n}: stored as sent");
+        }
+    }
+    pull.shutdown().await;
 }

@@ -286,6 +286,18 @@ pub struct SendOpts {
     /// Body bytes per message (at least 32: the perf head).
     #[arg(long, default_value_t = 1024, value_parser = parse_size)]
     pub size: usize,
+    /// What fills a body after the perf head: `pattern` (a repeating alphabet, which
+    /// compresses well) or `random` (bytes that do not compress).
+    #[arg(long, value_enum, default_value_t = Payload::Pattern)]
+    pub payload: Payload,
+    /// Compress bodies longer than BYTES as RocketMQ's producers do
+    /// (`compressMsgBodyOverHowmuch`; the native client's own default is 4096). Off unless
+    /// given: perf sends the bytes it is told to.
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    pub compress_over: Option<usize>,
+    /// How --compress-over compresses: zlib (RocketMQ 5's default compressType), lz4 or zstd.
+    #[arg(long, value_enum, default_value_t = CompressionArg::Zlib, requires = "compress_over")]
+    pub compression: CompressionArg,
     /// Messages per send (1: SEND_MESSAGE; more: one SEND_BATCH_MESSAGE to one queue).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub batch: u32,
@@ -583,5 +595,48 @@ mod tests {
     fn cli_is_consistent() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
+    }
+}
+
+/// What fills a perf body after its head.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Payload {
+    Pattern,
+    Random,
+}
+
+impl Payload {
+    pub fn name(self) -> &'static str {
+        match self {
+            Payload::Pattern => "pattern",
+            Payload::Random => "random",
+        }
+    }
+}
+
+/// `--compression`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompressionArg {
+    Zlib,
+    Lz4,
+    Zstd,
+}
+
+impl CompressionArg {
+    pub fn kind(self) -> ringmq_client::wire::record::Compression {
+        use ringmq_client::wire::record::Compression;
+        match self {
+            CompressionArg::Zlib => Compression::Zlib,
+            CompressionArg::Lz4 => Compression::Lz4,
+            CompressionArg::Zstd => Compression::Zstd,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            CompressionArg::Zlib => "zlib",
+            CompressionArg::Lz4 => "lz4",
+            CompressionArg::Zstd => "zstd",
+        }
     }
 }

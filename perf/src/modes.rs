@@ -496,6 +496,8 @@ fn send_plan(
         delay_level: s.delay_level,
         due_rate: s.due_rate,
         remoting: None,
+        random_payload: s.payload == crate::args::Payload::Random,
+        compress: s.compress_over.map(|over| (over, s.compression.kind())),
     }
 }
 
@@ -518,7 +520,9 @@ fn send_config(s: &SendOpts, c: &Common, plan: &SendPlan) -> Value {
         "flush_check": s.flush_check, "queues": c.queues, "threads": c.threads,
         "verify": c.verify.as_ref().map(|p| p.display().to_string()),
         "delay_ms": s.delay.map(|d| d.as_millis() as u64), "delay_level": s.delay_level,
-        "due_rate": s.due_rate,
+        "due_rate": s.due_rate, "payload": s.payload.name(),
+        "compress_over": s.compress_over,
+        "compression": s.compress_over.map(|_| s.compression.name()),
     })
 }
 

@@ -38,11 +38,25 @@ pub struct BodyMaker {
 impl BodyMaker {
     /// `size` must be at least [`HEAD_BYTES`] (the argument parser checks).
     pub fn new(size: usize) -> Self {
+        Self::with_filler(size, false)
+    }
+
+    /// With `random`, the filler is a fixed pseudo-random byte stream (xorshift64), which
+    /// does not compress; else the repeating alphabet, which does.
+    pub fn with_filler(size: usize, random: bool) -> Self {
         let size = size.max(HEAD_BYTES);
         let mut template = vec![0u8; size];
         template[..MAGIC.len()].copy_from_slice(MAGIC);
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
         for (i, b) in template[HEAD_BYTES..].iter_mut().enumerate() {
-            *b = b'a' + (i % 26) as u8;
+            *b = if random {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            } else {
+                b'a' + (i % 26) as u8
+            };
         }
         BodyMaker { template }
     }

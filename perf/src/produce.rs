@@ -65,6 +65,10 @@ pub struct SendPlan {
     /// Send over RocketMQ's remoting protocol with this header serialization (`None`:
     /// the native protocol).
     pub remoting: Option<SerializeType>,
+    /// Random (incompressible) body filler instead of the pattern.
+    pub random_payload: bool,
+    /// The producers compress bodies longer than this, this way (`None`: never).
+    pub compress: Option<(usize, ringmq_client::wire::record::Compression)>,
 }
 
 /// What the sends came to (besides the meter).
@@ -119,6 +123,11 @@ impl Producers {
                 .instance_name(format!("perf-{id:016x}"))
                 .send_timeout(plan.send_timeout)
                 .request_timeout(plan.send_timeout)
+                .compress_over(plan.compress.map_or(usize::MAX, |(over, _)| over))
+                .compression(
+                    plan.compress
+                        .map_or(ringmq_client::wire::record::Compression::Zlib, |(_, k)| k),
+                )
                 .start()
                 .await
                 .map_err(|e| format!("starting producer {i}: {e}"))?;
@@ -207,7 +216,7 @@ pub async fn run(
     let run = Arc::new(Run {
         due_seq: AtomicU64::new(0),
         start_ms: (payload::now_us() / 1000) as i64,
-        maker: BodyMaker::new(plan.size),
+        maker: BodyMaker::with_filler(plan.size, plan.random_payload),
         plan: plan.clone(),
         meter,
         acks,

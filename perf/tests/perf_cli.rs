@@ -33,6 +33,9 @@ fn every_mode_has_help() {
         "--json",
         "--html",
         "--embedded",
+        "--payload",
+        "--compress-over",
+        "--compression",
     ] {
         assert!(produce.stdout.contains(flag), "produce --help lacks {flag}");
     }
@@ -323,4 +326,81 @@ fn bad_name_server_fails_with_a_reason() {
     assert!(r.stderr.contains("ringmq-perf:"), "{}", r.stderr);
     let r = perf(&["consume", "-n", "127.0.0.1:1", "--count", "1", "-q"]);
     assert_eq!(r.code, 1);
+}
+
+/// `--compress-over` sends bodies compressed, `--payload random` bodies that do not compress;
+/// either way consumers count and read every body as sent (the client inflates). How much
+/// the log grows is checked by the client's own test (`client/tests/compressed.rs`).
+#[test]
+fn compressed_and_random_payloads() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = Node::start(&dir.path().join("data"));
+    for (topic, extra) in [
+        ("PerfZlib", vec!["--compress-over", "4096"]),
+        (
+            "PerfZstd",
+            vec!["--compress-over", "4096", "--compression", "zstd"],
+        ),
+        (
+            "PerfRandom",
+            vec!["--payload", "random", "--compress-over", "4096"],
+        ),
+    ] {
+        let json = dir.path().join(format!("{topic}.json"));
+        let mut args = vec![
+            "produce",
+            "-n",
+            &node.namesrv,
+            "--topic",
+            topic,
+            "--size",
+            "16384",
+            "--count",
+            "200",
+            "--batch",
+            "10",
+            "-q",
+            "--json",
+            json.to_str().unwrap(),
+        ];
+        args.extend(extra.iter().copied());
+        let p = perf(&args);
+        assert_eq!(p.code, 0, "{topic}: {}{}", p.stdout, p.stderr);
+        let doc = read_json(&json);
+        assert_eq!(check_stable_fields(&doc), (200, 0), "{topic}");
+        assert_eq!(doc["config"]["compress_over"], 4096, "{topic}");
+        let cj = dir.path().join(format!("{topic}-c.json"));
+        let c = perf(&[
+            "consume",
+            "-n",
+            &node.namesrv,
+            "--topic",
+            topic,
+            "--from",
+            "first",
+            "--idle-exit",
+            "2s",
+            "-q",
+            "--json",
+            cj.to_str().unwrap(),
+        ]);
+        assert_eq!(c.code, 0, "{topic}");
+        let cdoc = read_json(&cj);
+        assert_eq!(
+            check_stable_fields(&cdoc),
+            (200, 0),
+            "{topic}: every message back"
+        );
+        assert_eq!(
+            cdoc["foreign"].as_u64(),
+            Some(0),
+            "{topic}: bodies read as sent"
+        );
+        assert_eq!(
+            cdoc["bytes"].as_u64(),
+            Some(200 * 16384),
+            "{topic}: original sizes"
+        );
+    }
+    node.stop();
 }

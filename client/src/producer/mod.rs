@@ -106,6 +106,12 @@ pub struct ProducerConfig {
     pub async_sends_max: usize,
     /// How often the producer heartbeats its brokers (default 30 s).
     pub heartbeat_interval: Duration,
+    /// Bodies longer than this many bytes are compressed (RocketMQ's
+    /// `compressMsgBodyOverHowmuch`, default 4 KiB); `usize::MAX` never compresses.
+    pub compress_over: usize,
+    /// How bodies over `compress_over` are compressed (RocketMQ 5's `compressType`; default
+    /// zlib).
+    pub compression: ringmq_wire::record::Compression,
 }
 
 /// Builds a [`Producer`].
@@ -156,6 +162,21 @@ impl ProducerBuilder {
 
     pub fn heartbeat_interval(mut self, t: Duration) -> Self {
         self.cfg.heartbeat_interval = t;
+        self
+    }
+
+    /// Compress bodies longer than `bytes` (RocketMQ's `compressMsgBodyOverHowmuch`, default
+    /// 4,096); `usize::MAX` turns compression off. A body that would not get smaller is sent
+    /// as it is. See [`crate::compress`].
+    pub fn compress_over(mut self, bytes: usize) -> Self {
+        self.cfg.compress_over = bytes;
+        self
+    }
+
+    /// How to compress bodies over [`ProducerBuilder::compress_over`]: zlib (the default, as
+    /// RocketMQ 5's `compressType`), LZ4 or Zstandard.
+    pub fn compression(mut self, kind: ringmq_wire::record::Compression) -> Self {
+        self.cfg.compression = kind;
         self
     }
 
@@ -278,6 +299,8 @@ impl Producer {
                 message_bytes_max: MESSAGE_BYTES_MAX_DEFAULT,
                 async_sends_max: 10_000,
                 heartbeat_interval: Duration::from_secs(30),
+                compress_over: crate::compress::COMPRESS_OVER_BYTES_DEFAULT,
+                compression: ringmq_wire::record::Compression::Zlib,
             },
             heartbeat_every_master: false,
         }

@@ -433,20 +433,35 @@ fn encode(
         m.encode_properties_into(&key, sharding_key, form == Form::Half, &mut props)?;
         props_end.push(props.len());
     }
+    // Bodies over the threshold, compressed (when that makes them smaller), with their flags.
+    let (over, kind) = (inner.cfg.compress_over, inner.cfg.compression);
+    let packed: Vec<Option<Vec<u8>>> = msgs
+        .iter()
+        .map(|m| {
+            (m.body.len() > over)
+                .then(|| crate::compress::compress(kind, &m.body))
+                .flatten()
+        })
+        .collect();
+    let packed_flag = crate::compress::sys_flag_bits(kind);
     let record = |i: usize| {
         let m = &msgs[i];
         let start = if i == 0 { 0 } else { props_end[i - 1] };
+        let (body, extra): (&[u8], u32) = match &packed[i] {
+            Some(p) => (p, packed_flag),
+            None => (&m.body, 0),
+        };
         record::Message {
             topic: &m.topic,
             queue_id: t.mq.queue_id,
             flag: m.flag,
-            sys_flag: form.sys_flag(),
+            sys_flag: form.sys_flag() | extra,
             born_timestamp_ms: now_ms,
             born_host,
             store_host_v6: t.addr.is_ipv6(),
             reconsume_times: 0,
             prepared_transaction_offset: 0,
-            body: &m.body,
+            body,
             properties: &props[start..props_end[i]],
         }
     };

@@ -33,6 +33,9 @@ pub fn check_supported(
         if s.scheduled() {
             refused.push("--delay/--delay-level");
         }
+        if s.compress_over.is_some() {
+            refused.push("--compress-over");
+        }
     }
     if let Some(r) = recv {
         if r.fail_ratio.is_some() {
