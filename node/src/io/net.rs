@@ -219,24 +219,6 @@ impl Conn {
         }
     }
 
-    /// Sends what the socket takes of `buf` at once, without waiting (a plain TCP socket with
-    /// no other write under way: the caller makes sure). `Ok(0)` when it takes nothing now,
-    /// and always for TLS and simulated connections (those go through [`Conn::write_all`]).
-    pub fn send_now(&self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Conn::Tcp(s) => {
-                let flags = nix::sys::socket::MsgFlags::MSG_DONTWAIT
-                    | nix::sys::socket::MsgFlags::MSG_NOSIGNAL;
-                match nix::sys::socket::send(s.as_fd().as_raw_fd(), buf, flags) {
-                    Ok(n) => Ok(n),
-                    Err(nix::errno::Errno::EAGAIN) => Ok(0),
-                    Err(e) => Err(io::Error::from(e)),
-                }
-            }
-            Conn::Tls(_) | Conn::Sim(_) => Ok(0),
-        }
-    }
-
     pub async fn shutdown(&self) {
         match self {
             Conn::Tcp(s) => {

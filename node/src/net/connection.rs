@@ -130,76 +130,11 @@ pub struct OutQueue {
     /// When each queued item was queued, front first (kept only when timing: metrics on).
     stamps: RefCell<VecDeque<crate::io::clock::Instant>>,
     timing: Cell<bool>,
-    /// The socket, for replies sent at once ([`OutQueue::push`]); `None` where that is off.
-    direct: RefCell<Option<Conn>>,
-    /// The writer has items out of the queue and not yet written.
-    writing: Cell<bool>,
-    /// Encoding buffer of replies sent at once.
-    scratch: RefCell<Vec<u8>>,
-    /// Hears, per item, how long it waited from being queued to being written, µs (timing
-    /// on: the request stage metrics).
-    note: RefCell<Option<WriteNote>>,
 }
 
-/// Told how long an item waited from being queued to being written, µs.
-type WriteNote = Box<dyn Fn(u64)>;
-
-/// Replies up to this size are sent from the handler's turn when nothing else waits to be
-/// written ([`OutQueue::push`]).
-const DIRECT_REPLY_BYTES_MAX: usize = 64 << 10;
-
 impl OutQueue {
-    /// Queues a reply; a small one with nothing ahead of it goes to the socket at once, in
-    /// the turn that made it, instead of waiting for the writer's turn (after every other
-    /// request that was ready in this turn, such as another connection's).
     fn push(&self, request_id: u64, reply: Reply) {
-        if let Some(reply) = self.send_now(request_id, reply) {
-            self.push_item(Item::Reply(request_id, reply));
-        }
-    }
-
-    /// Sends `reply` directly when it may; gives it back when it must be queued. What the
-    /// socket did not take is queued as a frame, so order is kept.
-    fn send_now(&self, request_id: u64, reply: Reply) -> Option<Reply> {
-        let direct = self.direct.borrow();
-        let Some(conn) = direct.as_ref() else {
-            return Some(reply);
-        };
-        let small = match &reply.body {
-            Body::Empty => true,
-            Body::Bytes(b) => b.len() + reply.header.len() <= DIRECT_REPLY_BYTES_MAX,
-            Body::Log { .. } => false,
-        };
-        if !small || self.closed.get() || self.writing.get() || !self.items.borrow().is_empty() {
-            return Some(reply);
-        }
-        let mut buf = self.scratch.borrow_mut();
-        buf.clear();
-        if encode_head(&mut buf, request_id, &reply).is_err() {
-            return Some(reply);
-        }
-        if let Body::Bytes(b) = &reply.body {
-            buf.extend_from_slice(b);
-        }
-        let t0 = self.timing.get().then(crate::io::clock::Instant::now);
-        let sent = match conn.send_now(&buf) {
-            Ok(n) => n,
-            // The writer meets the same error and closes the connection.
-            Err(_) => return Some(reply),
-        };
-        if sent == 0 {
-            return Some(reply);
-        }
-        if sent < buf.len() {
-            let rest = buf[sent..].to_vec();
-            drop(buf);
-            drop(direct);
-            self.push_item(Item::Frame(rest));
-        } else if let (Some(t0), Some(note)) = (t0, self.note.borrow().as_ref()) {
-            // Queued and written in the same call.
-            note(micros(t0.elapsed()));
-        }
-        None
+        self.push_item(Item::Reply(request_id, reply));
     }
 
     pub(crate) fn push_item(&self, item: Item) {
@@ -303,16 +238,13 @@ pub async fn serve_resumed<S: Service + 'static>(
     svc.opened();
     let out = Rc::new(OutQueue::default());
     out.timing.set(svc.timing());
-    if svc.timing() {
-        let svc = Rc::clone(&svc);
-        *out.note.borrow_mut() = Some(Box::new(move |us| svc.stage(Stage::Write, us)));
-    }
-    if matches!(conn, Conn::Tcp(_)) {
-        *out.direct.borrow_mut() = Some(conn.clone());
-    }
     svc.attached(&out);
     let inflight = Rc::new(Cell::new(0usize));
-    let writer = rt::spawn_joinable(write_loop(conn.clone(), Rc::clone(&out)));
+    let written: Option<Box<dyn Fn(u64)>> = svc.timing().then(|| {
+        let svc = Rc::clone(&svc);
+        Box::new(move |us| svc.stage(Stage::Write, us)) as Box<dyn Fn(u64)>
+    });
+    let writer = rt::spawn_joinable(write_loop(conn.clone(), Rc::clone(&out), written));
     let end = match detect(&conn, pending).await {
         None => ReadEnd::Closed,
         Some((Protocol::Native, buf)) => read_loop(&svc, &conn, &out, &inflight, buf, guard).await,
@@ -653,9 +585,9 @@ pub(crate) fn answer_later(
     });
 }
 
-/// Writes queued items until the queue closes (with timing on, telling the queue's `note`
-/// how long each waited from being queued to its bytes being written).
-async fn write_loop(conn: Conn, out: Rc<OutQueue>) {
+/// Writes queued items until the queue closes. `written_note` (timing on) hears, per item, how
+/// long it waited from being queued to its bytes being written.
+async fn write_loop(conn: Conn, out: Rc<OutQueue>, written_note: Option<Box<dyn Fn(u64)>>) {
     let mut buf: Vec<u8> = Vec::with_capacity(WRITE_COALESCE_BYTES);
     let mut pipe: Option<SplicePipe> = None;
     let mut stamps: Vec<crate::io::clock::Instant> = Vec::new();
@@ -663,7 +595,6 @@ async fn write_loop(conn: Conn, out: Rc<OutQueue>) {
         let Some(first) = next_item(&out).await else {
             return;
         };
-        out.writing.set(true);
         stamps.extend(out.pop_stamp());
         let mut batch = vec![first];
         while buf_len(&batch) < WRITE_COALESCE_BYTES && !batch.last().is_some_and(Item::is_log) {
@@ -779,8 +710,7 @@ async fn write_loop(conn: Conn, out: Rc<OutQueue>) {
         }
         out.bytes.set(out.bytes.get().saturating_sub(written));
         out.drained.notify(usize::MAX);
-        out.writing.set(false);
-        if let Some(note) = out.note.borrow().as_ref() {
+        if let Some(note) = &written_note {
             for t in stamps.drain(..) {
                 note(micros(t.elapsed()));
             }
