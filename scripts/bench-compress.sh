@@ -26,7 +26,7 @@ work=${BENCH_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/ringmq-bench-compress.XXXXXX")}
 command -v curl >/dev/null || { echo "bench-compress.sh needs curl" >&2; exit 2; }
 if [ "${BENCH_NO_BUILD:-0}" = 1 ]; then
   command -v jq >/dev/null || { echo "bench-compress.sh needs jq" >&2; exit 2; }
-  ringmq=target/release/ringmq; perf=target/release/ringmq-perf; commit=$(bench_commit)
+  ringmq=${BENCH_RINGMQ:-target/release/ringmq}; perf=target/release/ringmq-perf; commit=$(bench_commit)
 else
   bench_setup bench-compress.sh
 fi

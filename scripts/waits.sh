@@ -23,7 +23,8 @@
 # Cells (WAITS_CELLS, space separated): b100p1 (batch 100, 1 producer), b100p2 (batch 100,
 # 2 producers), b1p1 (unbatched, 1 producer). Environment: WAITS_SECONDS (10),
 # WAITS_SERVER_CPU (0), WAITS_CLIENT_CPU (1), WAITS_NO_BUILD=1 (use target/release as is),
-# WAITS_DIR (work directory; removed unless WAITS_KEEP=1).
+# WAITS_RINGMQ (the server binary; A/B runs against a saved build), WAITS_DIR (work
+# directory; removed unless WAITS_KEEP=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/bench-lib.sh
@@ -38,7 +39,7 @@ command -v taskset >/dev/null || { echo "waits.sh needs taskset (util-linux)" >&
 command -v curl >/dev/null || { echo "waits.sh needs curl" >&2; exit 2; }
 if [ "${WAITS_NO_BUILD:-0}" = 1 ]; then
   command -v jq >/dev/null || { echo "waits.sh needs jq" >&2; exit 2; }
-  ringmq=target/release/ringmq; perf=target/release/ringmq-perf; commit=$(bench_commit)
+  ringmq=${WAITS_RINGMQ:-target/release/ringmq}; perf=target/release/ringmq-perf; commit=$(bench_commit)
 else
   bench_setup waits.sh
 fi

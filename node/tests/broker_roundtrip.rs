@@ -592,3 +592,60 @@ fn pipelined_frames_of_mixed_sizes_arrive_whole() {
     }
     assert_queue_holds(&mut c, topic, 0, &sent);
 }
+
+/// A client that stops reading while its pipelined requests keep being answered: the
+/// replies fill the socket, then the connection's queue (the broker stops reading requests
+/// past its queued-bytes limit), and every reply arrives once, whole and in request order,
+/// when the client reads again.
+#[test]
+fn replies_keep_their_order_when_the_client_reads_late() {
+    use std::io::Write;
+
+    let dir = tempdir("late-reader");
+    // Pull replies carry the record bytes in the reply (heap copy), 16 KiB each: a few hundred
+    // fill the broker's socket buffer while the client does not read.
+    let node = Node::standalone(
+        &dir.path().join("data"),
+        &["--shards", "1", "--transfer-msg-by-heap"],
+    );
+    let mut c = Client::connect(node.broker_addr());
+    c.create_topic_ok("LateReader", 1);
+    c.send_ok(&Msg::new("LateReader", 0, vec![b'x'; 16 << 10]));
+    socket2::SockRef::from(&*c.stream())
+        .set_recv_buffer_size(32 << 10)
+        .unwrap();
+    const N: u64 = 2_000;
+    let mut wr = c.stream().try_clone().unwrap();
+    let writer = std::thread::spawn(move || {
+        let h = pull_request("LateReader", 0, 0, 1, 0);
+        let mut out = Vec::new();
+        for id in 1_000_000..1_000_000 + N {
+            ringmq_wire::frame::encode_request(
+                &mut out,
+                RequestCode::PullMessage,
+                false,
+                id,
+                &h,
+                &[],
+            )
+            .unwrap();
+        }
+        wr.write_all(&out).unwrap();
+    });
+    // Replies pile up on the broker's side (socket buffers, then its queue) meanwhile.
+    std::thread::sleep(Duration::from_millis(500));
+    c.set_read_timeout(Duration::from_secs(30));
+    for want in 1_000_000..1_000_000 + N {
+        let r = c.read_any().unwrap();
+        assert_eq!(r.request_id, want, "replies out of order");
+        assert_eq!(r.status(), Status::Success, "{}", r.remark());
+        assert!(
+            r.body.len() > 16 << 10,
+            "a whole record: {} bytes",
+            r.body.len()
+        );
+    }
+    writer.join().unwrap();
+    // The connection still serves.
+    assert_eq!(c.max_offset("LateReader", 0), 1);
+}
