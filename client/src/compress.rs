@@ -74,16 +74,7 @@ mod tests {
 
     #[test]
     fn incompressible_bodies_stay_as_they_are() {
-        // A xorshift stream: no repeats to find.
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        let noise: Vec<u8> = (0..8192)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect();
+        let noise = ringmq_testkit::noise(8192);
         for kind in [Compression::Zlib, Compression::Lz4, Compression::Zstd] {
             assert_eq!(compress(kind, &noise), None, "{kind:?}");
         }

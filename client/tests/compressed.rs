@@ -270,19 +270,6 @@ async fn compressed_bodies_reach_push_and_pull_consumers_inflated() {
     }
 }
 
-/// 8 KiB with nothing to find (a xorshift stream).
-fn noise() -> Vec<u8> {
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    (0..8 * 1024)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_producer_compresses_bodies_over_4_kib() {
     const T: &str = "ProducerCompressed";
@@ -311,7 +298,7 @@ async fn the_producer_compresses_bodies_over_4_kib() {
         for (body, compressible) in [
             (original(i as u8), true),
             (vec![b'x'; 1024], false),
-            (noise(), false),
+            (ringmq_testkit::noise(8 * 1024), false),
         ] {
             p.send(Message::new(T, body.clone())).await.unwrap();
             expect.push((body, if compressible { *bits } else { 0 }));

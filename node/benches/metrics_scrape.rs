@@ -71,13 +71,7 @@ fn main() {
             "mappedFileSizeConsumeQueue=20000",
         ],
     );
-    let log = node.log();
-    let addr: SocketAddr = common::log_lines_containing(&log, "metrics endpoint: http://")
-        .first()
-        .and_then(|l| l.split("http://").nth(1))
-        .and_then(|rest| rest.strip_suffix("/metrics"))
-        .and_then(|a| a.trim().parse().ok())
-        .expect("the metrics address in the log");
+    let addr: SocketAddr = common::metrics_addr(&node.log());
     let mut c = Client::connect(node.broker_addr());
     let name = |i: usize| format!("scrape-topic-{i:05}");
 

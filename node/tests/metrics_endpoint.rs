@@ -27,14 +27,7 @@ fn metrics_node(dir: &std::path::Path) -> (Node, SocketAddr) {
             "metricsPromExporterPort=0",
         ],
     );
-    let log = node.log();
-    let line = log_lines_containing(&log, "metrics endpoint: http://");
-    let addr = line
-        .first()
-        .and_then(|l| l.split("http://").nth(1))
-        .and_then(|rest| rest.strip_suffix("/metrics"))
-        .and_then(|a| a.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no metrics address in the log:\n{log}"));
+    let addr = metrics_addr(&node.log());
     (node, addr)
 }
 

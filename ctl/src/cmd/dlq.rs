@@ -69,6 +69,19 @@ impl DlqQueue {
 
 /// The queues of `%DLQ%<group>`; `None` when the topic does not exist (the broker creates
 /// it at the group's first dead letter).
+/// A queue's (min, max) offsets, as the broker reports them.
+pub async fn queue_range(admin: &Admin, mq: &ringmq_client::MessageQueue) -> Result<(u64, u64)> {
+    let min = admin
+        .min_offset(mq)
+        .await
+        .doing(|| format!("reading the min offset of {mq}"))?;
+    let max = admin
+        .max_offset(mq)
+        .await
+        .doing(|| format!("reading the max offset of {mq}"))?;
+    Ok((min, max))
+}
+
 pub async fn dlq_queues(admin: &Admin, group: &str) -> Result<Option<Vec<DlqQueue>>> {
     let topic = dlq_topic(group);
     let route = match admin.topic_route(&topic).await {
@@ -78,14 +91,7 @@ pub async fn dlq_queues(admin: &Admin, group: &str) -> Result<Option<Vec<DlqQueu
     };
     let mut out = Vec::new();
     for mq in route.read_queues.iter() {
-        let min = admin
-            .min_offset(mq)
-            .await
-            .doing(|| format!("reading the min offset of {mq}"))?;
-        let max = admin
-            .max_offset(mq)
-            .await
-            .doing(|| format!("reading the max offset of {mq}"))?;
+        let (min, max) = queue_range(admin, mq).await?;
         let mark = admin
             .committed_offset(group, mq)
             .await

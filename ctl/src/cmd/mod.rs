@@ -18,6 +18,7 @@ use crate::cli::{BrokerArgs, Command, GroupArg, TopicArgs};
 use crate::error::{CtlError, Result};
 use crate::output::Report;
 
+pub use dlq::queue_range;
 pub use topic::PutMode;
 
 /// Runs one command.

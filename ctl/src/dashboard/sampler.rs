@@ -291,14 +291,7 @@ pub async fn queue_offsets(admin: &Admin, topic: &str) -> Result<Vec<(u64, u64)>
         .doing(|| format!("reading the route of {topic}"))?;
     let mut out = Vec::with_capacity(route.read_queues.len());
     for mq in route.read_queues.iter() {
-        let min = admin
-            .min_offset(mq)
-            .await
-            .doing(|| format!("reading the min offset of {mq}"))?;
-        let max = admin
-            .max_offset(mq)
-            .await
-            .doing(|| format!("reading the max offset of {mq}"))?;
+        let (min, max) = crate::cmd::queue_range(admin, mq).await?;
         out.push((min, max.max(min)));
     }
     Ok(out)

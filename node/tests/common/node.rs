@@ -191,3 +191,14 @@ pub fn standalone_launch(data: &Path, extra: &[&str]) -> Launch {
 pub fn log_lines_containing<'a>(log: &'a str, needle: &str) -> Vec<&'a str> {
     log.lines().filter(|l| l.contains(needle)).collect()
 }
+
+/// The metrics endpoint's address from a node's log (`metrics endpoint: http://ADDR/metrics`);
+/// panics with the log when it is not there.
+pub fn metrics_addr(log: &str) -> SocketAddr {
+    log_lines_containing(log, "metrics endpoint: http://")
+        .first()
+        .and_then(|l| l.split("http://").nth(1))
+        .and_then(|rest| rest.strip_suffix("/metrics"))
+        .and_then(|a| a.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no metrics address in the log:\n{log}"))
+}
