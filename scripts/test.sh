@@ -25,4 +25,5 @@ if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
     fi
 fi
 echo "== cargo test (unit, property, integration, RocketMQ clients written by others)"
-cargo test --workspace --locked
+# --no-fail-fast: one failing test binary does not hide the others' results.
+cargo test --workspace --locked --no-fail-fast

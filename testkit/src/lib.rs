@@ -21,7 +21,7 @@ pub mod ready;
 mod run;
 pub mod wait;
 
-pub use proc::{Proc, Spawn};
+pub use proc::{Proc, Spawn, TEST_BROKER_SETS};
 pub use ready::{parse_ready, Ready};
 pub use run::{run, Output};
 pub use wait::{poll_until, poll_until_async, wait_for, wait_until, wait_until_async};

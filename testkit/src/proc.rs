@@ -20,6 +20,18 @@ use crate::run::Output;
 /// Stderr lines a failing test prints of each of its processes.
 const TAIL_LINES: usize = 80;
 
+/// Keys set on every `ringmq standalone` and `ringmq broker` a test starts, before the
+/// test's own args (a later `--set` of the same key wins). The disk-space guards read the
+/// whole file system's fill, which on a shared CI disk is other tenants' business: at 90 %
+/// a broker refuses writes and above 85 % it deletes old segments early, so a test's
+/// outcome would hang on how full the machine happens to be. At 100 % neither fires; a
+/// disk that really fills still fails writes with ENOSPC, which the store reports.
+pub const TEST_BROKER_SETS: [&str; 3] = [
+    "diskSpaceWarningLevelRatio=100",
+    "diskSpaceCleanForciblyRatio=100",
+    "diskMaxUsedSpaceRatio=100",
+];
+
 /// How to start a process (a builder; [`Spawn::start`] runs it).
 #[derive(Debug, Clone)]
 pub struct Spawn {
@@ -149,6 +161,26 @@ impl Spawn {
         }
     }
 
+    /// The args, with [`TEST_BROKER_SETS`] after the subcommand when the program is the
+    /// `ringmq` server starting a broker.
+    fn effective_args(&self) -> Vec<OsString> {
+        let is_server = Path::new(&self.program)
+            .file_name()
+            .is_some_and(|n| n == "ringmq");
+        let starts_broker = self
+            .args
+            .first()
+            .is_some_and(|a| a == "standalone" || a == "broker");
+        let mut args = self.args.clone();
+        if is_server && starts_broker {
+            let sets = TEST_BROKER_SETS
+                .iter()
+                .flat_map(|kv| [OsString::from("--set"), OsString::from(kv)]);
+            args.splice(1..1, sets);
+        }
+        args
+    }
+
     fn spawn(&self, log: &std::fs::File) -> Child {
         let mut tries = 0;
         loop {
@@ -160,7 +192,7 @@ impl Spawn {
                 }
                 None => Command::new(&self.program),
             };
-            cmd.args(&self.args)
+            cmd.args(self.effective_args())
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::from(log.try_clone().expect("cloning the log file")));
@@ -431,5 +463,36 @@ impl Drop for Proc {
                 self.log_tail(TAIL_LINES)
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broker_starts_get_the_test_sets_before_their_own_args() {
+        let args = Spawn::new("ringmq", "/x/target/debug/ringmq")
+            .args(["standalone", "--set", "diskSpaceWarningLevelRatio=50"])
+            .effective_args();
+        let want: Vec<&str> = [
+            "standalone",
+            "--set",
+            "diskSpaceWarningLevelRatio=100",
+            "--set",
+            "diskSpaceCleanForciblyRatio=100",
+            "--set",
+            "diskMaxUsedSpaceRatio=100",
+            "--set",
+            "diskSpaceWarningLevelRatio=50",
+        ]
+        .to_vec();
+        assert_eq!(args, want.iter().map(OsString::from).collect::<Vec<_>>());
+        let ns = Spawn::new("ns", "/x/ringmq").args(["namesrv"]).effective_args();
+        assert_eq!(ns, vec![OsString::from("namesrv")]);
+        let other = Spawn::new("perf", "/x/ringmq-perf")
+            .args(["broker"])
+            .effective_args();
+        assert_eq!(other, vec![OsString::from("broker")]);
     }
 }
