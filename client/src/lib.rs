@@ -261,7 +261,8 @@ pub use admin::Admin;
 pub use batch::{MessageBatch, MessageView};
 pub use consumer::{
     BatchListener, ConsumeContext, ConsumeResult, MessageListener, MessageModel, MessageSelector,
-    PullConsumer, PullResult, PullStatus, PushConsumer, StartPosition,
+    PoppedMessage, PullConsumer, PullResult, PullStatus, PushConsumer, SimpleConsumer,
+    StartPosition,
 };
 pub use error::{Error, Outcome, Result};
 pub use instance::ClientConfig;

@@ -76,6 +76,14 @@ crate::wire_enum! {
         GetTransactionStatus = 1011 => "GET_TRANSACTION_STATUS",
         /// ringmq: who the caller is to the broker's ACL (access key, admin, permissions).
         WhoAmI = 1012 => "WHOAMI",
+        /// POP consumption (RocketMQ 5's POP_MESSAGE, 200050, which a u16 cannot hold).
+        PopMessage = 1030 => "POP_MESSAGE",
+        /// RocketMQ 5's ACK_MESSAGE (200051).
+        AckMessage = 1031 => "ACK_MESSAGE",
+        /// RocketMQ 5's BATCH_ACK_MESSAGE (200151); ringmq's acks one queue's handles.
+        BatchAckMessage = 1032 => "BATCH_ACK_MESSAGE",
+        /// RocketMQ 5's CHANGE_MESSAGE_INVISIBLETIME (200053).
+        ChangeMessageInvisibleTime = 1033 => "CHANGE_MESSAGE_INVISIBLETIME",
         /// ringmq replication: a slave shard subscribes to the master's shard.
         HaSubscribe = 1100 => "HA_SUBSCRIBE",
         /// ringmq replication: master -> slave CommitLog bytes.
@@ -132,6 +140,10 @@ crate::wire_enum! {
         /// ringmq: a SQL92 subscription reached a broker with `enablePropertyFilter=false`.
         /// RocketMQ answers SYSTEM_ERROR, which ringmq clients retry; this is final.
         PropertyFilterDisabled = 1007 => "PROPERTY_FILTER_DISABLED",
+        /// ringmq: an ack or invisible-time change for a POP message that is no longer in
+        /// flight under that receipt handle (acked, or its invisible time ended and it is
+        /// delivered again). RocketMQ 5's gRPC code of the same name.
+        InvalidReceiptHandle = 1008 => "INVALID_RECEIPT_HANDLE",
     }
 }
 

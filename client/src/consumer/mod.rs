@@ -26,6 +26,7 @@ mod queue_state;
 pub(crate) mod replica;
 mod selector;
 mod send_back;
+mod simple;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -56,6 +57,7 @@ pub use send_back::{
     dlq_topic, original_topic, retry_topic, DELAY_LEVEL_BROKER, DELAY_LEVEL_DLQ, DLQ_TOPIC_PREFIX,
     RETRY_TOPIC_PREFIX,
 };
+pub use simple::{PoppedMessage, SimpleConfig, SimpleConsumer, SimpleConsumerBuilder, RECEIVE_MAX};
 
 /// How a group shares messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -51,6 +51,16 @@ fn topic(t: &str, p: Perm) -> (Res, Perm) {
     }
 }
 
+/// A POP request's topic: a pop retry topic (`%RETRY%<group>_<topic>`) is its base topic's
+/// resource; the group is checked beside it.
+fn pop_topic(g: &str, t: &str) -> (Res, Perm) {
+    let base = t
+        .strip_prefix(RETRY_TOPIC_PREFIX)
+        .and_then(|rest| rest.strip_prefix(g))
+        .and_then(|rest| rest.strip_prefix('_'));
+    (Res::Topic(base.unwrap_or(t).to_owned()), Perm::SUB)
+}
+
 fn group(g: &str) -> (Res, Perm) {
     (Res::Group(g.to_owned()), Perm::SUB)
 }
@@ -66,6 +76,22 @@ pub fn need(request: &Request, body: &[u8]) -> Need {
         Request::PullMessage(h) => {
             Access(vec![topic(&h.topic, Perm::SUB), group(&h.consumer_group)])
         }
+        Request::PopMessage(h) => Access(vec![
+            pop_topic(&h.consumer_group, &h.topic),
+            group(&h.consumer_group),
+        ]),
+        Request::AckMessage(h) => Access(vec![
+            pop_topic(&h.consumer_group, &h.topic),
+            group(&h.consumer_group),
+        ]),
+        Request::BatchAckMessage(h) => Access(vec![
+            pop_topic(&h.consumer_group, &h.topic),
+            group(&h.consumer_group),
+        ]),
+        Request::ChangeMessageInvisibleTime(h) => Access(vec![
+            pop_topic(&h.consumer_group, &h.topic),
+            group(&h.consumer_group),
+        ]),
         Request::QueryConsumerOffset(h) => {
             Access(vec![topic(&h.topic, Perm::SUB), group(&h.consumer_group)])
         }

@@ -14,7 +14,7 @@ use ringmq_wire::frame::{self, PREFIX_BYTES};
 use crate::acl::Caller;
 use crate::broker::groups::Channel;
 use crate::broker::shard::Shard;
-use crate::broker::{acl_admin, admin, clients, produce, pull, queries as oh, retry};
+use crate::broker::{acl_admin, admin, clients, pop, produce, pull, queries as oh, retry};
 use crate::net::reply::{Outcome, Reply};
 use crate::shard::mailbox::Mail;
 use crate::store::commitlog::shard_of_offset;
@@ -90,6 +90,15 @@ pub fn dispatch(
             Ok(()) => pull::pull(shard, h, origin.zero_copy),
             Err(o) => o.redirect(shard, frame_bytes, origin),
         },
+        Request::PopMessage(h) => pop::pop(shard, h, frame_bytes, origin),
+        Request::AckMessage(h) => pop::ack(shard, h, frame_bytes, origin),
+        Request::BatchAckMessage(h) => {
+            let body = body.to_vec();
+            pop::batch_ack(shard, h, &body, frame_bytes, origin)
+        }
+        Request::ChangeMessageInvisibleTime(h) => {
+            pop::change_invisible_time(shard, h, frame_bytes, origin)
+        }
         Request::QueryConsumerOffset(h) => match local(&h.topic, h.queue_id) {
             Ok(()) => oh::query_offset(shard, &h).into(),
             Err(o) => o.redirect(shard, frame_bytes, origin),
@@ -211,7 +220,8 @@ impl NotLocal {
     }
 }
 
-fn route(shard: &Rc<Shard>, topic: &str, queue_id: u32) -> Result<(), NotLocal> {
+/// Whether this shard owns `topic`/`queue_id`: the owner to forward to, or the refusal.
+pub fn route(shard: &Rc<Shard>, topic: &str, queue_id: u32) -> Result<(), NotLocal> {
     let table = shard.broker.topics.snapshot();
     let Some(cfg) = table.get(topic) else {
         return Err(NotLocal::Refused(Reply::error(

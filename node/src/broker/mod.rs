@@ -13,6 +13,7 @@ pub mod groups;
 pub mod live;
 pub mod locks;
 pub mod offsets;
+pub mod pop;
 pub mod produce;
 pub mod pull;
 pub mod queries;

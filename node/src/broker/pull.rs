@@ -74,6 +74,11 @@ pub fn pull(shard: &Rc<Shard>, h: PullRequest, zero_copy: bool) -> Outcome {
             .into();
         }
     }
+    if let Some(reply) =
+        crate::broker::pop::refuse_pull(shard, &h.consumer_group, &h.topic, h.queue_id)
+    {
+        return reply.into();
+    }
     let filter = match Filter::for_pull(shard, &h) {
         Ok(f) => f,
         Err(reply) => return reply.into(),

@@ -87,7 +87,8 @@ pub fn ensure_retry_topic(shard: &Shard, group: &str) {
     ensure_group_topic(shard, &retry_topic(group));
 }
 
-fn ensure_group_topic(shard: &Shard, topic: &str) -> Option<String> {
+/// Creates a retry or dead-letter topic (one queue) if missing; the error when it cannot.
+pub fn ensure_group_topic(shard: &Shard, topic: &str) -> Option<String> {
     let broker = &shard.broker;
     if broker.topics.snapshot().get(topic).is_some() {
         return None;
@@ -166,7 +167,18 @@ pub fn send_back(
     if let Some(e) = ensure_group_topic(shard, &topic) {
         return Reply::error(Status::SystemError, e).into();
     }
-    let copy = match copy_record(&view, &h, &topic, &dest, max) {
+    let level = match dest {
+        Destination::Retry { level } => Some(level),
+        Destination::DeadLetter => None,
+    };
+    let copy = match copy_record(
+        &view,
+        &h.original_topic,
+        &h.original_message_id,
+        &topic,
+        level,
+        max,
+    ) {
         Ok(c) => c,
         Err(e) => return Reply::error(Status::MessageIllegal, e).into(),
     };
@@ -178,6 +190,27 @@ pub fn send_back(
             view.reconsume_times
         );
     }
+    let dead = dest == Destination::DeadLetter;
+    let group = h.consumer_group;
+    match store_copy(shard, topic, copy) {
+        Outcome::Now(r) => {
+            note_stored(shard, &r, &group, dead);
+            answer(r).into()
+        }
+        Outcome::Later(fut) => {
+            let shard = Rc::clone(shard);
+            Outcome::later(async move {
+                let r = fut.await;
+                note_stored(&shard, &r, &group, dead);
+                answer(r)
+            })
+        }
+    }
+}
+
+/// Stores a copy made by this module in `topic` (queue 0) through the ordinary send path
+/// (its checks, its shard forwarding, its flush and replication promise).
+pub fn store_copy(shard: &Rc<Shard>, topic: String, copy: Vec<u8>) -> Outcome {
     let send = SendRequest {
         producer_group: String::new(),
         topic,
@@ -201,22 +234,19 @@ pub fn send_back(
         zero_copy: false,
         conn: None,
     };
-    let dead = dest == Destination::DeadLetter;
-    let group = h.consumer_group;
-    match dispatch(shard, send_frame, inner, None) {
-        Outcome::Now(r) => {
-            note_stored(shard, &r, &group, dead);
-            answer(r).into()
-        }
-        Outcome::Later(fut) => {
-            let shard = Rc::clone(shard);
-            Outcome::later(async move {
-                let r = fut.await;
-                note_stored(&shard, &r, &group, dead);
-                answer(r)
-            })
-        }
-    }
+    dispatch(shard, send_frame, inner, None)
+}
+
+/// The copy of a POP message whose invisible time ended, for `topic` (the group's pop retry
+/// topic, or its dead-letter topic past `max` reconsumes): delivered at once, its reconsume
+/// count raised.
+pub fn revive_copy(
+    orig: &RecordView<'_>,
+    first_topic: &str,
+    topic: &str,
+    max: u32,
+) -> Result<Vec<u8>, String> {
+    copy_record(orig, first_topic, "", topic, None, max)
 }
 
 /// Counts a copy the retry or dead-letter topic stored (metrics).
@@ -253,12 +283,15 @@ fn check(shard: &Shard, h: &ConsumerSendBackRequest) -> Result<(), Reply> {
     Ok(())
 }
 
-/// The copy of `orig` for `topic`.
+/// The copy of `orig` for `topic`, delivered after delay `level` (`None`: at once).
+/// `original_topic` and `original_id` are the consumer's word, used when the stored
+/// message does not say (empty: unknown).
 fn copy_record(
     orig: &RecordView<'_>,
-    h: &ConsumerSendBackRequest,
+    original_topic: &str,
+    original_id: &str,
     topic: &str,
-    dest: &Destination,
+    level: Option<u32>,
     max: u32,
 ) -> Result<Vec<u8>, String> {
     // Both copies count the delivery that failed (RocketMQ does the same).
@@ -268,7 +301,7 @@ fn copy_record(
     let retry_topic_value = orig
         .property(keys::RETRY_TOPIC)
         .filter(|t| !t.is_empty())
-        .or(Some(h.original_topic.as_str()).filter(|t| !t.is_empty()))
+        .or(Some(original_topic).filter(|t| !t.is_empty()))
         .unwrap_or(orig.topic)
         .to_owned();
     let origin_id = orig
@@ -276,18 +309,15 @@ fn copy_record(
         .filter(|v| !v.is_empty())
         .map(str::to_owned)
         .unwrap_or_else(|| {
-            if h.original_message_id.is_empty() {
+            if original_id.is_empty() {
                 record::message_id(orig.store_host, orig.physical_offset)
             } else {
-                h.original_message_id.clone()
+                original_id.to_owned()
             }
         });
     let next_s = next.to_string();
     let max_s = max.to_string();
-    let level_s = match dest {
-        Destination::Retry { level } => Some(level.to_string()),
-        Destination::DeadLetter => None,
-    };
+    let level_s = level.map(|l| l.to_string());
     let kept = properties::iter(orig.properties)
         .filter_map(|p| p.ok())
         .filter(|(k, _)| !SCHEDULE_KEYS.contains(k) && !REPLACED_KEYS.contains(k));

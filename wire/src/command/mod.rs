@@ -59,6 +59,10 @@
 //! | DELETE_ACL_CONFIG | [`DeleteAclRequest`] | - | [`Empty`] | - |
 //! | GET_BROKER_CLUSTER_ACL_CONFIG | [`Empty`] | - | [`Empty`] | [`AclConfigList`] |
 //! | WHOAMI | [`Empty`] | - | [`Empty`] | [`WhoAmI`] |
+//! | POP_MESSAGE | [`PopRequest`] | - | [`PopResponse`] | records |
+//! | ACK_MESSAGE | [`AckRequest`] | - | [`Empty`] | - |
+//! | BATCH_ACK_MESSAGE | [`BatchAckRequest`] | [`AckHandles`] | [`BatchAckResponse`] | - |
+//! | CHANGE_MESSAGE_INVISIBLETIME | [`ChangeInvisibleTimeRequest`] | - | [`ChangeInvisibleTimeResponse`] | - |
 //! | any, answered WRONG_SHARD | | | [`WrongShard`] | - |
 
 use crate::code::RequestCode;
@@ -78,6 +82,7 @@ pub mod hello;
 pub mod kv;
 pub mod lock;
 pub mod namesrv;
+pub mod pop;
 pub mod pull;
 pub mod query;
 pub mod queue_offset;
@@ -101,6 +106,7 @@ pub use hello::*;
 pub use kv::*;
 pub use lock::*;
 pub use namesrv::*;
+pub use pop::*;
 pub use pull::*;
 pub use query::*;
 pub use queue_offset::*;
@@ -207,6 +213,10 @@ requests! {
     DeleteAclConfig(DeleteAclRequest),
     GetBrokerClusterAclConfig(Empty),
     WhoAmI(Empty),
+    PopMessage(PopRequest),
+    AckMessage(AckRequest),
+    BatchAckMessage(BatchAckRequest),
+    ChangeMessageInvisibleTime(ChangeInvisibleTimeRequest),
 }
 
 impl Request {
@@ -284,6 +294,15 @@ macro_rules! for_each_wire_type {
             $crate::command::DeleteAclRequest,
             $crate::command::AclConfigList,
             $crate::command::WhoAmI,
+            $crate::command::PopRequest,
+            $crate::command::Response<$crate::command::PopResponse>,
+            $crate::command::AckRequest,
+            $crate::command::BatchAckRequest,
+            $crate::command::AckHandles,
+            $crate::command::Response<$crate::command::BatchAckResponse>,
+            $crate::command::ChangeInvisibleTimeRequest,
+            $crate::command::Response<$crate::command::ChangeInvisibleTimeResponse>,
+            $crate::command::PopOp,
         }
     };
 }

@@ -74,6 +74,10 @@ pub struct Shard {
     pub splice_ok: bool,
     /// What this shard records for the metrics endpoint (`crate::metrics::shard`).
     pub metrics: RefCell<crate::metrics::shard::Recorder>,
+    /// What POP consumers have in flight on this shard's queues (`broker::pop`).
+    pub pop: RefCell<crate::broker::pop::state::PopState>,
+    /// Notified when a POP checkpoint is added (wakes the revive loop).
+    pub pop_kick: Event,
 }
 
 impl std::fmt::Debug for Shard {
@@ -115,6 +119,8 @@ impl Shard {
             index: None,
             splice_ok,
             metrics: RefCell::new(metrics),
+            pop: RefCell::new(Default::default()),
+            pop_kick: Event::new(),
         }
     }
 

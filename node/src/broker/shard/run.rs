@@ -27,6 +27,13 @@ pub async fn run(
     rt::spawn(Flusher::run(Rc::clone(&shard)));
     rt::spawn(timers::run(Rc::clone(&shard)));
     if shard.broker.config.broker_role.is_master() {
+        if let Err(e) = crate::broker::pop::open(&shard) {
+            crate::fail_stop(&format!(
+                "shard {}: rebuilding the POP state: {e}",
+                shard.id
+            ));
+        }
+        rt::spawn(crate::broker::pop::run(Rc::clone(&shard)));
         rt::spawn(schedule::run(Rc::clone(&shard)));
         rt::spawn(super::txn::run(Rc::clone(&shard)));
     }

@@ -56,7 +56,9 @@ pub async fn run(shard: Rc<Shard>) {
         since_offsets += tick_ms;
         if since_offsets >= OFFSET_PERSIST_INTERVAL_MS {
             since_offsets = 0;
+            let pop_mark = crate::broker::pop::watermark(&shard);
             save_offsets(&shard).await;
+            crate::broker::pop::save_watermark(&shard, pop_mark).await;
         }
         since_retention += tick_ms;
         if since_retention >= 10_000 {

@@ -1,0 +1,205 @@
+//! The revive loop: when a checkpoint's invisible time ends, each of its offsets still open
+//! is stored again, in the group's pop retry topic with its reconsume count raised, or in
+//! `%DLQ%<group>` once it was reconsumed the group's retry limit; then a revived record
+//! says so. A crash between the two stores the copy twice (at least once, as RocketMQ).
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use ringmq_wire::command::{dlq_topic, pop_retry_topic, PopOp, PopOpKind, RETRY_TOPIC_PREFIX};
+use ringmq_wire::record;
+
+use super::append_ops;
+use super::state::{CkKey, Mark};
+use crate::broker::retry::{ensure_group_topic, revive_copy, store_copy};
+use crate::broker::shard::Shard;
+use crate::broker::Broker;
+use crate::io::rt;
+use crate::net::reply::Outcome;
+use crate::store::PullStatus;
+
+/// Longest sleep between looks at the deadlines.
+const TICK_MS: i64 = 200;
+/// Checkpoints revived per turn.
+const PER_TURN: usize = 64;
+/// A checkpoint whose copies could not all be stored is tried again this much later.
+const RETRY_AFTER_MS: i64 = 1000;
+
+/// The loop (master role), until the broker stops.
+pub async fn run(shard: Rc<Shard>) {
+    loop {
+        if shard.broker.is_shutting_down() {
+            return;
+        }
+        let now = Broker::now_ms();
+        let next = shard.pop.borrow().next_deadline();
+        let wait = next.map_or(TICK_MS, |d| (d - now).clamp(0, TICK_MS));
+        if wait > 0 {
+            let kick = shard.pop_kick.listen();
+            rt::timeout(Duration::from_millis(wait as u64), kick).await;
+            continue;
+        }
+        let due = shard.pop.borrow_mut().take_due(now, PER_TURN);
+        for (key, open) in due {
+            revive(&shard, &key, &open).await;
+        }
+    }
+}
+
+/// The topic a checkpoint's messages were first consumed from (its pop retry topic's base).
+fn first_topic(key: &CkKey) -> &str {
+    let prefix_len = RETRY_TOPIC_PREFIX.len() + key.group.len() + 1;
+    if key.topic.starts_with(RETRY_TOPIC_PREFIX)
+        && key.topic.len() > prefix_len
+        && key.topic[RETRY_TOPIC_PREFIX.len()..].starts_with(key.group.as_str())
+        && key.topic.as_bytes()[prefix_len - 1] == b'_'
+    {
+        &key.topic[prefix_len..]
+    } else {
+        &key.topic
+    }
+}
+
+async fn revive(shard: &Rc<Shard>, key: &CkKey, open: &[u64]) {
+    let base = first_topic(key).to_string();
+    let max = shard.broker.retry_max_times(&key.group);
+    let mut revived = Vec::new();
+    let mut dead = 0u64;
+    let mut failed = false;
+    for &offset in open {
+        let rec = match read_message(shard, key, offset) {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => {
+                log::warn!(
+                    "POP group {}: {} queue {} offset {offset} is no longer stored; not \
+                     delivered again",
+                    key.group,
+                    key.topic,
+                    key.queue_id
+                );
+                revived.push(offset);
+                continue;
+            }
+            Err(e) => {
+                log::warn!("POP group {}: reading a message to revive: {e}", key.group);
+                failed = true;
+                continue;
+            }
+        };
+        let Ok(view) = record::decode_one(&rec) else {
+            revived.push(offset);
+            continue;
+        };
+        let to_dlq = u32::try_from(view.reconsume_times.max(0)).unwrap_or(0) >= max;
+        let topic = if to_dlq {
+            dlq_topic(&key.group)
+        } else {
+            pop_retry_topic(&key.group, &base)
+        };
+        if let Some(e) = ensure_group_topic(shard, &topic) {
+            log::warn!("POP group {}: {e}", key.group);
+            failed = true;
+            continue;
+        }
+        let copy = match revive_copy(&view, &base, &topic, max) {
+            Ok(c) => c,
+            Err(e) => {
+                log::warn!("POP group {}: copying offset {offset}: {e}", key.group);
+                revived.push(offset);
+                continue;
+            }
+        };
+        let reply = match store_copy(shard, topic, copy) {
+            Outcome::Now(r) => r,
+            Outcome::Later(f) => f.await,
+        };
+        if reply.status.message_stored() {
+            revived.push(offset);
+            dead += u64::from(to_dlq);
+        } else {
+            log::warn!(
+                "POP group {}: storing offset {offset} of {} again: {}",
+                key.group,
+                key.topic,
+                reply.remark()
+            );
+            failed = true;
+        }
+    }
+    if !revived.is_empty() {
+        let op = PopOp {
+            kind: PopOpKind::Revived,
+            group: key.group.clone(),
+            topic: key.topic.clone(),
+            queue_id: key.queue_id,
+            start_offset: key.start_offset,
+            pop_time_ms: key.pop_time_ms,
+            invisible_time_ms: 0,
+            offsets: revived.clone(),
+        };
+        match append_ops(shard, std::slice::from_ref(&op), Broker::now_ms()) {
+            Ok(_) => {
+                let mut st = shard.pop.borrow_mut();
+                st.mark(key, &revived, Mark::Revived);
+                let c = st.count(&key.group);
+                c.revived += revived.len() as u64 - dead;
+                c.dead_lettered += dead;
+            }
+            Err(r) => {
+                log::warn!(
+                    "POP group {}: recording a revive: {}",
+                    key.group,
+                    r.remark()
+                );
+                failed = true;
+            }
+        }
+    }
+    if failed {
+        shard
+            .pop
+            .borrow_mut()
+            .revive_later(key, Broker::now_ms() + RETRY_AFTER_MS);
+    }
+}
+
+/// The stored record at `offset` of the checkpoint's queue; `None` when the store no longer
+/// has it.
+fn read_message(shard: &Shard, key: &CkKey, offset: u64) -> Result<Option<Vec<u8>>, String> {
+    let store = shard.store.borrow();
+    let r = store
+        .get(&key.topic, key.queue_id, offset, 1, 1, |_| true)
+        .map_err(|e| e.to_string())?;
+    if r.status != PullStatus::Found {
+        return Ok(None);
+    }
+    let Some(run) = r.runs.first() else {
+        return Ok(None);
+    };
+    let mut bytes = vec![0u8; run.len as usize];
+    store
+        .read(run.physical_offset, &mut bytes)
+        .map_err(|e| e.to_string())?;
+    let at = record::decode_one(&bytes).map(|v| v.queue_offset);
+    Ok((at == Ok(offset)).then_some(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_topic_of_a_pop_retry_topic_is_its_base() {
+        let key = |t: &str| CkKey {
+            group: "g".into(),
+            topic: t.into(),
+            queue_id: 0,
+            start_offset: 0,
+            pop_time_ms: 0,
+        };
+        assert_eq!(first_topic(&key("%RETRY%g_orders")), "orders");
+        assert_eq!(first_topic(&key("orders")), "orders");
+        assert_eq!(first_topic(&key("%RETRY%g")), "%RETRY%g");
+        assert_eq!(first_topic(&key("%RETRY%gx_orders")), "%RETRY%gx_orders");
+    }
+}

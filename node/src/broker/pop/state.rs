@@ -1,0 +1,317 @@
+//! What one shard has in flight for POP consumers: checkpoints (a pop of one queue: its
+//! offsets, invisible until a deadline), each offset open, acked or revived. Rebuilt from the
+//! shard's [`POP_STATE_TOPIC`](ringmq_wire::command::POP_STATE_TOPIC) records at open
+//! (`super::open`); changed only after the record saying so is appended.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// Names a checkpoint (RocketMQ's key: group, topic, queue, first offset, pop time).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CkKey {
+    pub group: String,
+    pub topic: String,
+    pub queue_id: u32,
+    pub start_offset: u64,
+    pub pop_time_ms: i64,
+}
+
+/// How one popped offset stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mark {
+    Open,
+    Acked,
+    Revived,
+    /// Moved to a new checkpoint by an invisible-time change.
+    Moved,
+}
+
+#[derive(Debug)]
+struct Ck {
+    deadline_ms: i64,
+    /// Queue offset of its checkpoint record in the POP state queue.
+    cq_offset: u64,
+    marks: BTreeMap<u64, Mark>,
+    /// Its deadline passed and the revive loop is storing its open offsets again.
+    reviving: bool,
+}
+
+/// Why an ack (or an invisible-time change) is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// No checkpoint: every message of it was acked or revived, or the handle is not one
+    /// this broker gave.
+    NotInFlight,
+    /// The invisible time ended: the message is (or is being) delivered again.
+    Expired { deadline_ms: i64 },
+    /// The checkpoint does not hold this offset.
+    NotInCheckpoint,
+    /// The offset was already stored again (revived).
+    Revived,
+    /// An invisible-time change gave the message a new receipt handle.
+    Moved,
+}
+
+impl Refusal {
+    pub fn remark(&self, offset: u64) -> String {
+        match self {
+            Refusal::NotInFlight => format!(
+                "no message in flight for this receipt handle (offset {offset}): it was acked, \
+                 or its invisible time ended and it was delivered again"
+            ),
+            Refusal::Expired { deadline_ms } => format!(
+                "the invisible time of the message at offset {offset} ended at {deadline_ms} \
+                 ms: it is delivered again; ack the new delivery"
+            ),
+            Refusal::NotInCheckpoint => {
+                format!("offset {offset} is not one this receipt handle's pop handed out")
+            }
+            Refusal::Moved => format!(
+                "the message at offset {offset} has a newer receipt handle (its invisible time \
+                 was changed); use that one"
+            ),
+            Refusal::Revived => format!(
+                "the message at offset {offset} was already delivered again after its \
+                 invisible time; ack the new delivery"
+            ),
+        }
+    }
+}
+
+/// Counts per group since the broker started (`ringmq-ctl group progress`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GroupCounts {
+    pub popped: u64,
+    pub acked: u64,
+    pub revived: u64,
+    pub dead_lettered: u64,
+}
+
+/// The state (see the module docs).
+#[derive(Debug, Default)]
+pub struct PopState {
+    cks: HashMap<CkKey, Ck>,
+    due: BTreeSet<(i64, CkKey)>,
+    by_cq: BTreeMap<u64, CkKey>,
+    /// (group, topic, queue) -> when the group last popped it (ms).
+    last_pop: HashMap<(String, String, u32), i64>,
+    pub counts: BTreeMap<String, GroupCounts>,
+    /// Pops served (rotates the queue a pop starts with).
+    pub turn: u64,
+}
+
+impl PopState {
+    /// A checkpoint whose record is at `cq_offset` (a duplicate key keeps the first).
+    pub fn insert(&mut self, key: CkKey, invisible_ms: u64, cq_offset: u64, offsets: &[u64]) {
+        if self.cks.contains_key(&key) || offsets.is_empty() {
+            return;
+        }
+        let deadline_ms = key
+            .pop_time_ms
+            .saturating_add(i64::try_from(invisible_ms).unwrap_or(i64::MAX));
+        self.due.insert((deadline_ms, key.clone()));
+        self.by_cq.insert(cq_offset, key.clone());
+        self.cks.insert(
+            key,
+            Ck {
+                deadline_ms,
+                cq_offset,
+                marks: offsets.iter().map(|&o| (o, Mark::Open)).collect(),
+                reviving: false,
+            },
+        );
+    }
+
+    pub fn contains(&self, key: &CkKey) -> bool {
+        self.cks.contains_key(key)
+    }
+
+    /// Marks `offsets` of `key` (those still open); drops the checkpoint once none is open.
+    /// Returns how many were open.
+    pub fn mark(&mut self, key: &CkKey, offsets: &[u64], mark: Mark) -> usize {
+        let Some(ck) = self.cks.get_mut(key) else {
+            return 0;
+        };
+        let mut changed = 0;
+        for o in offsets {
+            if let Some(m) = ck.marks.get_mut(o) {
+                if *m == Mark::Open {
+                    *m = mark;
+                    changed += 1;
+                }
+            }
+        }
+        if ck.marks.values().all(|m| *m != Mark::Open) {
+            let ck = self.cks.remove(key).expect("looked up above");
+            self.due.remove(&(ck.deadline_ms, key.clone()));
+            self.by_cq.remove(&ck.cq_offset);
+        }
+        changed
+    }
+
+    /// Whether `offset` of `key` may be acked at `now_ms`: `Ok(true)` when open, `Ok(false)`
+    /// when already acked (nothing to do).
+    pub fn check_ack(&self, key: &CkKey, offset: u64, now_ms: i64) -> Result<bool, Refusal> {
+        let ck = self.cks.get(key).ok_or(Refusal::NotInFlight)?;
+        match ck.marks.get(&offset) {
+            None => Err(Refusal::NotInCheckpoint),
+            Some(Mark::Acked) => Ok(false),
+            Some(Mark::Revived) => Err(Refusal::Revived),
+            Some(Mark::Moved) => Err(Refusal::Moved),
+            Some(Mark::Open) if ck.reviving || now_ms >= ck.deadline_ms => Err(Refusal::Expired {
+                deadline_ms: ck.deadline_ms,
+            }),
+            Some(Mark::Open) => Ok(true),
+        }
+    }
+
+    /// Checkpoints due at `now_ms` (at most `max`), each with its open offsets, marked as
+    /// reviving.
+    pub fn take_due(&mut self, now_ms: i64, max: usize) -> Vec<(CkKey, Vec<u64>)> {
+        let mut out = Vec::new();
+        for (deadline, key) in &self.due {
+            if *deadline > now_ms || out.len() >= max {
+                break;
+            }
+            let Some(ck) = self.cks.get_mut(key) else {
+                continue;
+            };
+            if ck.reviving {
+                continue;
+            }
+            ck.reviving = true;
+            let open = ck
+                .marks
+                .iter()
+                .filter(|(_, m)| **m == Mark::Open)
+                .map(|(o, _)| *o)
+                .collect();
+            out.push((key.clone(), open));
+        }
+        out
+    }
+
+    /// A revive that could not store everything: try again at `retry_at_ms`.
+    pub fn revive_later(&mut self, key: &CkKey, retry_at_ms: i64) {
+        if let Some(ck) = self.cks.get_mut(key) {
+            self.due.remove(&(ck.deadline_ms, key.clone()));
+            ck.deadline_ms = retry_at_ms;
+            ck.reviving = false;
+            self.due.insert((retry_at_ms, key.clone()));
+        }
+    }
+
+    /// The earliest deadline, if anything is in flight.
+    pub fn next_deadline(&self) -> Option<i64> {
+        self.due
+            .iter()
+            .find(|(_, k)| self.cks.get(k).is_some_and(|c| !c.reviving))
+            .map(|(d, _)| *d)
+    }
+
+    /// Where a rebuild must start reading the POP state queue: the oldest open checkpoint's
+    /// record, else `end` (the queue's next offset).
+    pub fn watermark(&self, end: u64) -> u64 {
+        self.by_cq.keys().next().copied().unwrap_or(end)
+    }
+
+    /// Offsets in flight (open) per group.
+    pub fn in_flight(&self) -> BTreeMap<String, u64> {
+        let mut out = BTreeMap::new();
+        for (k, ck) in &self.cks {
+            let open = ck.marks.values().filter(|m| **m == Mark::Open).count() as u64;
+            *out.entry(k.group.clone()).or_insert(0) += open;
+        }
+        out
+    }
+
+    pub fn note_pop(&mut self, group: &str, topic: &str, queue_id: u32, now_ms: i64) {
+        self.last_pop
+            .insert((group.to_string(), topic.to_string(), queue_id), now_ms);
+    }
+
+    /// Whether `group` popped the queue within `window_ms` or has messages of it in flight.
+    pub fn pops_queue(
+        &self,
+        group: &str,
+        topic: &str,
+        queue_id: u32,
+        now_ms: i64,
+        window_ms: i64,
+    ) -> bool {
+        let key = (group.to_string(), topic.to_string(), queue_id);
+        if self
+            .last_pop
+            .get(&key)
+            .is_some_and(|&t| now_ms.saturating_sub(t) < window_ms)
+        {
+            return true;
+        }
+        self.cks
+            .keys()
+            .any(|k| k.group == group && k.topic == topic && k.queue_id == queue_id)
+    }
+
+    pub fn count(&mut self, group: &str) -> &mut GroupCounts {
+        self.counts.entry(group.to_string()).or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(start: u64, at: i64) -> CkKey {
+        CkKey {
+            group: "g".into(),
+            topic: "t".into(),
+            queue_id: 0,
+            start_offset: start,
+            pop_time_ms: at,
+        }
+    }
+
+    #[test]
+    fn acks_resolve_a_checkpoint_and_expiry_refuses_them() {
+        let mut s = PopState::default();
+        s.insert(key(10, 1000), 500, 3, &[10, 11]);
+        assert_eq!(s.watermark(9), 3);
+        assert_eq!(s.check_ack(&key(10, 1000), 10, 1200), Ok(true));
+        assert_eq!(
+            s.check_ack(&key(10, 1000), 12, 1200),
+            Err(Refusal::NotInCheckpoint)
+        );
+        assert_eq!(
+            s.check_ack(&key(10, 1000), 11, 1500),
+            Err(Refusal::Expired { deadline_ms: 1500 })
+        );
+        assert_eq!(s.mark(&key(10, 1000), &[10], Mark::Acked), 1);
+        assert_eq!(s.check_ack(&key(10, 1000), 10, 1200), Ok(false));
+        assert_eq!(s.in_flight().get("g"), Some(&1));
+        assert_eq!(s.take_due(1499, 10), vec![]);
+        assert_eq!(s.take_due(1500, 10), vec![(key(10, 1000), vec![11])]);
+        // Reviving: an ack now is refused even if the clock went back.
+        assert!(matches!(
+            s.check_ack(&key(10, 1000), 11, 1000),
+            Err(Refusal::Expired { .. })
+        ));
+        assert_eq!(s.mark(&key(10, 1000), &[11], Mark::Revived), 1);
+        assert!(!s.contains(&key(10, 1000)));
+        assert_eq!(s.watermark(9), 9);
+        assert_eq!(
+            s.check_ack(&key(10, 1000), 11, 1000),
+            Err(Refusal::NotInFlight)
+        );
+    }
+
+    #[test]
+    fn a_failed_revive_is_retried_later() {
+        let mut s = PopState::default();
+        s.insert(key(0, 0), 100, 0, &[0]);
+        assert_eq!(s.take_due(100, 10).len(), 1);
+        assert_eq!(s.next_deadline(), None);
+        s.revive_later(&key(0, 0), 1100);
+        assert_eq!(s.next_deadline(), Some(1100));
+        assert_eq!(s.take_due(1000, 10).len(), 0);
+        assert_eq!(s.take_due(1100, 10).len(), 1);
+    }
+}
