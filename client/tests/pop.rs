@@ -173,6 +173,16 @@ async fn an_unacked_message_comes_back_then_dead_letters_and_a_late_ack_is_refus
         none.is_empty(),
         "a dead letter was delivered again: {none:?}"
     );
+    // What `ringmq-ctl group progress` shows: three deliveries, two revives, one dead letter.
+    let admin = ringmq_client::Admin::connect(&node.namesrv())
+        .await
+        .unwrap();
+    let s = admin.pop_status(group).await.unwrap();
+    assert_eq!(
+        (s.in_flight, s.popped, s.acked, s.revived, s.dead_lettered),
+        (0, 3, 0, 2, 1),
+        "{s:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -84,6 +84,8 @@ crate::wire_enum! {
         BatchAckMessage = 1032 => "BATCH_ACK_MESSAGE",
         /// RocketMQ 5's CHANGE_MESSAGE_INVISIBLETIME (200053).
         ChangeMessageInvisibleTime = 1033 => "CHANGE_MESSAGE_INVISIBLETIME",
+        /// ringmq: one shard's POP counts per group (admin).
+        GetPopStatus = 1034 => "GET_POP_STATUS",
         /// ringmq replication: a slave shard subscribes to the master's shard.
         HaSubscribe = 1100 => "HA_SUBSCRIBE",
         /// ringmq replication: master -> slave CommitLog bytes.

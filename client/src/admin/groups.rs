@@ -9,7 +9,7 @@ use ringmq_wire::code::{RequestCode, Status};
 use ringmq_wire::codec::Empty;
 use ringmq_wire::command::{
     ConsumerGroupList, ConsumerOffsetEntry, ConsumerOffsetTable, GetAllConsumerOffsetRequest,
-    GetConsumerListRequest,
+    GetConsumerListRequest, GetPopStatusRequest, PopGroupStatus, PopStatus,
 };
 
 use super::{Admin, BrokerRef};
@@ -132,6 +132,41 @@ impl Admin {
             .expect(&[Status::Success])?
             .decode_body()?;
         Ok(table.entries)
+    }
+
+    /// A group's POP counts summed over every master's shards (zeros when it never popped).
+    pub async fn pop_status(&self, group: &str) -> Result<PopGroupStatus> {
+        let mut sum = PopGroupStatus {
+            group: group.to_string(),
+            ..PopGroupStatus::default()
+        };
+        for b in self
+            .brokers()
+            .await?
+            .into_iter()
+            .filter(BrokerRef::is_master)
+        {
+            for shard in 0..b.shard_count {
+                let status: PopStatus = self
+                    .call(
+                        b.addr,
+                        RequestCode::GetPopStatus,
+                        &GetPopStatusRequest { shard_id: shard },
+                        &[],
+                    )
+                    .await?
+                    .expect(&[Status::Success])?
+                    .decode_body()?;
+                for g in status.groups.into_iter().filter(|g| g.group == group) {
+                    sum.in_flight += g.in_flight;
+                    sum.popped += g.popped;
+                    sum.acked += g.acked;
+                    sum.revived += g.revived;
+                    sum.dead_lettered += g.dead_lettered;
+                }
+            }
+        }
+        Ok(sum)
     }
 
     /// Every consumer group the masters know: live ones (with members and subscriptions)

@@ -1,6 +1,7 @@
 //! `group list|progress|reset-offset` and `consumerProgress`. Progress shows the group's
 //! retry topic (`%RETRY%<group>`) and dead-letter topic (`%DLQ%<group>`, lag = dead letters
-//! not resent) beside its own topics, with their lags apart in the summary.
+//! not resent) beside its own topics, with their lags apart in the summary, and its POP
+//! counts (in flight now; acked, revived and dead-lettered since each broker started).
 
 use ringmq_client::admin::{QueueProgress, ResetTo};
 use ringmq_client::{Admin, Error};
@@ -63,6 +64,10 @@ pub async fn progress(admin: &Admin, group: &str, topic: Option<&str>) -> Result
         }
     }
     let dlq_queues = dlq_queues(admin, group).await?;
+    let pop = admin
+        .pop_status(group)
+        .await
+        .doing(|| format!("reading the POP counts of group {group}"))?;
     let mut queues = Section::list(
         "queues",
         vec![
@@ -137,6 +142,10 @@ pub async fn progress(admin: &Admin, group: &str, topic: Option<&str>) -> Result
             int("RETRY_LAG[msg]", "retry_lag"),
             int("DLQ_LAG[msg]", "dlq_lag"),
             float("MAX_LAG_AGE[s]", "max_lag_age_s"),
+            int("POP_INFLIGHT[msg]", "pop_in_flight"),
+            int("POP_REVIVED[msg]", "pop_revived"),
+            int("POP_ACKED[msg]", "pop_acked"),
+            int("POP_DEAD[msg]", "pop_dead_lettered"),
         ],
         vec![
             json!(p.group),
@@ -150,6 +159,10 @@ pub async fn progress(admin: &Admin, group: &str, topic: Option<&str>) -> Result
                 .filter(|q| q.queue.topic != retry)
                 .filter_map(age_s)
                 .reduce(f64::max)),
+            json!(pop.in_flight),
+            json!(pop.revived),
+            json!(pop.acked),
+            json!(pop.dead_lettered),
         ],
     );
     Ok(Report::one(queues).with(members).with(summary))

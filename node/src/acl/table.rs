@@ -163,6 +163,7 @@ pub fn need(request: &Request, body: &[u8]) -> Need {
         | Request::InvokeBrokerToResetOffset(_)
         | Request::ViewMessageById(_)
         | Request::GetScheduleStatus(_)
+        | Request::GetPopStatus(_)
         | Request::GetTransactionStatus(_)
         | Request::PutKvConfig(_)
         | Request::DeleteKvConfig(_)

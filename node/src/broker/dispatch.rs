@@ -99,6 +99,15 @@ pub fn dispatch(
         Request::ChangeMessageInvisibleTime(h) => {
             pop::change_invisible_time(shard, h, frame_bytes, origin)
         }
+        Request::GetPopStatus(h) => {
+            if h.shard_id == shard.id {
+                pop::status(shard).into()
+            } else if h.shard_id < shard.broker.shard_count {
+                forward_or_refuse(shard, h.shard_id, frame_bytes, origin)
+            } else {
+                Reply::error(Status::MessageIllegal, format!("no shard {}", h.shard_id)).into()
+            }
+        }
         Request::QueryConsumerOffset(h) => match local(&h.topic, h.queue_id) {
             Ok(()) => oh::query_offset(shard, &h).into(),
             Err(o) => o.redirect(shard, frame_bytes, origin),

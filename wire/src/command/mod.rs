@@ -63,6 +63,7 @@
 //! | ACK_MESSAGE | [`AckRequest`] | - | [`Empty`] | - |
 //! | BATCH_ACK_MESSAGE | [`BatchAckRequest`] | [`AckHandles`] | [`BatchAckResponse`] | - |
 //! | CHANGE_MESSAGE_INVISIBLETIME | [`ChangeInvisibleTimeRequest`] | - | [`ChangeInvisibleTimeResponse`] | - |
+//! | GET_POP_STATUS | [`GetPopStatusRequest`] | - | [`Empty`] | [`PopStatus`] |
 //! | any, answered WRONG_SHARD | | | [`WrongShard`] | - |
 
 use crate::code::RequestCode;
@@ -217,6 +218,7 @@ requests! {
     AckMessage(AckRequest),
     BatchAckMessage(BatchAckRequest),
     ChangeMessageInvisibleTime(ChangeInvisibleTimeRequest),
+    GetPopStatus(GetPopStatusRequest),
 }
 
 impl Request {
@@ -303,6 +305,8 @@ macro_rules! for_each_wire_type {
             $crate::command::ChangeInvisibleTimeRequest,
             $crate::command::Response<$crate::command::ChangeInvisibleTimeResponse>,
             $crate::command::PopOp,
+            $crate::command::GetPopStatusRequest,
+            $crate::command::PopStatus,
         }
     };
 }

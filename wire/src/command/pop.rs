@@ -9,6 +9,7 @@
 //! | ACK_MESSAGE | [`AckRequest`] | - | [`Empty`](crate::codec::Empty) | - |
 //! | BATCH_ACK_MESSAGE | [`BatchAckRequest`] | [`AckHandles`] | [`BatchAckResponse`] | - |
 //! | CHANGE_MESSAGE_INVISIBLETIME | [`ChangeInvisibleTimeRequest`] | - | [`ChangeInvisibleTimeResponse`] | - |
+//! | GET_POP_STATUS (admin) | [`GetPopStatusRequest`] | - | [`Empty`](crate::codec::Empty) | [`PopStatus`] |
 //!
 //! A popped message is named by its receipt handle, RocketMQ's `extraInfo` string
 //! ([`ReceiptHandle`]): the checkpoint it belongs to (first queue offset of the pop, pop
@@ -140,6 +141,37 @@ crate::wire_struct! {
         pub pop_time_ms: i64,
         pub invisible_time_ms: u64,
         pub revive_shard: u16,
+    }
+}
+
+crate::wire_struct! {
+    /// GET_POP_STATUS request header: one shard's POP counts.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct GetPopStatusRequest {
+        pub shard_id: u16,
+    }
+}
+
+crate::wire_struct! {
+    /// One group's POP counts on one shard: in flight now, and since the broker started.
+    #[derive(Debug, Clone, Default, PartialEq, Eq)]
+    pub struct PopGroupStatus {
+        pub group: String,
+        /// Messages popped and neither acked nor delivered again yet.
+        pub in_flight: u64,
+        pub popped: u64,
+        pub acked: u64,
+        /// Messages stored again in the pop retry topic after their invisible time.
+        pub revived: u64,
+        pub dead_lettered: u64,
+    }
+}
+
+crate::wire_struct! {
+    /// GET_POP_STATUS response body.
+    #[derive(Debug, Clone, Default, PartialEq, Eq)]
+    pub struct PopStatus {
+        pub groups: Vec<PopGroupStatus>,
     }
 }
 

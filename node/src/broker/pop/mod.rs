@@ -37,8 +37,8 @@ use ringmq_wire::codec::{Decode, Empty, Encode};
 use ringmq_wire::command::route::perm;
 use ringmq_wire::command::{
     pop_retry_topic, AckHandles, AckRequest, BatchAckRequest, BatchAckResponse,
-    ChangeInvisibleTimeRequest, ChangeInvisibleTimeResponse, PopInitMode, PopOp, PopOpKind,
-    PopRequest, PopResponse, PullRequest, ReceiptHandle, POP_STATE_TOPIC,
+    ChangeInvisibleTimeRequest, ChangeInvisibleTimeResponse, PopGroupStatus, PopInitMode, PopOp,
+    PopOpKind, PopRequest, PopResponse, PopStatus, PullRequest, ReceiptHandle, POP_STATE_TOPIC,
 };
 use ringmq_wire::record::{self, Message};
 
@@ -789,6 +789,37 @@ pub fn change_invisible_time(
             )
         }
         Err(r) => r.into(),
+    }
+}
+
+/// GET_POP_STATUS: this shard's counts per group.
+pub fn status(shard: &Shard) -> Reply {
+    let st = shard.pop.borrow();
+    let in_flight = st.in_flight();
+    let mut groups: Vec<PopGroupStatus> = st
+        .counts
+        .iter()
+        .map(|(g, c)| PopGroupStatus {
+            group: g.clone(),
+            in_flight: in_flight.get(g).copied().unwrap_or(0),
+            popped: c.popped,
+            acked: c.acked,
+            revived: c.revived,
+            dead_lettered: c.dead_lettered,
+        })
+        .collect();
+    for (g, n) in &in_flight {
+        if !st.counts.contains_key(g) {
+            groups.push(PopGroupStatus {
+                group: g.clone(),
+                in_flight: *n,
+                ..PopGroupStatus::default()
+            });
+        }
+    }
+    match (PopStatus { groups }).to_vec() {
+        Ok(body) => Reply::ok_body(Empty, Body::Bytes(body)),
+        Err(e) => Reply::error(Status::SystemError, format!("encoding the POP status: {e}")),
     }
 }
 
