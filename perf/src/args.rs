@@ -398,6 +398,17 @@ pub struct RecvOpts {
     /// start a new one in its place.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub consumer_churn: Option<Duration>,
+    /// POP consumption: the consumers are simple consumers (RocketMQ 5's SimpleConsumer)
+    /// that receive up to --pull-batch (at most 32) messages from any queue, each invisible
+    /// to the others for --invisible-time, and ack them. The report counts acks, refused
+    /// acks and messages delivered again after their ack was acknowledged (must be 0).
+    /// Not with --orderly, --fail-ratio, --consumer-churn or --protocol remoting.
+    #[arg(long)]
+    pub pop: bool,
+    /// With --pop: how long a received message stays invisible to the group's other
+    /// members before it is delivered again unless acked.
+    #[arg(long, value_parser = parse_duration, default_value = "30s", requires = "pop")]
+    pub invisible_time: Duration,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]

@@ -20,10 +20,14 @@ use std::time::{Duration, Instant};
 
 use ringmq_client::wire::command::retry_topic;
 use ringmq_client::wire::remoting::SerializeType;
-use ringmq_client::{ConsumeContext, ConsumeResult, MessageBatch, PushConsumer, StartPosition};
+use ringmq_client::{
+    ConsumeContext, ConsumeResult, MessageBatch, MessageView, PushConsumer, ReceivedMessage,
+    StartPosition,
+};
 
 use crate::fail::FailPlan;
 use crate::payload;
+use crate::pop::Poppers;
 use crate::remoting::pull::Pullers;
 use crate::security::Target;
 use crate::stats::{Meter, Percentiles};
@@ -54,6 +58,8 @@ pub struct RecvPlan {
     /// Pull over RocketMQ's remoting protocol with this header serialization (`None`: the
     /// native protocol's push consumers).
     pub remoting: Option<SerializeType>,
+    /// POP consumption with this invisible time (`--pop`): simple consumers.
+    pub pop: Option<Duration>,
 }
 
 /// What the listener sees, shared by every consumer of the run.
@@ -138,6 +144,11 @@ impl Deliveries {
         self.last_us.fetch_max(at, Ordering::Relaxed);
     }
 
+    /// Opens a listener call (its position among calls' begins and ends, for verify).
+    pub fn begin_call(&self) -> u64 {
+        self.events.fetch_add(1, Ordering::Relaxed)
+    }
+
     /// The failure plan, if the run fails messages on purpose.
     pub fn fail_plan(&self) -> Option<&FailPlan> {
         self.fail.as_ref()
@@ -160,7 +171,7 @@ impl Deliveries {
     /// A listener call's end: a success is measured (count, latency, lateness); every
     /// delivery is recorded for verify with the call's begin and end. One pass over the
     /// messages (each read in place once).
-    fn record(&self, msgs: &MessageBatch, begin: u64, ok: bool, retry: bool) {
+    pub fn record<M: Delivered>(&self, msgs: &[M], begin: u64, ok: bool, retry: bool) {
         let end = self.events.fetch_add(1, Ordering::Relaxed);
         let now = payload::now_us();
         let verify = self.record.is_some();
@@ -169,7 +180,7 @@ impl Deliveries {
         let (mut bytes, mut retried, mut foreign) = (0u64, 0u64, 0u64);
         // Verify mode: (head, from the retry topic, the message) of each perf message.
         let mut seen = Vec::with_capacity(if verify { msgs.len() } else { 0 });
-        for m in msgs.iter() {
+        for m in msgs {
             retried += u64::from(retry);
             let head = payload::parse(m.body());
             if ok {
@@ -298,7 +309,7 @@ struct Call {
 
 impl Call {
     fn begin(sink: Arc<Deliveries>, msgs: MessageBatch, retry: bool) -> Call {
-        let begin = sink.events.fetch_add(1, Ordering::Relaxed);
+        let begin = sink.begin_call();
         Call {
             sink,
             msgs,
@@ -315,8 +326,61 @@ impl Call {
 
 impl Drop for Call {
     fn drop(&mut self) {
-        self.sink
-            .record(&self.msgs, self.begin, self.ok, self.retry);
+        let views: Vec<MessageView<'_>> = self.msgs.iter().collect();
+        self.sink.record(&views, self.begin, self.ok, self.retry);
+    }
+}
+
+/// What [`Deliveries::record`] reads of a delivered message: a push consumer's view, or a
+/// popped message.
+pub trait Delivered {
+    fn body(&self) -> &[u8];
+    fn deliver_at_ms(&self) -> Option<i64>;
+    fn store_timestamp_ms(&self) -> i64;
+    fn broker_name(&self) -> &str;
+    fn queue_id(&self) -> u32;
+    fn queue_offset(&self) -> u64;
+}
+
+impl Delivered for MessageView<'_> {
+    fn body(&self) -> &[u8] {
+        MessageView::body(self)
+    }
+    fn deliver_at_ms(&self) -> Option<i64> {
+        MessageView::deliver_at_ms(self)
+    }
+    fn store_timestamp_ms(&self) -> i64 {
+        MessageView::store_timestamp_ms(self)
+    }
+    fn broker_name(&self) -> &str {
+        MessageView::broker_name(self)
+    }
+    fn queue_id(&self) -> u32 {
+        MessageView::queue_id(self)
+    }
+    fn queue_offset(&self) -> u64 {
+        MessageView::queue_offset(self)
+    }
+}
+
+impl Delivered for ReceivedMessage {
+    fn body(&self) -> &[u8] {
+        &self.body
+    }
+    fn deliver_at_ms(&self) -> Option<i64> {
+        ReceivedMessage::deliver_at_ms(self)
+    }
+    fn store_timestamp_ms(&self) -> i64 {
+        self.store_timestamp_ms
+    }
+    fn broker_name(&self) -> &str {
+        &self.broker_name
+    }
+    fn queue_id(&self) -> u32 {
+        self.queue_id
+    }
+    fn queue_offset(&self) -> u64 {
+        self.queue_offset
     }
 }
 
@@ -348,6 +412,8 @@ pub struct Consumers {
     list: Mutex<Vec<PushConsumer>>,
     /// `--protocol remoting`: the pull loops instead of push consumers.
     pullers: Option<Pullers>,
+    /// `--pop`: simple consumers instead of push consumers.
+    pub poppers: Option<Poppers>,
     /// Index of the next consumer's instance name.
     next: AtomicU32,
     /// Consumers stopped by churn: cleanly, and aborted.
@@ -361,9 +427,13 @@ impl Consumers {
     pub async fn start(plan: &RecvPlan, sink: Arc<Deliveries>) -> Result<Consumers, String> {
         let mut list = Vec::new();
         let mut pullers = None;
-        match plan.remoting {
-            Some(st) => pullers = Some(Pullers::start(plan, st, Arc::clone(&sink)).await?),
-            None => {
+        let mut poppers = None;
+        match (plan.remoting, plan.pop) {
+            (Some(st), _) => pullers = Some(Pullers::start(plan, st, Arc::clone(&sink)).await?),
+            (None, Some(invisible)) => {
+                poppers = Some(Poppers::start(plan, invisible, Arc::clone(&sink)).await?)
+            }
+            (None, None) => {
                 for i in 0..plan.consumers {
                     list.push(start_one(plan, &sink, i).await?);
                 }
@@ -374,6 +444,7 @@ impl Consumers {
             sink,
             list: Mutex::new(list),
             pullers,
+            poppers,
             next: AtomicU32::new(plan.consumers),
             stopped_clean: AtomicU64::new(0),
             aborted: AtomicU64::new(0),
@@ -455,6 +526,9 @@ impl Consumers {
     pub async fn shutdown(&self) {
         if let Some(p) = &self.pullers {
             p.shutdown();
+        }
+        if let Some(p) = &self.poppers {
+            p.shutdown().await;
         }
         let list: Vec<PushConsumer> = std::mem::take(&mut *self.lock());
         for c in &list {

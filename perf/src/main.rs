@@ -17,6 +17,7 @@ mod html;
 mod modes;
 mod node_cpu;
 mod payload;
+mod pop;
 mod produce;
 mod remoting;
 mod report;

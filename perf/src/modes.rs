@@ -231,6 +231,7 @@ async fn consume_mode(a: ConsumeArgs, target: Target, embedded: bool) -> Result<
     if a.protocol.remoting().is_some() {
         remoting::check_supported(c, None, Some(&a.recv))?;
     }
+    check_pop(&a.recv)?;
     let setup = Setup::new(c, &target, false).await?;
     let from = match a.recv.from {
         FromArg::First => StartPosition::First,
@@ -312,7 +313,7 @@ async fn consume_mode(a: ConsumeArgs, target: Target, embedded: bool) -> Result<
     )?;
     Ok(if verdict.is_some_and(|v| v.total.lost > 0) {
         EXIT_LOST
-    } else if churn_error.is_some() {
+    } else if churn_error.is_some() || pop_redelivered(&consumers) {
         EXIT_FAILED
     } else {
         0
@@ -325,6 +326,7 @@ async fn e2e_mode(a: E2eArgs, target: Target, embedded: bool) -> Result<i32, Str
     if a.protocol.remoting().is_some() {
         remoting::check_supported(c, Some(&a.send), Some(&a.recv))?;
     }
+    check_pop(&a.recv)?;
     let mut setup = Setup::new(c, &target, true).await?;
     let mut plan = send_plan(
         &a.send,
@@ -459,7 +461,11 @@ async fn e2e_mode(a: E2eArgs, target: Target, embedded: bool) -> Result<i32, Str
         return Ok(EXIT_NOT_DURABLE);
     }
     Ok(
-        if outcome.verify_error.is_some() || lateness.early > 0 || churn_error.is_some() {
+        if outcome.verify_error.is_some()
+            || lateness.early > 0
+            || churn_error.is_some()
+            || pop_redelivered(&consumers)
+        {
             EXIT_FAILED
         } else {
             0
@@ -661,7 +667,38 @@ fn recv_plan(
         orderly: r.orderly,
         single: r.fail_ratio.is_some(),
         remoting: None,
+        pop: r.pop.then_some(r.invisible_time),
     }
+}
+
+/// `--pop` with an option it cannot honour: the error naming them.
+fn check_pop(r: &RecvOpts) -> Result<(), String> {
+    if !r.pop {
+        return Ok(());
+    }
+    let mut refused = Vec::new();
+    if r.orderly {
+        refused.push("--orderly");
+    }
+    if r.fail_ratio.is_some() {
+        refused.push("--fail-ratio");
+    }
+    if r.consumer_churn.is_some() {
+        refused.push("--consumer-churn");
+    }
+    if refused.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("--pop does not take {}", refused.join(", ")))
+    }
+}
+
+/// A POP run delivered a message again after its ack was acknowledged.
+fn pop_redelivered(consumers: &Consumers) -> bool {
+    consumers
+        .poppers
+        .as_ref()
+        .is_some_and(|p| p.counts.acked_redelivered.load(Ordering::Relaxed) > 0)
 }
 
 fn fail_plan(r: &RecvOpts) -> Option<FailPlan> {
@@ -772,6 +809,19 @@ fn recv_notes(
     if let Some(e) = churn_error {
         notes.push(format!("consumer churn stopped: {e}"));
     }
+    if let Some(p) = &consumers.poppers {
+        let c = &p.counts;
+        notes.push(format!(
+            "pop: {} consumers, invisible time {:?}: {} messages acked, {} acks refused, {} \
+             delivered again after an acknowledged ack, {} failed calls",
+            r.consumers,
+            r.invisible_time,
+            c.acked.load(Ordering::Relaxed),
+            c.ack_refused.load(Ordering::Relaxed),
+            c.acked_redelivered.load(Ordering::Relaxed),
+            c.errors.load(Ordering::Relaxed),
+        ));
+    }
     notes
 }
 
@@ -799,6 +849,18 @@ fn recv_extra(
         "consumers_aborted".into(),
         json!(consumers.aborted.load(Ordering::Relaxed)),
     );
+    if let Some(p) = &consumers.poppers {
+        let c = &p.counts;
+        m.insert(
+            "pop".into(),
+            json!({
+                "acked": c.acked.load(Ordering::Relaxed),
+                "ack_refused": c.ack_refused.load(Ordering::Relaxed),
+                "acked_redelivered": c.acked_redelivered.load(Ordering::Relaxed),
+                "failed_calls": c.errors.load(Ordering::Relaxed),
+            }),
+        );
+    }
     m
 }
 

@@ -47,6 +47,9 @@ pub fn check_supported(
         if r.consumer_churn.is_some() {
             refused.push("--consumer-churn");
         }
+        if r.pop {
+            refused.push("--pop");
+        }
     }
     if refused.is_empty() {
         Ok(())

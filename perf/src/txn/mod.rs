@@ -262,6 +262,7 @@ fn recv_plan(a: &TxnArgs, target: &Target, run_id: u64) -> RecvPlan {
         orderly: false,
         single: false,
         remoting: None,
+        pop: None,
     }
 }
 

@@ -278,9 +278,8 @@ fn try_pop(
             .map(|e| move |props: &[u8]| e.matches_properties(props));
         for &i in &order {
             let (topic, q) = &queues[i];
-            let Some((min, max)) = store.queue_range(topic, *q) else {
-                continue;
-            };
+            // A queue never written holds nothing yet: its range starts at 0.
+            let (min, max) = store.queue_range(topic, *q).unwrap_or((0, 0));
             let stored = shard.offsets.borrow().get(&h.consumer_group, topic, *q);
             let from = match stored {
                 Some(o) => o.clamp(min, max),

@@ -1,0 +1,205 @@
+//! `--pop`: the group's members are simple consumers (POP consumption). Each loops: receive
+//! up to `--pull-batch` (at most 32) messages invisible for `--invisible-time`, record them
+//! as delivered, ack them in one batch per queue. A message delivered again after its ack was
+//! acknowledged is counted (`acked_redelivered`; it must stay 0).
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ringmq_client::{PoppedMessage, ReceivedMessage, SimpleConsumer, StartPosition};
+
+use crate::consume::{Deliveries, RecvPlan};
+use crate::payload;
+
+/// The popping members of a run.
+#[derive(Debug)]
+pub struct Poppers {
+    members: Vec<SimpleConsumer>,
+    stop: Arc<AtomicBool>,
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    pub counts: Arc<PopCounts>,
+}
+
+/// What the members counted.
+#[derive(Debug, Default)]
+pub struct PopCounts {
+    /// Messages acked (acknowledged by the broker).
+    pub acked: AtomicU64,
+    /// Acks the broker refused (their invisible time had ended).
+    pub ack_refused: AtomicU64,
+    /// Deliveries of a message whose ack was acknowledged before.
+    pub acked_redelivered: AtomicU64,
+    /// Receive or ack calls that failed (connection, broker error).
+    pub errors: AtomicU64,
+    /// (producer, sequence) of every acked perf message.
+    acked_ids: Mutex<HashSet<(u64, u64)>>,
+}
+
+impl Poppers {
+    pub async fn start(
+        plan: &RecvPlan,
+        invisible: Duration,
+        sink: Arc<Deliveries>,
+    ) -> Result<Poppers, String> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let counts = Arc::new(PopCounts::default());
+        warm_up(plan, &sink, &counts).await?;
+        let mut members = Vec::new();
+        let mut tasks = Vec::new();
+        for i in 0..plan.consumers {
+            let c = SimpleConsumer::builder()
+                .group(&plan.group)
+                .client_config(plan.target.client_config())
+                .instance_name(format!("perf-{:012x}-p{i}", plan.run_id))
+                .subscribe(&plan.topic, "*")
+                .await_duration(Duration::from_secs(2))
+                .start_position(match plan.from {
+                    StartPosition::Last => StartPosition::Last,
+                    _ => StartPosition::First,
+                })
+                .start()
+                .await
+                .map_err(|e| {
+                    format!("starting simple consumer {i} of group {}: {e}", plan.group)
+                })?;
+            tasks.push(tokio::spawn(member(
+                c.clone(),
+                plan.pull_batch
+                    .clamp(1, ringmq_client::consumer::RECEIVE_MAX),
+                invisible,
+                Arc::clone(&sink),
+                Arc::clone(&counts),
+                Arc::clone(&stop),
+            )));
+            members.push(c);
+        }
+        Ok(Poppers {
+            members,
+            stop,
+            tasks: Mutex::new(tasks),
+            counts,
+        })
+    }
+
+    pub async fn shutdown(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
+        for t in tasks {
+            let _ = t.await;
+        }
+        for c in &self.members {
+            c.shutdown().await;
+        }
+    }
+}
+
+/// A group's position in a queue is set when the group first pops it (the queue's end for
+/// `--from last`). Before the producers start, pops without waiting visit every queue (a
+/// broker shard sets all of its queues and hands on to another shard), so no message sent
+/// after this is skipped. What they receive (a group that popped before) is recorded and
+/// acked as any delivery.
+async fn warm_up(plan: &RecvPlan, sink: &Deliveries, counts: &PopCounts) -> Result<(), String> {
+    let c = SimpleConsumer::builder()
+        .group(&plan.group)
+        .client_config(plan.target.client_config())
+        .instance_name(format!("perf-{:012x}-pw", plan.run_id))
+        .subscribe(&plan.topic, "*")
+        .await_duration(Duration::ZERO)
+        .start_position(match plan.from {
+            StartPosition::Last => StartPosition::Last,
+            _ => StartPosition::First,
+        })
+        .start()
+        .await
+        .map_err(|e| format!("starting a simple consumer of group {}: {e}", plan.group))?;
+    for _ in 0..WARM_UP_POPS {
+        let got = c
+            .receive(1, Duration::from_secs(30))
+            .await
+            .map_err(|e| format!("group {}: the first pops: {e}", plan.group))?;
+        if !got.is_empty() {
+            record(sink, &got);
+            let (acked, _) = c
+                .ack_batch(&got)
+                .await
+                .map_err(|e| format!("group {}: acking: {e}", plan.group))?;
+            counts.acked.fetch_add(u64::from(acked), Ordering::Relaxed);
+        }
+    }
+    c.shutdown().await;
+    Ok(())
+}
+
+/// Pops of [`warm_up`]: each visits two shards of a broker; enough for 16 shards on each
+/// broker the route lists.
+const WARM_UP_POPS: usize = 32;
+
+async fn member(
+    c: SimpleConsumer,
+    batch: u32,
+    invisible: Duration,
+    sink: Arc<Deliveries>,
+    counts: Arc<PopCounts>,
+    stop: Arc<AtomicBool>,
+) {
+    while !stop.load(Ordering::Relaxed) {
+        let got = match c.receive(batch, invisible).await {
+            Ok(g) => g,
+            Err(e) => {
+                counts.errors.fetch_add(1, Ordering::Relaxed);
+                log::debug!("pop: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        if got.is_empty() {
+            continue;
+        }
+        let ids: Vec<Option<(u64, u64)>> = got
+            .iter()
+            .map(|m| payload::parse(&m.message.body).map(|h| (h.producer, h.seq)))
+            .collect();
+        {
+            let acked = counts.acked_ids.lock().unwrap_or_else(|p| p.into_inner());
+            let again = ids.iter().flatten().filter(|k| acked.contains(k)).count();
+            counts
+                .acked_redelivered
+                .fetch_add(again as u64, Ordering::Relaxed);
+        }
+        record(&sink, &got);
+        match c.ack_batch(&got).await {
+            Ok((acked, refused)) => {
+                counts.acked.fetch_add(u64::from(acked), Ordering::Relaxed);
+                counts
+                    .ack_refused
+                    .fetch_add(u64::from(refused), Ordering::Relaxed);
+                if refused == 0 {
+                    let mut set = counts.acked_ids.lock().unwrap_or_else(|p| p.into_inner());
+                    set.extend(ids.into_iter().flatten());
+                }
+            }
+            Err(e) => {
+                counts.errors.fetch_add(1, Ordering::Relaxed);
+                log::debug!("pop ack: {e}");
+            }
+        }
+    }
+}
+
+/// Records one receive's messages as one listener call each queue topic (the pop retry
+/// topic's messages as retries).
+fn record(sink: &Deliveries, got: &[PoppedMessage]) {
+    let (retry, plain): (Vec<&PoppedMessage>, Vec<&PoppedMessage>) = got
+        .iter()
+        .partition(|m| ringmq_client::wire::command::is_retry_topic(&m.message.topic));
+    for (msgs, is_retry) in [(plain, false), (retry, true)] {
+        if msgs.is_empty() {
+            continue;
+        }
+        let msgs: Vec<ReceivedMessage> = msgs.into_iter().map(|m| m.message.clone()).collect();
+        let begin = sink.begin_call();
+        sink.record(&msgs, begin, true, is_retry);
+    }
+}
