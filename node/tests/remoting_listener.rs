@@ -467,3 +467,159 @@ fn bad_remoting_input_gets_an_error_or_a_closed_connection_and_stores_nothing() 
     assert_eq!(recs[1].body, b"after");
     let _ = p.fields::<PullResponse>().unwrap();
 }
+
+/// One popped record as a RocketMQ client sees it: (topic, queue, offset, body,
+/// reconsume times), and the receipt handle the client makes (its fallback without
+/// `startOffsetInfo`: the first popped offset of the queue names the checkpoint).
+struct Popped {
+    topic: String,
+    queue: u32,
+    offset: u64,
+    body: Vec<u8>,
+    reconsume_times: i32,
+    handle: String,
+}
+
+fn pop(r: &mut Remoting, group: &str, topic: &str, max: u32, invisible_ms: u64) -> Vec<Popped> {
+    let (max_s, inv_s) = (max.to_string(), invisible_ms.to_string());
+    let (resp, body) = r.call(
+        request::POP_MESSAGE,
+        &[
+            ("consumerGroup", group),
+            ("topic", topic),
+            ("queueId", "-1"),
+            ("maxMsgNums", &max_s),
+            ("invisibleTime", &inv_s),
+            ("pollTime", "200"),
+            ("bornTime", "0"),
+            ("initMode", "0"),
+            ("expType", "TAG"),
+            ("exp", "*"),
+        ],
+        &[],
+    );
+    if resp.code == response::PULL_NOT_FOUND {
+        return Vec::new();
+    }
+    assert_eq!(resp.code, response::SUCCESS, "{:?}", resp.remark);
+    let pop_time = resp.ext("popTime").unwrap().to_string();
+    let invisible = resp.ext("invisibleTime").unwrap().to_string();
+    let revive = resp.ext("reviveQid").unwrap().to_string();
+    let mut first: BTreeMap<(String, u32), u64> = BTreeMap::new();
+    let mut out = Vec::new();
+    for rec in ringmq_wire::record::iter(&body) {
+        let rec = rec.unwrap();
+        let start = *first
+            .entry((rec.topic.to_string(), rec.queue_id))
+            .or_insert(rec.queue_offset);
+        let retry = if rec.topic.starts_with("%RETRY%") {
+            "1"
+        } else {
+            "0"
+        };
+        out.push(Popped {
+            topic: rec.topic.to_string(),
+            queue: rec.queue_id,
+            offset: rec.queue_offset,
+            body: rec.body.to_vec(),
+            reconsume_times: rec.reconsume_times,
+            handle: format!(
+                "{start} {pop_time} {invisible} {revive} {retry} broker-a {} {}",
+                rec.queue_id, rec.queue_offset
+            ),
+        });
+    }
+    out
+}
+
+fn ack(r: &mut Remoting, group: &str, topic: &str, m: &Popped) -> Command {
+    let (q, o) = (m.queue.to_string(), m.offset.to_string());
+    r.call(
+        request::ACK_MESSAGE,
+        &[
+            ("consumerGroup", group),
+            ("topic", topic),
+            ("queueId", &q),
+            ("extraInfo", &m.handle),
+            ("offset", &o),
+        ],
+        &[],
+    )
+    .0
+}
+
+#[test]
+fn pop_ack_and_invisible_time_changes_over_remoting() {
+    let dir = tempdir("remoting-pop");
+    let node = Node::standalone(&dir.path().join("data"), &["--shards", "2"]);
+    let mut r = Remoting::connect(node.broker_addr(), SerializeType::Json);
+    let (group, topic) = ("rpop-group", "RemotingPop");
+    for i in 0..3 {
+        let q = (i % 2).to_string();
+        let (resp, _) = r.call(
+            request::SEND_MESSAGE,
+            &[
+                ("producerGroup", "pg"),
+                ("topic", topic),
+                ("defaultTopic", "TBW102"),
+                ("defaultTopicQueueNums", "4"),
+                ("queueId", &q),
+                ("sysFlag", "0"),
+                ("bornTimestamp", "1700000000000"),
+                ("flag", "0"),
+                ("reconsumeTimes", "0"),
+            ],
+            format!("pop-{i}").as_bytes(),
+        );
+        assert_eq!(resp.code, response::SUCCESS, "{:?}", resp.remark);
+    }
+    // Any queue: the two shards' queues may take two pops.
+    let mut got = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while got.len() < 3 && std::time::Instant::now() < deadline {
+        got.extend(pop(&mut r, group, topic, 3, 60_000));
+    }
+    let mut bodies: Vec<String> = got
+        .iter()
+        .map(|m| String::from_utf8(m.body.clone()).unwrap())
+        .collect();
+    bodies.sort();
+    assert_eq!(bodies, ["pop-0", "pop-1", "pop-2"]);
+
+    // Ack one, twice (the second is a no-op success).
+    assert_eq!(ack(&mut r, group, topic, &got[0]).code, response::SUCCESS);
+    assert_eq!(ack(&mut r, group, topic, &got[0]).code, response::SUCCESS);
+    // Another: visible again in 300 ms; its old handle no longer acks.
+    let (q, o) = (got[1].queue.to_string(), got[1].offset.to_string());
+    let (resp, _) = r.call(
+        request::CHANGE_MESSAGE_INVISIBLETIME,
+        &[
+            ("consumerGroup", group),
+            ("topic", topic),
+            ("queueId", &q),
+            ("extraInfo", &got[1].handle),
+            ("offset", &o),
+            ("invisibleTime", "300"),
+        ],
+        &[],
+    );
+    assert_eq!(resp.code, response::SUCCESS, "{:?}", resp.remark);
+    assert_eq!(resp.ext("invisibleTime"), Some("300"));
+    assert!(resp.ext("popTime").is_some());
+    let stale = ack(&mut r, group, topic, &got[1]);
+    assert_ne!(stale.code, response::SUCCESS, "{:?}", stale.remark);
+    // The third is acked, so only the changed one comes back, from the pop retry topic.
+    assert_eq!(ack(&mut r, group, topic, &got[2]).code, response::SUCCESS);
+    let mut again = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while again.is_empty() && std::time::Instant::now() < deadline {
+        again = pop(&mut r, group, topic, 3, 60_000);
+    }
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].body, got[1].body);
+    assert_eq!(again[0].reconsume_times, 1);
+    assert_eq!(again[0].topic, format!("%RETRY%{group}_{topic}"));
+    // Acked under its original topic name with the handle's retry mark, as clients do.
+    assert_eq!(ack(&mut r, group, topic, &again[0]).code, response::SUCCESS);
+    assert!(pop(&mut r, group, topic, 3, 60_000).is_empty());
+}

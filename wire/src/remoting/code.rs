@@ -37,6 +37,10 @@ pub mod request {
     pub const SEND_MESSAGE_V2: i32 = 310;
     pub const SEND_BATCH_MESSAGE: i32 = 320;
     pub const LITE_PULL_MESSAGE: i32 = 361;
+    pub const POP_MESSAGE: i32 = 200050;
+    pub const ACK_MESSAGE: i32 = 200051;
+    pub const CHANGE_MESSAGE_INVISIBLETIME: i32 = 200053;
+    pub const BATCH_ACK_MESSAGE: i32 = 200151;
 }
 
 /// Response codes.
@@ -59,6 +63,8 @@ pub mod response {
     pub const SUBSCRIPTION_PARSE_FAILED: i32 = 23;
     pub const SUBSCRIPTION_NOT_EXIST: i32 = 24;
     pub const SUBSCRIPTION_NOT_LATEST: i32 = 25;
+    /// POP: nothing to pop within the poll time.
+    pub const POLLING_TIMEOUT: i32 = 210;
     pub const TRANSACTION_SHOULD_COMMIT: i32 = 200;
     pub const TRANSACTION_SHOULD_ROLLBACK: i32 = 201;
     pub const TRANSACTION_STATE_UNKNOW: i32 = 202;

@@ -669,3 +669,69 @@ mod tests {
         assert!(!h.is_upper());
     }
 }
+
+ext_header! {
+    /// POP_MESSAGE (200050), RocketMQ 5.
+    pub struct PopMessageRequestHeader {
+        pub consumer_group: String = "consumerGroup",
+        pub topic: String = "topic",
+        /// -1: any queue of the broker.
+        pub queue_id: i32 = "queueId",
+        pub max_msg_nums: i32 = "maxMsgNums",
+        pub invisible_time: i64 = "invisibleTime",
+        pub poll_time: i64 = "pollTime",
+        pub born_time: i64 = "bornTime",
+        /// `ConsumeInitMode`: 0 = MIN, 1 = MAX.
+        pub init_mode: i32 = "initMode",
+        pub exp_type: Option<String> = "expType",
+        pub exp: Option<String> = "exp",
+        pub order: Option<bool> = "order",
+        pub attempt_id: Option<String> = "attemptId",
+    }
+}
+
+ext_header! {
+    /// The answer to POP_MESSAGE. Without `startOffsetInfo`/`msgOffsetInfo` a client makes
+    /// each message's receipt handle from the first popped offset of its queue.
+    pub struct PopMessageResponseHeader {
+        pub pop_time: i64 = "popTime",
+        pub invisible_time: i64 = "invisibleTime",
+        pub revive_qid: i32 = "reviveQid",
+        pub rest_num: i64 = "restNum",
+        pub start_offset_info: Option<String> = "startOffsetInfo",
+        pub msg_offset_info: Option<String> = "msgOffsetInfo",
+        pub order_count_info: Option<String> = "orderCountInfo",
+    }
+}
+
+ext_header! {
+    /// ACK_MESSAGE (200051).
+    pub struct AckMessageRequestHeader {
+        pub consumer_group: String = "consumerGroup",
+        pub topic: String = "topic",
+        pub queue_id: i32 = "queueId",
+        pub extra_info: String = "extraInfo",
+        pub offset: i64 = "offset",
+    }
+}
+
+ext_header! {
+    /// CHANGE_MESSAGE_INVISIBLETIME (200053).
+    pub struct ChangeInvisibleTimeRequestHeader {
+        pub consumer_group: String = "consumerGroup",
+        pub topic: String = "topic",
+        pub queue_id: i32 = "queueId",
+        pub extra_info: String = "extraInfo",
+        pub offset: i64 = "offset",
+        pub invisible_time: i64 = "invisibleTime",
+    }
+}
+
+ext_header! {
+    /// The answer to CHANGE_MESSAGE_INVISIBLETIME: the message's new checkpoint.
+    pub struct ChangeInvisibleTimeResponseHeader {
+        pub pop_time: i64 = "popTime",
+        pub invisible_time: i64 = "invisibleTime",
+        pub revive_qid: i32 = "reviveQid",
+    }
+}

@@ -11,8 +11,9 @@ use ringmq_wire::code::Status;
 use ringmq_wire::codec::Decode;
 use ringmq_wire::command::route::{BrokerData, ClusterInfo, TopicRoute};
 use ringmq_wire::command::{
-    read_remark, ConsumerList, LockBatchResponse, MessageQueue, OffsetResponse, PullResponse,
-    QueryMessageResponse, Response, SendResponse, TopicList,
+    read_remark, ChangeInvisibleTimeResponse, ConsumerList, LockBatchResponse, MessageQueue,
+    OffsetResponse, PopResponse, PullResponse, QueryMessageResponse, Response, SendResponse,
+    TopicList,
 };
 use ringmq_wire::remoting::body::{self as rbody, JsonBody};
 use ringmq_wire::remoting::code::response_code;
@@ -76,6 +77,30 @@ pub fn translate(kind: &ReplyKind, r: Reply) -> (Command, Body) {
             });
             (ext, Body::Empty)
         }
+        ReplyKind::Pop => {
+            let ext = fields::<PopResponse>(&r).map(|f| {
+                h::PopMessageResponseHeader {
+                    pop_time: f.pop_time_ms,
+                    invisible_time: as_i64(f.invisible_time_ms),
+                    revive_qid: i32::from(f.revive_shard),
+                    rest_num: as_i64(f.rest_num),
+                    ..Default::default()
+                }
+                .to_ext()
+            });
+            (ext, r.body)
+        }
+        ReplyKind::ChangeInvisible => {
+            let ext = fields::<ChangeInvisibleTimeResponse>(&r).map(|f| {
+                h::ChangeInvisibleTimeResponseHeader {
+                    pop_time: f.pop_time_ms,
+                    invisible_time: as_i64(f.invisible_time_ms),
+                    revive_qid: i32::from(f.revive_shard),
+                }
+                .to_ext()
+            });
+            (ext, Body::Empty)
+        }
         ReplyKind::QueryMessage => {
             let ext = fields::<QueryMessageResponse>(&r).map(|f| {
                 h::QueryMessageResponseHeader {
@@ -121,6 +146,8 @@ fn body_of(kind: &ReplyKind, r: Reply) -> Body {
         | ReplyKind::Pull
         | ReplyKind::Offset
         | ReplyKind::ConsumerOffset { .. }
+        | ReplyKind::Pop
+        | ReplyKind::ChangeInvisible
         | ReplyKind::QueryMessage => Body::Empty,
     }
 }

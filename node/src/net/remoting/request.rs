@@ -15,6 +15,7 @@
 //! | QUERY_MESSAGE, VIEW_MESSAGE_BY_ID | same | |
 //! | GET_ROUTEINFO_BY_TOPIC, GET_BROKER_CLUSTER_INFO, GET_ALL_TOPIC_LIST_FROM_NAMESERVER | same | name server |
 //! | CHECK_CLIENT_CONFIG | answered here | SUCCESS: SQL92 is checked when the pull parses it |
+//! | POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME | POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME | order=true refused; an ack whose handle says retry names the pop retry topic |
 
 use std::net::SocketAddr;
 
@@ -22,12 +23,12 @@ use ringmq_wire::code::RequestCode;
 use ringmq_wire::codec::{Empty, Encode};
 use ringmq_wire::command::pull::FilterType;
 use ringmq_wire::command::{
-    Boundary, ConsumeFromWhere, ConsumeType, ConsumerGroupData, ConsumerSendBackRequest,
-    EndTransactionRequest, GetConsumerListRequest, GetOffsetRequest, GetRouteRequest,
-    HeartbeatData, LockBatchRequest, MessageModel, MessageQueue, PullRequest,
-    QueryConsumerOffsetRequest, QueryMessageRequest, SearchOffsetRequest, SendRequest,
-    Subscription, TransactionResolution, UnregisterClientRequest, UpdateConsumerOffsetRequest,
-    ViewMessageRequest,
+    pop_retry_topic, AckRequest, Boundary, ChangeInvisibleTimeRequest, ConsumeFromWhere,
+    ConsumeType, ConsumerGroupData, ConsumerSendBackRequest, EndTransactionRequest,
+    GetConsumerListRequest, GetOffsetRequest, GetRouteRequest, HeartbeatData, LockBatchRequest,
+    MessageModel, MessageQueue, PopInitMode, PopRequest, PullRequest, QueryConsumerOffsetRequest,
+    QueryMessageRequest, SearchOffsetRequest, SendRequest, Subscription, TransactionResolution,
+    UnregisterClientRequest, UpdateConsumerOffsetRequest, ViewMessageRequest,
 };
 use ringmq_wire::frame;
 use ringmq_wire::properties::{self, keys};
@@ -80,7 +81,22 @@ pub enum ReplyKind {
     TopicList,
     /// The body passes through (records).
     Records,
+    /// POP_MESSAGE: the checkpoint fields, the records as the body.
+    Pop,
+    /// CHANGE_MESSAGE_INVISIBLETIME: the new checkpoint's fields.
+    ChangeInvisible,
     QueryMessage,
+}
+
+/// The queue an ack names: a receipt handle marked retry (5th field not 0) names the group's
+/// pop retry topic even when the client sends the message's original topic.
+fn pop_queue_topic(group: &str, topic: &str, extra_info: &str) -> String {
+    let retry = extra_info.split(' ').nth(4).is_some_and(|f| f != "0");
+    if retry && !ringmq_wire::command::is_retry_topic(topic) {
+        pop_retry_topic(group, topic)
+    } else {
+        topic.to_string()
+    }
 }
 
 /// Translates one remoting request.
@@ -258,6 +274,68 @@ fn translate_inner<S: Service + ?Sized>(
                 original_message_id: r.origin_msg_id.unwrap_or_default(),
             };
             native(RequestCode::ConsumerSendMsgBack, &h, &[], ReplyKind::Plain)
+        }
+        rc::POP_MESSAGE => {
+            let r: h::PopMessageRequestHeader = typed(code, ext)?;
+            if r.order == Some(true) {
+                return Err(Refusal::bad(
+                    "orderly POP (order=true) is not served by ringmq; pop with order=false",
+                ));
+            }
+            let filter_type = match r.exp_type.as_deref() {
+                None | Some("") | Some("TAG") => FilterType::Tag,
+                Some("SQL92") => FilterType::Sql92,
+                Some(other) => {
+                    return Err(Refusal::bad(format!("expType {other} is not TAG or SQL92")))
+                }
+            };
+            let h = PopRequest {
+                consumer_group: r.consumer_group,
+                topic: r.topic,
+                queue_id: r.queue_id.max(-1),
+                max_messages: u32::try_from(r.max_msg_nums).unwrap_or(0),
+                invisible_time_ms: u64::try_from(r.invisible_time).unwrap_or(0),
+                poll_time_ms: u32::try_from(r.poll_time.max(0)).unwrap_or(u32::MAX),
+                filter_type,
+                expression: r
+                    .exp
+                    .filter(|e| !e.is_empty())
+                    .unwrap_or_else(|| "*".into()),
+                init_mode: if r.init_mode == 1 {
+                    PopInitMode::Max
+                } else {
+                    PopInitMode::Min
+                },
+            };
+            native(RequestCode::PopMessage, &h, &[], ReplyKind::Pop)
+        }
+        rc::ACK_MESSAGE => {
+            let r: h::AckMessageRequestHeader = typed(code, ext)?;
+            let h = AckRequest {
+                topic: pop_queue_topic(&r.consumer_group, &r.topic, &r.extra_info),
+                consumer_group: r.consumer_group,
+                queue_id: queue(r.queue_id)?,
+                extra_info: r.extra_info,
+                offset: offset(r.offset)?,
+            };
+            native(RequestCode::AckMessage, &h, &[], ReplyKind::Plain)
+        }
+        rc::CHANGE_MESSAGE_INVISIBLETIME => {
+            let r: h::ChangeInvisibleTimeRequestHeader = typed(code, ext)?;
+            let h = ChangeInvisibleTimeRequest {
+                topic: pop_queue_topic(&r.consumer_group, &r.topic, &r.extra_info),
+                consumer_group: r.consumer_group,
+                queue_id: queue(r.queue_id)?,
+                extra_info: r.extra_info,
+                offset: offset(r.offset)?,
+                invisible_time_ms: u64::try_from(r.invisible_time).unwrap_or(0),
+            };
+            native(
+                RequestCode::ChangeMessageInvisibleTime,
+                &h,
+                &[],
+                ReplyKind::ChangeInvisible,
+            )
         }
         rc::END_TRANSACTION => {
             let r: h::EndTransactionRequestHeader = typed(code, ext)?;
