@@ -107,6 +107,30 @@ fn sixteen_retries_then_the_dead_letter_topic_on_the_simulated_clock() {
     );
 }
 
+/// POP invisible times of 5 minutes on virtual time: an unacked message comes back from the
+/// pop retry topic when its invisible time ends (never before, within a second after),
+/// across a kill -9 while it is in flight, then dead-letters at the group's limit; the acked
+/// one never comes back, and a stale handle's ack is refused.
+#[test]
+fn pop_invisible_times_expire_on_the_simulated_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    let r = ringmq_node::sim::pop::run(13, dir.path()).unwrap();
+    assert_eq!(r.deliveries.len(), 3);
+    assert!(r.dead_lettered);
+    let after: Vec<i64> = r
+        .deliveries
+        .windows(2)
+        .map(|w| w[1].stored_ms - w[0].popped_ms)
+        .collect();
+    eprintln!(
+        "POP: {} events, {} virtual s in {:?}; pop to redelivery stored, ms: {after:?}",
+        r.events,
+        r.virtual_s,
+        started.elapsed(),
+    );
+}
+
 /// Transactions with the broker's default check-back timing (6 s, every 30 s, 15 checks)
 /// on virtual time, across a power loss of a SYNC_FLUSH master: committed exactly once,
 /// rolled back never, unanswered ones in the check-max topic.

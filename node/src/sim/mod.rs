@@ -14,6 +14,7 @@ pub mod client;
 pub mod cluster;
 pub mod long_delay;
 pub mod namesrv;
+pub mod pop;
 pub mod retry;
 pub mod txn;
 
