@@ -158,7 +158,17 @@ async fn consume(shared: Shared, progress: Rc<RefCell<Progress>>) {
 async fn consume_inner(shared: &Shared, progress: &Rc<RefCell<Progress>>) -> Result<(), String> {
     let mut rpc = Rpc::new(SocketAddr::from(MASTER_ADDR));
     for body in [b"keep".to_vec(), b"drop".to_vec()] {
-        while !client::send(shared, &mut rpc, TOPIC, 0, &[body.clone()], &[], false).await {
+        while !client::send(
+            shared,
+            &mut rpc,
+            TOPIC,
+            0,
+            std::slice::from_ref(&body),
+            &[],
+            false,
+        )
+        .await
+        {
             rt::sleep(Duration::from_millis(500)).await;
         }
     }
