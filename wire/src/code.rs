@@ -145,7 +145,7 @@ crate::wire_enum! {
         /// ringmq: an ack or invisible-time change for a POP message that is no longer in
         /// flight under that receipt handle (acked, or its invisible time ended and it is
         /// delivered again). RocketMQ 5's gRPC code of the same name.
-        InvalidReceiptHandle = 1008 => "INVALID_RECEIPT_HANDLE",
+        InvalidReceiptHandle = 1010 => "INVALID_RECEIPT_HANDLE",
     }
 }
 
