@@ -294,3 +294,104 @@ async fn pop_and_queue_based_consumers_cannot_share_a_group() {
         "{e}"
     );
 }
+
+async fn orderly(node: &Node, group: &str, topic: &str) -> SimpleConsumer {
+    SimpleConsumer::builder()
+        .group(group)
+        .name_server(node.namesrv())
+        .subscribe(topic, "*")
+        .await_duration(Duration::from_millis(300))
+        .orderly(true)
+        .start()
+        .await
+        .unwrap()
+}
+
+/// Receives until something arrives (or WAIT passes).
+async fn next_batch(c: &SimpleConsumer, max: u32, invisible: Duration) -> Vec<PoppedMessage> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let got = c.receive(max, invisible).await.unwrap();
+        if !got.is_empty() || Instant::now() >= deadline {
+            return got;
+        }
+    }
+}
+
+fn shown(got: &[PoppedMessage]) -> Vec<(String, i32)> {
+    got.iter()
+        .map(|m| (body(&m.message), m.message.reconsume_times))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orderly_pop_holds_a_queue_and_redelivers_from_the_first_unacked_across_a_kill() {
+    let mut node = Node::start_configured(2, &["maxReconsumeTimes=1"]);
+    let (group, topic) = ("pop-order-group", "pop-order");
+    node.create_topic(topic, 1).await;
+    let p = producer(&node).await;
+    send_all(&p, topic, bodies(6, "o")).await;
+    p.shutdown().await;
+    let a = orderly(&node, group, topic).await;
+    let b = orderly(&node, group, topic).await;
+    let invisible = Duration::from_millis(500);
+    let got = next_batch(&a, 3, invisible).await;
+    assert_eq!(
+        shown(&got),
+        [("o-0".into(), 0), ("o-1".into(), 0), ("o-2".into(), 0)]
+    );
+    // The queue is held: another member gets nothing meanwhile.
+    assert!(b.receive(3, invisible).await.unwrap().is_empty());
+    a.ack(&got[0]).await.unwrap();
+    let e = a.ack(&got[2]).await.unwrap_err();
+    assert_eq!(e.status(), Some(Status::InvalidReceiptHandle), "{e}");
+    assert!(e.remark().unwrap_or_default().contains("before"), "{e}");
+    // o-1 and o-2 were not acked: from o-1 again, o-1 counted once more.
+    let again = next_batch(&b, 2, invisible).await;
+    assert_eq!(shown(&again), [("o-1".into(), 1), ("o-2".into(), 0)]);
+    // Let it expire again with the broker killed meanwhile: the rewind is in the log.
+    tokio::time::sleep(invisible + Duration::from_millis(300)).await;
+    a.shutdown().await;
+    b.shutdown().await;
+    node.kill();
+    node.restart();
+    let c = orderly(&node, group, topic).await;
+    // o-1 was delivered twice (the limit is one retry): dead-lettered; the queue goes on.
+    let mut rest = Vec::new();
+    let deadline = Instant::now() + WAIT;
+    while rest.len() < 4 && Instant::now() < deadline {
+        let got = c.receive(8, Duration::from_secs(30)).await.unwrap();
+        for m in &got {
+            c.ack(m).await.unwrap();
+        }
+        rest.extend(shown(&got));
+    }
+    assert_eq!(
+        rest,
+        [
+            ("o-2".into(), 0),
+            ("o-3".into(), 0),
+            ("o-4".into(), 0),
+            ("o-5".into(), 0)
+        ]
+    );
+    let r = reader(&node, "pop-order-dlq-reader").await;
+    let deadline = Instant::now() + WAIT;
+    let dead = loop {
+        if let Ok(qs) = r.fetch_queues(&dlq_topic(group)).await {
+            let res = r.pull(&qs[0], 0, 10, "*").await.unwrap();
+            if res.status == PullStatus::Found {
+                break res.messages;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "nothing reached {}",
+            dlq_topic(group)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(dead.len(), 1);
+    assert_eq!(body(&dead[0]), "o-1");
+    assert_eq!(dead[0].reconsume_times, 2);
+}

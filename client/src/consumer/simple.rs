@@ -61,6 +61,8 @@ pub struct SimpleConfig {
     pub await_duration: Duration,
     /// Where the group starts in a queue it has never popped: `First` (default) or `Last`.
     pub start: StartPosition,
+    /// Orderly POP (default off).
+    pub orderly: bool,
 }
 
 /// Builds a [`SimpleConsumer`].
@@ -99,6 +101,17 @@ impl SimpleConsumerBuilder {
     /// [`StartPosition::Last`].
     pub fn start_position(mut self, start: StartPosition) -> Self {
         self.cfg.start = start;
+        self
+    }
+
+    /// Orderly POP: the broker hands a queue to one `receive` at a time, its messages in
+    /// offset order; ack them in that order (an ack before an earlier message's is refused).
+    /// When the invisible time ends, the unacked ones are delivered again from the same
+    /// queue, the first of them with its reconsume count raised; past the group's retry
+    /// limit it goes to `%DLQ%<group>` and the queue goes on. A queue's messages wait while
+    /// an earlier pop of it is unsettled. `change_invisible_duration` is refused.
+    pub fn orderly(mut self, on: bool) -> Self {
+        self.cfg.orderly = on;
         self
     }
 
@@ -184,6 +197,7 @@ impl SimpleConsumer {
                 subscriptions: BTreeMap::new(),
                 await_duration: Duration::from_secs(5),
                 start: StartPosition::First,
+                orderly: false,
             },
         }
     }
@@ -239,6 +253,7 @@ impl SimpleConsumer {
                 StartPosition::Last => PopInitMode::Max,
                 _ => PopInitMode::Min,
             },
+            order: inner.cfg.orderly,
         };
         let timeout = inner.cfg.await_duration + inner.inst.cfg.request_timeout;
         let answer = inner

@@ -277,6 +277,7 @@ async fn pop(rpc: &mut Rpc) -> Vec<(Vec<u8>, String, i64)> {
         filter_type: FilterType::Tag,
         expression: "*".into(),
         init_mode: PopInitMode::Min,
+        order: false,
     };
     let Ok(a) = rpc.call(RequestCode::PopMessage, &h, &[], 25_000).await else {
         rt::sleep(Duration::from_millis(500)).await;

@@ -58,6 +58,11 @@ crate::wire_struct! {
         pub filter_type: super::FilterType,
         pub expression: String,
         pub init_mode: PopInitMode,
+        /// Orderly POP: a queue is handed to one pop at a time, its messages in offset order,
+        /// acked in that order; when the invisible time ends, the unacked ones are delivered
+        /// again from the same queue (their reconsume count raised), not from the retry
+        /// topic.
+        pub order: bool,
     }
 }
 
@@ -188,6 +193,9 @@ crate::wire_enum! {
         /// `offsets` of the checkpoint moved to a new checkpoint (an invisible-time change):
         /// the old receipt handle no longer acks them.
         Moved = 4 => "MOVED",
+        /// Orderly POP: the invisible time of `offsets` ended; the group's position in the
+        /// queue goes back to the first of them, to be delivered again with `counts`.
+        Rewound = 5 => "REWOUND",
     }
 }
 
@@ -204,6 +212,10 @@ crate::wire_struct! {
         pub pop_time_ms: i64,
         pub invisible_time_ms: u64,
         pub offsets: Vec<u64>,
+        /// Orderly POP: the checkpoint (or the rewind) holds a queue exclusively.
+        pub order: bool,
+        /// Orderly POP: each offset's reconsume count (empty: all 0).
+        pub counts: Vec<u32>,
     }
 }
 
@@ -350,6 +362,8 @@ mod tests {
             pop_time_ms: 5,
             invisible_time_ms: 60_000,
             offsets: vec![10, 12],
+            order: true,
+            counts: vec![0, 2],
         };
         assert_eq!(PopOp::decode(&op.to_vec().unwrap()).unwrap(), op);
         assert_eq!(pop_retry_topic("g", "t"), "%RETRY%g_t");

@@ -19,7 +19,10 @@
 //! A queue a group pops is refused to that group's PULL_MESSAGE, and a pop is refused while
 //! the group has queue-based consumers (heartbeats): the two cannot share positions.
 //!
-//! Left out: orderly POP (RocketMQ's `order=true`, one checkpoint per queue at a time).
+//! Orderly POP (`order=true`): a queue is held by one open checkpoint at a time, acks come
+//! in offset order, and when the invisible time ends the queue is rewound to the first
+//! unacked offset (a REWOUND record with the reconsume counts) instead of copying to the
+//! retry topic; the counts are patched into the records handed out again.
 
 mod revive;
 pub mod state;
@@ -106,9 +109,10 @@ pub fn pop(shard: &Rc<Shard>, h: PopRequest, frame: Vec<u8>, origin: Origin) -> 
             }
         }
     }
+    // Orderly POP delivers again from the queue itself, never from the retry topic.
     let retry = pop_retry_topic(&h.consumer_group, &h.topic);
     if let Some(&owner) = table.get(&retry).and_then(|c| c.queue_shards.first()) {
-        if owner == shard.id {
+        if owner == shard.id && !h.order {
             queues.push((retry, 0));
         }
     }
@@ -245,6 +249,8 @@ struct Taken {
     topic: String,
     queue_id: u32,
     offsets: Vec<u64>,
+    /// Orderly: each offset's reconsume count.
+    counts: Vec<u32>,
     next: u64,
     bytes: u64,
 }
@@ -278,6 +284,11 @@ fn try_pop(
             .map(|e| move |props: &[u8]| e.matches_properties(props));
         for &i in &order {
             let (topic, q) = &queues[i];
+            let gq = (h.consumer_group.clone(), topic.clone(), *q);
+            if h.order && shard.pop.borrow().is_busy(&gq) {
+                // Another pop holds the queue until its messages are acked or expire.
+                continue;
+            }
             // A queue never written holds nothing yet: its range starts at 0.
             let (min, max) = store.queue_range(topic, *q).unwrap_or((0, 0));
             let stored = shard.offsets.borrow().get(&h.consumer_group, topic, *q);
@@ -333,17 +344,41 @@ fn try_pop(
                 at += len;
             }
             let mut offsets = Vec::with_capacity(r.messages as usize);
+            let mut lens = Vec::with_capacity(r.messages as usize);
             for rec in record::iter(&body[start..]) {
                 let rec = rec.map_err(|e| {
                     Reply::error(Status::SystemError, format!("reading {topic}/{q}: {e}"))
                 })?;
                 offsets.push(rec.queue_offset);
+                lens.push(rec.len());
+            }
+            let mut counts = Vec::new();
+            if h.order {
+                let st = shard.pop.borrow();
+                let rewound = st.rewound_counts(&gq);
+                counts = offsets
+                    .iter()
+                    .map(|o| rewound.and_then(|c| c.get(o)).copied().unwrap_or(0))
+                    .collect();
+                // A delivery again shows its count, as a retry copy would.
+                let mut at = start;
+                for (len, &n) in lens.iter().zip(&counts) {
+                    if n > 0 {
+                        record::patch_reconsume_times(
+                            &mut body[at..at + len],
+                            i32::try_from(n).unwrap_or(i32::MAX),
+                        )
+                        .map_err(|e| Reply::error(Status::SystemError, e.to_string()))?;
+                    }
+                    at += len;
+                }
             }
             remaining = remaining.saturating_sub(offsets.len() as u32);
             taken.push(Taken {
                 topic: topic.clone(),
                 queue_id: *q,
                 offsets,
+                counts,
                 next: r.next_offset,
                 bytes: r.bytes,
             });
@@ -368,6 +403,8 @@ fn try_pop(
             pop_time_ms: now,
             invisible_time_ms: h.invisible_time_ms,
             offsets: t.offsets.clone(),
+            order: h.order,
+            counts: t.counts.clone(),
         })
         .collect();
     let (end, cq) = append_ops(shard, &ops, now)?;
@@ -378,7 +415,11 @@ fn try_pop(
             offsets.set(&h.consumer_group, &t, q, o);
         }
         for ((t, op), cq) in taken.iter().zip(&ops).zip(&cq) {
-            st.insert(key_of(op), h.invisible_time_ms, *cq, &t.offsets);
+            if h.order {
+                st.insert_orderly(key_of(op), h.invisible_time_ms, *cq, &t.offsets, &t.counts);
+            } else {
+                st.insert(key_of(op), h.invisible_time_ms, *cq, &t.offsets);
+            }
             st.note_pop(&h.consumer_group, &t.topic, t.queue_id, now);
             st.count(&h.consumer_group).popped += t.offsets.len() as u64;
             offsets.set(&h.consumer_group, &t.topic, t.queue_id, t.next);
@@ -578,9 +619,14 @@ pub fn ack(shard: &Rc<Shard>, h: AckRequest, frame: Vec<u8>, origin: Origin) -> 
             match append_ops(shard, std::slice::from_ref(&op), now) {
                 Ok((end, _)) => {
                     let mut st = shard.pop.borrow_mut();
+                    let orderly = st.orderly_counts(&key).is_some();
                     st.mark(&key, &[h.offset], Mark::Acked);
                     st.count(&key.group).acked += 1;
                     drop(st);
+                    if orderly {
+                        // The queue may be free for the next orderly pop.
+                        shard.wake_queue(&key.topic, key.queue_id);
+                    }
                     acknowledge(shard, end, Empty)
                 }
                 Err(r) => r.into(),
@@ -599,6 +645,8 @@ fn ack_op(key: &CkKey, offsets: Vec<u64>) -> PopOp {
         pop_time_ms: key.pop_time_ms,
         invisible_time_ms: 0,
         offsets,
+        order: false,
+        counts: Vec::new(),
     }
 }
 
@@ -687,6 +735,7 @@ pub fn batch_ack(
                 st.count(&k.group).acked += o.len() as u64;
             }
             drop(st);
+            shard.wake_queue(&h.topic, h.queue_id);
             acknowledge(shard, end, fields)
         }
         Err(r) => r.into(),
@@ -746,6 +795,15 @@ pub fn change_invisible_time(
         }
         Ok(true) => {}
     }
+    if shard.pop.borrow().orderly_counts(&key).is_some() {
+        return Reply::error(
+            Status::MessageIllegal,
+            "orderly POP: the invisible time of one message of a held queue cannot change; \
+             ack in order, or let the invisible time end (the queue is delivered again from \
+             the first unacked message)",
+        )
+        .into();
+    }
     let mut new_key = CkKey {
         start_offset: h.offset,
         pop_time_ms: now,
@@ -764,6 +822,8 @@ pub fn change_invisible_time(
             pop_time_ms: new_key.pop_time_ms,
             invisible_time_ms: h.invisible_time_ms,
             offsets: vec![h.offset],
+            order: false,
+            counts: Vec::new(),
         },
         PopOp {
             kind: PopOpKind::Moved,
@@ -932,7 +992,17 @@ pub fn open(shard: &Shard) -> Result<(), String> {
             let key = key_of(&op);
             match op.kind {
                 PopOpKind::Checkpoint => {
-                    st.insert(key, op.invisible_time_ms, rec.queue_offset, &op.offsets);
+                    if op.order {
+                        st.insert_orderly(
+                            key,
+                            op.invisible_time_ms,
+                            rec.queue_offset,
+                            &op.offsets,
+                            &op.counts,
+                        );
+                    } else {
+                        st.insert(key, op.invisible_time_ms, rec.queue_offset, &op.offsets);
+                    }
                     cks += 1;
                     if let Some(&last) = op.offsets.iter().max() {
                         let have = offsets.get(&op.group, &op.topic, op.queue_id);
@@ -949,6 +1019,18 @@ pub fn open(shard: &Shard) -> Result<(), String> {
                 }
                 PopOpKind::Moved => {
                     st.mark(&key, &op.offsets, Mark::Moved);
+                }
+                PopOpKind::Rewound => {
+                    st.mark(&key, &op.offsets, Mark::Revived);
+                    let counts = op.offsets.iter().copied().zip(op.counts.iter().copied());
+                    st.set_rewind(
+                        (op.group.clone(), op.topic.clone(), op.queue_id),
+                        rec.queue_offset,
+                        counts.collect(),
+                    );
+                    if let Some(&first) = op.offsets.iter().min() {
+                        offsets.set(&op.group, &op.topic, op.queue_id, first);
+                    }
                 }
             }
         }

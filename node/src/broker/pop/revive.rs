@@ -3,6 +3,7 @@
 //! `%DLQ%<group>` once it was reconsumed the group's retry limit; then a revived record
 //! says so. A crash between the two stores the copy twice (at least once, as RocketMQ).
 
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -61,6 +62,10 @@ fn first_topic(key: &CkKey) -> &str {
 }
 
 async fn revive(shard: &Rc<Shard>, key: &CkKey, open: &[u64]) {
+    let orderly = shard.pop.borrow().orderly_counts(key);
+    if let Some(counts) = orderly {
+        return rewind(shard, key, open, &counts).await;
+    }
     let base = first_topic(key).to_string();
     let max = shard.broker.retry_max_times(&key.group);
     let mut revived = Vec::new();
@@ -136,6 +141,8 @@ async fn revive(shard: &Rc<Shard>, key: &CkKey, open: &[u64]) {
             pop_time_ms: key.pop_time_ms,
             invisible_time_ms: 0,
             offsets: revived.clone(),
+            order: false,
+            counts: Vec::new(),
         };
         match append_ops(shard, std::slice::from_ref(&op), Broker::now_ms()) {
             Ok(_) => {
@@ -160,6 +167,132 @@ async fn revive(shard: &Rc<Shard>, key: &CkKey, open: &[u64]) {
             .pop
             .borrow_mut()
             .revive_later(key, Broker::now_ms() + RETRY_AFTER_MS);
+    }
+}
+
+/// Orderly POP: the queue goes back to the first unacked message, whose reconsume count goes
+/// up (the messages behind it, handed out with it, keep theirs); past the group's limit that
+/// message goes to `%DLQ%<group>` and the queue goes on after it.
+async fn rewind(shard: &Rc<Shard>, key: &CkKey, open: &[u64], counts: &BTreeMap<u64, u32>) {
+    let Some(&first) = open.first() else { return };
+    let max = shard.broker.retry_max_times(&key.group);
+    let first_count = counts.get(&first).copied().unwrap_or(0).saturating_add(1);
+    let mut dead = false;
+    if first_count > max {
+        match dead_letter(shard, key, first, first_count, max).await {
+            Ok(()) => dead = true,
+            Err(e) => {
+                log::warn!(
+                    "POP group {}: dead-lettering offset {first}: {e}",
+                    key.group
+                );
+                shard
+                    .pop
+                    .borrow_mut()
+                    .revive_later(key, Broker::now_ms() + RETRY_AFTER_MS);
+                return;
+            }
+        }
+    }
+    let rest: Vec<u64> = open
+        .iter()
+        .copied()
+        .filter(|&o| !(dead && o == first))
+        .collect();
+    let rest_counts: Vec<u32> = rest
+        .iter()
+        .map(|o| {
+            if *o == first {
+                first_count
+            } else {
+                counts.get(o).copied().unwrap_or(0)
+            }
+        })
+        .collect();
+    let op = |kind, offsets: Vec<u64>, counts: Vec<u32>| PopOp {
+        kind,
+        group: key.group.clone(),
+        topic: key.topic.clone(),
+        queue_id: key.queue_id,
+        start_offset: key.start_offset,
+        pop_time_ms: key.pop_time_ms,
+        invisible_time_ms: 0,
+        offsets,
+        order: true,
+        counts,
+    };
+    let mut ops = Vec::new();
+    if dead {
+        ops.push(op(PopOpKind::Revived, vec![first], Vec::new()));
+    }
+    if !rest.is_empty() {
+        ops.push(op(PopOpKind::Rewound, rest.clone(), rest_counts.clone()));
+    }
+    match append_ops(shard, &ops, Broker::now_ms()) {
+        Ok((_, cq)) => {
+            let mut st = shard.pop.borrow_mut();
+            st.mark(key, open, Mark::Revived);
+            let c = st.count(&key.group);
+            if dead {
+                c.dead_lettered += 1;
+            } else {
+                c.revived += 1;
+            }
+            if let (Some(&at), Some(&rewind_cq)) = (rest.first(), cq.last()) {
+                st.set_rewind(
+                    (key.group.clone(), key.topic.clone(), key.queue_id),
+                    rewind_cq,
+                    rest.iter().copied().zip(rest_counts).collect(),
+                );
+                shard
+                    .offsets
+                    .borrow_mut()
+                    .set(&key.group, &key.topic, key.queue_id, at);
+            }
+            drop(st);
+            shard.wake_queue(&key.topic, key.queue_id);
+        }
+        Err(r) => {
+            log::warn!(
+                "POP group {}: recording a rewind: {}",
+                key.group,
+                r.remark()
+            );
+            shard
+                .pop
+                .borrow_mut()
+                .revive_later(key, Broker::now_ms() + RETRY_AFTER_MS);
+        }
+    }
+}
+
+/// Stores the message at `offset` in `%DLQ%<group>` with reconsume count `count`.
+async fn dead_letter(
+    shard: &Rc<Shard>,
+    key: &CkKey,
+    offset: u64,
+    count: u32,
+    max: u32,
+) -> Result<(), String> {
+    let Some(rec) = read_message(shard, key, offset)? else {
+        return Ok(());
+    };
+    let view = record::decode_one(&rec).map_err(|e| e.to_string())?;
+    let topic = dlq_topic(&key.group);
+    if let Some(e) = ensure_group_topic(shard, &topic) {
+        return Err(e);
+    }
+    let mut copy = revive_copy(&view, &key.topic, &topic, max)?;
+    record::patch_reconsume_times(&mut copy, i32::try_from(count).unwrap_or(i32::MAX))
+        .map_err(|e| e.to_string())?;
+    let reply = match store_copy(shard, topic, copy) {
+        Outcome::Now(r) => r,
+        Outcome::Later(f) => f.await,
+    };
+    if reply.status.message_stored() {
+        Ok(())
+    } else {
+        Err(reply.remark())
     }
 }
 

@@ -3,7 +3,10 @@
 //! shard's [`POP_STATE_TOPIC`](ringmq_wire::command::POP_STATE_TOPIC) records at open
 //! (`super::open`); changed only after the record saying so is appended.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+/// A group's queue: (group, topic, queue id).
+pub type GroupQueue = (String, String, u32);
 
 /// Names a checkpoint (RocketMQ's key: group, topic, queue, first offset, pop time).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -33,6 +36,19 @@ struct Ck {
     marks: BTreeMap<u64, Mark>,
     /// Its deadline passed and the revive loop is storing its open offsets again.
     reviving: bool,
+    /// Orderly: it holds its queue; acks come in offset order.
+    order: bool,
+    /// Orderly: reconsume counts of its offsets (absent: 0).
+    counts: BTreeMap<u64, u32>,
+}
+
+/// Orderly POP: offsets whose invisible time ended, to be delivered again from the queue.
+#[derive(Debug, Clone, Default)]
+pub struct Rewind {
+    /// Queue offset of the rewind record in the POP state queue (holds the watermark).
+    pub cq_offset: u64,
+    /// Reconsume count of each offset still to be delivered again.
+    pub counts: BTreeMap<u64, u32>,
 }
 
 /// Why an ack (or an invisible-time change) is refused.
@@ -49,6 +65,8 @@ pub enum Refusal {
     Revived,
     /// An invisible-time change gave the message a new receipt handle.
     Moved,
+    /// Orderly: an earlier message of the same pop is not acked yet.
+    OutOfOrder { first_open: u64 },
 }
 
 impl Refusal {
@@ -68,6 +86,9 @@ impl Refusal {
             Refusal::Moved => format!(
                 "the message at offset {offset} has a newer receipt handle (its invisible time \
                  was changed); use that one"
+            ),
+            Refusal::OutOfOrder { first_open } => format!(
+                "orderly POP: ack the message at offset {first_open} before the one at {offset}"
             ),
             Refusal::Revived => format!(
                 "the message at offset {offset} was already delivered again after its \
@@ -97,13 +118,60 @@ pub struct PopState {
     pub counts: BTreeMap<String, GroupCounts>,
     /// Pops served (rotates the queue a pop starts with).
     pub turn: u64,
+    /// Orderly: queues held by an open checkpoint.
+    busy: HashSet<GroupQueue>,
+    /// Orderly: queues rewound, not yet popped again in full.
+    rewinds: HashMap<GroupQueue, Rewind>,
 }
 
 impl PopState {
     /// A checkpoint whose record is at `cq_offset` (a duplicate key keeps the first).
     pub fn insert(&mut self, key: CkKey, invisible_ms: u64, cq_offset: u64, offsets: &[u64]) {
+        self.insert_ck(key, invisible_ms, cq_offset, offsets, None);
+    }
+
+    /// An orderly checkpoint: it holds its queue; `counts` per offset (missing: 0). The
+    /// offsets leave the queue's rewind.
+    pub fn insert_orderly(
+        &mut self,
+        key: CkKey,
+        invisible_ms: u64,
+        cq_offset: u64,
+        offsets: &[u64],
+        counts: &[u32],
+    ) {
+        let gq = (key.group.clone(), key.topic.clone(), key.queue_id);
+        if let Some(r) = self.rewinds.get_mut(&gq) {
+            for o in offsets {
+                r.counts.remove(o);
+            }
+            if r.counts.is_empty() {
+                self.rewinds.remove(&gq);
+            }
+        }
+        let counts = offsets
+            .iter()
+            .zip(counts.iter().chain(std::iter::repeat(&0)))
+            .filter(|(_, c)| **c > 0)
+            .map(|(o, c)| (*o, *c))
+            .collect();
+        self.insert_ck(key, invisible_ms, cq_offset, offsets, Some(counts));
+    }
+
+    fn insert_ck(
+        &mut self,
+        key: CkKey,
+        invisible_ms: u64,
+        cq_offset: u64,
+        offsets: &[u64],
+        order: Option<BTreeMap<u64, u32>>,
+    ) {
         if self.cks.contains_key(&key) || offsets.is_empty() {
             return;
+        }
+        if order.is_some() {
+            self.busy
+                .insert((key.group.clone(), key.topic.clone(), key.queue_id));
         }
         let deadline_ms = key
             .pop_time_ms
@@ -117,8 +185,38 @@ impl PopState {
                 cq_offset,
                 marks: offsets.iter().map(|&o| (o, Mark::Open)).collect(),
                 reviving: false,
+                order: order.is_some(),
+                counts: order.unwrap_or_default(),
             },
         );
+    }
+
+    /// Orderly: whether an open checkpoint holds the queue.
+    pub fn is_busy(&self, gq: &GroupQueue) -> bool {
+        self.busy.contains(gq)
+    }
+
+    /// Orderly: the reconsume counts of a queue's rewound offsets.
+    pub fn rewound_counts(&self, gq: &GroupQueue) -> Option<&BTreeMap<u64, u32>> {
+        self.rewinds.get(gq).map(|r| &r.counts)
+    }
+
+    /// Orderly: a rewind recorded at `cq_offset` (replaces the queue's earlier one, whose
+    /// offsets it holds again).
+    pub fn set_rewind(&mut self, gq: GroupQueue, cq_offset: u64, counts: BTreeMap<u64, u32>) {
+        if counts.is_empty() {
+            self.rewinds.remove(&gq);
+        } else {
+            self.rewinds.insert(gq, Rewind { cq_offset, counts });
+        }
+    }
+
+    /// Orderly: whether `key` is an orderly checkpoint, and its offsets' counts.
+    pub fn orderly_counts(&self, key: &CkKey) -> Option<BTreeMap<u64, u32>> {
+        self.cks
+            .get(key)
+            .filter(|c| c.order)
+            .map(|c| c.counts.clone())
     }
 
     pub fn contains(&self, key: &CkKey) -> bool {
@@ -144,6 +242,10 @@ impl PopState {
             let ck = self.cks.remove(key).expect("looked up above");
             self.due.remove(&(ck.deadline_ms, key.clone()));
             self.by_cq.remove(&ck.cq_offset);
+            if ck.order {
+                self.busy
+                    .remove(&(key.group.clone(), key.topic.clone(), key.queue_id));
+            }
         }
         changed
     }
@@ -160,6 +262,18 @@ impl PopState {
             Some(Mark::Open) if ck.reviving || now_ms >= ck.deadline_ms => Err(Refusal::Expired {
                 deadline_ms: ck.deadline_ms,
             }),
+            Some(Mark::Open) if ck.order => {
+                let first_open = ck
+                    .marks
+                    .iter()
+                    .find(|(_, m)| **m == Mark::Open)
+                    .map_or(offset, |(o, _)| *o);
+                if first_open < offset {
+                    Err(Refusal::OutOfOrder { first_open })
+                } else {
+                    Ok(true)
+                }
+            }
             Some(Mark::Open) => Ok(true),
         }
     }
@@ -211,7 +325,11 @@ impl PopState {
     /// Where a rebuild must start reading the POP state queue: the oldest open checkpoint's
     /// record, else `end` (the queue's next offset).
     pub fn watermark(&self, end: u64) -> u64 {
-        self.by_cq.keys().next().copied().unwrap_or(end)
+        let cks = self.by_cq.keys().next().copied().unwrap_or(end);
+        self.rewinds
+            .values()
+            .map(|r| r.cq_offset)
+            .fold(cks, u64::min)
     }
 
     /// Offsets in flight (open) per group.

@@ -15,7 +15,7 @@
 //! | QUERY_MESSAGE, VIEW_MESSAGE_BY_ID | same | |
 //! | GET_ROUTEINFO_BY_TOPIC, GET_BROKER_CLUSTER_INFO, GET_ALL_TOPIC_LIST_FROM_NAMESERVER | same | name server |
 //! | CHECK_CLIENT_CONFIG | answered here | SUCCESS: SQL92 is checked when the pull parses it |
-//! | POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME | POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME | order=true refused; an ack whose handle says retry names the pop retry topic |
+//! | POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME | POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME | order=true: orderly POP (reconsume counts in the records, no orderCountInfo); an ack whose handle says retry names the pop retry topic |
 
 use std::net::SocketAddr;
 
@@ -277,11 +277,6 @@ fn translate_inner<S: Service + ?Sized>(
         }
         rc::POP_MESSAGE => {
             let r: h::PopMessageRequestHeader = typed(code, ext)?;
-            if r.order == Some(true) {
-                return Err(Refusal::bad(
-                    "orderly POP (order=true) is not served by ringmq; pop with order=false",
-                ));
-            }
             let filter_type = match r.exp_type.as_deref() {
                 None | Some("") | Some("TAG") => FilterType::Tag,
                 Some("SQL92") => FilterType::Sql92,
@@ -306,6 +301,7 @@ fn translate_inner<S: Service + ?Sized>(
                 } else {
                     PopInitMode::Min
                 },
+                order: r.order == Some(true),
             };
             native(RequestCode::PopMessage, &h, &[], ReplyKind::Pop)
         }
