@@ -185,6 +185,7 @@ pub fn dispatch(
         Request::EndTransaction(h) => {
             crate::broker::txn::end_transaction(shard, h, frame_bytes, origin)
         }
+        Request::RecallMessage(h) => crate::broker::recall::recall(shard, h, frame_bytes, origin),
     }
 }
 

@@ -37,6 +37,7 @@ pub mod request {
     pub const SEND_MESSAGE_V2: i32 = 310;
     pub const SEND_BATCH_MESSAGE: i32 = 320;
     pub const LITE_PULL_MESSAGE: i32 = 361;
+    pub const RECALL_MESSAGE: i32 = 370;
 }
 
 /// Response codes.
@@ -62,6 +63,8 @@ pub mod response {
     pub const TRANSACTION_SHOULD_COMMIT: i32 = 200;
     pub const TRANSACTION_SHOULD_ROLLBACK: i32 = 201;
     pub const TRANSACTION_STATE_UNKNOW: i32 = 202;
+    /// RECALL_MESSAGE refused (a bad handle, a time already past).
+    pub const ILLEGAL_OPERATION: i32 = 604;
 }
 
 /// The RocketMQ response code for a native status.
@@ -74,6 +77,8 @@ pub fn response_code(s: Status) -> i32 {
         // without property filters is SYSTEM_ERROR on RocketMQ too.
         Status::DiskFull => response::SERVICE_NOT_AVAILABLE,
         Status::LimitExceeded => response::SYSTEM_BUSY,
+        // RocketMQ refuses a recall whose time has passed with ILLEGAL_OPERATION.
+        Status::RecallTooLate => response::ILLEGAL_OPERATION,
         Status::FrameTooLarge
         | Status::WrongShard
         | Status::TopicAlreadyExists
