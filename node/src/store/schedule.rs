@@ -17,6 +17,9 @@
 //! - the messages of the slots due within [`LOAD_AHEAD_MS`], in a heap by (due, offset);
 //! - pending counts per 1,024 ConsumeQueue offsets, which give the low watermark.
 //!
+//! Recalled messages (a set rebuilt from the recall queue) are in `recall.rs`; indexing reads
+//! the recalls first, and the delivery loop skips a recalled message it takes.
+//!
 //! Invariants: messages are delivered in (due_ms, cq_offset) order; `progress` says every
 //! message before `(delivered_below_ms, delivered_below_cq)` in that order is delivered and
 //! none after it, except those delivered since; a message is never indexed with a key below
