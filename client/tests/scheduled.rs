@@ -11,27 +11,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{body, producer, Node};
-use ringmq_client::consumer::PullStatus;
+use common::{body, producer, read_all, Node};
 use ringmq_client::wire::properties::keys;
 use ringmq_client::{Error, Message, PullConsumer, ReceivedMessage};
-
-/// Every message now in `topic`, by body.
-async fn read_all(c: &PullConsumer, topic: &str) -> Vec<ReceivedMessage> {
-    let mut out = Vec::new();
-    for mq in c.fetch_queues(topic).await.unwrap() {
-        let mut offset = 0;
-        loop {
-            let r = c.pull(&mq, offset, 64, "*").await.unwrap();
-            if r.status != PullStatus::Found {
-                break;
-            }
-            offset = r.next_offset;
-            out.extend(r.messages);
-        }
-    }
-    out
-}
 
 /// Reads `topic` until `want` distinct bodies arrived or `limit` passed.
 async fn wait_for(

@@ -424,6 +424,20 @@ pub enum MsgCmd {
     /// oldest first (each queue's range found with SEARCH_OFFSET_BY_TIMESTAMP, so only it is
     /// read). JSON: {"messages": [...]}.
     Time(MsgTimeArgs),
+    /// Withdraw a scheduled message before it is due, by the recall handle its send
+    /// printed (RECALL_HANDLE; RocketMQ 5.3's recall). Fails with RECALL_TOO_LATE when the
+    /// message was already delivered. JSON: {"recalled": {...}}.
+    Recall(RecallArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct RecallArgs {
+    /// Topic the message was sent to (must be the handle's).
+    #[arg(short = 't', long, value_name = "TOPIC")]
+    pub topic: String,
+    /// The recall handle `send` printed for the scheduled message.
+    #[arg(value_name = "HANDLE")]
+    pub handle: String,
 }
 
 #[derive(Args, Debug)]

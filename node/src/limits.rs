@@ -146,6 +146,9 @@ pub const CONSUME_QUEUE_FILE_BYTES_MAX: u64 = GIB;
 pub const HA_TRANSFER_BATCH_BYTES_MAX: usize = FRAME_BODY_BYTES_MAX;
 /// Delay levels (`messageDelayLevel`; RocketMQ ships 18).
 pub const DELAY_LEVELS_MAX: usize = 64;
+/// Recalled scheduled messages one shard holds before their due times pass (8 bytes of
+/// memory each, plus the set's overhead); past it a recall is answered LIMIT_EXCEEDED.
+pub const RECALLS_PENDING_PER_SHARD_MAX: usize = 1_000_000;
 
 const _: () = assert!(SEGMENT_BYTES_MIN < SEGMENT_BYTES_MAX);
 const _: () = assert!(1 << 30 >= SEGMENT_BYTES_MIN, "the 1 GiB default is allowed");

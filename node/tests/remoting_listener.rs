@@ -623,3 +623,97 @@ fn pop_ack_and_invisible_time_changes_over_remoting() {
     assert_eq!(ack(&mut r, group, topic, &again[0]).code, response::SUCCESS);
     assert!(pop(&mut r, group, topic, 3, 60_000).is_empty());
 }
+
+/// A JSON SEND_MESSAGE with properties `props`; returns the response.
+fn remoting_send(r: &mut Remoting, topic: &str, queue: &str, props: &str, body: &[u8]) -> Command {
+    let (resp, _) = r.call(
+        request::SEND_MESSAGE,
+        &[
+            ("producerGroup", "pg"),
+            ("topic", topic),
+            ("defaultTopic", "TBW102"),
+            ("defaultTopicQueueNums", "4"),
+            ("queueId", queue),
+            ("sysFlag", "0"),
+            ("bornTimestamp", "1700000000000"),
+            ("flag", "0"),
+            ("properties", props),
+            ("reconsumeTimes", "0"),
+            ("unitMode", "false"),
+            ("batch", "false"),
+        ],
+        body,
+    );
+    assert_eq!(resp.code, response::SUCCESS, "{:?}", resp.remark);
+    resp
+}
+
+#[test]
+fn a_remoting_producer_recalls_a_scheduled_message_by_its_send_handle() {
+    use ringmq_wire::recall::RecallHandle;
+    let dir = tempdir("remoting-recall");
+    let node = Node::standalone(&dir.path().join("data"), &["--shards", "2"]);
+    let broker = node.broker_addr();
+    let topic = "RemotingRecall";
+    Client::connect(broker).create_topic_ok(topic, 4);
+    let mut r = Remoting::connect(broker, SerializeType::Json);
+
+    let plain = remoting_send(&mut r, topic, "0", &props(&[("UNIQ_KEY", "U1")]), b"now");
+    assert_eq!(plain.ext("recallHandle"), None, "only a scheduled send");
+    let later = remoting_send(
+        &mut r,
+        topic,
+        "1",
+        &props(&[("UNIQ_KEY", "U2"), ("TIMER_DELAY_MS", "60000")]),
+        b"in a minute",
+    );
+    let handle = later.ext("recallHandle").expect("recallHandle").to_string();
+    let h = RecallHandle::decode(&handle).unwrap();
+    assert_eq!(h.topic, topic);
+    assert_eq!(h.broker_name, "broker-a");
+    assert_eq!(Some(h.message_id.as_str()), later.ext("msgId"));
+
+    let recall = |r: &mut Remoting, handle: &str| {
+        r.call(
+            request::RECALL_MESSAGE,
+            &[
+                ("producerGroup", "pg"),
+                ("topic", topic),
+                ("recallHandle", handle),
+                ("bname", "broker-a"),
+            ],
+            &[],
+        )
+        .0
+    };
+    let ok = recall(&mut r, &handle);
+    assert_eq!(ok.code, response::SUCCESS, "{:?}", ok.remark);
+    assert_eq!(ok.ext("msgId"), Some(h.message_id.as_str()));
+    let bad = recall(&mut r, "bm90IGEgaGFuZGxl");
+    assert_eq!(bad.code, response::MESSAGE_ILLEGAL, "{:?}", bad.remark);
+    let (missing, _) = r.call(request::RECALL_MESSAGE, &[("topic", topic)], &[]);
+    assert_eq!(missing.code, response::SYSTEM_ERROR, "{:?}", missing.remark);
+
+    // Delivered before the recall: RocketMQ's ILLEGAL_OPERATION.
+    let soon = remoting_send(
+        &mut r,
+        topic,
+        "2",
+        &props(&[("UNIQ_KEY", "U3"), ("TIMER_DELAY_MS", "100")]),
+        b"soon",
+    );
+    let soon_handle = soon.ext("recallHandle").unwrap().to_string();
+    let mut c = Client::connect(broker);
+    wait_until(
+        Duration::from_secs(20),
+        "the delayed message's delivery",
+        || c.max_offset(topic, 2) == 1,
+    );
+    let late = recall(&mut r, &soon_handle);
+    assert_eq!(late.code, response::ILLEGAL_OPERATION, "{:?}", late.remark);
+    assert_eq!(
+        c.max_offset(topic, 1),
+        0,
+        "the recalled message is still pending"
+    );
+}

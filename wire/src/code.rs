@@ -68,6 +68,9 @@ crate::wire_enum! {
         /// per queue.
         InvokeBrokerToResetOffset = 222 => "INVOKE_BROKER_TO_RESET_OFFSET",
         SendBatchMessage = 320 => "SEND_BATCH_MESSAGE",
+        /// Withdraws a scheduled message before it is due, by the handle its send returned
+        /// (RocketMQ 5.3's number).
+        RecallMessage = 370 => "RECALL_MESSAGE",
         /// ringmq: first request on a connection (client id, protocol version).
         Hello = 1000 => "HELLO",
         /// ringmq: pending scheduled messages per delay level and timer, next due time.
@@ -146,6 +149,9 @@ crate::wire_enum! {
         /// flight under that receipt handle (acked, or its invisible time ended and it is
         /// delivered again). RocketMQ 5's gRPC code of the same name.
         InvalidReceiptHandle = 1010 => "INVALID_RECEIPT_HANDLE",
+        /// ringmq: RECALL_MESSAGE came after the scheduled message was delivered (or dropped at
+        /// its due time); nothing was recalled. RocketMQ answers ILLEGAL_OPERATION.
+        RecallTooLate = 1008 => "RECALL_TOO_LATE",
     }
 }
 

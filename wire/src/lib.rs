@@ -12,6 +12,7 @@ pub mod command;
 pub mod error;
 pub mod frame;
 pub mod properties;
+pub mod recall;
 pub mod record;
 pub mod remoting;
 pub mod schedule;

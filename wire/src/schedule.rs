@@ -26,7 +26,7 @@ pub const PACKED_LEVEL_MAX: u32 = 127;
 
 /// True for topics only the broker writes (a producer's send to one is refused).
 pub fn is_schedule_topic(topic: &str) -> bool {
-    topic == TIMER_TOPIC || topic == TIMER_PROGRESS_TOPIC
+    topic == TIMER_TOPIC || topic == TIMER_PROGRESS_TOPIC || topic == crate::recall::RECALL_TOPIC
 }
 
 /// The ConsumeQueue tag of a scheduled record: level (0 = a delivery time, no level) in the
@@ -41,12 +41,16 @@ pub fn unpack_tag(tag: i64) -> (i64, u32) {
 }
 
 /// The ConsumeQueue tag of a record: the packed schedule for [`TIMER_TOPIC`] records, the
-/// packed decision for transaction op records (`crate::transaction::op_tag`), else the tag
+/// packed decision for transaction op records (`crate::transaction::op_tag`), the recalled
+/// record's timer queue offset for recall records (`crate::recall::cq_tag`), else the tag
 /// hash. Recovery and replication rebuild units with this, so it depends on the
 /// record's bytes only.
 pub fn cq_tag(rec: &RecordView<'_>) -> i64 {
     if rec.topic == crate::transaction::OP_TOPIC {
         return crate::transaction::op_tag(rec.body);
+    }
+    if rec.topic == crate::recall::RECALL_TOPIC {
+        return crate::recall::cq_tag(rec.body);
     }
     if rec.topic != TIMER_TOPIC {
         return rec.tag_hash();
@@ -191,7 +195,10 @@ pub fn scan_send(props: &[u8]) -> SendProperties<'_> {
 
 /// [`cq_tag`] with the record's `TAGS` already found (see [`scan_send`]).
 pub fn cq_tag_with(rec: &RecordView<'_>, tags: Option<&str>) -> i64 {
-    if rec.topic == crate::transaction::OP_TOPIC || rec.topic == TIMER_TOPIC {
+    if rec.topic == crate::transaction::OP_TOPIC
+        || rec.topic == TIMER_TOPIC
+        || rec.topic == crate::recall::RECALL_TOPIC
+    {
         return cq_tag(rec);
     }
     tags.map(crate::record::tag_hash).unwrap_or(0)

@@ -12,6 +12,7 @@
 //! returned as a [`SendStatus`], never retried. Unordered sends retry on another broker when
 //! there is one; ordered sends retry on the same queue (order is per queue).
 
+mod recall;
 mod send;
 mod transaction;
 mod transaction_check;
@@ -407,6 +408,29 @@ impl Producer {
             drop(permit);
             callback(result);
         });
+    }
+
+    /// Recalls a scheduled message before it is due (RocketMQ 5.3's recall), by the
+    /// [`SendResult::recall_handle`] of its send; returns its message id. The handle names
+    /// the topic and the broker; the request goes to that broker's master.
+    ///
+    /// `Ok` means the message will not be delivered (also when it was already recalled).
+    /// A message already delivered gives [`Error::Broker`] with
+    /// [`Status::RecallTooLate`](ringmq_wire::code::Status::RecallTooLate); a handle that
+    /// does not decode gives [`Error::InvalidMessage`]; one that names no scheduled message
+    /// of the broker, `Error::Broker` with `MESSAGE_ILLEGAL`. Attempts whose answer was lost
+    /// are sent again within `send_timeout` (a recall is idempotent).
+    pub async fn recall(&self, handle: &str) -> Result<String> {
+        let topic = ringmq_wire::recall::RecallHandle::decode(handle)
+            .map_err(|e| Error::InvalidMessage(format!("recall handle: {e}")))?
+            .topic;
+        recall::recall(&self.inner, &topic, handle).await
+    }
+
+    /// [`Self::recall`], with the request naming `topic` (the broker refuses a handle of
+    /// another topic, as RocketMQ does; `ringmq-ctl msg recall --topic` uses it).
+    pub async fn recall_in(&self, topic: &str, handle: &str) -> Result<String> {
+        recall::recall(&self.inner, topic, handle).await
     }
 
     /// The writable queues of a topic, in route order (for selectors and `send_to_queue`).

@@ -63,6 +63,10 @@ pub struct SendResult {
     /// For a scheduled message: when the broker will deliver it (ms since the epoch). Until
     /// then it is stored in the broker's timer queue and `queue_offset` is its offset there.
     pub deliver_at_ms: Option<i64>,
+    /// For a scheduled message: the handle that withdraws it before it is due
+    /// ([`Producer::recall`](super::Producer::recall); RocketMQ 5.3's `recallHandle`, in
+    /// its format).
+    pub recall_handle: Option<String>,
     /// What every record's ids are made from (formatted only when asked for: a batch's ids
     /// are strings nobody may read).
     records: RecordIds,
@@ -544,9 +548,20 @@ async fn send_once(
     let resp: SendResponse = answer.required_fields()?;
     let mut first_key = String::with_capacity(uniq_prefix.len() + 8);
     unique_key(&uniq_prefix, uniq_first, &mut first_key);
+    let msg_id = resp.message_id(resp.first_physical_offset);
+    let recall_handle = (resp.deliver_at_ms != 0).then(|| {
+        ringmq_wire::recall::RecallHandle {
+            topic: t.mq.topic.clone(),
+            broker_name: t.mq.broker_name.clone(),
+            deliver_at_ms: resp.deliver_at_ms,
+            message_id: msg_id.clone(),
+        }
+        .encode()
+    });
     Ok(SendResult {
         status: SendStatus::from_status(status),
-        msg_id: resp.message_id(resp.first_physical_offset),
+        msg_id,
+        recall_handle,
         unique_key: first_key,
         queue: MessageQueue::new(&t.mq.topic, &t.mq.broker_name, resp.queue_id),
         queue_offset: resp.first_queue_offset,

@@ -375,3 +375,23 @@ pub fn missing(seen: &Seen, want: &[String]) -> Vec<String> {
     let s = distinct(seen);
     want.iter().filter(|w| !s.contains(*w)).cloned().collect()
 }
+
+/// Every message now in `topic` (every queue from offset 0), in queue order.
+pub async fn read_all(
+    c: &ringmq_client::PullConsumer,
+    topic: &str,
+) -> Vec<ringmq_client::ReceivedMessage> {
+    let mut out = Vec::new();
+    for mq in c.fetch_queues(topic).await.unwrap() {
+        let mut offset = 0;
+        loop {
+            let r = c.pull(&mq, offset, 64, "*").await.unwrap();
+            if r.status != ringmq_client::consumer::PullStatus::Found {
+                break;
+            }
+            offset = r.next_offset;
+            out.extend(r.messages);
+        }
+    }
+    out
+}

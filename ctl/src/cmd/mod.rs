@@ -53,6 +53,7 @@ pub async fn run(admin: &Admin, cfg: &ClientConfig, command: &Command) -> Result
         Command::Msg(MsgCmd::Key(a)) | Command::QueryMsgByKey(a) => msg::by_key(admin, a).await,
         Command::Msg(MsgCmd::Dump(a)) => msg::dump(admin, a).await,
         Command::Msg(MsgCmd::Time(a)) => msg::by_time(admin, a).await,
+        Command::Msg(MsgCmd::Recall(a)) => msg::recall(cfg, a).await,
         Command::Send(a) => msg::send(cfg, a).await,
         Command::Consume(a) => msg::consume(admin, cfg, a).await,
         Command::Broker(BrokerCmd::Status(a)) => broker::status(admin, &broker_of(a)).await,

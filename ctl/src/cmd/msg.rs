@@ -1,7 +1,7 @@
-//! `msg id|key|dump`, `send`, `consume`, `queryMsgById`, `queryMsgByKey`: messages in and
-//! out. Every message prints with the same columns ([`message_columns`]). `send` may
+//! `msg id|key|dump|recall`, `send`, `consume`, `queryMsgById`, `queryMsgByKey`: messages in
+//! and out. Every message prints with the same columns ([`message_columns`]). `send` may
 //! schedule its message (a delay level, a delay or a delivery time; clap lets through at
-//! most one) and prints the due time the broker set.
+//! most one) and prints the due time the broker set and the handle `msg recall` takes.
 
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -13,7 +13,7 @@ use ringmq_client::{
 use serde_json::{json, Value};
 
 use super::usage;
-use crate::cli::{ConsumeArgs, DumpArgs, MsgIdArgs, MsgKeyArgs, MsgTimeArgs, SendArgs};
+use crate::cli::{ConsumeArgs, DumpArgs, MsgIdArgs, MsgKeyArgs, MsgTimeArgs, RecallArgs, SendArgs};
 use crate::error::{Context, CtlError, Result};
 use crate::output::{body, int, json_only, text, time, Column, Report, Section};
 
@@ -236,6 +236,7 @@ pub async fn send(cfg: &ClientConfig, a: &SendArgs) -> Result<Report> {
             time("STORE_TIME[UTC]", "store_time_ms"),
             // Only a scheduled message has a due time; the JSON says null otherwise.
             time("DELIVER_AT[UTC]", "deliver_at_ms").shown(r.deliver_at_ms.is_some()),
+            text("RECALL_HANDLE", "recall_handle").shown(r.recall_handle.is_some()),
             text("STATUS", "status"),
         ],
         vec![
@@ -247,7 +248,50 @@ pub async fn send(cfg: &ClientConfig, a: &SendArgs) -> Result<Report> {
             json!(r.queue_offset),
             json!(r.store_timestamp_ms),
             json!(r.deliver_at_ms),
+            json!(r.recall_handle),
             json!(status),
+        ],
+    )))
+}
+
+/// `msg recall --topic T HANDLE`: withdraws a scheduled message (see `Producer::recall`).
+pub async fn recall(cfg: &ClientConfig, a: &RecallArgs) -> Result<Report> {
+    let handle = ringmq_client::wire::recall::RecallHandle::decode(&a.handle)
+        .map_err(|e| usage(format!("HANDLE is not a recall handle: {e}")))?;
+    if handle.topic != a.topic {
+        return Err(CtlError::Refused(format!(
+            "the handle is for topic {}, not {}",
+            handle.topic, a.topic
+        )));
+    }
+    let producer = Producer::builder()
+        .client_config(cfg.clone())
+        .group(TOOLS_PRODUCER_GROUP)
+        .send_timeout(cfg.request_timeout)
+        .start()
+        .await
+        .doing(|| "starting a producer".into())?;
+    let result = producer.recall_in(&a.topic, &a.handle).await;
+    producer.shutdown().await;
+    let msg_id = result.doing(|| {
+        format!(
+            "recalling message {} of {} on broker {}",
+            handle.message_id, handle.topic, handle.broker_name
+        )
+    })?;
+    Ok(Report::one(Section::record(
+        "recalled",
+        vec![
+            text("MSG_ID", "msg_id"),
+            text("TOPIC", "topic"),
+            text("BROKER", "broker"),
+            time("DUE_AT[UTC]", "deliver_at_ms"),
+        ],
+        vec![
+            json!(msg_id),
+            json!(handle.topic),
+            json!(handle.broker_name),
+            json!(handle.deliver_at_ms),
         ],
     )))
 }

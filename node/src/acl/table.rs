@@ -102,6 +102,9 @@ pub fn need(request: &Request, body: &[u8]) -> Need {
             Access(vec![topic(&h.topic, Perm::SUB)])
         }
         Request::SearchOffsetByTimestamp(h) => Access(vec![topic(&h.topic, Perm::SUB)]),
+        // RocketMQ's RECALL_MESSAGE is a PUB action on the topic (the broker checks that the
+        // handle names the same topic).
+        Request::RecallMessage(h) => Access(vec![topic(&h.topic, Perm::PUB)]),
         Request::QueryMessage(h) => Access(vec![topic(&h.topic, Perm::SUB)]),
         Request::ConsumerSendMsgBack(h) => Access(vec![group(&h.consumer_group)]),
         Request::GetConsumerListByGroup(h) => Access(vec![group(&h.consumer_group)]),

@@ -203,6 +203,7 @@ pub fn dispatch(
         Request::EndTransaction(h) => {
             crate::broker::txn::end_transaction(shard, h, frame_bytes, origin)
         }
+        Request::RecallMessage(h) => crate::broker::recall::recall(shard, h, frame_bytes, origin),
     }
 }
 

@@ -18,6 +18,7 @@ pub mod produce;
 pub mod pull;
 pub mod queries;
 pub mod query;
+pub mod recall;
 pub mod register;
 pub mod retry;
 pub mod schedule;

@@ -75,6 +75,11 @@ pub trait Service {
     fn subscription(&self, _group: &str, _topic: &str) -> Option<(FilterType, String)> {
         None
     }
+    /// The broker's name (`brokerName`), for the recall handle of a scheduled remoting send;
+    /// `None` where no broker serves.
+    fn broker_name(&self) -> Option<String> {
+        None
+    }
 }
 
 /// How a read loop ended.

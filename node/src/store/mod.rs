@@ -26,6 +26,7 @@ pub mod flush;
 pub mod index;
 mod pull;
 mod queues;
+pub mod recall;
 pub mod replica;
 pub mod schedule;
 pub mod txn;

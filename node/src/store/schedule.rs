@@ -17,6 +17,9 @@
 //! - the messages of the slots due within [`LOAD_AHEAD_MS`], in a heap by (due, offset);
 //! - pending counts per 1,024 ConsumeQueue offsets, which give the low watermark.
 //!
+//! Recalled messages (a set rebuilt from the recall queue) are in `recall.rs`; indexing reads
+//! the recalls first, and the delivery loop skips a recalled message it takes.
+//!
 //! Invariants: messages are delivered in (due_ms, cq_offset) order; `progress` says every
 //! message before `(delivered_below_ms, delivered_below_cq)` in that order is delivered and
 //! none after it, except those delivered since; a message is never indexed with a key below
@@ -119,6 +122,8 @@ pub struct Schedule<F> {
     per_level: Vec<u64>,
     /// Messages delivered since open.
     delivered_since_open: u64,
+    /// Recalled messages not yet passed by delivery (see `recall.rs`).
+    pub(super) recalls: super::recall::Recalls,
 }
 
 /// Counts for `ringmq-ctl delay status`.
@@ -132,7 +137,9 @@ pub struct ScheduleCounts {
 }
 
 impl<F> Schedule<F> {
-    fn pending_key_floor(&self) -> (i64, u64) {
+    /// The committed progress as a key: every message below it is delivered, none at or
+    /// above it (see the module docs).
+    pub(super) fn pending_key_floor(&self) -> (i64, u64) {
         (
             self.progress.delivered_below_ms,
             self.progress.delivered_below_cq,
@@ -226,14 +233,21 @@ impl<D: Disk + Clone> Store<D> {
             chunks: VecDeque::new(),
             per_level: Vec::new(),
             delivered_since_open: 0,
+            recalls: Default::default(),
         };
+        self.open_recalls();
         Ok(())
     }
 
-    /// Indexes up to `max_units` scheduled messages appended since the last call. True when
-    /// every scheduled message in the log is indexed (only then may [`Self::schedule_due`]
-    /// deliver: a message not yet indexed could be due earlier than those that are).
+    /// Indexes up to `max_units` recall records, then (once they are caught up) up to
+    /// `max_units` scheduled messages appended since the last call. True when every recall
+    /// and every scheduled message in the log is indexed (only then may
+    /// [`Self::schedule_due`] deliver: a message not yet indexed could be due earlier than
+    /// those that are, a recall not yet read could name a message about to be delivered).
     pub fn schedule_index(&mut self, max_units: u64) -> Result<bool> {
+        if !self.schedule_index_recalls(max_units)? {
+            return Ok(false);
+        }
         let shard = u32::from(self.cfg.shard);
         let Some(cq) = self.queue(TIMER_TOPIC, shard) else {
             return Ok(true);
@@ -501,5 +515,6 @@ pub(super) fn empty<F>(root: &Path) -> Schedule<F> {
         chunks: VecDeque::new(),
         per_level: Vec::new(),
         delivered_since_open: 0,
+        recalls: Default::default(),
     }
 }

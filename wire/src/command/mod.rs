@@ -14,6 +14,7 @@
 //! |---|---|---|---|---|
 //! | HELLO | [`HelloRequest`] | - | [`HelloResponse`] | - |
 //! | SEND_MESSAGE, SEND_BATCH_MESSAGE | [`SendRequest`] | records | [`SendResponse`] | - |
+//! | RECALL_MESSAGE | [`RecallRequest`] | - | [`RecallResponse`] | - |
 //! | PULL_MESSAGE | [`PullRequest`] | - | [`PullResponse`] | records |
 //! | QUERY_MESSAGE | [`QueryMessageRequest`] | - | [`QueryMessageResponse`] | records |
 //! | QUERY_CONSUMER_OFFSET | [`QueryConsumerOffsetRequest`] | - | [`QueryConsumerOffsetResponse`] | - |
@@ -87,6 +88,7 @@ pub mod pop;
 pub mod pull;
 pub mod query;
 pub mod queue_offset;
+pub mod recall;
 pub mod route;
 pub mod runtime;
 pub mod schedule;
@@ -111,6 +113,7 @@ pub use pop::*;
 pub use pull::*;
 pub use query::*;
 pub use queue_offset::*;
+pub use recall::*;
 pub use route::*;
 pub use runtime::*;
 pub use schedule::*;
@@ -204,6 +207,7 @@ requests! {
     DeleteTopicInBroker(DeleteTopicRequest),
     DeleteTopicInNamesrv(DeleteTopicInNamesrvRequest),
     SendBatchMessage(SendRequest),
+    RecallMessage(RecallRequest),
     Hello(HelloRequest),
     GetScheduleStatus(Empty),
     GetTransactionStatus(Empty),
@@ -242,6 +246,8 @@ macro_rules! for_each_wire_type {
             $crate::command::Response<$crate::command::HelloResponse>,
             $crate::command::SendRequest,
             $crate::command::Response<$crate::command::SendResponse>,
+            $crate::command::RecallRequest,
+            $crate::command::Response<$crate::command::RecallResponse>,
             $crate::command::PullRequest,
             $crate::command::Response<$crate::command::PullResponse>,
             $crate::command::QueryConsumerOffsetRequest,

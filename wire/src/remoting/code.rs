@@ -41,6 +41,7 @@ pub mod request {
     pub const ACK_MESSAGE: i32 = 200051;
     pub const CHANGE_MESSAGE_INVISIBLETIME: i32 = 200053;
     pub const BATCH_ACK_MESSAGE: i32 = 200151;
+    pub const RECALL_MESSAGE: i32 = 370;
 }
 
 /// Response codes.
@@ -68,6 +69,10 @@ pub mod response {
     pub const TRANSACTION_SHOULD_COMMIT: i32 = 200;
     pub const TRANSACTION_SHOULD_ROLLBACK: i32 = 201;
     pub const TRANSACTION_STATE_UNKNOW: i32 = 202;
+    /// RECALL_MESSAGE refused (a bad handle, a time already past).
+    pub const ILLEGAL_OPERATION: i32 = 604;
+    /// POP: nothing under that receipt handle (RocketMQ's `NO_MESSAGE`).
+    pub const NO_MESSAGE: i32 = 208;
 }
 
 /// The RocketMQ response code for a native status.
@@ -80,6 +85,10 @@ pub fn response_code(s: Status) -> i32 {
         // without property filters is SYSTEM_ERROR on RocketMQ too.
         Status::DiskFull => response::SERVICE_NOT_AVAILABLE,
         Status::LimitExceeded => response::SYSTEM_BUSY,
+        // RocketMQ refuses a recall whose time has passed with ILLEGAL_OPERATION.
+        Status::RecallTooLate => response::ILLEGAL_OPERATION,
+        // An ack or change for a POP message no longer in flight under that handle.
+        Status::InvalidReceiptHandle => response::NO_MESSAGE,
         Status::FrameTooLarge
         | Status::WrongShard
         | Status::TopicAlreadyExists

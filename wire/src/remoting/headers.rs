@@ -409,6 +409,24 @@ ext_header! {
 }
 
 ext_header! {
+    /// RECALL_MESSAGE (370): withdraw a scheduled message by its send's `recallHandle`.
+    pub struct RecallMessageRequestHeader {
+        pub producer_group: Option<String> = "producerGroup",
+        pub topic: String = "topic",
+        pub recall_handle: String = "recallHandle",
+        pub broker_name: Option<String> = "bname",
+    }
+}
+
+ext_header! {
+    /// The answer to RECALL_MESSAGE.
+    pub struct RecallMessageResponseHeader {
+        /// The recalled message's id.
+        pub msg_id: String = "msgId",
+    }
+}
+
+ext_header! {
     /// CHECK_TRANSACTION_STATE (39), broker -> producer, oneway; the body is the half
     /// message in the stored record layout.
     pub struct CheckTransactionStateRequestHeader {

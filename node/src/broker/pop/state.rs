@@ -3,7 +3,11 @@
 //! shard's [`POP_STATE_TOPIC`](ringmq_wire::command::POP_STATE_TOPIC) records at open
 //! (`super::open`); changed only after the record saying so is appended.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+
+/// Checkpoints settled by acks whose acked offsets are remembered, so that an ack sent again
+/// (its answer lost) still succeeds: the newest this many.
+pub const SETTLED_REMEMBERED: usize = 65_536;
 
 /// A group's queue: (group, topic, queue id).
 pub type GroupQueue = (String, String, u32);
@@ -122,6 +126,10 @@ pub struct PopState {
     busy: HashSet<GroupQueue>,
     /// Orderly: queues rewound, not yet popped again in full.
     rewinds: HashMap<GroupQueue, Rewind>,
+    /// Acked offsets of checkpoints every offset of which was acked (see
+    /// [`SETTLED_REMEMBERED`]), oldest first in `settled_order`.
+    settled: HashMap<CkKey, Vec<u64>>,
+    settled_order: VecDeque<CkKey>,
 }
 
 impl PopState {
@@ -240,6 +248,21 @@ impl PopState {
         }
         if ck.marks.values().all(|m| *m != Mark::Open) {
             let ck = self.cks.remove(key).expect("looked up above");
+            let acked: Vec<u64> = ck
+                .marks
+                .iter()
+                .filter(|(_, m)| **m == Mark::Acked)
+                .map(|(o, _)| *o)
+                .collect();
+            if !acked.is_empty() {
+                if self.settled_order.len() >= SETTLED_REMEMBERED {
+                    if let Some(old) = self.settled_order.pop_front() {
+                        self.settled.remove(&old);
+                    }
+                }
+                self.settled_order.push_back(key.clone());
+                self.settled.insert(key.clone(), acked);
+            }
             self.due.remove(&(ck.deadline_ms, key.clone()));
             self.by_cq.remove(&ck.cq_offset);
             if ck.order {
@@ -253,7 +276,12 @@ impl PopState {
     /// Whether `offset` of `key` may be acked at `now_ms`: `Ok(true)` when open, `Ok(false)`
     /// when already acked (nothing to do).
     pub fn check_ack(&self, key: &CkKey, offset: u64, now_ms: i64) -> Result<bool, Refusal> {
-        let ck = self.cks.get(key).ok_or(Refusal::NotInFlight)?;
+        let Some(ck) = self.cks.get(key) else {
+            return match self.settled.get(key) {
+                Some(acked) if acked.contains(&offset) => Ok(false),
+                _ => Err(Refusal::NotInFlight),
+            };
+        };
         match ck.marks.get(&offset) {
             None => Err(Refusal::NotInCheckpoint),
             Some(Mark::Acked) => Ok(false),
@@ -419,6 +447,8 @@ mod tests {
             s.check_ack(&key(10, 1000), 11, 1000),
             Err(Refusal::NotInFlight)
         );
+        // The acked one is remembered: acking it again still succeeds.
+        assert_eq!(s.check_ack(&key(10, 1000), 10, 1000), Ok(false));
     }
 
     #[test]

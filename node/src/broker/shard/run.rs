@@ -317,6 +317,10 @@ impl Service for ShardService {
             .map(|s| (s.filter_type, s.expression))
     }
 
+    fn broker_name(&self) -> Option<String> {
+        Some(self.0.broker.config.broker_name.clone())
+    }
+
     fn handoff_target(&self, frame: &[u8]) -> Option<u16> {
         let target = register::hello_target(frame)?;
         (target != self.0.id && target < self.0.broker.shard_count).then_some(target)

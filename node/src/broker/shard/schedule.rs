@@ -3,6 +3,11 @@
 //! append (so a crash repeats at most the deliveries of one append, and never skips one).
 //! It sleeps until the next due time or until a scheduled message is stored. Only masters
 //! run it; a slave replicates the scheduled records and the progress records.
+//!
+//! A recalled message (`store/recall.rs`) is taken like any due message and skipped: the
+//! progress record of the same append moves past it, so it is never delivered. The check
+//! and the append happen in one turn of the shard, with no wait between them, so a recall
+//! (also handled on this shard's thread) lands wholly before or wholly after.
 
 use std::rc::Rc;
 use std::time::Duration;
@@ -82,9 +87,14 @@ fn deliver(shard: &Shard, due: Vec<Due>, now: i64) -> Result<(), StoreError> {
     let table = broker.topics.snapshot();
     let mut batch = Vec::with_capacity(due.iter().map(|d| d.size as usize + 64).sum());
     let mut targets: Vec<(String, u32)> = Vec::new();
+    let mut recalled = 0u64;
     {
         let store = shard.store.borrow();
         for d in &due {
+            if store.schedule_is_recalled(d.cq_offset) {
+                recalled += 1;
+                continue;
+            }
             let bytes = match store.read_record(d.physical_offset) {
                 Ok(b) => b,
                 Err(e) if e.is_fatal() => return Err(e),
@@ -132,7 +142,7 @@ fn deliver(shard: &Shard, due: Vec<Due>, now: i64) -> Result<(), StoreError> {
             }
         }
     }
-    let delivered = due.len() as u64;
+    let delivered = due.len() as u64 - recalled;
     let progress = shard.store.borrow_mut().schedule_progress(now, delivered);
     batch.extend_from_slice(&schedule::progress_record(
         shard.id,
@@ -143,15 +153,18 @@ fn deliver(shard: &Shard, due: Vec<Due>, now: i64) -> Result<(), StoreError> {
     let appended = shard.store.borrow_mut().append(&mut batch, now);
     match appended {
         Ok(_) => {
-            shard
-                .store
-                .borrow_mut()
-                .schedule_commit(progress, delivered);
-            let mut m = shard.metrics.borrow_mut();
-            for d in &due {
-                m.delivered_late(u64::try_from(now - d.due_ms).unwrap_or(0), 1);
+            {
+                let mut store = shard.store.borrow_mut();
+                let mut m = shard.metrics.borrow_mut();
+                for d in due
+                    .iter()
+                    .filter(|d| !store.schedule_is_recalled(d.cq_offset))
+                {
+                    m.delivered_late(u64::try_from(now - d.due_ms).unwrap_or(0), 1);
+                }
+                store.schedule_commit(progress, delivered);
+                store.schedule_forget_recalls(&due);
             }
-            drop(m);
             targets.sort();
             targets.dedup();
             for (t, q) in &targets {

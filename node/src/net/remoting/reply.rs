@@ -12,9 +12,10 @@ use ringmq_wire::codec::Decode;
 use ringmq_wire::command::route::{BrokerData, ClusterInfo, TopicRoute};
 use ringmq_wire::command::{
     read_remark, ChangeInvisibleTimeResponse, ConsumerList, LockBatchResponse, MessageQueue,
-    OffsetResponse, PopResponse, PullResponse, QueryMessageResponse, Response, SendResponse,
-    TopicList,
+    OffsetResponse, PopResponse, PullResponse, QueryMessageResponse, RecallResponse, Response,
+    SendResponse, TopicList,
 };
+use ringmq_wire::recall::RecallHandle;
 use ringmq_wire::remoting::body::{self as rbody, JsonBody};
 use ringmq_wire::remoting::code::response_code;
 use ringmq_wire::remoting::ext::ToExt;
@@ -39,16 +40,39 @@ pub fn translate(kind: &ReplyKind, r: Reply) -> (Command, Body) {
         ReplyKind::Send {
             record_lens,
             transaction_id,
+            recall,
         } => {
             let stored = r.status.message_stored();
             let ext = fields::<SendResponse>(&r).filter(|_| stored).map(|f| {
+                let msg_id = f.message_ids_joined(record_lens.iter().copied());
+                let recall_handle = recall
+                    .as_ref()
+                    .filter(|_| f.deliver_at_ms != 0)
+                    .map(|base| {
+                        RecallHandle {
+                            topic: base.topic.clone(),
+                            broker_name: base.broker_name.clone(),
+                            deliver_at_ms: f.deliver_at_ms,
+                            message_id: msg_id.clone(),
+                        }
+                        .encode()
+                    });
                 h::SendMessageResponseHeader {
-                    msg_id: f.message_ids_joined(record_lens.iter().copied()),
+                    msg_id,
                     queue_id: i32::try_from(f.queue_id).unwrap_or(i32::MAX),
                     queue_offset: as_i64(f.first_queue_offset),
                     transaction_id: transaction_id.clone(),
                     batch_uniq_id: None,
-                    recall_handle: None,
+                    recall_handle,
+                }
+                .to_ext()
+            });
+            (ext, Body::Empty)
+        }
+        ReplyKind::Recall => {
+            let ext = fields::<RecallResponse>(&r).map(|f| {
+                h::RecallMessageResponseHeader {
+                    msg_id: f.message_id,
                 }
                 .to_ext()
             });
@@ -143,6 +167,7 @@ fn body_of(kind: &ReplyKind, r: Reply) -> Body {
         }),
         // Answered with fields above.
         ReplyKind::Send { .. }
+        | ReplyKind::Recall
         | ReplyKind::Pull
         | ReplyKind::Offset
         | ReplyKind::ConsumerOffset { .. }

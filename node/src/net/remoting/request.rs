@@ -13,6 +13,7 @@
 //! | UNREGISTER_CLIENT, GET_CONSUMER_LIST_BY_GROUP, CONSUMER_SEND_MSG_BACK, END_TRANSACTION | same | |
 //! | LOCK_BATCH_MQ, UNLOCK_BATCH_MQ | same | JSON body -> native body |
 //! | QUERY_MESSAGE, VIEW_MESSAGE_BY_ID | same | |
+//! | RECALL_MESSAGE | RECALL_MESSAGE | the answer's `msgId` is the recalled message's id |
 //! | GET_ROUTEINFO_BY_TOPIC, GET_BROKER_CLUSTER_INFO, GET_ALL_TOPIC_LIST_FROM_NAMESERVER | same | name server |
 //! | CHECK_CLIENT_CONFIG | answered here | SUCCESS: SQL92 is checked when the pull parses it |
 //! | POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME | POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME | order=true: orderly POP (reconsume counts in the records, no orderCountInfo); an ack whose handle says retry names the pop retry topic |
@@ -27,8 +28,9 @@ use ringmq_wire::command::{
     ConsumeType, ConsumerGroupData, ConsumerSendBackRequest, EndTransactionRequest,
     GetConsumerListRequest, GetOffsetRequest, GetRouteRequest, HeartbeatData, LockBatchRequest,
     MessageModel, MessageQueue, PopInitMode, PopRequest, PullRequest, QueryConsumerOffsetRequest,
-    QueryMessageRequest, SearchOffsetRequest, SendRequest, Subscription, TransactionResolution,
-    UnregisterClientRequest, UpdateConsumerOffsetRequest, ViewMessageRequest,
+    QueryMessageRequest, RecallRequest, SearchOffsetRequest, SendRequest, Subscription,
+    TransactionResolution, UnregisterClientRequest, UpdateConsumerOffsetRequest,
+    ViewMessageRequest,
 };
 use ringmq_wire::frame;
 use ringmq_wire::properties::{self, keys};
@@ -61,12 +63,16 @@ pub enum Translated {
 pub enum ReplyKind {
     /// No fields, no body.
     Plain,
-    /// A send: the stored records' lengths (for the offset ids of a batch) and the
-    /// transaction id (the first message's unique key).
+    /// A send: the stored records' lengths (for the offset ids of a batch), the
+    /// transaction id (the first message's unique key), and for a single message with a
+    /// schedule property what its `recallHandle` is made of (when the broker scheduled it).
     Send {
         record_lens: Vec<usize>,
         transaction_id: Option<String>,
+        recall: Option<RecallBase>,
     },
+    /// RECALL_MESSAGE: the `msgId` field.
+    Recall,
     Pull,
     /// An `offset` field (QUERY_CONSUMER_OFFSET, GET_MAX/MIN_OFFSET, SEARCH_OFFSET...).
     Offset,
@@ -97,6 +103,13 @@ fn pop_queue_topic(group: &str, topic: &str, extra_info: &str) -> String {
     } else {
         topic.to_string()
     }
+}
+
+/// The topic and broker name of a scheduled send, for its `recallHandle`.
+#[derive(Debug, Clone)]
+pub struct RecallBase {
+    pub topic: String,
+    pub broker_name: String,
 }
 
 /// Translates one remoting request.
@@ -143,7 +156,16 @@ fn translate_inner<S: Service + ?Sized>(
     let code = cmd.code;
     match code {
         rc::SEND_MESSAGE | rc::SEND_MESSAGE_V2 | rc::SEND_BATCH_MESSAGE => {
-            send(cmd, body, peer.addr)
+            send(cmd, body, peer.addr, || svc.broker_name())
+        }
+        rc::RECALL_MESSAGE => {
+            let r: h::RecallMessageRequestHeader = typed(code, ext)?;
+            let h = RecallRequest {
+                producer_group: r.producer_group.unwrap_or_default(),
+                topic: r.topic,
+                recall_handle: r.recall_handle,
+            };
+            native(RequestCode::RecallMessage, &h, &[], ReplyKind::Recall)
         }
         rc::PULL_MESSAGE | rc::LITE_PULL_MESSAGE => {
             let h = pull(svc, typed(code, ext)?)?;
@@ -452,7 +474,12 @@ const SYSFLAG_HOST_BITS: i32 = sys::BORNHOST_V6_FLAG | sys::STOREHOSTADDRESS_V6_
 
 /// SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE: the native send, its records
 /// encoded straight into the native frame (the body is copied once).
-fn send(cmd: &Command, body: &[u8], born_host: SocketAddr) -> Result<Translated> {
+fn send(
+    cmd: &Command,
+    body: &[u8],
+    born_host: SocketAddr,
+    broker_name: impl FnOnce() -> Option<String>,
+) -> Result<Translated> {
     let v2 = cmd.code == rc::SEND_MESSAGE_V2 || cmd.code == rc::SEND_BATCH_MESSAGE;
     let h = if v2 {
         h::SendMessageRequestHeader::from_ext_v2(&cmd.ext_fields)
@@ -520,6 +547,14 @@ fn send(cmd: &Command, body: &[u8], born_host: SocketAddr) -> Result<Translated>
         .collect::<std::result::Result<Vec<usize>, _>>()
         .map_err(illegal)?;
     let transaction_id = uniq_key(messages[0].properties);
+    // Only a single message can be scheduled (the broker refuses a scheduled batch).
+    let recall = (!batch && ringmq_wire::schedule::has_schedule_property(messages[0].properties))
+        .then(broker_name)
+        .flatten()
+        .map(|broker_name| RecallBase {
+            topic: topic.to_string(),
+            broker_name,
+        });
     let header = SendRequest {
         producer_group: h.producer_group.clone(),
         topic: topic.to_string(),
@@ -555,6 +590,7 @@ fn send(cmd: &Command, body: &[u8], born_host: SocketAddr) -> Result<Translated>
         kind: ReplyKind::Send {
             record_lens,
             transaction_id,
+            recall,
         },
     })
 }
