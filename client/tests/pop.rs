@@ -109,6 +109,26 @@ async fn members_share_a_topic_and_each_message_is_acked_once() {
     assert!(again.is_empty(), "acked messages came back: {again:?}");
 }
 
+/// The messages of `%DLQ%<group>`, once there are some (waits up to WAIT).
+async fn dead_letters(node: &Node, group: &str) -> Vec<ringmq_client::ReceivedMessage> {
+    let r = reader(node, &format!("{group}-dlq-reader")).await;
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Ok(qs) = r.fetch_queues(&dlq_topic(group)).await {
+            let res = r.pull(&qs[0], 0, 10, "*").await.unwrap();
+            if res.status == PullStatus::Found {
+                return res.messages;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "nothing reached {}",
+            dlq_topic(group)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 async fn futures_join(node: &Node, group: &str, topic: &str, n: usize) -> Vec<SimpleConsumer> {
     let mut out = Vec::new();
     for _ in 0..n {
@@ -149,22 +169,7 @@ async fn an_unacked_message_comes_back_then_dead_letters_and_a_late_ack_is_refus
     assert_eq!(third.len(), 1);
     assert_eq!(third[0].message.reconsume_times, 2);
     // Reconsumed twice (the limit): the next expiry dead-letters it.
-    let r = reader(&node, "pop-dlq-reader").await;
-    let deadline = Instant::now() + WAIT;
-    let dead = loop {
-        if let Ok(qs) = r.fetch_queues(&dlq_topic(group)).await {
-            let res = r.pull(&qs[0], 0, 10, "*").await.unwrap();
-            if res.status == PullStatus::Found {
-                break res.messages;
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "nothing reached {}",
-            dlq_topic(group)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let dead = dead_letters(&node, group).await;
     assert_eq!(dead.len(), 1);
     assert_eq!(body(&dead[0]), "lonely");
     assert_eq!(dead[0].reconsume_times, 3);
@@ -375,22 +380,7 @@ async fn orderly_pop_holds_a_queue_and_redelivers_from_the_first_unacked_across_
             ("o-5".into(), 0)
         ]
     );
-    let r = reader(&node, "pop-order-dlq-reader").await;
-    let deadline = Instant::now() + WAIT;
-    let dead = loop {
-        if let Ok(qs) = r.fetch_queues(&dlq_topic(group)).await {
-            let res = r.pull(&qs[0], 0, 10, "*").await.unwrap();
-            if res.status == PullStatus::Found {
-                break res.messages;
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "nothing reached {}",
-            dlq_topic(group)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let dead = dead_letters(&node, group).await;
     assert_eq!(dead.len(), 1);
     assert_eq!(body(&dead[0]), "o-1");
     assert_eq!(dead[0].reconsume_times, 2);

@@ -20,7 +20,7 @@ use ringmq_wire::code::Status;
 use ringmq_wire::command::{RecallRequest, RecallResponse};
 use ringmq_wire::properties::keys;
 use ringmq_wire::recall::{Recall, RecallHandle, RECALL_TOPIC};
-use ringmq_wire::record::{self, Message};
+use ringmq_wire::record;
 use ringmq_wire::schedule::TIMER_TOPIC;
 
 use crate::broker::dispatch::{forward_or_refuse, store_error, Origin};
@@ -225,21 +225,9 @@ fn not_scheduled(handle: &RecallHandle) -> Reply {
 }
 
 fn recall_record(shard: &Shard, recall: &Recall, now: i64) -> Vec<u8> {
-    let body = recall.encode();
-    let msg = Message {
-        topic: RECALL_TOPIC,
-        queue_id: u32::from(shard.id),
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp_ms: now,
-        born_host: shard.broker.addr,
-        store_host_v6: shard.broker.addr.is_ipv6(),
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
-        body: &body,
-        properties: &[],
-    };
-    let mut out = Vec::with_capacity(record::encoded_len(&msg).unwrap_or(0));
-    record::encode(&msg, &mut out).expect("a 32-byte body under a short topic always encodes");
+    let mut out = Vec::new();
+    shard
+        .state_record(RECALL_TOPIC, &recall.encode(), now, &mut out)
+        .expect("a 32-byte body under a short topic always encodes");
     out
 }

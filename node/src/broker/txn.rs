@@ -384,21 +384,11 @@ fn copy_record(
 }
 
 fn op_record(shard: &Shard, op: &Op, now: i64) -> Vec<u8> {
-    let body = op.encode();
-    encode(&Message {
-        topic: OP_TOPIC,
-        queue_id: u32::from(shard.id),
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp_ms: now,
-        born_host: shard.broker.addr,
-        store_host_v6: shard.broker.addr.is_ipv6(),
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
-        body: &body,
-        properties: &[],
-    })
-    .expect("a 17-byte body under a short topic always encodes")
+    let mut out = Vec::new();
+    shard
+        .state_record(OP_TOPIC, &op.encode(), now, &mut out)
+        .expect("a 17-byte body under a short topic always encodes");
+    out
 }
 
 fn ensure_check_max_topic(shard: &Shard) -> Result<(), Reply> {

@@ -58,6 +58,54 @@ impl std::fmt::Display for Mode {
     }
 }
 
+/// A scenario's one master (ASYNC_MASTER at [`MASTER_ADDR`]), its data under `scratch`.
+pub struct LoneMaster {
+    pub node: BrokerNode,
+    dir: PathBuf,
+}
+
+impl LoneMaster {
+    /// Starts it with `flush` and `extra` broker.properties lines (`key=value\n`...), in a
+    /// directory named after the scenario, the process and the seed.
+    pub fn start(
+        world: &World,
+        scratch: &Path,
+        scenario: &str,
+        seed: u64,
+        flush: FlushDiskType,
+        extra: &str,
+    ) -> Result<Self, String> {
+        let dir = scratch.join(format!(
+            "ringmq-sim-{scenario}-{}-{seed}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mode = Mode {
+            flush,
+            role: BrokerRole::AsyncMaster,
+            slave: false,
+        };
+        let mut node = BrokerNode::with_settings(
+            MASTER,
+            SocketAddr::from(MASTER_ADDR),
+            &dir.join("master"),
+            mode,
+            None,
+            extra,
+        )?;
+        node.start(world)?;
+        Ok(LoneMaster { node, dir })
+    }
+
+    /// Kills the clients' node and the master, and removes the data.
+    pub fn finish(mut self, world: &World) {
+        world.kill_node(CLIENTS);
+        world.kill_node(MASTER);
+        self.node.running = None;
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// One broker node: its disk (which outlives crashes) and, while up, its running broker.
 pub struct BrokerNode {
     pub id: NodeId,

@@ -23,14 +23,14 @@ use std::time::Duration;
 
 use ringmq_wire::properties::{self, keys};
 
-use crate::config::{BrokerRole, FlushDiskType};
+use crate::config::FlushDiskType;
 use crate::io::clock;
 use crate::io::sim::{NetConfig, World};
 use crate::store::fault_disk::Crash;
 
 use super::check;
 use super::client::{self, Checks, Oracle, Rpc, Shared};
-use super::cluster::{BrokerNode, Mode, CLIENTS, MASTER, MASTER_ADDR};
+use super::cluster::{BrokerNode, LoneMaster, CLIENTS, MASTER, MASTER_ADDR};
 
 const TOPIC: &str = "SimDelayed";
 const FILLER_TOPIC: &str = "SimFiller";
@@ -49,24 +49,16 @@ pub struct LongDelayReport {
 pub fn run(seed: u64, scratch: &std::path::Path) -> Result<LongDelayReport, String> {
     let world = World::new(seed, NetConfig::default());
     let _entered = world.enter();
-    let dir = scratch.join(format!("ringmq-sim-long-{}-{seed}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let mode = Mode {
-        flush: FlushDiskType::AsyncFlush,
-        role: BrokerRole::AsyncMaster,
-        slave: false,
-    };
     let every_hour: Vec<String> = (0..24).map(|h| format!("{h:02}")).collect();
     let settings = format!("fileReservedTime=1\ndeleteWhen={}\n", every_hour.join(";"));
-    let mut master = BrokerNode::with_settings(
-        MASTER,
-        SocketAddr::from(MASTER_ADDR),
-        &dir.join("master"),
-        mode,
-        None,
+    let mut lone = LoneMaster::start(
+        &world,
+        scratch,
+        "long",
+        seed,
+        FlushDiskType::AsyncFlush,
         &settings,
     )?;
-    master.start(&world)?;
     let oracle: Rc<RefCell<Oracle>> = Rc::default();
     let checks: Rc<RefCell<Checks>> = Rc::default();
     let shared = Shared {
@@ -76,11 +68,8 @@ pub fn run(seed: u64, scratch: &std::path::Path) -> Result<LongDelayReport, Stri
         log_end: Rc::new(|_| None),
     };
     world.spawn_on(CLIENTS, send_all(shared));
-    let result = scenario(&world, &mut master, &oracle, &checks);
-    world.kill_node(CLIENTS);
-    world.kill_node(MASTER);
-    master.running = None;
-    let _ = std::fs::remove_dir_all(&dir);
+    let result = scenario(&world, &mut lone.node, &oracle, &checks);
+    lone.finish(&world);
     result.map(|mut r| {
         r.events = world.polls();
         r.virtual_s = world.now_ns() / 1_000_000_000;

@@ -28,14 +28,14 @@ use ringmq_wire::command::{
 use ringmq_wire::properties::{self, keys};
 use ringmq_wire::record::{self, Entry};
 
-use crate::config::{BrokerRole, FlushDiskType};
+use crate::config::FlushDiskType;
 use crate::io::clock;
 use crate::io::rt;
 use crate::io::sim::{NetConfig, World};
 use crate::store::fault_disk::Crash;
 
 use super::client::{self, Checks, Oracle, Rpc, Shared};
-use super::cluster::{BrokerNode, Mode, CLIENTS, MASTER, MASTER_ADDR};
+use super::cluster::{BrokerNode, LoneMaster, CLIENTS, MASTER_ADDR};
 
 const TOPIC: &str = "SimRetry";
 const GROUP: &str = "sim-retry-group";
@@ -75,22 +75,14 @@ struct Progress {
 pub fn run(seed: u64, scratch: &std::path::Path) -> Result<RetryReport, String> {
     let world = World::new(seed, NetConfig::default());
     let _entered = world.enter();
-    let dir = scratch.join(format!("ringmq-sim-retry-{}-{seed}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let mode = Mode {
-        flush: FlushDiskType::AsyncFlush,
-        role: BrokerRole::AsyncMaster,
-        slave: false,
-    };
-    let mut master = BrokerNode::with_settings(
-        MASTER,
-        SocketAddr::from(MASTER_ADDR),
-        &dir.join("master"),
-        mode,
-        None,
+    let mut lone = LoneMaster::start(
+        &world,
+        scratch,
+        "retry",
+        seed,
+        FlushDiskType::AsyncFlush,
         "",
     )?;
-    master.start(&world)?;
     let progress: Rc<RefCell<Progress>> = Rc::default();
     let shared = Shared {
         world: world.clone(),
@@ -99,11 +91,8 @@ pub fn run(seed: u64, scratch: &std::path::Path) -> Result<RetryReport, String> 
         log_end: Rc::new(|_| None),
     };
     world.spawn_on(CLIENTS, consume(shared, Rc::clone(&progress)));
-    let result = drive(&world, &mut master, &progress);
-    world.kill_node(CLIENTS);
-    world.kill_node(MASTER);
-    master.running = None;
-    let _ = std::fs::remove_dir_all(&dir);
+    let result = drive(&world, &mut lone.node, &progress);
+    lone.finish(&world);
     let p = progress.borrow();
     result.map(|()| RetryReport {
         events: world.polls(),

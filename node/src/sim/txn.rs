@@ -29,13 +29,13 @@ use ringmq_wire::properties::{self, keys};
 use ringmq_wire::record::{self, sys_flag, Message};
 use ringmq_wire::transaction::CHECK_MAX_TOPIC;
 
-use crate::config::{BrokerRole, FlushDiskType};
+use crate::config::FlushDiskType;
 use crate::io::rt;
 use crate::io::sim::{NetConfig, World};
 use crate::store::fault_disk::Crash;
 
 use super::client::Rpc;
-use super::cluster::{BrokerNode, Mode, CLIENTS, MASTER, MASTER_ADDR};
+use super::cluster::{BrokerNode, LoneMaster, CLIENTS, MASTER_ADDR};
 
 const TOPIC: &str = "SimTxn";
 const GROUP: &str = "sim-txn";
@@ -66,29 +66,11 @@ struct Progress {
 pub fn run(seed: u64, scratch: &std::path::Path) -> Result<TxnReport, String> {
     let world = World::new(seed, NetConfig::default());
     let _entered = world.enter();
-    let dir = scratch.join(format!("ringmq-sim-txn-{}-{seed}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let mode = Mode {
-        flush: FlushDiskType::SyncFlush,
-        role: BrokerRole::AsyncMaster,
-        slave: false,
-    };
-    let mut master = BrokerNode::with_settings(
-        MASTER,
-        SocketAddr::from(MASTER_ADDR),
-        &dir.join("master"),
-        mode,
-        None,
-        "",
-    )?;
-    master.start(&world)?;
+    let mut lone = LoneMaster::start(&world, scratch, "txn", seed, FlushDiskType::SyncFlush, "")?;
     let progress: Rc<RefCell<Progress>> = Rc::default();
     world.spawn_on(CLIENTS, producer(Rc::clone(&progress)));
-    let result = drive(&world, &mut master, &progress);
-    world.kill_node(CLIENTS);
-    world.kill_node(MASTER);
-    master.running = None;
-    let _ = std::fs::remove_dir_all(&dir);
+    let result = drive(&world, &mut lone.node, &progress);
+    lone.finish(&world);
     result.map(|mut r| {
         r.events = world.polls();
         r.virtual_s = world.now_ns() / 1_000_000_000;

@@ -43,7 +43,7 @@ use ringmq_wire::command::{
     ChangeInvisibleTimeRequest, ChangeInvisibleTimeResponse, PopGroupStatus, PopInitMode, PopOp,
     PopOpKind, PopRequest, PopResponse, PopStatus, PullRequest, ReceiptHandle, POP_STATE_TOPIC,
 };
-use ringmq_wire::record::{self, Message};
+use ringmq_wire::record;
 
 use crate::broker::dispatch::{forward_or_refuse, route, store_error, NotLocal, Origin};
 use crate::broker::filter::Filter;
@@ -505,20 +505,8 @@ fn append_ops(shard: &Shard, ops: &[PopOp], now: i64) -> Result<(u64, Vec<u64>),
         let body = op
             .to_vec()
             .map_err(|e| Reply::error(Status::SystemError, format!("encoding a pop op: {e}")))?;
-        let msg = Message {
-            topic: POP_STATE_TOPIC,
-            queue_id: u32::from(shard.id),
-            flag: 0,
-            sys_flag: 0,
-            born_timestamp_ms: now,
-            born_host: shard.broker.addr,
-            store_host_v6: shard.broker.addr.is_ipv6(),
-            reconsume_times: 0,
-            prepared_transaction_offset: 0,
-            body: &body,
-            properties: &[],
-        };
-        record::encode(&msg, &mut batch)
+        shard
+            .state_record(POP_STATE_TOPIC, &body, now, &mut batch)
             .map_err(|e| Reply::error(Status::MessageIllegal, format!("a pop op: {e}")))?;
     }
     let out = shard
@@ -588,50 +576,66 @@ fn check_owner(
 }
 
 /// ACK_MESSAGE.
-pub fn ack(shard: &Rc<Shard>, h: AckRequest, frame: Vec<u8>, origin: Origin) -> Outcome {
-    if let Err(o) = check_owner(
-        shard,
-        &h.consumer_group,
-        &h.topic,
-        h.queue_id,
-        frame,
-        origin,
-    ) {
-        return o;
-    }
-    let key = match handle_key(
-        &h.consumer_group,
-        &h.topic,
-        h.queue_id,
-        &h.extra_info,
-        h.offset,
-    ) {
-        Ok(k) => k,
-        Err(r) => return r.into(),
-    };
-    let now = Broker::now_ms();
-    let check = shard.pop.borrow().check_ack(&key, h.offset, now);
+/// One popped message a request names (ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME).
+struct Named<'a> {
+    group: &'a str,
+    topic: &'a str,
+    queue_id: u32,
+    extra_info: &'a str,
+    offset: u64,
+}
+
+/// The checkpoint of a message a request names, on the shard that owns its queue (else the
+/// forward or the refusal), and whether the message is open (`false`: already acked); a
+/// handle no longer in flight is answered INVALID_RECEIPT_HANDLE.
+fn in_flight(
+    shard: &Rc<Shard>,
+    m: &Named<'_>,
+    now: i64,
+    frame: Vec<u8>,
+    origin: Origin,
+) -> Result<(CkKey, bool), Outcome> {
+    check_owner(shard, m.group, m.topic, m.queue_id, frame, origin)?;
+    let key =
+        handle_key(m.group, m.topic, m.queue_id, m.extra_info, m.offset).map_err(Outcome::from)?;
+    let check = shard.pop.borrow().check_ack(&key, m.offset, now);
     match check {
-        Err(refusal) => Reply::error(Status::InvalidReceiptHandle, refusal.remark(h.offset)).into(),
-        Ok(false) => Reply::ok(Empty).into(),
-        Ok(true) => {
-            let op = ack_op(&key, vec![h.offset]);
-            match append_ops(shard, std::slice::from_ref(&op), now) {
-                Ok((end, _)) => {
-                    let mut st = shard.pop.borrow_mut();
-                    let orderly = st.orderly_counts(&key).is_some();
-                    st.mark(&key, &[h.offset], Mark::Acked);
-                    st.count(&key.group).acked += 1;
-                    drop(st);
-                    if orderly {
-                        // The queue may be free for the next orderly pop.
-                        shard.wake_queue(&key.topic, key.queue_id);
-                    }
-                    acknowledge(shard, end, Empty)
-                }
-                Err(r) => r.into(),
-            }
+        Ok(open) => Ok((key, open)),
+        Err(refusal) => {
+            Err(Reply::error(Status::InvalidReceiptHandle, refusal.remark(m.offset)).into())
         }
+    }
+}
+
+pub fn ack(shard: &Rc<Shard>, h: AckRequest, frame: Vec<u8>, origin: Origin) -> Outcome {
+    let now = Broker::now_ms();
+    let named = Named {
+        group: &h.consumer_group,
+        topic: &h.topic,
+        queue_id: h.queue_id,
+        extra_info: &h.extra_info,
+        offset: h.offset,
+    };
+    let key = match in_flight(shard, &named, now, frame, origin) {
+        Err(o) => return o,
+        Ok((_, false)) => return Reply::ok(Empty).into(),
+        Ok((key, true)) => key,
+    };
+    let op = ack_op(&key, vec![h.offset]);
+    match append_ops(shard, std::slice::from_ref(&op), now) {
+        Ok((end, _)) => {
+            let mut st = shard.pop.borrow_mut();
+            let orderly = st.orderly_counts(&key).is_some();
+            st.mark(&key, &[h.offset], Mark::Acked);
+            st.count(&key.group).acked += 1;
+            drop(st);
+            if orderly {
+                // The queue may be free for the next orderly pop.
+                shard.wake_queue(&key.topic, key.queue_id);
+            }
+            acknowledge(shard, end, Empty)
+        }
+        Err(r) => r.into(),
     }
 }
 
@@ -760,41 +764,25 @@ pub fn change_invisible_time(
         )
         .into();
     }
-    if let Err(o) = check_owner(
-        shard,
-        &h.consumer_group,
-        &h.topic,
-        h.queue_id,
-        frame,
-        origin,
-    ) {
-        return o;
-    }
-    let key = match handle_key(
-        &h.consumer_group,
-        &h.topic,
-        h.queue_id,
-        &h.extra_info,
-        h.offset,
-    ) {
-        Ok(k) => k,
-        Err(r) => return r.into(),
-    };
     let now = Broker::now_ms();
-    let check = shard.pop.borrow().check_ack(&key, h.offset, now);
-    match check {
-        Err(refusal) => {
-            return Reply::error(Status::InvalidReceiptHandle, refusal.remark(h.offset)).into()
-        }
-        Ok(false) => {
+    let named = Named {
+        group: &h.consumer_group,
+        topic: &h.topic,
+        queue_id: h.queue_id,
+        extra_info: &h.extra_info,
+        offset: h.offset,
+    };
+    let key = match in_flight(shard, &named, now, frame, origin) {
+        Err(o) => return o,
+        Ok((key, true)) => key,
+        Ok((_, false)) => {
             return Reply::error(
                 Status::InvalidReceiptHandle,
                 format!("the message at offset {} is already acked", h.offset),
             )
             .into()
         }
-        Ok(true) => {}
-    }
+    };
     if shard.pop.borrow().orderly_counts(&key).is_some() {
         return Reply::error(
             Status::MessageIllegal,

@@ -151,6 +151,31 @@ impl Shard {
         out.is_some_and(|o| o.push_frame(frame))
     }
 
+    /// Appends to `out` a record of one of this shard's state topics (transaction ops, POP
+    /// state, recalls: queue = this shard's id), born here at `now_ms`.
+    pub fn state_record(
+        &self,
+        topic: &str,
+        body: &[u8],
+        now_ms: i64,
+        out: &mut Vec<u8>,
+    ) -> Result<usize, ringmq_wire::WireError> {
+        let msg = ringmq_wire::record::Message {
+            topic,
+            queue_id: u32::from(self.id),
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp_ms: now_ms,
+            born_host: self.broker.addr,
+            store_host_v6: self.broker.addr.is_ipv6(),
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body,
+            properties: &[],
+        };
+        ringmq_wire::record::encode(&msg, out)
+    }
+
     pub fn counters(&self) -> &ShardCounters {
         &self.broker.counters[self.id as usize]
     }
