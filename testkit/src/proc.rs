@@ -488,7 +488,9 @@ mod tests {
         ]
         .to_vec();
         assert_eq!(args, want.iter().map(OsString::from).collect::<Vec<_>>());
-        let ns = Spawn::new("ns", "/x/ringmq").args(["namesrv"]).effective_args();
+        let ns = Spawn::new("ns", "/x/ringmq")
+            .args(["namesrv"])
+            .effective_args();
         assert_eq!(ns, vec![OsString::from("namesrv")]);
         let other = Spawn::new("perf", "/x/ringmq-perf")
             .args(["broker"])

@@ -68,6 +68,10 @@ crate::wire_enum! {
         /// per queue.
         InvokeBrokerToResetOffset = 222 => "INVOKE_BROKER_TO_RESET_OFFSET",
         SendBatchMessage = 320 => "SEND_BATCH_MESSAGE",
+        /// Request-reply: a replier sends a reply (the header and body of SEND_MESSAGE).
+        SendReplyMessage = 324 => "SEND_REPLY_MESSAGE",
+        /// Broker -> requester: a reply, pushed to the requester's connection.
+        PushReplyMessageToClient = 326 => "PUSH_REPLY_MESSAGE_TO_CLIENT",
         /// ringmq: first request on a connection (client id, protocol version).
         Hello = 1000 => "HELLO",
         /// ringmq: pending scheduled messages per delay level and timer, next due time.
@@ -132,6 +136,10 @@ crate::wire_enum! {
         /// ringmq: a SQL92 subscription reached a broker with `enablePropertyFilter=false`.
         /// RocketMQ answers SYSTEM_ERROR, which ringmq clients retry; this is final.
         PropertyFilterDisabled = 1007 => "PROPERTY_FILTER_DISABLED",
+        /// ringmq: a reply could not be pushed to its requester (no heartbeat of its
+        /// REPLY_TO_CLIENT on this broker, or its connection closed or is full); nothing
+        /// was stored. RocketMQ answers SYSTEM_ERROR, which clients retry; this is final.
+        ReplyToClientNotFound = 1008 => "REPLY_TO_CLIENT_NOT_FOUND",
     }
 }
 
@@ -179,6 +187,8 @@ mod tests {
         assert_eq!(u16::from(RequestCode::SendMessage), 10);
         assert_eq!(u16::from(RequestCode::GetAllTopicListFromNameserver), 206);
         assert_eq!(u16::from(RequestCode::SendBatchMessage), 320);
+        assert_eq!(u16::from(RequestCode::SendReplyMessage), 324);
+        assert_eq!(u16::from(RequestCode::PushReplyMessageToClient), 326);
         assert_eq!(u16::from(Status::PullOffsetMoved), 21);
         assert_eq!(
             Status::SubscriptionNotExist.name(),

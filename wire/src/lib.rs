@@ -14,6 +14,7 @@ pub mod frame;
 pub mod properties;
 pub mod record;
 pub mod remoting;
+pub mod reply;
 pub mod schedule;
 pub mod sql92;
 pub mod transaction;

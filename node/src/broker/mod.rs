@@ -18,6 +18,7 @@ pub mod pull;
 pub mod queries;
 pub mod query;
 pub mod register;
+pub mod request_reply;
 pub mod retry;
 pub mod schedule;
 pub mod shard;

@@ -75,6 +75,12 @@ pub trait Service {
     fn subscription(&self, _group: &str, _topic: &str) -> Option<(FilterType, String)> {
         None
     }
+    /// The broker's cluster (`brokerClusterName`): a remoting request message (one with
+    /// `CORRELATION_ID` and `REPLY_TO_CLIENT`) gets it as its `CLUSTER` property, which a
+    /// RocketMQ replier needs to name the reply topic.
+    fn cluster_name(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// How a read loop ended.

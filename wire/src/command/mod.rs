@@ -34,6 +34,8 @@
 //! | END_TRANSACTION | [`EndTransactionRequest`] | - | [`Empty`] | - |
 //! | CHECK_TRANSACTION_STATE (broker -> producer, oneway) | [`CheckTransactionRequest`] | the half record | - | - |
 //! | NOTIFY_CONSUMER_IDS_CHANGED (broker -> consumer, oneway) | [`NotifyConsumerIdsChanged`] | - | - | - |
+//! | SEND_REPLY_MESSAGE | [`SendRequest`] | one record | [`SendResponse`] (`record_count` 0: pushed, not stored) | - |
+//! | PUSH_REPLY_MESSAGE_TO_CLIENT (broker -> requester, oneway) | [`PushReplyRequest`] | the reply record | - | - |
 //! | LOCK_BATCH_MQ | [`Empty`] | [`LockBatchRequest`] | [`Empty`] | [`LockBatchResponse`] |
 //! | UNLOCK_BATCH_MQ | [`Empty`] | [`LockBatchRequest`] | [`Empty`] | - |
 //! | GET_CONSUMER_LIST_BY_GROUP | [`GetConsumerListRequest`] | - | [`Empty`] | [`ConsumerList`] |
@@ -81,6 +83,7 @@ pub mod namesrv;
 pub mod pull;
 pub mod query;
 pub mod queue_offset;
+pub mod reply;
 pub mod route;
 pub mod runtime;
 pub mod schedule;
@@ -104,6 +107,7 @@ pub use namesrv::*;
 pub use pull::*;
 pub use query::*;
 pub use queue_offset::*;
+pub use reply::*;
 pub use route::*;
 pub use runtime::*;
 pub use schedule::*;
@@ -197,6 +201,8 @@ requests! {
     DeleteTopicInBroker(DeleteTopicRequest),
     DeleteTopicInNamesrv(DeleteTopicInNamesrvRequest),
     SendBatchMessage(SendRequest),
+    SendReplyMessage(SendRequest),
+    PushReplyMessageToClient(PushReplyRequest),
     Hello(HelloRequest),
     GetScheduleStatus(Empty),
     GetTransactionStatus(Empty),
@@ -230,6 +236,7 @@ macro_rules! for_each_wire_type {
             $crate::command::Response<$crate::command::HelloResponse>,
             $crate::command::SendRequest,
             $crate::command::Response<$crate::command::SendResponse>,
+            $crate::command::PushReplyRequest,
             $crate::command::PullRequest,
             $crate::command::Response<$crate::command::PullResponse>,
             $crate::command::QueryConsumerOffsetRequest,
