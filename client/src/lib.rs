@@ -267,8 +267,8 @@ pub use error::{Error, Outcome, Result};
 pub use instance::ClientConfig;
 pub use message::{Message, ReceivedMessage};
 pub use producer::{
-    EndOutcome, HalfMessage, Producer, ProducerBuilder, QueueSelector, SendHandle, SendResult,
-    SendStatus, TransactionCheck, TransactionProducer, TransactionProducerBuilder,
+    EndOutcome, HalfMessage, Producer, ProducerBuilder, QueueSelector, Reply, SendHandle,
+    SendResult, SendStatus, TransactionCheck, TransactionProducer, TransactionProducerBuilder,
     TransactionSendResult, TransactionState,
 };
 pub use route::MessageQueue;
