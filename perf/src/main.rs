@@ -20,6 +20,7 @@ mod payload;
 mod produce;
 mod remoting;
 mod report;
+mod request;
 mod security;
 mod stats;
 mod threads;
@@ -43,6 +44,7 @@ fn main() {
         Mode::Consume(a) => &a.common,
         Mode::E2e(a) => &a.common,
         Mode::Txn(a) => &a.common,
+        Mode::Request(a) => &a.common,
     };
     let threads = usize::from(common.threads);
     // The TLS and credential flags are checked (and the TLS files read) before anything
