@@ -29,6 +29,11 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let topic = args.next().unwrap_or_else(|| "ExampleQuotes".to_string());
     let count: u64 = args.next().map(|c| c.parse()).transpose()?.unwrap_or(5);
 
+    let admin = ringmq_client::Admin::connect(&namesrv).await?;
+    admin
+        .create_topic(&topic, 4, Duration::from_secs(10))
+        .await?;
+
     // The service: consumes requests, answers each one.
     let replies = Producer::builder()
         .group("example-price-service")
@@ -84,8 +89,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
     }
     // Nobody answers this topic: the request times out, and nothing stays pending.
     let unanswered = format!("{topic}-Nobody");
-    ringmq_client::Admin::connect(&namesrv)
-        .await?
+    admin
         .create_topic(&unanswered, 1, Duration::from_secs(10))
         .await?;
     match caller
