@@ -134,6 +134,17 @@ pub enum Error {
     /// Every attempt of a send failed; `last` is the last attempt's error.
     #[error("send failed after {attempts} attempt(s): {last}")]
     RetriesExhausted { attempts: u32, last: Box<Error> },
+    /// A request ([`Producer::request`](crate::Producer::request)) was stored, but no reply
+    /// came within its timeout (the replier is slow, gone, or its reply could not be pushed
+    /// here). The request's entry is gone: a reply arriving later is dropped.
+    #[error("no reply to request {correlation_id} within {timeout:?}")]
+    RequestTimeout {
+        correlation_id: String,
+        timeout: Duration,
+    },
+    /// `limit` requests of this producer already wait for their replies; nothing was sent.
+    #[error("{limit} requests already wait for their replies")]
+    RequestsPending { limit: usize },
 }
 
 impl Error {
@@ -172,6 +183,7 @@ impl Error {
             | Error::Busy { .. }
             | Error::NoRoute { .. }
             | Error::NotFound { .. }
+            | Error::RequestsPending { .. }
             | Error::Shutdown => Outcome::NotStored,
             Error::ConnectionClosed { written, .. } => {
                 if *written {
@@ -180,7 +192,9 @@ impl Error {
                     Outcome::NotStored
                 }
             }
-            Error::Timeout { .. } | Error::Protocol { .. } => Outcome::Unknown,
+            Error::Timeout { .. } | Error::Protocol { .. } | Error::RequestTimeout { .. } => {
+                Outcome::Unknown
+            }
             Error::InvalidMessage(_) | Error::Encode(_) | Error::Config(_) | Error::Io { .. } => {
                 Outcome::Rejected
             }

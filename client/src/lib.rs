@@ -113,6 +113,25 @@
 //! # Ok(()) }
 //! ```
 //!
+//! ## Request-reply
+//!
+//! [`Producer::request`] sends a message and waits for its reply; a replier consuming the
+//! topic answers with [`Producer::send_reply`]`(`[`Reply::to`]`(&request, body)?)` and the
+//! broker pushes the reply back to the requester. No reply within the timeout:
+//! [`Error::RequestTimeout`]. See `docs/consumers.md`, "Request-reply".
+//!
+//! ```no_run
+//! # async fn demo(producer: ringmq_client::Producer) -> ringmq_client::Result<()> {
+//! use std::time::Duration;
+//! use ringmq_client::Message;
+//!
+//! let reply = producer
+//!     .request(Message::new("Quotes", "item-7"), Duration::from_secs(3))
+//!     .await?;
+//! println!("{:?}", reply.body);
+//! # Ok(()) }
+//! ```
+//!
 //! # Consuming
 //!
 //! ```no_run
@@ -235,7 +254,8 @@
 //! before the running members committed to it again, starts from the master's older offset.
 //!
 //! See `client/examples/` for runnable programs (`producer`, `ordered_producer`,
-//! `transaction`, `push_consumer`, `pull_consumer`, `orderly`) against `ringmq standalone`.
+//! `transaction`, `request_reply`, `push_consumer`, `pull_consumer`, `orderly`) against
+//! `ringmq standalone`.
 #![forbid(unsafe_code)]
 
 pub use ringmq_wire as wire;
@@ -268,8 +288,8 @@ pub use error::{Error, Outcome, Result};
 pub use instance::ClientConfig;
 pub use message::{Message, ReceivedMessage};
 pub use producer::{
-    EndOutcome, HalfMessage, Producer, ProducerBuilder, QueueSelector, SendHandle, SendResult,
-    SendStatus, TransactionCheck, TransactionProducer, TransactionProducerBuilder,
+    EndOutcome, HalfMessage, Producer, ProducerBuilder, QueueSelector, Reply, SendHandle,
+    SendResult, SendStatus, TransactionCheck, TransactionProducer, TransactionProducerBuilder,
     TransactionSendResult, TransactionState,
 };
 pub use route::MessageQueue;

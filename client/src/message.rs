@@ -37,6 +37,21 @@ pub const RESERVED_PROPERTIES: &[&str] = &[
     keys::RECONSUME_TIME,
     keys::MAX_RECONSUME_TIMES,
     RETRY_TOPIC,
+    keys::CORRELATION_ID,
+    keys::REPLY_TO_CLIENT,
+    keys::TTL,
+    keys::MESSAGE_TYPE,
+    keys::CLUSTER,
+];
+
+/// The reserved properties of request-reply, which [`crate::Producer::request`] and
+/// [`crate::Producer::send_reply`] set (see [`ringmq_wire::reply`]).
+pub(crate) const RPC_PROPERTIES: &[&str] = &[
+    keys::CORRELATION_ID,
+    keys::REPLY_TO_CLIENT,
+    keys::TTL,
+    keys::MESSAGE_TYPE,
+    keys::CLUSTER,
 ];
 
 /// Highest delay level of RocketMQ's default `messageDelayLevel` (1 s, 5 s, 10 s, 30 s,
@@ -140,6 +155,12 @@ impl Message {
 
     /// Checks what the client can check before sending.
     pub fn validate(&self, body_bytes_max: usize) -> Result<()> {
+        self.validate_allowing(body_bytes_max, &[])
+    }
+
+    /// [`Message::validate`], with the reserved properties in `allowed` accepted among the
+    /// user properties (the request-reply keys, set by the client itself).
+    pub(crate) fn validate_allowing(&self, body_bytes_max: usize, allowed: &[&str]) -> Result<()> {
         if self.topic.is_empty() {
             return Err(Error::InvalidMessage("empty topic".into()));
         }
@@ -155,7 +176,7 @@ impl Message {
         if let Some(k) = self
             .properties
             .keys()
-            .find(|k| RESERVED_PROPERTIES.contains(&k.as_str()))
+            .find(|k| RESERVED_PROPERTIES.contains(&k.as_str()) && !allowed.contains(&k.as_str()))
         {
             return Err(Error::InvalidMessage(format!(
                 "property {k} is reserved; use the message's own field"

@@ -45,6 +45,8 @@ impl fmt::Display for MessageQueue {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BrokerEntry {
     pub name: String,
+    /// The cluster the broker group belongs to (`brokerClusterName`).
+    pub cluster: String,
     /// The master's client address, if a master is registered.
     pub master: Option<SocketAddr>,
     /// Registered slaves' client addresses by broker id (1, 2, ...), lowest id first.
@@ -106,6 +108,7 @@ impl TopicRouteInfo {
                 b.broker_name.clone(),
                 BrokerEntry {
                     name: b.broker_name.clone(),
+                    cluster: b.cluster.clone(),
                     master,
                     slaves,
                     shard_count,

@@ -35,6 +35,8 @@ mod node;
 mod offsets;
 #[path = "rust_client/queries.rs"]
 mod queries;
+#[path = "rust_client/reply.rs"]
+mod reply;
 #[path = "rust_client/restart.rs"]
 mod restart;
 #[path = "rust_client/rmq.rs"]
@@ -319,4 +321,16 @@ fn binary_headers_are_selected() {
         "ROCKETMQ_SERIALIZE_TYPE was not applied"
     );
     drop(rmq);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_reply_rocketmq_requester_native_replier() {
+    let node = Node::start();
+    within(&node, reply::rocketmq_requester(&node.namesrv())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_reply_native_requester_rocketmq_replier() {
+    let node = Node::start();
+    within(&node, reply::rocketmq_replier(&node.namesrv())).await;
 }

@@ -166,6 +166,9 @@ pub struct BrokerConfig {
     // --- consumers ---
     /// `notifyConsumerIdsChangedEnable`: tell a group's members when it changes, default true.
     pub notify_consumer_ids_changed_enable: bool,
+    /// `storeReplyMessageEnable`: store request-reply replies in the cluster's reply topic
+    /// besides pushing them to their requester, default true.
+    pub store_reply_message_enable: bool,
     /// `rebalanceLockMaxLiveTime`: a queue lock not renewed for this long is free, default
     /// 60,000 ms.
     pub rebalance_lock_max_live_time_ms: u64,
@@ -256,6 +259,7 @@ impl Default for BrokerConfig {
             slave_read_enable: false,
             access_message_in_memory_max_ratio: 40,
             notify_consumer_ids_changed_enable: true,
+            store_reply_message_enable: true,
             rebalance_lock_max_live_time_ms: 60_000,
             max_reconsume_times: 16,
             transaction_timeout_ms: 6_000,

@@ -14,9 +14,10 @@ use ringmq_wire::command::Request;
 use ringmq_wire::frame;
 
 /// Codes served elsewhere: the broker sends these to clients, or they go to the HA port.
-const NOT_ON_CLIENT_PORTS: [RequestCode; 5] = [
+const NOT_ON_CLIENT_PORTS: [RequestCode; 6] = [
     RequestCode::CheckTransactionState,
     RequestCode::NotifyConsumerIdsChanged,
+    RequestCode::PushReplyMessageToClient,
     RequestCode::HaSubscribe,
     RequestCode::HaTransfer,
     RequestCode::HaAck,

@@ -1,4 +1,4 @@
-//! Command line: the modes (`produce`, `consume`, `e2e`, `txn`) sharing the target,
+//! Command line: the modes (`produce`, `consume`, `e2e`, `txn`, `request`) sharing the target,
 //! embedded-node, run-length and output options; produce, consume and e2e also choose the
 //! protocol. Parsing only; `main` turns these into runs.
 
@@ -51,6 +51,40 @@ pub enum Mode {
     /// (its half's send failed), rollback. After the sends, the run waits until every
     /// transaction is decided and every committed message delivered, or --settle-timeout.
     Txn(TxnArgs),
+    /// Request-reply: requesters send requests (`Producer::request`) to the topic, a
+    /// replier group answers each with a reply of the same body (`send_reply`), pushed back
+    /// by the broker. Reports the round trip (request sent to reply received), and the CPU
+    /// per request (a request message stored, a reply pushed and stored).
+    Request(RequestArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RequestArgs {
+    #[command(flatten)]
+    pub common: Common,
+    #[command(flatten)]
+    pub length: RunLength,
+    /// Open loop: this many requests per second in total, on a fixed schedule; the round
+    /// trip is measured from each request's intended time (coordinated omission is not
+    /// hidden). Without it: closed loop, each lane sends its next request when its reply
+    /// comes.
+    #[arg(long, value_name = "REQUESTS_PER_S")]
+    pub rate: Option<f64>,
+    /// Body bytes of a request (the reply carries the same body).
+    #[arg(long, default_value_t = 128, value_parser = parse_size)]
+    pub size: usize,
+    /// Requesters (each its own client).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub requesters: u32,
+    /// Requests in flight per requester (the lanes that take due requests under --rate).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub inflight: u32,
+    /// Replying consumers, in one group (each its own client).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub repliers: u32,
+    /// A request without its reply after this long fails (counted as `timeout`).
+    #[arg(long, value_parser = parse_duration, default_value = "3s")]
+    pub timeout: Duration,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -536,6 +570,29 @@ mod tests {
         assert_eq!(a.recv.consumer_churn, Some(Duration::from_secs(2)));
         let no_ratio = Cli::try_parse_from(["ringmq-perf", "consume", "--fail-times", "2"]);
         assert!(no_ratio.is_err(), "--fail-times needs --fail-ratio");
+    }
+
+    #[test]
+    fn request_flags() {
+        let cli = Cli::try_parse_from([
+            "ringmq-perf",
+            "request",
+            "--rate",
+            "500",
+            "--size",
+            "64",
+            "--repliers",
+            "2",
+            "--timeout",
+            "1s",
+        ])
+        .unwrap();
+        let Mode::Request(a) = cli.mode else {
+            panic!("not request")
+        };
+        assert_eq!(a.rate, Some(500.0));
+        assert_eq!((a.size, a.repliers, a.requesters), (64, 2, 1));
+        assert_eq!(a.timeout, Duration::from_secs(1));
     }
 
     #[test]

@@ -21,6 +21,7 @@ mod pop;
 mod produce;
 mod remoting;
 mod report;
+mod request;
 mod security;
 mod stats;
 mod threads;
@@ -44,6 +45,7 @@ fn main() {
         Mode::Consume(a) => &a.common,
         Mode::E2e(a) => &a.common,
         Mode::Txn(a) => &a.common,
+        Mode::Request(a) => &a.common,
     };
     let threads = usize::from(common.threads);
     // The TLS and credential flags are checked (and the TLS files read) before anything

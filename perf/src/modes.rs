@@ -49,6 +49,7 @@ pub async fn run(mode: Mode, target: Target, embedded: bool) -> i32 {
         Mode::Consume(a) => consume_mode(a, target, embedded).await,
         Mode::E2e(a) => e2e_mode(a, target, embedded).await,
         Mode::Txn(a) => crate::txn::run(a, target, embedded).await,
+        Mode::Request(a) => crate::request::run(a, target, embedded).await,
     };
     r.unwrap_or_else(|e| {
         eprintln!("ringmq-perf: {e}");

@@ -71,6 +71,10 @@ crate::wire_enum! {
         /// Withdraws a scheduled message before it is due, by the handle its send returned
         /// (RocketMQ 5.3's number).
         RecallMessage = 370 => "RECALL_MESSAGE",
+        /// Request-reply: a replier sends a reply (the header and body of SEND_MESSAGE).
+        SendReplyMessage = 324 => "SEND_REPLY_MESSAGE",
+        /// Broker -> requester: a reply, pushed to the requester's connection.
+        PushReplyMessageToClient = 326 => "PUSH_REPLY_MESSAGE_TO_CLIENT",
         /// ringmq: first request on a connection (client id, protocol version).
         Hello = 1000 => "HELLO",
         /// ringmq: pending scheduled messages per delay level and timer, next due time.
@@ -152,6 +156,10 @@ crate::wire_enum! {
         /// ringmq: RECALL_MESSAGE came after the scheduled message was delivered (or dropped at
         /// its due time); nothing was recalled. RocketMQ answers ILLEGAL_OPERATION.
         RecallTooLate = 1008 => "RECALL_TOO_LATE",
+        /// ringmq: a reply could not be pushed to its requester (no heartbeat of its
+        /// REPLY_TO_CLIENT on this broker, or its connection closed or is full); nothing
+        /// was stored. RocketMQ answers SYSTEM_ERROR, which clients retry; this is final.
+        ReplyToClientNotFound = 1009 => "REPLY_TO_CLIENT_NOT_FOUND",
     }
 }
 
@@ -199,6 +207,8 @@ mod tests {
         assert_eq!(u16::from(RequestCode::SendMessage), 10);
         assert_eq!(u16::from(RequestCode::GetAllTopicListFromNameserver), 206);
         assert_eq!(u16::from(RequestCode::SendBatchMessage), 320);
+        assert_eq!(u16::from(RequestCode::SendReplyMessage), 324);
+        assert_eq!(u16::from(RequestCode::PushReplyMessageToClient), 326);
         assert_eq!(u16::from(Status::PullOffsetMoved), 21);
         assert_eq!(
             Status::SubscriptionNotExist.name(),

@@ -15,6 +15,7 @@ pub mod properties;
 pub mod recall;
 pub mod record;
 pub mod remoting;
+pub mod reply;
 pub mod schedule;
 pub mod sql92;
 pub mod transaction;

@@ -56,6 +56,20 @@ pub mod keys {
     pub const TRANSACTION_CHECK_TIMES: &str = "TRANSACTION_CHECK_TIMES";
     /// The topic a retried or dead-lettered message was first consumed from.
     pub const RETRY_TOPIC: &str = "RETRY_TOPIC";
+    /// Request-reply: matches a reply to its request (set by the requester, copied into the
+    /// reply).
+    pub const CORRELATION_ID: &str = "CORRELATION_ID";
+    /// Request-reply: the client id of the requester, whose connection the broker pushes
+    /// the reply to.
+    pub const REPLY_TO_CLIENT: &str = "REPLY_TO_CLIENT";
+    /// Request-reply: how long the requester waits, ms (informational; copied into the
+    /// reply).
+    pub const TTL: &str = "TTL";
+    /// `reply` on a reply message ([`crate::reply::REPLY_MESSAGE_FLAG`]).
+    pub const MESSAGE_TYPE: &str = "MSG_TYPE";
+    /// The cluster of the broker a request was sent to: its replies go to that cluster's
+    /// reply topic ([`crate::reply::reply_topic`]).
+    pub const CLUSTER: &str = "CLUSTER";
 }
 
 /// Encodes `pairs` into `out` in RocketMQ's property format. Fails if a key or value

@@ -351,6 +351,7 @@ mod tests {
     fn entry(master: Option<u16>, slaves: &[(u64, u16)]) -> BrokerEntry {
         BrokerEntry {
             name: "b".into(),
+            cluster: "c".into(),
             master: master.map(addr),
             slaves: slaves.iter().map(|&(id, p)| (id, addr(p))).collect(),
             shard_count: 2,

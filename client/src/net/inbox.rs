@@ -7,6 +7,9 @@
 //! - CHECK_TRANSACTION_STATE: handed to the transaction producer of the half's producer
 //!   group (the record's `PGROUP` property), which asks its checker and answers the broker
 //!   with END_TRANSACTION;
+//! - PUSH_REPLY_MESSAGE_TO_CLIENT: the reply to a request of this client
+//!   ([`crate::Producer::request`]), handed to the waiting request by its `CORRELATION_ID`;
+//!   a reply no request waits for (timed out, or never asked here) is dropped;
 //! - any other code, or a header that does not decode: logged and ignored.
 //!
 //! Bounded: one wake-up per group registered by this client's own consumers (a [`Notify`]
@@ -14,7 +17,9 @@
 //! is queued per notice, and a notice for a group nobody here registered is dropped.
 //! Check-backs go into the producer's bounded channel; when it is full, or no producer of
 //! the group is here, the check is dropped (logged): the broker asks again at its next
-//! check interval, so nothing is lost, only later.
+//! check interval, so nothing is lost, only later. Waiting requests are at most the
+//! limit [`Inbox::await_reply`] is given; each entry leaves when its reply comes or its
+//! waiter is dropped (a timeout included).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -23,10 +28,12 @@ use std::sync::{Arc, Mutex};
 use ringmq_wire::code::RequestCode;
 use ringmq_wire::codec::Decode;
 use ringmq_wire::command::transaction::CheckTransactionRequest;
-use ringmq_wire::command::NotifyConsumerIdsChanged;
+use ringmq_wire::command::{NotifyConsumerIdsChanged, PushReplyRequest};
 use ringmq_wire::properties::keys;
 use tokio::sync::mpsc::error::TrySendError;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::{mpsc, oneshot, Notify};
+
+use crate::message::ReceivedMessage;
 
 /// A CHECK_TRANSACTION_STATE a broker sent: which half it asks about and the half record.
 #[derive(Debug)]
@@ -43,6 +50,29 @@ pub struct CheckBack {
 pub struct Inbox {
     groups: Mutex<HashMap<String, Arc<Notify>>>,
     checkers: Mutex<HashMap<String, mpsc::Sender<CheckBack>>>,
+    replies: Arc<Mutex<HashMap<String, oneshot::Sender<ReceivedMessage>>>>,
+}
+
+/// A request waiting for its reply: [`PendingReply::reply`] gets it. Dropping it (the
+/// request timed out, or its future was dropped) removes the entry.
+#[derive(Debug)]
+pub struct PendingReply {
+    id: String,
+    rx: oneshot::Receiver<ReceivedMessage>,
+    replies: Arc<Mutex<HashMap<String, oneshot::Sender<ReceivedMessage>>>>,
+}
+
+impl PendingReply {
+    /// The reply, when it comes (never, if the inbox is dropped).
+    pub async fn reply(&mut self) -> Option<ReceivedMessage> {
+        (&mut self.rx).await.ok()
+    }
+}
+
+impl Drop for PendingReply {
+    fn drop(&mut self) {
+        lock(&self.replies).remove(&self.id);
+    }
 }
 
 impl Inbox {
@@ -68,6 +98,32 @@ impl Inbox {
         lock(&self.checkers).remove(group);
     }
 
+    /// Registers a request with `correlation_id`: its reply comes through the returned
+    /// handle. `None` when `limit` requests already wait, or the id is already waiting.
+    pub fn await_reply(&self, correlation_id: &str, limit: usize) -> Option<PendingReply> {
+        let (tx, rx) = oneshot::channel();
+        let mut replies = lock(&self.replies);
+        if replies.len() >= limit || replies.contains_key(correlation_id) {
+            return None;
+        }
+        replies.insert(correlation_id.to_string(), tx);
+        Some(PendingReply {
+            id: correlation_id.to_string(),
+            rx,
+            replies: Arc::clone(&self.replies),
+        })
+    }
+
+    /// Every waiting request ends without a reply (its owner shut down).
+    pub fn drop_replies(&self) {
+        lock(&self.replies).clear();
+    }
+
+    /// Requests waiting for their reply.
+    pub fn replies_pending(&self) -> usize {
+        lock(&self.replies).len()
+    }
+
     /// Handles one request frame from the peer at `addr`.
     pub fn deliver(&self, addr: SocketAddr, code: u16, header: &[u8], body: &[u8]) {
         match RequestCode::try_from(code) {
@@ -83,9 +139,34 @@ impl Inbox {
                     Err(e) => log::warn!("{addr}: CHECK_TRANSACTION_STATE header: {e}"),
                 }
             }
+            Ok(RequestCode::PushReplyMessageToClient) => match PushReplyRequest::decode(header) {
+                Ok(h) => self.reply(addr, &h.broker_name, body),
+                Err(e) => log::warn!("{addr}: PUSH_REPLY_MESSAGE_TO_CLIENT header: {e}"),
+            },
             Ok(other) => log::debug!("{addr}: request {} from the broker ignored", other.name()),
             Err(_) => log::debug!("{addr}: unknown request code {code} from the broker ignored"),
         }
+    }
+
+    fn reply(&self, addr: SocketAddr, broker_name: &str, body: &[u8]) {
+        let buf = bytes::Bytes::copy_from_slice(body);
+        let msg = match ringmq_wire::record::decode_one(&buf) {
+            Ok(r) => ReceivedMessage::from_record(&buf, &r, broker_name),
+            Err(e) => {
+                log::warn!("{addr}: PUSH_REPLY_MESSAGE_TO_CLIENT record: {e}");
+                return;
+            }
+        };
+        let Some(id) = msg.property(keys::CORRELATION_ID) else {
+            log::warn!("{addr}: a pushed reply without {}", keys::CORRELATION_ID);
+            return;
+        };
+        let Some(tx) = lock(&self.replies).remove(id) else {
+            log::debug!("{addr}: reply to request {id}, which no longer waits here: dropped");
+            return;
+        };
+        // A waiter dropped between the lookup and here is gone: nothing to do.
+        let _ = tx.send(msg);
     }
 
     fn check_transaction(&self, addr: SocketAddr, request: CheckTransactionRequest, body: &[u8]) {
@@ -239,5 +320,61 @@ mod tests {
         inbox.unregister_checker("pg");
         inbox.deliver(addr(), code, &check("t3"), &half_record("pg"));
         assert!(rx.try_recv().is_err());
+    }
+
+    fn reply_record(correlation_id: &str) -> Vec<u8> {
+        let mut props = Vec::new();
+        ringmq_wire::properties::encode(
+            [
+                (keys::CORRELATION_ID, correlation_id),
+                (keys::MESSAGE_TYPE, "reply"),
+            ],
+            &mut props,
+        )
+        .unwrap();
+        let m = ringmq_wire::record::Message {
+            topic: "C_REPLY_TOPIC",
+            queue_id: 0,
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp_ms: 0,
+            born_host: addr(),
+            store_host_v6: false,
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body: b"pong",
+            properties: &props,
+        };
+        let mut out = Vec::new();
+        ringmq_wire::record::encode(&m, &mut out).unwrap();
+        out
+    }
+
+    #[tokio::test]
+    async fn a_reply_reaches_its_request_and_a_dropped_request_leaves_nothing() {
+        let inbox = Inbox::new();
+        let code = RequestCode::PushReplyMessageToClient as u16;
+        let header = PushReplyRequest {
+            broker_name: "b".into(),
+            producer_group: "g".into(),
+        }
+        .to_vec()
+        .unwrap();
+        let mut a = inbox.await_reply("a", 2).unwrap();
+        let b = inbox.await_reply("b", 2).unwrap();
+        assert!(inbox.await_reply("c", 2).is_none(), "over the limit");
+        assert!(inbox.await_reply("a", 3).is_none(), "already waiting");
+        assert_eq!(inbox.replies_pending(), 2);
+        inbox.deliver(addr(), code, &header, &reply_record("unknown"));
+        inbox.deliver(addr(), code, &header, &reply_record("a"));
+        let got = a.reply().await.unwrap();
+        assert_eq!(&got.body[..], b"pong");
+        assert_eq!(got.broker_name, "b");
+        assert_eq!(inbox.replies_pending(), 1);
+        drop(b);
+        assert_eq!(inbox.replies_pending(), 0);
+        inbox.deliver(addr(), code, &header, &reply_record("b"));
+        drop(a);
+        assert_eq!(inbox.replies_pending(), 0);
     }
 }

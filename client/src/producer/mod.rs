@@ -13,6 +13,8 @@
 //! there is one; ordered sends retry on the same queue (order is per queue).
 
 mod recall;
+mod reply;
+mod request;
 mod send;
 mod transaction;
 mod transaction_check;
@@ -31,9 +33,11 @@ use tokio::task::JoinHandle;
 use crate::background::{ticker, Background};
 use crate::error::{Error, Result};
 use crate::instance::{client_setters, encode_heartbeat, ClientConfig, Instance};
-use crate::message::Message;
+use crate::message::{Message, ReceivedMessage};
 use crate::route::MessageQueue;
 
+pub use reply::Reply;
+pub use request::REQUESTS_PENDING_MAX;
 use send::Form;
 pub use send::{SendResult, SendStatus};
 pub use transaction::{
@@ -224,6 +228,7 @@ impl ProducerBuilder {
             shut: AtomicBool::new(false),
             background: Background::default(),
             heartbeat_every_master: self.heartbeat_every_master,
+            announced: request::Announced::default(),
         });
         inner
             .background
@@ -243,6 +248,8 @@ pub(crate) struct Inner {
     shut: AtomicBool,
     background: Background,
     heartbeat_every_master: bool,
+    /// Where requests heartbeat, and on which connection (request-reply).
+    announced: request::Announced,
 }
 
 impl Inner {
@@ -433,18 +440,46 @@ impl Producer {
         recall::recall(&self.inner, topic, handle).await
     }
 
+    /// Request-reply: sends `msg` as a request and waits for its reply, at most `timeout`
+    /// (the send included). A replier consuming the topic answers with
+    /// [`Producer::send_reply`]; the broker pushes the reply to this client. When no reply
+    /// comes in time the call fails with [`Error::RequestTimeout`] (the request itself may
+    /// have been stored and consumed) and nothing of it stays behind. Requests from many
+    /// tasks run at once, each matched to its reply by its `CORRELATION_ID`; see
+    /// `docs/consumers.md`, "Request-reply".
+    pub async fn request(&self, msg: Message, timeout: Duration) -> Result<ReceivedMessage> {
+        request::request(&self.inner, msg, timeout).await
+    }
+
+    /// Request-reply: sends a reply built by [`Reply::to`] from a consumed request. The
+    /// broker pushes it to the requester and stores it in the reply topic
+    /// (`storeReplyMessageEnable`; when it does not store it, the result has
+    /// `record_count() == 0` and an empty `msg_id`). A requester the broker does not know
+    /// (gone, or its request timed out and it left) is answered REPLY_TO_CLIENT_NOT_FOUND.
+    pub async fn send_reply(&self, reply: Reply) -> Result<SendResult> {
+        reply::send_reply(&self.inner, reply).await
+    }
+
+    /// Requests of this producer waiting for their replies (for monitoring and tests).
+    pub fn requests_pending(&self) -> usize {
+        self.inner.inst.pool.inbox().replies_pending()
+    }
+
     /// The writable queues of a topic, in route order (for selectors and `send_to_queue`).
     pub async fn write_queues(&self, topic: &str) -> Result<Vec<MessageQueue>> {
         Ok(self.inner.inst.route(topic).await?.write_queues.clone())
     }
 
     /// Stops the timers, unregisters from the brokers and closes every connection; later
-    /// sends fail with [`Error::Shutdown`]. Outstanding async sends fail if unanswered.
+    /// sends fail with [`Error::Shutdown`]. Outstanding async sends fail if unanswered, and
+    /// requests waiting for replies fail with [`Error::Shutdown`].
     pub async fn shutdown(&self) {
         if self.inner.shut.swap(true, Ordering::AcqRel) {
             return;
         }
         self.inner.background.abort_all();
+        // Requests still waiting end with Error::Shutdown.
+        self.inner.inst.pool.inbox().drop_replies();
         send::unregister(&self.inner).await;
         self.inner.inst.pool.close_all();
     }

@@ -252,8 +252,12 @@ fn validate(inner: &Inner, msgs: &[Message], form: Form) -> Result<()> {
             msgs.len()
         )));
     }
+    let allowed = match form {
+        Form::Request | Form::Reply => crate::message::RPC_PROPERTIES,
+        Form::Single | Form::Batch | Form::Half => &[],
+    };
     for m in msgs {
-        m.validate(inner.cfg.message_bytes_max)?;
+        m.validate_allowing(inner.cfg.message_bytes_max, allowed)?;
         if m.topic != first.topic {
             return Err(Error::InvalidMessage(
                 "every message of a batch must have the same topic".into(),
@@ -262,6 +266,11 @@ fn validate(inner: &Inner, msgs: &[Message], form: Form) -> Result<()> {
         if form == Form::Batch && m.is_scheduled() {
             return Err(Error::InvalidMessage(
                 "delayed messages cannot be sent in a batch".into(),
+            ));
+        }
+        if matches!(form, Form::Request | Form::Reply) && m.is_scheduled() {
+            return Err(Error::InvalidMessage(
+                "a request or a reply cannot be delayed or timed".into(),
             ));
         }
         if form == Form::Half && m.is_scheduled() {
@@ -382,13 +391,26 @@ pub(crate) enum Form {
     /// One transactional half message: SEND_MESSAGE with the prepared sysflag and
     /// `TRAN_MSG=true`; the broker hides it until END_TRANSACTION.
     Half,
+    /// A request of request-reply: SEND_MESSAGE whose message carries the request-reply
+    /// properties.
+    Request,
+    /// A reply of request-reply: SEND_REPLY_MESSAGE.
+    Reply,
 }
 
 impl Form {
     fn sys_flag(self) -> u32 {
         match self {
             Form::Half => record::sys_flag::TRANSACTION_PREPARED_TYPE,
-            Form::Single | Form::Batch => 0,
+            Form::Single | Form::Batch | Form::Request | Form::Reply => 0,
+        }
+    }
+
+    fn code(self) -> RequestCode {
+        match self {
+            Form::Batch => RequestCode::SendBatchMessage,
+            Form::Reply => RequestCode::SendReplyMessage,
+            Form::Single | Form::Half | Form::Request => RequestCode::SendMessage,
         }
     }
 }
@@ -492,8 +514,7 @@ fn encode(
         )));
     }
     debug_assert!(total >= PREFIX_BYTES);
-    let code = send_code(batch);
-    let (id, mut frame) = conn.begin_frame(code, oneway, &header, body_len)?;
+    let (id, mut frame) = conn.begin_frame(form.code(), oneway, &header, body_len)?;
     for i in 0..msgs.len() {
         record::encode(&record(i), &mut frame)?;
     }
@@ -505,14 +526,6 @@ fn encode(
     })
 }
 
-fn send_code(batch: bool) -> RequestCode {
-    if batch {
-        RequestCode::SendBatchMessage
-    } else {
-        RequestCode::SendMessage
-    }
-}
-
 async fn send_once(
     inner: &Inner,
     t: &Target,
@@ -521,7 +534,6 @@ async fn send_once(
     form: Form,
     deadline: Instant,
 ) -> Result<SendResult> {
-    let batch = form == Form::Batch;
     let (conn, hello) = inner.inst.broker_conn(t.addr, t.shard).await?;
     let frame_max = hello.map_or(frame::FRAME_BYTES_MAX, |h| h.frame_bytes_max);
     let rec = Records {
@@ -540,15 +552,19 @@ async fn send_once(
         .saturating_duration_since(Instant::now())
         .min(inner.inst.cfg.request_timeout)
         .max(Duration::from_millis(1));
-    let answer = conn.call_frame(send_code(batch), id, buf, timeout).await?;
+    let answer = conn.call_frame(form.code(), id, buf, timeout).await?;
     let status = answer.status()?;
     if !status.message_stored() {
         return Err(answer.error(status));
     }
     let resp: SendResponse = answer.required_fields()?;
+    // A reply the broker pushed without storing it (`storeReplyMessageEnable=false`).
+    let (lens, msg_id) = match form == Form::Reply && resp.record_count == 0 {
+        true => (Vec::new(), String::new()),
+        false => (lens, resp.message_id(resp.first_physical_offset)),
+    };
     let mut first_key = String::with_capacity(uniq_prefix.len() + 8);
     unique_key(&uniq_prefix, uniq_first, &mut first_key);
-    let msg_id = resp.message_id(resp.first_physical_offset);
     let recall_handle = (resp.deliver_at_ms != 0).then(|| {
         ringmq_wire::recall::RecallHandle {
             topic: t.mq.topic.clone(),

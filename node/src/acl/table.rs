@@ -70,7 +70,7 @@ fn group(g: &str) -> (Res, Perm) {
 pub fn need(request: &Request, body: &[u8]) -> Need {
     use Need::*;
     match request {
-        Request::SendMessage(h) | Request::SendBatchMessage(h) => {
+        Request::SendMessage(h) | Request::SendBatchMessage(h) | Request::SendReplyMessage(h) => {
             Access(vec![topic(&h.topic, Perm::PUB)])
         }
         Request::PullMessage(h) => {
@@ -179,7 +179,9 @@ pub fn need(request: &Request, body: &[u8]) -> Need {
         | Request::UpdateAndCreateAclConfig(_)
         | Request::DeleteAclConfig(_)
         | Request::GetBrokerClusterAclConfig(_) => Admin,
-        Request::CheckTransactionState(_) | Request::NotifyConsumerIdsChanged(_) => Never,
+        Request::CheckTransactionState(_)
+        | Request::NotifyConsumerIdsChanged(_)
+        | Request::PushReplyMessageToClient(_) => Never,
     }
 }
 

@@ -14,7 +14,9 @@ use ringmq_wire::frame::{self, PREFIX_BYTES};
 use crate::acl::Caller;
 use crate::broker::groups::Channel;
 use crate::broker::shard::Shard;
-use crate::broker::{acl_admin, admin, clients, pop, produce, pull, queries as oh, retry};
+use crate::broker::{
+    acl_admin, admin, clients, pop, produce, pull, queries as oh, request_reply, retry,
+};
 use crate::net::reply::{Outcome, Reply};
 use crate::shard::mailbox::Mail;
 use crate::store::commitlog::shard_of_offset;
@@ -68,7 +70,7 @@ pub fn dispatch(
     }
     let local = |topic: &str, queue_id: u32| route(shard, topic, queue_id);
     match request {
-        Request::SendMessage(h) | Request::SendBatchMessage(h) => {
+        Request::SendMessage(h) | Request::SendBatchMessage(h) | Request::SendReplyMessage(h) => {
             // The one decode of the records (CRC included); everything after takes the result.
             let checked = match CheckedBatch::check(body) {
                 Ok(c) => c,
@@ -81,6 +83,9 @@ pub fn dispatch(
                 return o;
             }
             match produce::owner_of_batch(shard, &h, body, &checked) {
+                Ok(owner) if owner == shard.id && code == RequestCode::SendReplyMessage => {
+                    request_reply::send_reply(shard, h, body, &checked)
+                }
                 Ok(owner) if owner == shard.id => produce::send(shard, h, body, &checked),
                 Ok(owner) => forward_or_refuse(shard, owner, frame_bytes, origin),
                 Err(reply) => reply.into(),
@@ -197,7 +202,9 @@ pub fn dispatch(
         Request::HaSubscribe(_) | Request::HaTransfer(_) | Request::HaAck(_) => {
             not_served(code, "replication goes to the HA port")
         }
-        Request::CheckTransactionState(_) | Request::NotifyConsumerIdsChanged(_) => {
+        Request::CheckTransactionState(_)
+        | Request::NotifyConsumerIdsChanged(_)
+        | Request::PushReplyMessageToClient(_) => {
             not_served(code, "the broker sends it to clients, it does not serve it")
         }
         Request::EndTransaction(h) => {

@@ -20,6 +20,7 @@ pub mod queries;
 pub mod query;
 pub mod recall;
 pub mod register;
+pub mod request_reply;
 pub mod retry;
 pub mod schedule;
 pub mod shard;

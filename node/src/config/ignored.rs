@@ -129,7 +129,6 @@ pub(super) const BROKER_IGNORED_KEYS: &[&str] = &[
     "popCkStayBufferTimeOut",
     "popCkMaxBufferSize",
     "popCkOffsetMaxQueueSize",
-    "storeReplyMessageEnable",
     "autoDeleteUnusedStats",
     "isolateLogEnable",
     "forwardTimeout",

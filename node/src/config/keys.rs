@@ -144,6 +144,9 @@ const BROKER_KEYS: &[Key<BrokerConfig>] = &[
     key!("notifyConsumerIdsChangedEnable", |c, v| {
         c.notify_consumer_ids_changed_enable = boolean(v)?
     }),
+    key!("storeReplyMessageEnable", |c, v| c
+        .store_reply_message_enable =
+        boolean(v)?),
     key!("rebalanceLockMaxLiveTime", |c, v| {
         c.rebalance_lock_max_live_time_ms = num(v, 1, INTERVAL_MS_MAX)?
     }),

@@ -80,6 +80,13 @@ pub trait Service {
     fn broker_name(&self) -> Option<String> {
         None
     }
+
+    /// The broker's cluster (`brokerClusterName`): a remoting request message (one with
+    /// `CORRELATION_ID` and `REPLY_TO_CLIENT`) gets it as its `CLUSTER` property, which a
+    /// RocketMQ replier needs to name the reply topic.
+    fn cluster_name(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// How a read loop ended.

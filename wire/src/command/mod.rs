@@ -35,6 +35,8 @@
 //! | END_TRANSACTION | [`EndTransactionRequest`] | - | [`Empty`] | - |
 //! | CHECK_TRANSACTION_STATE (broker -> producer, oneway) | [`CheckTransactionRequest`] | the half record | - | - |
 //! | NOTIFY_CONSUMER_IDS_CHANGED (broker -> consumer, oneway) | [`NotifyConsumerIdsChanged`] | - | - | - |
+//! | SEND_REPLY_MESSAGE | [`SendRequest`] | one record | [`SendResponse`] (`record_count` 0: pushed, not stored) | - |
+//! | PUSH_REPLY_MESSAGE_TO_CLIENT (broker -> requester, oneway) | [`PushReplyRequest`] | the reply record | - | - |
 //! | LOCK_BATCH_MQ | [`Empty`] | [`LockBatchRequest`] | [`Empty`] | [`LockBatchResponse`] |
 //! | UNLOCK_BATCH_MQ | [`Empty`] | [`LockBatchRequest`] | [`Empty`] | - |
 //! | GET_CONSUMER_LIST_BY_GROUP | [`GetConsumerListRequest`] | - | [`Empty`] | [`ConsumerList`] |
@@ -89,6 +91,7 @@ pub mod pull;
 pub mod query;
 pub mod queue_offset;
 pub mod recall;
+pub mod reply;
 pub mod route;
 pub mod runtime;
 pub mod schedule;
@@ -114,6 +117,7 @@ pub use pull::*;
 pub use query::*;
 pub use queue_offset::*;
 pub use recall::*;
+pub use reply::*;
 pub use route::*;
 pub use runtime::*;
 pub use schedule::*;
@@ -208,6 +212,8 @@ requests! {
     DeleteTopicInNamesrv(DeleteTopicInNamesrvRequest),
     SendBatchMessage(SendRequest),
     RecallMessage(RecallRequest),
+    SendReplyMessage(SendRequest),
+    PushReplyMessageToClient(PushReplyRequest),
     Hello(HelloRequest),
     GetScheduleStatus(Empty),
     GetTransactionStatus(Empty),
@@ -248,6 +254,7 @@ macro_rules! for_each_wire_type {
             $crate::command::Response<$crate::command::SendResponse>,
             $crate::command::RecallRequest,
             $crate::command::Response<$crate::command::RecallResponse>,
+            $crate::command::PushReplyRequest,
             $crate::command::PullRequest,
             $crate::command::Response<$crate::command::PullResponse>,
             $crate::command::QueryConsumerOffsetRequest,

@@ -36,6 +36,9 @@ pub mod request {
     pub const GET_ALL_TOPIC_LIST_FROM_NAMESERVER: i32 = 206;
     pub const SEND_MESSAGE_V2: i32 = 310;
     pub const SEND_BATCH_MESSAGE: i32 = 320;
+    pub const SEND_REPLY_MESSAGE: i32 = 324;
+    pub const SEND_REPLY_MESSAGE_V2: i32 = 325;
+    pub const PUSH_REPLY_MESSAGE_TO_CLIENT: i32 = 326;
     pub const LITE_PULL_MESSAGE: i32 = 361;
     pub const POP_MESSAGE: i32 = 200050;
     pub const ACK_MESSAGE: i32 = 200051;
@@ -94,7 +97,8 @@ pub fn response_code(s: Status) -> i32 {
         | Status::TopicAlreadyExists
         | Status::MalformedRequest
         | Status::ProtocolVersionNotSupported
-        | Status::PropertyFilterDisabled => response::SYSTEM_ERROR,
+        | Status::PropertyFilterDisabled
+        | Status::ReplyToClientNotFound => response::SYSTEM_ERROR,
         other => i32::from(u16::from(other)),
     }
 }

@@ -450,6 +450,29 @@ ext_header! {
 }
 
 ext_header! {
+    /// PUSH_REPLY_MESSAGE_TO_CLIENT (326), broker -> requester; the body is the reply's
+    /// body (compressed when `sysFlag` says so).
+    pub struct ReplyMessageRequestHeader {
+        pub producer_group: String = "producerGroup",
+        pub topic: String = "topic",
+        pub default_topic: String = "defaultTopic",
+        pub default_topic_queue_nums: i32 = "defaultTopicQueueNums",
+        pub queue_id: i32 = "queueId",
+        pub sys_flag: i32 = "sysFlag",
+        pub born_timestamp: i64 = "bornTimestamp",
+        pub flag: i32 = "flag",
+        pub properties: Option<String> = "properties",
+        pub reconsume_times: Option<i32> = "reconsumeTimes",
+        pub unit_mode: bool = "unitMode",
+        /// `host:port` of the replier.
+        pub born_host: String = "bornHost",
+        /// `host:port` of the broker.
+        pub store_host: String = "storeHost",
+        pub store_timestamp: i64 = "storeTimestamp",
+    }
+}
+
+ext_header! {
     /// GET_CONSUMER_LIST_BY_GROUP (38); the answer is a JSON body
     /// ([`super::body::GetConsumerListByGroupResponseBody`]) with no header fields.
     pub struct GetConsumerListByGroupRequestHeader {

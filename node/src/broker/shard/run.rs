@@ -299,6 +299,10 @@ impl Service for ShardService {
             .served(code, status, protocol, micros);
     }
 
+    fn cluster_name(&self) -> Option<&str> {
+        Some(&self.0.broker.config.broker_cluster_name)
+    }
+
     fn attached(&self, out: &Rc<connection::OutQueue>) {
         self.0.conns.borrow_mut().insert(self.1, Rc::downgrade(out));
     }

@@ -222,6 +222,7 @@ fn build_broker(
     transfer_msg_by_heap: bool,
 ) -> Result<(Arc<Broker>, Vec<flume::Receiver<Mail>>), String> {
     let tls = crate::io::tls::NodeTls::load(&config.tls, true, "broker")?;
+    crate::broker::request_reply::ensure_reply_topic(&topics, &config.broker_cluster_name)?;
     let mut mailboxes = Vec::new();
     let mut inboxes = Vec::new();
     for _ in 0..shard_count {

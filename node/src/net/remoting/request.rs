@@ -5,7 +5,8 @@
 //!
 //! | remoting code | native request | notes |
 //! |---|---|---|
-//! | SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE | SEND_MESSAGE / SEND_BATCH_MESSAGE | records built here: born host from the socket, CRC computed |
+//! | SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE | SEND_MESSAGE / SEND_BATCH_MESSAGE | records built here: born host from the socket, CRC computed; a request-reply request gets `CLUSTER` |
+//! | SEND_REPLY_MESSAGE, SEND_REPLY_MESSAGE_V2 | SEND_REPLY_MESSAGE | one record, as a send |
 //! | PULL_MESSAGE, LITE_PULL_MESSAGE | PULL_MESSAGE | sysFlag: commit offset, suspend, subscription (else the group's heartbeat subscription) |
 //! | QUERY_CONSUMER_OFFSET | QUERY_CONSUMER_OFFSET, then GET_MIN_OFFSET when none is stored | offset 0 when the queue still starts at 0 (RocketMQ's answer) |
 //! | UPDATE_CONSUMER_OFFSET, GET_MAX/MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP | same | |
@@ -155,9 +156,13 @@ fn translate_inner<S: Service + ?Sized>(
     let ext = &cmd.ext_fields;
     let code = cmd.code;
     match code {
-        rc::SEND_MESSAGE | rc::SEND_MESSAGE_V2 | rc::SEND_BATCH_MESSAGE => {
-            send(cmd, body, peer.addr, || svc.broker_name())
-        }
+        rc::SEND_MESSAGE
+        | rc::SEND_MESSAGE_V2
+        | rc::SEND_BATCH_MESSAGE
+        | rc::SEND_REPLY_MESSAGE
+        | rc::SEND_REPLY_MESSAGE_V2 => send(cmd, body, peer.addr, svc.cluster_name(), || {
+            svc.broker_name()
+        }),
         rc::RECALL_MESSAGE => {
             let r: h::RecallMessageRequestHeader = typed(code, ext)?;
             let h = RecallRequest {
@@ -472,15 +477,23 @@ fn native<H: Encode>(
 /// SYSFLAG bits the record encoder derives from the hosts (born / store host is IPv6).
 const SYSFLAG_HOST_BITS: i32 = sys::BORNHOST_V6_FLAG | sys::STOREHOSTADDRESS_V6_FLAG;
 
-/// SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE: the native send, its records
-/// encoded straight into the native frame (the body is copied once).
+/// SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE / SEND_REPLY_MESSAGE(_V2): the
+/// native send, its records encoded straight into the native frame (the body is copied
+/// once). A request message (request-reply) gets the broker's `cluster` as its `CLUSTER`
+/// property, as RocketMQ's broker stores it; a scheduled send's answer carries the recall
+/// handle made with `broker_name`.
 fn send(
     cmd: &Command,
     body: &[u8],
     born_host: SocketAddr,
+    cluster: Option<&str>,
     broker_name: impl FnOnce() -> Option<String>,
 ) -> Result<Translated> {
-    let v2 = cmd.code == rc::SEND_MESSAGE_V2 || cmd.code == rc::SEND_BATCH_MESSAGE;
+    let reply = cmd.code == rc::SEND_REPLY_MESSAGE || cmd.code == rc::SEND_REPLY_MESSAGE_V2;
+    let v2 = matches!(
+        cmd.code,
+        rc::SEND_MESSAGE_V2 | rc::SEND_BATCH_MESSAGE | rc::SEND_REPLY_MESSAGE_V2
+    );
     let h = if v2 {
         h::SendMessageRequestHeader::from_ext_v2(&cmd.ext_fields)
     } else {
@@ -497,11 +510,21 @@ fn send(
     let batch = cmd.code == rc::SEND_BATCH_MESSAGE
         || h.batch
         || cmd.ext_fields.get(batch_key).is_some_and(|v| v == "1");
+    if reply && batch {
+        return Err(Refusal {
+            code: response::MESSAGE_ILLEGAL,
+            remark: "a reply is one message, not a batch".to_string(),
+        });
+    }
     let illegal = |e: ringmq_wire::WireError| Refusal {
         code: response::MESSAGE_ILLEGAL,
         remark: format!("message of topic {topic}: {e}"),
     };
-    let props = h.properties.as_deref().unwrap_or("");
+    let props = with_cluster(
+        h.properties.as_deref().unwrap_or(""),
+        cluster.filter(|_| !reply),
+    );
+    let props = props.as_ref();
     let template = Message {
         topic,
         queue_id,
@@ -566,7 +589,9 @@ fn send(
         .to_vec()
         .map_err(|e| Refusal::bad(format!("send header: {e}")))?;
     let records_len: usize = record_lens.iter().sum();
-    let code = if batch {
+    let code = if reply {
+        RequestCode::SendReplyMessage
+    } else if batch {
         RequestCode::SendBatchMessage
     } else {
         RequestCode::SendMessage
@@ -593,6 +618,30 @@ fn send(
             recall,
         },
     })
+}
+
+/// `props` with `CLUSTER=<cluster>` added when they are a request's (they carry
+/// `CORRELATION_ID` and `REPLY_TO_CLIENT`) and name no cluster yet.
+fn with_cluster<'a>(props: &'a str, cluster: Option<&str>) -> std::borrow::Cow<'a, str> {
+    let p = props.as_bytes();
+    let request = properties::get(p, keys::CORRELATION_ID).is_some()
+        && properties::get(p, keys::REPLY_TO_CLIENT).is_some()
+        && properties::get(p, keys::CLUSTER).is_none();
+    match cluster {
+        Some(c) if request => {
+            let mut out = String::with_capacity(props.len() + keys::CLUSTER.len() + c.len() + 2);
+            out.push_str(props);
+            if !props.is_empty() && !props.ends_with(char::from(properties::PROPERTY_SEPARATOR)) {
+                out.push(char::from(properties::PROPERTY_SEPARATOR));
+            }
+            out.push_str(keys::CLUSTER);
+            out.push(char::from(properties::NAME_VALUE_SEPARATOR));
+            out.push_str(c);
+            out.push(char::from(properties::PROPERTY_SEPARATOR));
+            std::borrow::Cow::Owned(out)
+        }
+        _ => std::borrow::Cow::Borrowed(props),
+    }
 }
 
 fn uniq_key(props: &[u8]) -> Option<String> {
@@ -716,4 +765,41 @@ fn lock_batch(b: rbody::LockBatchRequestBody) -> Result<LockBatchRequest> {
         client_id: b.client_id,
         queues,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_gets_the_cluster_and_nothing_else_does() {
+        let req = "CORRELATION_ID\u{1}c\u{2}REPLY_TO_CLIENT\u{1}id\u{2}";
+        let out = with_cluster(req, Some("DefaultCluster"));
+        assert_eq!(
+            properties::get(out.as_bytes(), keys::CLUSTER),
+            Some("DefaultCluster")
+        );
+        assert_eq!(
+            properties::get(out.as_bytes(), keys::CORRELATION_ID),
+            Some("c")
+        );
+        // Java 5.x leaves the last separator out.
+        let out = with_cluster(
+            "CORRELATION_ID\u{1}c\u{2}REPLY_TO_CLIENT\u{1}id",
+            Some("C1"),
+        );
+        assert_eq!(
+            properties::get(out.as_bytes(), keys::REPLY_TO_CLIENT),
+            Some("id")
+        );
+        assert_eq!(properties::get(out.as_bytes(), keys::CLUSTER), Some("C1"));
+        for unchanged in [
+            "TAGS\u{1}a\u{2}",
+            "",
+            "CORRELATION_ID\u{1}c\u{2}REPLY_TO_CLIENT\u{1}id\u{2}CLUSTER\u{1}Other\u{2}",
+        ] {
+            assert_eq!(with_cluster(unchanged, Some("C1")), unchanged);
+        }
+        assert_eq!(with_cluster(req, None), req);
+    }
 }
