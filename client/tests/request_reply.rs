@@ -111,7 +111,15 @@ async fn a_request_gets_its_reply_and_the_reply_is_stored() {
     assert_eq!(requester.requests_pending(), 0);
     assert!(r.errors.lock().unwrap().is_empty());
 
-    // Stored too (storeReplyMessageEnable is on by default).
+    // Stored too (storeReplyMessageEnable is on by default), right after the push.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while reply_topic_count(&node).await < 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the reply was never stored"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     assert_eq!(reply_topic_count(&node).await, 1);
     // A request's properties stay reserved for the client.
     let e = requester
@@ -163,6 +171,16 @@ async fn concurrent_requests_of_several_requesters_get_their_own_replies() {
     for p in &requesters {
         assert_eq!(p.requests_pending(), 0);
     }
+    // The broker pushes a reply before it answers the replier's send, so the last replies'
+    // acknowledgements may still be on their way when every request has its reply.
+    let sent = &r.sent;
+    assert!(
+        common::wait_until(Duration::from_secs(20), || sent.load(Ordering::Relaxed)
+            >= 80)
+        .await,
+        "the replier's sends acknowledged: {}",
+        sent.load(Ordering::Relaxed)
+    );
     assert_eq!(r.sent.load(Ordering::Relaxed), 80);
     assert!(r.errors.lock().unwrap().is_empty());
     r.consumer.shutdown().await;
