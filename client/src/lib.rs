@@ -256,6 +256,7 @@ pub mod producer;
 pub mod route;
 pub mod security;
 pub mod tls;
+pub mod trace;
 
 pub use admin::Admin;
 pub use batch::{MessageBatch, MessageView};
