@@ -115,3 +115,54 @@ pub(crate) fn consume_end(t: &Tracer, group: &str, span: ConsumeSpan, context_co
         }));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::instance::ClientConfig;
+    use crate::trace::TraceConfig;
+
+    /// What a traced send pays: building its `Pub` record and offering it to the queue.
+    /// A measurement, not a check (run with `--ignored --nocapture`): prints ns per send.
+    /// The name server does not exist, so the dispatcher's sends fail fast and the queue
+    /// never fills (nothing is dropped while measuring).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "a measurement; prints its figure"]
+    async fn enqueue_cost_per_traced_send() {
+        const N: usize = 200_000;
+        let client = ClientConfig {
+            name_servers: vec!["127.0.0.1:1".into()],
+            ..ClientConfig::default()
+        };
+        let cfg = TraceConfig {
+            queue_max: N,
+            ..TraceConfig::default()
+        };
+        let t = Tracer::start(client, "bench", &cfg).await.unwrap();
+        let msg = Message::new("Orders", "x".repeat(100))
+            .with_tag("created")
+            .with_key("order-42");
+        let r = SendResult::for_test(
+            "7F00000100002A9F0000000000000000",
+            "7F0000010000AAAABBBBCCCC00000001",
+        );
+        let started = Instant::now();
+        for _ in 0..N {
+            record_send(
+                &t,
+                "order-service",
+                std::slice::from_ref(&msg),
+                &r,
+                1,
+                Duration::from_micros(300),
+                false,
+            );
+        }
+        let per = started.elapsed().as_nanos() / N as u128;
+        let s = t.stats();
+        println!(
+            "traced send: {per} ns per record built and enqueued ({N} sends; dropped {})",
+            s.dropped
+        );
+    }
+}
