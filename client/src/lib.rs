@@ -234,8 +234,16 @@
 //! master's, never the reverse): a member that takes a queue after the master returned, and
 //! before the running members committed to it again, starts from the master's older offset.
 //!
+//! ## Message trace
+//!
+//! `.trace(true)` on a [`ProducerBuilder`] or a
+//! [`PushConsumerBuilder`](consumer::PushConsumerBuilder) records each send and listener call
+//! to the trace topic in RocketMQ's format, off the traced path (a bounded queue and a
+//! background producer); [`Admin::message_trace`] reads a message's timeline back. See
+//! [`trace`].
+//!
 //! See `client/examples/` for runnable programs (`producer`, `ordered_producer`,
-//! `transaction`, `push_consumer`, `pull_consumer`, `orderly`) against `ringmq standalone`.
+//! `transaction`, `push_consumer`, `pull_consumer`, `orderly`, `trace`) against `ringmq standalone`.
 #![forbid(unsafe_code)]
 
 pub use ringmq_wire as wire;
