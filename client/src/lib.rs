@@ -253,9 +253,17 @@
 //! master's, never the reverse): a member that takes a queue after the master returned, and
 //! before the running members committed to it again, starts from the master's older offset.
 //!
+//! ## Message trace
+//!
+//! `.trace(true)` on a [`ProducerBuilder`] or a
+//! [`PushConsumerBuilder`](consumer::PushConsumerBuilder) records each send and listener call
+//! to the trace topic in RocketMQ's format, off the traced path (a bounded queue and a
+//! background producer); [`Admin::message_trace`] reads a message's timeline back. See
+//! [`trace`].
+//!
 //! See `client/examples/` for runnable programs (`producer`, `ordered_producer`,
-//! `transaction`, `request_reply`, `push_consumer`, `pull_consumer`, `orderly`) against
-//! `ringmq standalone`.
+//! `transaction`, `request_reply`, `push_consumer`, `pull_consumer`, `orderly`, `trace`)
+//! against `ringmq standalone`.
 #![forbid(unsafe_code)]
 
 pub use ringmq_wire as wire;
@@ -276,6 +284,7 @@ pub mod producer;
 pub mod route;
 pub mod security;
 pub mod tls;
+pub mod trace;
 
 pub use admin::Admin;
 pub use batch::{MessageBatch, MessageView};

@@ -428,6 +428,13 @@ pub enum MsgCmd {
     /// printed (RECALL_HANDLE; RocketMQ 5.3's recall). Fails with RECALL_TOO_LATE when the
     /// message was already delivered. JSON: {"recalled": {...}}.
     Recall(RecallArgs),
+    /// A message's trace, by its message id (the unique key; an offset message id works
+    /// while the broker has the message): its send, every listener call with its reconsume
+    /// times, and its dead letter, sorted by time. The records come from the trace topic
+    /// that clients with tracing on write (RocketMQ's message trace, readable both ways).
+    /// JSON: {"trace": [...]}, each event with "event" (send, consume, dead-letter) and
+    /// "time_ms".
+    Trace(MsgTraceArgs),
 }
 
 #[derive(Args, Debug)]
@@ -468,6 +475,24 @@ pub struct MsgIdArgs {
     /// Message id (mqadmin's -i), instead of ID.
     #[arg(short = 'i', long = "msg-id", value_name = "ID")]
     pub id_opt: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct MsgTraceArgs {
+    /// Message id: the unique key (as consumers see msg ids in RocketMQ), or the offset
+    /// message id `send` prints.
+    #[arg(
+        value_name = "ID",
+        required_unless_present = "id_opt",
+        conflicts_with = "id_opt"
+    )]
+    pub id: Option<String>,
+    /// Message id (mqadmin queryMsgTraceById's -i), instead of ID.
+    #[arg(short = 'i', long = "msg-id", value_name = "ID")]
+    pub id_opt: Option<String>,
+    /// The trace topic (default RMQ_SYS_TRACE_TOPIC).
+    #[arg(short = 't', long, value_name = "TOPIC")]
+    pub trace_topic: Option<String>,
 }
 
 #[derive(Args, Debug)]

@@ -13,7 +13,7 @@
 
 use std::sync::{Arc, Weak};
 
-use super::listener::{call_listener, Called, ConsumeContext};
+use super::listener::{Called, ConsumeContext};
 use super::push::Inner;
 use super::queue_state::QueueState;
 use super::send_back::{send_back, SendBack, DELAY_LEVEL_BROKER};
@@ -66,7 +66,7 @@ async fn consume_batch(weak: Weak<Inner>, state: Arc<QueueState>, mut batch: Mes
             attempt,
         };
         // The listener's copy is a reference count: the batch stays here for a retry.
-        let called = call_listener(&inner.listener, batch.clone(), ctx, &inner.aborted).await;
+        let called = super::traced::call(&inner, batch.clone(), ctx).await;
         drop(permit);
         match called {
             Called::Success => {

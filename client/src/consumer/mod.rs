@@ -27,6 +27,7 @@ pub(crate) mod replica;
 mod selector;
 mod send_back;
 mod simple;
+mod traced;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use super::listener::{call_listener, Called, ConsumeContext};
+use super::listener::{Called, ConsumeContext};
 use super::locks::QueueLock;
 use super::push::Inner;
 use super::queue_state::QueueState;
@@ -120,7 +120,7 @@ pub(crate) async fn consume_orderly(
             queue: state.mq.clone(),
             attempt,
         };
-        let called = call_listener(&inner.listener, batch.clone(), ctx, &inner.aborted).await;
+        let called = super::traced::call(&inner, batch.clone(), ctx).await;
         drop(permit);
         let offsets: BTreeSet<u64> = batch.raw().iter().map(|m| m.queue_offset).collect();
         match called {

@@ -42,6 +42,7 @@ use crate::background::{ticker, Background};
 use crate::error::{Error, Result};
 use crate::instance::{client_setters, ClientConfig, Instance};
 use crate::route::MessageQueue;
+use crate::trace::{TraceConfig, TraceStats, Tracer};
 
 /// While a rebalance leaves queues untaken (locked by another member, an unreadable route
 /// or member list), the next one comes this soon, doubling up to `rebalance_interval`.
@@ -98,6 +99,8 @@ pub struct PushConfig {
 pub struct PushConsumerBuilder {
     client: ClientConfig,
     cfg: PushConfig,
+    /// Message trace: `Some` records each listener call ([`crate::trace`]).
+    trace: Option<TraceConfig>,
 }
 
 impl PushConsumerBuilder {
@@ -195,6 +198,20 @@ impl PushConsumerBuilder {
         self
     }
 
+    /// Message trace (off by default): record each message's listener calls (group, time,
+    /// cost, success, reconsume times) to the trace topic `RMQ_SYS_TRACE_TOPIC`, in
+    /// RocketMQ's format, through a bounded background queue. See [`crate::trace`].
+    pub fn trace(mut self, on: bool) -> Self {
+        self.trace = on.then(|| self.trace.take().unwrap_or_default());
+        self
+    }
+
+    /// Message trace to another topic or with another queue size (turns tracing on).
+    pub fn trace_config(mut self, cfg: TraceConfig) -> Self {
+        self.trace = Some(cfg);
+        self
+    }
+
     /// Starts consuming: heartbeats, takes its queues and calls `listener` with batches.
     pub async fn start<L: MessageListener>(self, listener: L) -> Result<PushConsumer> {
         self.start_dyn(Arc::new(Wrap(listener))).await
@@ -224,6 +241,10 @@ impl PushConsumerBuilder {
                     .into(),
             ));
         }
+        let trace = match &self.trace {
+            Some(t) => Some(Tracer::start(self.client.clone(), &cfg.group, t).await?),
+            None => None,
+        };
         let (group, offsets) = join_group(
             self.client,
             &cfg.group,
@@ -255,6 +276,7 @@ impl PushConsumerBuilder {
             queues: Mutex::new(BTreeMap::new()),
             shut: AtomicBool::new(false),
             aborted: watch::channel(false).0,
+            trace,
             unsettled: AtomicBool::new(false),
             rebalancing: tokio::sync::Mutex::new(()),
             background: Background::default(),
@@ -299,6 +321,8 @@ pub(crate) struct Inner {
     unsettled: AtomicBool,
     pub rebalancing: tokio::sync::Mutex<()>,
     background: Background,
+    /// Records listener calls when tracing is on.
+    pub trace: Option<Arc<Tracer>>,
 }
 
 impl Inner {
@@ -372,6 +396,7 @@ impl PushConsumer {
                 lock_renew_interval: Duration::from_secs(20),
                 offset_dir: default_offset_dir(),
             },
+            trace: None,
         }
     }
 
@@ -406,6 +431,14 @@ impl PushConsumer {
         }
         self.inner.group.unregister().await;
         self.inner.inst().pool.shutdown();
+        if let Some(t) = &self.inner.trace {
+            t.shutdown().await;
+        }
+    }
+
+    /// The tracer's counters, when tracing is on ([`PushConsumerBuilder::trace`]).
+    pub fn trace_stats(&self) -> Option<TraceStats> {
+        self.inner.trace.as_ref().map(|t| t.stats())
     }
 
     /// Stops at once, as a crashed process would: running listener calls are dropped (at

@@ -35,6 +35,7 @@ use crate::error::{Error, Result};
 use crate::instance::{client_setters, encode_heartbeat, ClientConfig, Instance};
 use crate::message::{Message, ReceivedMessage};
 use crate::route::MessageQueue;
+use crate::trace::{TraceConfig, TraceStats, Tracer};
 
 pub use reply::Reply;
 pub use request::REQUESTS_PENDING_MAX;
@@ -127,6 +128,8 @@ pub struct ProducerBuilder {
     /// Heartbeat every master the name servers list, not only those of the routes in use
     /// (a transaction producer must be known to every broker that may check back).
     heartbeat_every_master: bool,
+    /// Message trace: `Some` records a `Pub` per stored message ([`crate::trace`]).
+    trace: Option<TraceConfig>,
 }
 
 impl ProducerBuilder {
@@ -185,6 +188,20 @@ impl ProducerBuilder {
         self
     }
 
+    /// Message trace (off by default): record every stored message's send (group, time,
+    /// cost, where it went) to the trace topic `RMQ_SYS_TRACE_TOPIC`, in RocketMQ's format,
+    /// through a bounded background queue. See [`crate::trace`].
+    pub fn trace(mut self, on: bool) -> Self {
+        self.trace = on.then(|| self.trace.take().unwrap_or_default());
+        self
+    }
+
+    /// Message trace to another topic or with another queue size (turns tracing on).
+    pub fn trace_config(mut self, cfg: TraceConfig) -> Self {
+        self.trace = Some(cfg);
+        self
+    }
+
     /// Validates the settings and starts the producer's timers (route refresh, heartbeat).
     /// Connections open on first use.
     pub async fn start(self) -> Result<Producer> {
@@ -202,6 +219,10 @@ impl ProducerBuilder {
                 "async_sends_max and send_timeout must be above zero".into(),
             ));
         }
+        let trace = match &self.trace {
+            Some(t) => Some(Tracer::start(self.client.clone(), &self.cfg.group, t).await?),
+            None => None,
+        };
         let inst = Instance::new(self.client).await?;
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -229,6 +250,7 @@ impl ProducerBuilder {
             background: Background::default(),
             heartbeat_every_master: self.heartbeat_every_master,
             announced: request::Announced::default(),
+            trace,
         });
         inner
             .background
@@ -250,6 +272,7 @@ pub(crate) struct Inner {
     heartbeat_every_master: bool,
     /// Where requests heartbeat, and on which connection (request-reply).
     announced: request::Announced,
+    trace: Option<Arc<Tracer>>,
 }
 
 impl Inner {
@@ -311,6 +334,7 @@ impl Producer {
                 compression: ringmq_wire::record::Compression::Zlib,
             },
             heartbeat_every_master: false,
+            trace: None,
         }
     }
 
@@ -321,7 +345,7 @@ impl Producer {
 
     /// Sends one message and waits for the broker's answer.
     pub async fn send(&self, msg: Message) -> Result<SendResult> {
-        send::send(
+        traced(
             &self.inner,
             std::slice::from_ref(&msg),
             Pick::Any,
@@ -333,12 +357,12 @@ impl Producer {
 
     /// Sends messages of one topic as one batch to one queue, stored contiguously.
     pub async fn send_batch(&self, msgs: &[Message]) -> Result<SendResult> {
-        send::send(&self.inner, msgs, Pick::Any, None, Form::Batch).await
+        traced(&self.inner, msgs, Pick::Any, None, Form::Batch).await
     }
 
     /// Sends to one queue (retries stay on it).
     pub async fn send_to_queue(&self, msg: Message, mq: &MessageQueue) -> Result<SendResult> {
-        send::send(
+        traced(
             &self.inner,
             std::slice::from_ref(&msg),
             Pick::Queue(mq),
@@ -354,7 +378,7 @@ impl Producer {
         msg: Message,
         selector: &dyn QueueSelector,
     ) -> Result<SendResult> {
-        send::send(
+        traced(
             &self.inner,
             std::slice::from_ref(&msg),
             Pick::Select(selector),
@@ -372,7 +396,7 @@ impl Producer {
         let key = sharding_key.to_string();
         let selector =
             move |queues: &[MessageQueue], _: &Message| sharding_index(&key, queues.len());
-        send::send(
+        traced(
             &self.inner,
             std::slice::from_ref(&msg),
             Pick::Select(&selector),
@@ -470,12 +494,21 @@ impl Producer {
         Ok(self.inner.inst.route(topic).await?.write_queues.clone())
     }
 
+    /// The tracer's counters, when tracing is on ([`ProducerBuilder::trace`]).
+    pub fn trace_stats(&self) -> Option<TraceStats> {
+        self.inner.trace.as_ref().map(|t| t.stats())
+    }
+
     /// Stops the timers, unregisters from the brokers and closes every connection; later
     /// sends fail with [`Error::Shutdown`]. Outstanding async sends fail if unanswered, and
-    /// requests waiting for replies fail with [`Error::Shutdown`].
+    /// requests waiting for replies fail with [`Error::Shutdown`]. With tracing on, the
+    /// queued trace records are sent first.
     pub async fn shutdown(&self) {
         if self.inner.shut.swap(true, Ordering::AcqRel) {
             return;
+        }
+        if let Some(t) = &self.inner.trace {
+            t.shutdown().await;
         }
         self.inner.background.abort_all();
         // Requests still waiting end with Error::Shutdown.
@@ -483,6 +516,29 @@ impl Producer {
         send::unregister(&self.inner).await;
         self.inner.inst.pool.close_all();
     }
+}
+
+/// [`send::send`], recording a `Pub` per stored message when tracing is on (the send path
+/// pays for building the records and offering them to the tracer's queue, nothing more).
+async fn traced(
+    inner: &Inner,
+    msgs: &[Message],
+    pick: Pick<'_>,
+    sharding_key: Option<&str>,
+    form: Form,
+) -> Result<SendResult> {
+    let Some(t) = &inner.trace else {
+        return send::send(inner, msgs, pick, sharding_key, form).await;
+    };
+    let ordered = matches!(pick, Pick::Select(_));
+    let started_ms = crate::trace::now_ms();
+    let started = std::time::Instant::now();
+    let r = send::send(inner, msgs, pick, sharding_key, form).await;
+    if let Ok(sr) = &r {
+        let cost = started.elapsed();
+        crate::trace::record_send(t, &inner.cfg.group, msgs, sr, started_ms, cost, ordered);
+    }
+    r
 }
 
 /// The result of [`Producer::send_async`], as a future.

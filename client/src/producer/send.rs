@@ -102,6 +102,30 @@ impl SendResult {
             .collect()
     }
 
+    /// A one-record result (for tests of what consumes results).
+    #[cfg(test)]
+    pub(crate) fn for_test(msg_id: &str, unique_key: &str) -> SendResult {
+        let (store_host, first_physical_offset) =
+            record::parse_message_id(msg_id).expect("a valid offset message id");
+        SendResult {
+            status: SendStatus::Ok,
+            msg_id: msg_id.to_string(),
+            unique_key: unique_key.to_string(),
+            queue: MessageQueue::new("T", "broker-a", 0),
+            queue_offset: 0,
+            store_timestamp_ms: 0,
+            deliver_at_ms: None,
+            recall_handle: None,
+            records: RecordIds {
+                store_host,
+                first_physical_offset,
+                lens: vec![100],
+                uniq_prefix: Arc::from(""),
+                uniq_first: 0,
+            },
+        }
+    }
+
     /// The `UNIQ_KEY` given to each record, in send order.
     pub fn unique_keys(&self) -> Vec<String> {
         let r = &self.records;

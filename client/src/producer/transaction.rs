@@ -225,6 +225,7 @@ impl<A: Send + 'static> TransactionProducerBuilder<A> {
             client: self.client,
             cfg: self.cfg,
             heartbeat_every_master: true,
+            trace: None,
         }
         .start()
         .await?;

@@ -10,6 +10,7 @@ pub mod dlq;
 pub mod group;
 pub mod msg;
 pub mod topic;
+pub mod trace;
 pub mod txn;
 
 use ringmq_client::{Admin, ClientConfig};
@@ -54,6 +55,7 @@ pub async fn run(admin: &Admin, cfg: &ClientConfig, command: &Command) -> Result
         Command::Msg(MsgCmd::Dump(a)) => msg::dump(admin, a).await,
         Command::Msg(MsgCmd::Time(a)) => msg::by_time(admin, a).await,
         Command::Msg(MsgCmd::Recall(a)) => msg::recall(cfg, a).await,
+        Command::Msg(MsgCmd::Trace(a)) => trace::trace(admin, a).await,
         Command::Send(a) => msg::send(cfg, a).await,
         Command::Consume(a) => msg::consume(admin, cfg, a).await,
         Command::Broker(BrokerCmd::Status(a)) => broker::status(admin, &broker_of(a)).await,

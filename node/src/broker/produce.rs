@@ -25,6 +25,10 @@ use crate::limits;
 use crate::net::reply::{Outcome, Reply};
 use crate::store::{CheckedBatch, RecordMeta};
 
+/// RocketMQ's default message trace topic (`TopicValidator.RMQ_SYS_TRACE_TOPIC`): a
+/// reserved name that clients may write and that is auto-created like any topic.
+pub const TRACE_TOPIC: &str = "RMQ_SYS_TRACE_TOPIC";
+
 /// `queue_id` in a send header meaning "each record names its own queue".
 pub const MULTI_QUEUE: u32 = u32::MAX;
 
@@ -45,14 +49,22 @@ pub fn ensure_topic(shard: &Rc<Shard>, h: &SendRequest) -> Result<(), Outcome> {
         Some(cfg) => cfg.clone(),
         None if broker.live.auto_create_topic() => {
             let n = broker.live.default_queue_count();
-            match broker.topics.upsert(
-                &h.topic,
-                n,
-                n,
-                perm::READ_WRITE,
-                BTreeMap::new(),
-                Broker::now_ms(),
-            ) {
+            let created = if h.topic == TRACE_TOPIC {
+                // Reserved, but written by clients (RocketMQ's trace dispatcher).
+                broker
+                    .topics
+                    .upsert_system(&h.topic, n, perm::READ_WRITE, Broker::now_ms())
+            } else {
+                broker.topics.upsert(
+                    &h.topic,
+                    n,
+                    n,
+                    perm::READ_WRITE,
+                    BTreeMap::new(),
+                    Broker::now_ms(),
+                )
+            };
+            match created {
                 Ok(cfg) => {
                     log::info!("auto-created topic {} with {n} queues", h.topic);
                     broker.topics_changed.notify(usize::MAX);
