@@ -94,6 +94,17 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// For a scenario that keeps its own expectations: an empty oracle and checks, no log
+    /// ends to check pulls against.
+    pub fn own_checks(world: &World) -> Shared {
+        Shared {
+            world: world.clone(),
+            oracle: Rc::default(),
+            checks: Rc::default(),
+            log_end: Rc::new(|_| None),
+        }
+    }
+
     fn fail(&self, what: String) {
         self.checks.borrow_mut().failures.push(what);
     }

@@ -34,7 +34,7 @@ use crate::io::rt;
 use crate::io::sim::{NetConfig, World};
 use crate::store::fault_disk::Crash;
 
-use super::client::{self, Checks, Oracle, Rpc, Shared};
+use super::client::{self, Rpc, Shared};
 use super::cluster::{BrokerNode, LoneMaster, CLIENTS, MASTER_ADDR};
 
 const TOPIC: &str = "SimRetry";
@@ -84,12 +84,7 @@ pub fn run(seed: u64, scratch: &std::path::Path) -> Result<RetryReport, String> 
         "",
     )?;
     let progress: Rc<RefCell<Progress>> = Rc::default();
-    let shared = Shared {
-        world: world.clone(),
-        oracle: Rc::<RefCell<Oracle>>::default(),
-        checks: Rc::<RefCell<Checks>>::default(),
-        log_end: Rc::new(|_| None),
-    };
+    let shared = Shared::own_checks(&world);
     world.spawn_on(CLIENTS, consume(shared, Rc::clone(&progress)));
     let result = drive(&world, &mut lone.node, &progress);
     lone.finish(&world);
