@@ -193,3 +193,53 @@ async fn tracing_is_off_by_default_and_writes_nothing() {
         .await;
     assert!(t.is_err() || t.unwrap().sends.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_simple_consumer_traces_each_delivery_until_its_ack() {
+    let node = Node::start_configured(2, &[]);
+    let topic = "TracedPop";
+    let group = "traced-pop-group";
+    node.create_topic(topic, 1).await;
+    let p = Producer::builder()
+        .group("traced-pop-producers")
+        .name_server(node.namesrv())
+        .trace(true)
+        .start()
+        .await
+        .unwrap();
+    let sent = p.send(Message::new(topic, "popped")).await.unwrap();
+    let c = ringmq_client::SimpleConsumer::builder()
+        .group(group)
+        .name_server(node.namesrv())
+        .subscribe(topic, "*")
+        .await_duration(Duration::from_millis(300))
+        .trace(true)
+        .start()
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + WAIT;
+    let got = loop {
+        let got = c.receive(4, Duration::from_secs(30)).await.unwrap();
+        if !got.is_empty() || std::time::Instant::now() >= deadline {
+            break got;
+        }
+    };
+    assert_eq!(got.len(), 1);
+    c.ack(&got[0]).await.unwrap();
+    // The tracers send what they queued before they stop.
+    c.shutdown().await;
+    p.shutdown().await;
+    let admin = Admin::connect(&node.namesrv()).await.unwrap();
+    let t = trace_until(&admin, &sent.unique_key, |t| {
+        !t.sends.is_empty() && t.consumes.iter().any(|e| e.success.is_some())
+    })
+    .await;
+    assert_eq!(t.sends.len(), 1, "{t:?}");
+    assert_eq!(t.consumes.len(), 1, "{t:?}");
+    let e = &t.consumes[0];
+    assert_eq!(e.group, group);
+    assert_eq!(e.retry_times, 0);
+    assert_eq!(e.success, Some(true), "{t:?}");
+    assert_eq!(e.context_code, Some(0));
+    assert!(t.dead_letters.is_empty());
+}

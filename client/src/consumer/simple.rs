@@ -46,6 +46,10 @@ use super::{MessageSelector, StartPosition};
 use crate::error::{Error, Result};
 use crate::instance::{client_setters, ClientConfig, Instance};
 use crate::message::ReceivedMessage;
+use crate::trace::{consume_end, pop_begin, ConsumeSpan, TraceConfig, TraceStats, Tracer};
+
+/// RocketMQ's `ConsumeReturnType` ordinal of a success, written in `SubAfter`.
+const CONTEXT_SUCCESS: i32 = 0;
 
 /// Most messages one `receive` asks for (the broker's limit).
 pub const RECEIVE_MAX: u32 = 32;
@@ -63,6 +67,8 @@ pub struct SimpleConfig {
     pub start: StartPosition,
     /// Orderly POP (default off).
     pub orderly: bool,
+    /// Message trace: `Some` records each delivery and its ack ([`crate::trace`]).
+    pub trace: Option<TraceConfig>,
 }
 
 /// Builds a [`SimpleConsumer`].
@@ -115,6 +121,21 @@ impl SimpleConsumerBuilder {
         self
     }
 
+    /// Message trace (off by default): a `SubBefore` record when a message is received and
+    /// a `SubAfter` when its ack is acknowledged (cost: the time between), to the trace
+    /// topic `RMQ_SYS_TRACE_TOPIC` in RocketMQ's format, through a bounded background queue.
+    /// See [`crate::trace`].
+    pub fn trace(mut self, on: bool) -> Self {
+        self.cfg.trace = on.then(|| self.cfg.trace.take().unwrap_or_default());
+        self
+    }
+
+    /// Message trace to another topic or with another queue size (turns tracing on).
+    pub fn trace_config(mut self, cfg: TraceConfig) -> Self {
+        self.cfg.trace = Some(cfg);
+        self
+    }
+
     pub async fn start(self) -> Result<SimpleConsumer> {
         let cfg = self.cfg;
         if cfg.group.is_empty() {
@@ -133,12 +154,17 @@ impl SimpleConsumerBuilder {
                 "a simple consumer starts at First or Last, not at a timestamp".into(),
             ));
         }
+        let trace = match &cfg.trace {
+            Some(t) => Some(Tracer::start(self.client.clone(), &cfg.group, t).await?),
+            None => None,
+        };
         let inst = Instance::new(self.client).await?;
         Ok(SimpleConsumer {
             inner: Arc::new(Inner {
                 inst,
                 cfg,
                 turn: AtomicUsize::new(0),
+                trace,
             }),
         })
     }
@@ -148,6 +174,7 @@ struct Inner {
     inst: Arc<Instance>,
     cfg: SimpleConfig,
     turn: AtomicUsize,
+    trace: Option<Arc<Tracer>>,
 }
 
 /// A simple consumer. Cheap to clone; every clone is the same member.
@@ -176,6 +203,8 @@ pub struct PoppedMessage {
     /// epoch, the broker's clock).
     pub invisible_until_ms: i64,
     broker: SocketAddr,
+    /// With message trace: the delivery's span, ended by its ack.
+    span: Option<ConsumeSpan>,
 }
 
 impl PoppedMessage {
@@ -198,6 +227,7 @@ impl SimpleConsumer {
                 await_duration: Duration::from_secs(5),
                 start: StartPosition::First,
                 orderly: false,
+                trace: None,
             },
         }
     }
@@ -268,7 +298,12 @@ impl SimpleConsumer {
             other => return Err(answer.error(other)),
         }
         let fields: PopResponse = answer.required_fields()?;
-        let (keep, collided) = popped(&answer.body, broker_name, addr, &fields, selector)?;
+        let (mut keep, collided) = popped(&answer.body, broker_name, addr, &fields, selector)?;
+        if let Some(t) = &inner.trace {
+            for m in &mut keep {
+                m.span = Some(pop_begin(t, &inner.cfg.group, &m.message));
+            }
+        }
         if !collided.is_empty() {
             // Not this subscription's tags (a tag hash collision at the broker): acked
             // unseen, as a pull consumer skips them.
@@ -289,8 +324,22 @@ impl SimpleConsumer {
         };
         self.call(m.broker, RequestCode::AckMessage, &header, &[])
             .await?
-            .expect(&[Status::Success])
-            .map(|_| ())
+            .expect(&[Status::Success])?;
+        self.trace_acked(std::slice::from_ref(m));
+        Ok(())
+    }
+
+    /// Ends the trace spans of acknowledged acks.
+    fn trace_acked(&self, msgs: &[PoppedMessage]) {
+        let Some(t) = &self.inner.trace else { return };
+        for span in msgs.iter().filter_map(|m| m.span.clone()) {
+            consume_end(t, &self.inner.cfg.group, span, CONTEXT_SUCCESS);
+        }
+    }
+
+    /// The tracer's counters, when tracing is on ([`SimpleConsumerBuilder::trace`]).
+    pub fn trace_stats(&self) -> Option<TraceStats> {
+        self.inner.trace.as_ref().map(|t| t.stats())
     }
 
     /// Acks several messages, one request per queue. Returns how many were acked (or had
@@ -305,7 +354,7 @@ impl SimpleConsumer {
                 .push(m.receipt_handle.clone());
         }
         let (mut acked, mut refused) = (0, 0);
-        for ((addr, topic, queue_id), handles) in by_queue {
+        for ((addr, topic, queue_id), handles) in by_queue.clone() {
             let header = BatchAckRequest {
                 consumer_group: self.inner.cfg.group.clone(),
                 topic: topic.to_string(),
@@ -321,6 +370,18 @@ impl SimpleConsumer {
             let f: BatchAckResponse = answer.required_fields()?;
             acked += f.acked;
             refused += f.refused;
+            if f.refused == 0 {
+                let of_queue: Vec<PoppedMessage> = msgs
+                    .iter()
+                    .filter(|m| {
+                        m.broker == addr
+                            && m.message.topic == topic
+                            && m.message.queue_id == queue_id
+                    })
+                    .cloned()
+                    .collect();
+                self.trace_acked(&of_queue);
+            }
         }
         Ok((acked, refused))
     }
@@ -380,6 +441,9 @@ impl SimpleConsumer {
     /// their invisible time.
     pub async fn shutdown(&self) {
         self.inner.inst.pool.shutdown();
+        if let Some(t) = &self.inner.trace {
+            t.shutdown().await;
+        }
     }
 }
 
@@ -422,6 +486,7 @@ fn popped(
             receipt_handle: handle.to_string(),
             invisible_until_ms: handle.deadline_ms(),
             broker: addr,
+            span: None,
         };
         if tags
             .as_ref()

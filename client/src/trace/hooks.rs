@@ -8,7 +8,7 @@ use super::record::{
 };
 use super::{now_ms, Tracer};
 use crate::batch::MessageBatch;
-use crate::message::Message;
+use crate::message::{Message, ReceivedMessage};
 use crate::producer::SendResult;
 
 /// Records a `Pub` for every message of a stored send (`msgs[i]` is record `i`); the cost
@@ -61,7 +61,9 @@ pub(crate) fn record_send(
     }
 }
 
-/// A listener call being traced: its request id, start and messages.
+/// A listener call (or a popped message until its ack) being traced: its request id, start
+/// and messages.
+#[derive(Debug, Clone)]
 pub(crate) struct ConsumeSpan {
     request_id: String,
     started: Instant,
@@ -71,28 +73,49 @@ pub(crate) struct ConsumeSpan {
 
 /// Records a `SubBefore` for each message of `batch`, before the listener call.
 pub(crate) fn consume_begin(t: &Tracer, group: &str, batch: &MessageBatch) -> ConsumeSpan {
-    let request_id = t.request_id();
-    let at = now_ms();
-    let mut messages = Vec::with_capacity(batch.len());
-    for m in batch.iter() {
+    let messages = batch.iter().map(|m| {
         // RocketMQ's consumer message id: the unique key, or the offset id without one.
         let id = m.unique_key().map_or_else(|| m.msg_id(), str::to_string);
-        let keys = m.keys().join(" ");
+        (id, m.keys().join(" "), m.reconsume_times())
+    });
+    sub_before(t, group, messages)
+}
+
+/// Records a `SubBefore` for a received POP message (a simple consumer's delivery; its ack
+/// ends the span).
+pub(crate) fn pop_begin(t: &Tracer, group: &str, m: &ReceivedMessage) -> ConsumeSpan {
+    let id = m
+        .unique_key()
+        .map_or_else(|| m.msg_id.clone(), str::to_string);
+    let keys = m.keys().join(" ");
+    sub_before(t, group, std::iter::once((id, keys, m.reconsume_times)))
+}
+
+/// One `SubBefore` per (message id, keys, reconsume times), under one request id.
+fn sub_before(
+    t: &Tracer,
+    group: &str,
+    messages: impl Iterator<Item = (String, String, i32)>,
+) -> ConsumeSpan {
+    let request_id = t.request_id();
+    let at = now_ms();
+    let mut kept = Vec::new();
+    for (id, keys, retry_times) in messages {
         t.record(TraceRecord::SubBefore(SubBeforeTrace {
             timestamp_ms: at,
             region: DEFAULT_REGION.to_string(),
             group: group.to_string(),
             request_id: request_id.clone(),
             msg_id: id.clone(),
-            retry_times: m.reconsume_times(),
+            retry_times,
             keys: keys.clone(),
         }));
-        messages.push((id, keys));
+        kept.push((id, keys));
     }
     ConsumeSpan {
         request_id,
         started: Instant::now(),
-        messages,
+        messages: kept,
     }
 }
 

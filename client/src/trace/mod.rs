@@ -30,7 +30,7 @@ mod timeline;
 
 pub(crate) use dispatch::Tracer;
 pub use dispatch::{KEYS_PER_MESSAGE_MAX, TRACE_MESSAGE_BYTES_MAX, TRACE_PRODUCER_GROUP_PREFIX};
-pub(crate) use hooks::{consume_begin, consume_end, record_send};
+pub(crate) use hooks::{consume_begin, consume_end, pop_begin, record_send, ConsumeSpan};
 pub use record::TraceRecord;
 pub use timeline::{ConsumeEvent, DeadLetter, MessageTrace, SendEvent, StoredAt};
 
