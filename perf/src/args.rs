@@ -265,6 +265,13 @@ pub struct Common {
     /// is local, else the broker's runtime info).
     #[arg(long, value_name = "PID")]
     pub node_pid: Vec<u32>,
+    /// produce, e2e: the broker's Prometheus endpoint (`http://IP:PORT/metrics`, a node
+    /// started with `metricsExporterType=PROM`): the report adds where its requests spent
+    /// their time during the run (per stage, per request code, the store's append: count,
+    /// p50, p99 as bucket bounds in µs), from a scrape when measuring begins and one about a
+    /// second after it ends (the endpoint's views are rebuilt every second).
+    #[arg(long, value_name = "URL")]
+    pub metrics_url: Option<String>,
     /// No progress lines.
     #[arg(short, long)]
     pub quiet: bool,

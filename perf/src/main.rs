@@ -23,6 +23,7 @@ mod remoting;
 mod report;
 mod request;
 mod security;
+mod stages;
 mod stats;
 mod threads;
 mod timeline;

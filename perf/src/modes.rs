@@ -71,6 +71,9 @@ pub(crate) struct Setup {
     node0: Option<f64>,
     /// TLS and the access key, for the report's config.
     security: Value,
+    /// `--metrics-url`, and its scrape when measuring began.
+    metrics_url: Option<String>,
+    stages0: Option<crate::stages::Snapshot>,
 }
 
 impl Setup {
@@ -111,11 +114,40 @@ impl Setup {
             node_cpu,
             node0,
             security: target.report(),
+            metrics_url: c.metrics_url.clone(),
+            stages0: None,
         })
     }
 
     /// Restarts the CPU and wall clocks (when the measured phase begins).
+    /// The broker's stage histograms over the measured phase (`--metrics-url`): report lines
+    /// and the JSON `broker_stages`; `None` without the option or when a scrape failed (said
+    /// on stderr).
+    pub(crate) async fn stages(&self) -> Option<(Vec<String>, Value)> {
+        let (url, before) = (self.metrics_url.as_ref()?, self.stages0.as_ref()?);
+        // The endpoint's views are rebuilt every second: wait for the one after the run.
+        tokio::time::sleep(crate::stages::VIEW_PERIOD).await;
+        match crate::stages::scrape(url).await {
+            Ok(after) => Some(crate::stages::report(&crate::stages::between(
+                before, &after,
+            ))),
+            Err(e) => {
+                eprintln!("ringmq-perf: no broker stages: {e}");
+                None
+            }
+        }
+    }
+
     pub(crate) async fn mark(&mut self) {
+        if let Some(url) = &self.metrics_url {
+            self.stages0 = match crate::stages::scrape(url).await {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    eprintln!("ringmq-perf: no broker stages: {e}");
+                    None
+                }
+            };
+        }
         self.node0 = self.node_cpu.sample(&self.admin).await;
         self.cpu0 = threads::sample();
         self.wall0 = Instant::now();
@@ -195,6 +227,7 @@ async fn produce_mode(a: ProduceArgs, target: Target, embedded: bool) -> Result<
     let mut config = send_config(&a.send, c, &plan);
     add_protocol_config(&mut config, &a.protocol);
     let ctx = setup.context("produce", c, config, embedded).await;
+    let stages = setup.stages().await;
     progress_stop.store(true, Ordering::Relaxed);
     let timelines = progress.await.unwrap_or_default();
     let lag_report = lag.finish();
@@ -206,6 +239,7 @@ async fn produce_mode(a: ProduceArgs, target: Target, embedded: bool) -> Result<
         notes.push(lag_note(l));
         extra.insert("replication".into(), report::lag_json(l));
     }
+    add_stages(stages, &mut notes, &mut extra);
     print!(
         "{}",
         report::table(&ctx, &[("send", &summary)], &summary, &notes)
@@ -404,6 +438,7 @@ async fn e2e_mode(a: E2eArgs, target: Target, embedded: bool) -> Result<i32, Str
     add_recv_config(&mut config, &a.recv);
     add_protocol_config(&mut config, &a.protocol);
     let ctx = setup.context("e2e", c, config, embedded).await;
+    let stages = setup.stages().await;
     progress_stop.store(true, Ordering::Relaxed);
     let timelines = progress.await.unwrap_or_default();
     let lag_report = lag.finish();
@@ -443,6 +478,7 @@ async fn e2e_mode(a: E2eArgs, target: Target, embedded: bool) -> Result<i32, Str
         notes.extend(report::verify_lines(v));
     }
     extra.extend(as_map(report::verify_json(verdict.as_ref())));
+    add_stages(stages, &mut notes, &mut extra);
     print!(
         "{}",
         report::table(&ctx, &[("send", &send), ("e2e", &e2e)], &e2e, &notes)
@@ -669,6 +705,18 @@ fn recv_plan(
         single: r.fail_ratio.is_some(),
         remoting: None,
         pop: r.pop.then_some(r.invisible_time),
+    }
+}
+
+/// The broker stages of the run (`--metrics-url`) into the report's notes and JSON.
+fn add_stages(
+    stages: Option<(Vec<String>, Value)>,
+    notes: &mut Vec<String>,
+    extra: &mut serde_json::Map<String, Value>,
+) {
+    if let Some((lines, json)) = stages {
+        notes.extend(lines);
+        extra.insert("broker_stages".into(), json);
     }
 }
 
