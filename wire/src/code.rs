@@ -99,6 +99,19 @@ crate::wire_enum! {
         HaTransfer = 1101 => "HA_TRANSFER",
         /// ringmq replication: slave -> master acknowledged offset.
         HaAck = 1102 => "HA_ACK",
+        /// Controller: a broker's heartbeat to the leader controller (RocketMQ's
+        /// BROKER_HEARTBEAT, 904, in controller mode).
+        ControllerBrokerHeartbeat = 1200 => "CONTROLLER_BROKER_HEARTBEAT",
+        /// Controller: a master changes its set's SyncStateSet (RocketMQ's 1001).
+        ControllerAlterSyncStateSet = 1201 => "CONTROLLER_ALTER_SYNC_STATE_SET",
+        /// Controller: elect a master now (RocketMQ's 1002, `electMaster`).
+        ControllerElectMaster = 1202 => "CONTROLLER_ELECT_MASTER",
+        /// Controller: broker sets' replicated state (RocketMQ's 1004).
+        ControllerGetReplicaInfo = 1203 => "CONTROLLER_GET_REPLICA_INFO",
+        /// Controller: the Raft group as one controller sees it (RocketMQ's 1005).
+        ControllerGetMetadataInfo = 1204 => "CONTROLLER_GET_METADATA_INFO",
+        /// Controller <-> controller: a Raft message.
+        ControllerRaft = 1205 => "CONTROLLER_RAFT",
     }
 }
 
@@ -160,6 +173,21 @@ crate::wire_enum! {
         /// REPLY_TO_CLIENT on this broker, or its connection closed or is full); nothing
         /// was stored. RocketMQ answers SYSTEM_ERROR, which clients retry; this is final.
         ReplyToClientNotFound = 1009 => "REPLY_TO_CLIENT_NOT_FOUND",
+        /// ringmq controller: this controller is not the Raft leader; the response fields are
+        /// a [`NotLeader`](crate::command::NotLeader) naming it when known.
+        ControllerNotLeader = 1011 => "CONTROLLER_NOT_LEADER",
+        /// ringmq controller: the request names a master epoch or SyncStateSet epoch that is
+        /// no longer current (RocketMQ's CONTROLLER_FENCED_MASTER_EPOCH).
+        ControllerFencedEpoch = 1012 => "CONTROLLER_FENCED_EPOCH",
+        /// ringmq controller: no broker of the set can be elected (none alive in the
+        /// SyncStateSet, and unclean elections are off).
+        ControllerElectFailed = 1013 => "CONTROLLER_ELECT_MASTER_FAILED",
+        /// ringmq controller: the set is unknown to the controllers.
+        ControllerUnknownSet = 1014 => "CONTROLLER_BROKER_SET_NOT_FOUND",
+        /// ringmq: a write reached a broker that is not its set's master now (a slave, or a
+        /// master that lost its controller lease); nothing was stored. Refresh the route and
+        /// send to the current master.
+        NotMaster = 1015 => "NOT_MASTER",
     }
 }
 
@@ -193,6 +221,8 @@ impl Status {
                 | Status::PullRetryImmediately
                 | Status::DiskFull
                 | Status::WrongShard
+                | Status::NotMaster
+                | Status::ControllerNotLeader
         )
     }
 }

@@ -151,7 +151,9 @@ pub fn need(request: &Request, body: &[u8]) -> Need {
         Request::GetRouteInfoByTopic(_)
         | Request::GetBrokerClusterInfo(_)
         | Request::GetAllTopicListFromNameserver(_)
-        | Request::GetKvConfig(_) => Authenticated,
+        | Request::GetKvConfig(_)
+        | Request::ControllerGetReplicaInfo(_)
+        | Request::ControllerGetMetadataInfo(_) => Authenticated,
         // Administration, cluster membership and replication.
         Request::UpdateAndCreateTopic(_)
         | Request::DeleteTopicInBroker(_)
@@ -175,6 +177,11 @@ pub fn need(request: &Request, body: &[u8]) -> Need {
         | Request::HaSubscribe(_)
         | Request::HaTransfer(_)
         | Request::HaAck(_)
+        // Controllers: brokers' heartbeats and SyncStateSet changes, elections, Raft.
+        | Request::ControllerBrokerHeartbeat(_)
+        | Request::ControllerAlterSyncStateSet(_)
+        | Request::ControllerElectMaster(_)
+        | Request::ControllerRaft(_)
         // The ACL file itself (never returns a secret key; changes it).
         | Request::UpdateAndCreateAclConfig(_)
         | Request::DeleteAclConfig(_)

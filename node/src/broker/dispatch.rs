@@ -202,6 +202,15 @@ pub fn dispatch(
         Request::HaSubscribe(_) | Request::HaTransfer(_) | Request::HaAck(_) => {
             not_served(code, "replication goes to the HA port")
         }
+        Request::ControllerBrokerHeartbeat(_)
+        | Request::ControllerAlterSyncStateSet(_)
+        | Request::ControllerElectMaster(_)
+        | Request::ControllerGetReplicaInfo(_)
+        | Request::ControllerGetMetadataInfo(_)
+        | Request::ControllerRaft(_) => not_served(
+            code,
+            "controller requests go to a controller (a name server with enableControllerInNamesrv=true, or `ringmq controller`)",
+        ),
         Request::CheckTransactionState(_)
         | Request::NotifyConsumerIdsChanged(_)
         | Request::PushReplyMessageToClient(_) => {

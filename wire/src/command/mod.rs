@@ -67,6 +67,7 @@
 //! | BATCH_ACK_MESSAGE | [`BatchAckRequest`] | [`AckHandles`] | [`BatchAckResponse`] | - |
 //! | CHANGE_MESSAGE_INVISIBLETIME | [`ChangeInvisibleTimeRequest`] | - | [`ChangeInvisibleTimeResponse`] | - |
 //! | GET_POP_STATUS | [`GetPopStatusRequest`] | - | [`Empty`] | [`PopStatus`] |
+//! | CONTROLLER_* | see [`controller`] | | | |
 //! | any, answered WRONG_SHARD | | | [`WrongShard`] | - |
 
 use crate::code::RequestCode;
@@ -79,6 +80,7 @@ pub mod acl;
 pub mod broker_admin;
 pub mod consumer_list;
 pub mod consumer_offset;
+pub mod controller;
 pub mod group_config;
 pub mod ha;
 pub mod heartbeat;
@@ -105,6 +107,7 @@ pub use acl::*;
 pub use broker_admin::*;
 pub use consumer_list::*;
 pub use consumer_offset::*;
+pub use controller::*;
 pub use group_config::*;
 pub use ha::*;
 pub use heartbeat::*;
@@ -229,6 +232,12 @@ requests! {
     BatchAckMessage(BatchAckRequest),
     ChangeMessageInvisibleTime(ChangeInvisibleTimeRequest),
     GetPopStatus(GetPopStatusRequest),
+    ControllerBrokerHeartbeat(ControllerHeartbeat),
+    ControllerAlterSyncStateSet(AlterSyncStateSet),
+    ControllerElectMaster(ElectMasterRequest),
+    ControllerGetReplicaInfo(GetReplicaInfoRequest),
+    ControllerGetMetadataInfo(Empty),
+    ControllerRaft(ControllerRaftRequest),
 }
 
 impl Request {
@@ -320,6 +329,15 @@ macro_rules! for_each_wire_type {
             $crate::command::PopOp,
             $crate::command::GetPopStatusRequest,
             $crate::command::PopStatus,
+            $crate::command::ControllerHeartbeat,
+            $crate::command::Response<$crate::command::ReplicaSet>,
+            $crate::command::AlterSyncStateSet,
+            $crate::command::ElectMasterRequest,
+            $crate::command::GetReplicaInfoRequest,
+            $crate::command::ReplicaSets,
+            $crate::command::Response<$crate::command::ControllerMetadata>,
+            $crate::command::Response<$crate::command::NotLeader>,
+            $crate::command::ControllerRaftRequest,
         }
     };
 }

@@ -87,6 +87,9 @@ pub fn response_code(s: Status) -> i32 {
         // RemotingCommandException, answered SYSTEM_ERROR; a SQL92 pull to a broker
         // without property filters is SYSTEM_ERROR on RocketMQ too.
         Status::DiskFull => response::SERVICE_NOT_AVAILABLE,
+        // A write to a broker that is not master now: RocketMQ's producers resend a
+        // SERVICE_NOT_AVAILABLE to another broker.
+        Status::NotMaster => response::SERVICE_NOT_AVAILABLE,
         Status::LimitExceeded => response::SYSTEM_BUSY,
         // RocketMQ refuses a recall whose time has passed with ILLEGAL_OPERATION.
         Status::RecallTooLate => response::ILLEGAL_OPERATION,
@@ -98,7 +101,11 @@ pub fn response_code(s: Status) -> i32 {
         | Status::MalformedRequest
         | Status::ProtocolVersionNotSupported
         | Status::PropertyFilterDisabled
-        | Status::ReplyToClientNotFound => response::SYSTEM_ERROR,
+        | Status::ReplyToClientNotFound
+        | Status::ControllerNotLeader
+        | Status::ControllerFencedEpoch
+        | Status::ControllerElectFailed
+        | Status::ControllerUnknownSet => response::SYSTEM_ERROR,
         other => i32::from(u16::from(other)),
     }
 }
