@@ -429,6 +429,9 @@ pub struct NamesrvConfig {
     pub acl: AclConfig,
     /// `metricsExporterType`, `metricsPromExporterPort`, `metricsPromExporterHost`.
     pub metrics: MetricsConfig,
+    /// `enableControllerInNamesrv`, `controllerDLegerPeers`, `controllerDLegerSelfId`,
+    /// `controllerStorePath`, `enableElectUncleanMaster`.
+    pub controller: crate::controller::ControllerConfig,
 }
 
 impl Default for NamesrvConfig {
@@ -441,6 +444,7 @@ impl Default for NamesrvConfig {
             tls: TlsConfig::default(),
             acl: AclConfig::default(),
             metrics: MetricsConfig::default(),
+            controller: Default::default(),
         }
     }
 }
@@ -486,6 +490,23 @@ impl NamesrvConfig {
                     self.scan_not_active_broker_interval_ms, self.broker_channel_expired_time_ms
                 ),
             });
+        }
+        if self.controller.enable {
+            let invalid = |detail: String| ConfigError::Invalid {
+                key: "enableControllerInNamesrv",
+                detail,
+            };
+            self.controller.validate().map_err(invalid)?;
+            if self.acl.enable {
+                return Err(invalid(
+                    "the embedded controller does not work with aclEnable=true yet (controllers' Raft messages are not signed)".into(),
+                ));
+            }
+            if self.tls.server_mode() == TlsMode::Enforcing {
+                return Err(invalid(
+                    "the embedded controller does not work with tls.server.mode=enforcing yet (controllers talk plaintext)".into(),
+                ));
+            }
         }
         Ok(())
     }

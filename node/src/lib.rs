@@ -8,6 +8,7 @@
 pub mod acl;
 pub mod broker;
 pub mod config;
+pub mod controller;
 pub mod ha;
 pub mod io;
 pub mod limits;

@@ -336,7 +336,6 @@ pub(super) const NAMESRV_IGNORED_KEYS: &[&str] = &[
     "enableAllTopicList",
     "enableTopicList",
     "notifyMinBrokerIdChanged",
-    "enableControllerInNamesrv",
     "needWaitForService",
     "waitSecondsForService",
     "deleteTopicWithBrokerRegistration",

@@ -229,6 +229,19 @@ const NAMESRV_KEYS: &[Key<NamesrvConfig>] = &[
     key!("brokerChannelExpiredTime", |c, v| {
         c.broker_channel_expired_time_ms = num(v, 1, INTERVAL_MS_MAX)?
     }),
+    // The embedded controller (crate::controller).
+    key!("enableControllerInNamesrv", |c, v| c.controller.enable =
+        boolean(v)?),
+    key!("controllerDLegerPeers", |c, v| c.controller.peers =
+        crate::controller::ControllerConfig::parse_peers(v)?),
+    key!("controllerDLegerSelfId", |c, v| c.controller.self_id =
+        Some(crate::controller::parse_self_id(v)?)),
+    key!("controllerStorePath", |c, v| c.controller.store_path =
+        Some(path(v)?)),
+    key!("enableElectUncleanMaster", |c, v| c
+        .controller
+        .elect_unclean =
+        boolean(v)?),
     // TLS (config/tls.rs): the listener; the outgoing-connection keys are refused.
     key!("tls.server.mode", |c, v| {
         c.tls.server_mode = Some(tls::mode(v)?)

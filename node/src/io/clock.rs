@@ -37,6 +37,32 @@ impl Instant {
     pub fn elapsed(&self) -> Duration {
         Instant::now().duration_since(*self)
     }
+
+    /// The clock's origin (process start; the simulated world's start).
+    pub fn zero() -> Self {
+        Instant(Duration::ZERO)
+    }
+}
+
+impl std::ops::AddAssign<Duration> for Instant {
+    fn add_assign(&mut self, d: Duration) {
+        self.0 += d;
+    }
+}
+
+impl std::ops::Sub<Duration> for Instant {
+    type Output = Instant;
+
+    /// Saturates at the origin.
+    fn sub(self, d: Duration) -> Instant {
+        Instant(self.0.saturating_sub(d))
+    }
+}
+
+impl std::ops::SubAssign<Duration> for Instant {
+    fn sub_assign(&mut self, d: Duration) {
+        self.0 = self.0.saturating_sub(d);
+    }
 }
 
 impl std::ops::Add<Duration> for Instant {

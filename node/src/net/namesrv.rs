@@ -18,6 +18,7 @@ use ringmq_wire::frame;
 
 use crate::acl::{Acl, AclSettings, Caller};
 use crate::config::{NamesrvConfig, TlsMode};
+use crate::controller::Controller;
 use crate::io::clock;
 use crate::io::net::{self as ionet, Listener};
 use crate::io::rt::{self, EventLoop};
@@ -76,6 +77,10 @@ impl State {
 struct NamesrvService {
     state: Rc<RefCell<State>>,
     acl: Option<Acl>,
+    /// The embedded controller (`enableControllerInNamesrv=true`).
+    controller: Option<Rc<Controller>>,
+    /// This connection's id at the controller (its heartbeats' link).
+    conn: u64,
 }
 
 /// The name server's ACL when `aclEnable=true` (read now: a file that does not parse stops
@@ -173,6 +178,9 @@ pub fn start_sim(cfg: NamesrvConfig, addr: SocketAddr) -> Result<SimNamesrv, Str
     if cfg.tls.server_mode() != TlsMode::Disabled {
         return Err("tls.server.mode: TLS is not simulated".to_string());
     }
+    if cfg.controller.enable {
+        return Err("enableControllerInNamesrv: the controller is not simulated yet".to_string());
+    }
     let (stop_tx, stop_rx) = flume::bounded::<()>(1);
     rt::spawn(serve_state(
         cfg,
@@ -216,6 +224,17 @@ async fn serve_state(
     tls: Option<Arc<TlsServer>>,
     stop: flume::Receiver<()>,
 ) {
+    let controller = if cfg.controller.enable {
+        let disk = crate::io::node_disk::NodeDisk::Real(crate::io::disk::RealDisk::fallback(
+            "the controller's small Raft log",
+        ));
+        match Controller::start(&cfg.controller, disk).await {
+            Ok(c) => Some(c),
+            Err(e) => crate::fail_stop(&format!("controller: {e}")),
+        }
+    } else {
+        None
+    };
     let scan_state = Rc::clone(&state);
     let scan_ms = cfg.scan_not_active_broker_interval_ms.max(10);
     let expiry_ms = cfg.broker_channel_expired_time_ms;
@@ -252,6 +271,8 @@ async fn serve_state(
                     let svc = Rc::new(NamesrvService {
                         state: Rc::clone(&accept_state),
                         acl: acl.clone(),
+                        controller: controller.clone(),
+                        conn: controller.as_ref().map_or(0, |c| c.new_conn()),
                     });
                     let tls = tls.clone();
                     let acl = acl.clone();
@@ -263,7 +284,10 @@ async fn serve_state(
                         };
                         let admitted = admit(tls.as_deref(), conn, "name server", count).await;
                         if let Some((conn, pending)) = admitted {
-                            let _ = connection::serve(svc, conn, pending).await;
+                            let _ = connection::serve(Rc::clone(&svc), conn, pending).await;
+                        }
+                        if let Some(c) = &svc.controller {
+                            c.link_closed(svc.conn);
                         }
                     });
                 }
@@ -285,6 +309,9 @@ impl Service for NamesrvService {
     }
 
     fn handle(&self, frame_bytes: Vec<u8>, caller: &Caller) -> Outcome {
+        if let Some(outcome) = self.controller_request(&frame_bytes) {
+            return outcome;
+        }
         let authorize = |request: &Request, body: &[u8]| match &self.acl {
             Some(acl) => acl.authorize(caller, request, body).map_err(|r| r.remark),
             None => Ok(()),
@@ -294,6 +321,60 @@ impl Service for NamesrvService {
 
     fn acl(&self) -> Option<&Acl> {
         self.acl.as_ref()
+    }
+}
+
+impl NamesrvService {
+    /// A controller request, served by the embedded controller (or refused when there is
+    /// none); `None` for any other request.
+    fn controller_request(&self, frame_bytes: &[u8]) -> Option<Outcome> {
+        let f = frame::parse(frame_bytes).ok()?;
+        let code = f.request_code().ok()?;
+        if !(1200..1300).contains(&u16::from(code)) {
+            return None;
+        }
+        let Some(c) = self.controller.clone() else {
+            return Some(
+                Reply::error(
+                    Status::RequestCodeNotSupported,
+                    format!(
+                        "{} goes to a controller; this name server runs none (enableControllerInNamesrv=false)",
+                        code.name()
+                    ),
+                )
+                .into(),
+            );
+        };
+        let request = match Request::decode(code, f.header) {
+            Ok(r) => r,
+            Err(e) => return Some(Reply::error(Status::MalformedRequest, e.to_string()).into()),
+        };
+        let body = f.body.to_vec();
+        let conn = self.conn;
+        Some(match request {
+            Request::ControllerGetReplicaInfo(h) => c.replica_info(&h).into(),
+            Request::ControllerGetMetadataInfo(_) => c.metadata().into(),
+            Request::ControllerBrokerHeartbeat(h) => {
+                Outcome::later(async move { c.heartbeat(h, conn).await })
+            }
+            Request::ControllerAlterSyncStateSet(h) => {
+                Outcome::later(async move { c.alter_sync_state_set(h).await })
+            }
+            Request::ControllerElectMaster(h) => {
+                Outcome::later(async move { c.elect_master(h).await })
+            }
+            Request::ControllerRaft(h) => Outcome::later(async move {
+                match crate::controller::raft::serve_rpc(&c.raft, h.kind, &body).await {
+                    Ok(json) => Reply::ok_body(Empty, Body::Bytes(json)),
+                    Err(e) => Reply::error(Status::MalformedRequest, e),
+                }
+            }),
+            other => Reply::error(
+                Status::RequestCodeNotSupported,
+                format!("{} is not a controller request", other.code().name()),
+            )
+            .into(),
+        })
     }
 }
 

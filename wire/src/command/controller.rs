@@ -39,6 +39,9 @@ crate::wire_struct! {
         pub election_priority: u32,
         /// The master epoch the broker currently serves as master in, 0 when it is a slave.
         pub serving_epoch: u32,
+        /// Silence after which the controller may take this broker for dead
+        /// (`controllerHeartBeatTimeoutMills`).
+        pub heartbeat_timeout_ms: u64,
     }
 }
 
@@ -217,6 +220,7 @@ mod tests {
             log_bytes: 0,
             election_priority: 1,
             serving_epoch: 0,
+            heartbeat_timeout_ms: 2_000,
         };
         assert_eq!(
             ControllerHeartbeat::decode(&hb.to_vec().unwrap()).unwrap(),
