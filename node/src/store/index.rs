@@ -322,14 +322,16 @@ impl<D: Disk + Clone> KeyIndex<D> {
     }
 
     /// Physical offsets of candidate records for `topic#key` stored within
-    /// `[begin_ts, end_ts]`, newest first, at most `max`.
+    /// `[begin_ts, end_ts]` and starting below `log_end`, newest first, at most `max`.
+    /// Entries at or past `log_end` are skipped: they name records of a log since cut back
+    /// (until [`Self::truncate`] drops them) and must not crowd out real ones.
     pub fn candidates(
         &self,
         topic: &str,
         key: &str,
         max: usize,
-        begin_ts: i64,
-        end_ts: i64,
+        (begin_ts, end_ts): (i64, i64),
+        log_end: u64,
     ) -> Result<Vec<u64>> {
         let hash = key_hash(topic, key);
         let mut out = Vec::new();
@@ -377,8 +379,13 @@ impl<D: Disk + Clone> KeyIndex<D> {
                 let prev = u32::from_be_bytes([e[16], e[17], e[18], e[19]]);
                 let ts = f.header.begin_ts + diff * 1000;
                 // Second resolution: widen the window by one second on each side.
-                if h == hash && ts + 1000 >= begin_ts && ts <= end_ts.saturating_add(1000) {
-                    out.push(u64::from_be_bytes(p));
+                let phys = u64::from_be_bytes(p);
+                if h == hash
+                    && phys < log_end
+                    && ts + 1000 >= begin_ts
+                    && ts <= end_ts.saturating_add(1000)
+                {
+                    out.push(phys);
                 }
                 if prev >= n {
                     break;
@@ -550,6 +557,9 @@ pub fn index_pending<D: Disk + Clone>(
 
 /// Records of `topic` whose `KEYS` or `UNIQ_KEY` is `key`, stored within
 /// `[begin_ts, end_ts]`, newest first, at most `max` (each candidate is read and checked).
+/// Only records that end at or below `visible_end` (and the log end) count: a master's
+/// confirmOffset caps what readers see.
+#[allow(clippy::too_many_arguments)]
 pub fn query_by_key<D: Disk + Clone>(
     store: &super::Store<D>,
     index: &KeyIndex<D>,
@@ -558,17 +568,23 @@ pub fn query_by_key<D: Disk + Clone>(
     max: usize,
     begin_ts: i64,
     end_ts: i64,
+    visible_end: u64,
 ) -> Result<Vec<Vec<u8>>> {
     use ringmq_wire::properties::keys;
     use ringmq_wire::record;
     let mut out = Vec::new();
-    for phys in index.candidates(topic, key, max.saturating_mul(4).max(16), begin_ts, end_ts)? {
+    let visible_end = visible_end.min(store.write_offset());
+    let wanted = max.saturating_mul(4).max(16);
+    for phys in index.candidates(topic, key, wanted, (begin_ts, end_ts), visible_end)? {
         if out.len() >= max {
             break;
         }
         let Ok(bytes) = store.read_record(phys) else {
             continue;
         };
+        if phys + bytes.len() as u64 > visible_end {
+            continue;
+        }
         let Ok(rec) = record::decode_one(&bytes) else {
             continue;
         };
@@ -631,27 +647,96 @@ mod tests {
         assert_eq!(index_pending(&store, &mut idx, 10).unwrap(), 10);
         assert_eq!(index_pending(&store, &mut idx, 1000).unwrap(), 20);
         assert_eq!(idx.end_offset(), store.write_offset());
-        let found = query_by_key(&store, &idx, "T", "cust-1", 100, 0, i64::MAX).unwrap();
+        let found = query_by_key(&store, &idx, "T", "cust-1", 100, 0, i64::MAX, u64::MAX).unwrap();
         let expected = (0..30).filter(|i| i % 3 == 1 && i % 5 != 0).count();
         assert_eq!(found.len(), expected);
         assert_eq!(
-            query_by_key(&store, &idx, "T", "U7", 10, 0, i64::MAX)
+            query_by_key(&store, &idx, "T", "U7", 10, 0, i64::MAX, u64::MAX)
                 .unwrap()
                 .len(),
             1
         );
         assert!(
-            query_by_key(&store, &idx, "T", "U5", 10, 0, i64::MAX)
+            query_by_key(&store, &idx, "T", "U5", 10, 0, i64::MAX, u64::MAX)
                 .unwrap()
                 .is_empty(),
             "U5 is in topic Other"
         );
         assert_eq!(
-            query_by_key(&store, &idx, "T", "cust-1", 100, 20_000, 25_000)
+            query_by_key(&store, &idx, "T", "cust-1", 100, 20_000, 25_000, u64::MAX)
                 .unwrap()
                 .len(),
             1
         );
+    }
+
+    fn append_keyed(store: &mut crate::store::Store<FaultDisk>, key: &str, n: usize) -> Vec<u64> {
+        use ringmq_wire::{properties, record};
+        let mut at = Vec::new();
+        for _ in 0..n {
+            let mut props = Vec::new();
+            properties::encode([("KEYS", key)], &mut props).unwrap();
+            let msg = record::Message {
+                topic: "T",
+                queue_id: 0,
+                flag: 0,
+                sys_flag: 0,
+                born_timestamp_ms: 1,
+                born_host: "127.0.0.1:1".parse().unwrap(),
+                store_host_v6: false,
+                reconsume_times: 0,
+                prepared_transaction_offset: 0,
+                body: b"body",
+                properties: &props,
+            };
+            let mut buf = Vec::new();
+            record::encode(&msg, &mut buf).unwrap();
+            at.push(store.append(&mut buf, 5_000).unwrap().records[0].physical_offset);
+        }
+        at
+    }
+
+    /// After the log is cut back (a replica past its consistent point), a query never
+    /// returns a record that was cut, nor one past the reader's cap; once the index is cut
+    /// too, the records that replace the cut ones are found.
+    #[test]
+    fn queries_skip_what_was_truncated_and_what_is_capped() {
+        let disk = FaultDisk::new();
+        let cfg = crate::store::tests::small_config("/s");
+        let mut store = crate::store::Store::open(disk.clone(), cfg).unwrap();
+        let old = append_keyed(&mut store, "k", 10);
+        let mut idx = KeyIndex::open(&disk, Path::new("/s/index/0"), 11, 64).unwrap();
+        index_pending(&store, &mut idx, 1000).unwrap();
+        let all = |store: &crate::store::Store<FaultDisk>, idx: &KeyIndex<FaultDisk>, key, cap| {
+            let found = query_by_key(store, idx, "T", key, 100, 0, i64::MAX, cap).unwrap();
+            let mut at: Vec<u64> = found
+                .iter()
+                .map(|b| record::decode_one(b).unwrap().physical_offset)
+                .collect();
+            at.sort();
+            at
+        };
+        use ringmq_wire::record;
+        let cut = old[5];
+        store.truncate_to(cut).unwrap();
+        // The index has not caught up with the truncation yet.
+        assert!(idx.end_offset() > cut);
+        assert_eq!(all(&store, &idx, "k", u64::MAX), old[..5].to_vec());
+        assert!(idx
+            .candidates("T", "k", 100, (0, i64::MAX), store.write_offset())
+            .unwrap()
+            .iter()
+            .all(|&p| p < cut));
+        // New records take the cut offsets.
+        idx.truncate(cut).unwrap();
+        let new = append_keyed(&mut store, "k2", 5);
+        assert_eq!(new[0], cut);
+        index_pending(&store, &mut idx, 1000).unwrap();
+        assert_eq!(all(&store, &idx, "k", u64::MAX), old[..5].to_vec());
+        assert_eq!(all(&store, &idx, "k2", u64::MAX), new);
+        // A cap that ends after the third old record.
+        assert_eq!(all(&store, &idx, "k", old[3]), old[..3].to_vec());
+        assert_eq!(all(&store, &idx, "k2", new[2]), new[..2].to_vec());
     }
 
     #[test]
@@ -677,17 +762,24 @@ mod tests {
             .unwrap();
         }
         idx.flush().unwrap();
-        let even = idx.candidates("T", "even", 100, 0, i64::MAX).unwrap();
+        let even = idx
+            .candidates("T", "even", 100, (0, i64::MAX), u64::MAX)
+            .unwrap();
         for p in [0, 200, 400, 600, 800, 1000] {
             assert!(even.contains(&p), "{p} in {even:?}");
         }
-        assert!(idx.candidates("T", "even", 2, 0, i64::MAX).unwrap().len() <= 2);
+        assert!(
+            idx.candidates("T", "even", 2, (0, i64::MAX), u64::MAX)
+                .unwrap()
+                .len()
+                <= 2
+        );
         assert_eq!(idx.end_offset(), 1200);
         let reopened = KeyIndex::open(&disk, dir, 7, 5).unwrap();
         assert_eq!(reopened.end_offset(), 1200);
         assert_eq!(
             reopened
-                .candidates("T", "odd", 100, 0, i64::MAX)
+                .candidates("T", "odd", 100, (0, i64::MAX), u64::MAX)
                 .unwrap()
                 .len(),
             6
@@ -696,7 +788,7 @@ mod tests {
         idx.truncate(650).unwrap();
         assert!(idx.end_offset() <= 650);
         let late = idx
-            .candidates("T", "even", 100, 1_011_000, i64::MAX)
+            .candidates("T", "even", 100, (1_011_000, i64::MAX), u64::MAX)
             .unwrap();
         assert!(late.iter().all(|&p| !(650..1000).contains(&p)));
     }

@@ -7,6 +7,7 @@
 //! - `commitlog/<shard>/<20-digit start offset>`: CommitLog segments (see [`commitlog`]).
 //! - `consumequeue/<topic>/<queue>/<20-digit start byte>`: ConsumeQueues (see [`consume_queue`]).
 //! - `checkpoint.<shard>`: see [`checkpoint`].
+//! - `epoch.<shard>`: the master epochs that wrote the log, see [`epoch`].
 //! - `abort.<shard>`: present while the shard's store is open; found at start = crash.
 //!
 //! Durability is the caller's choice at each call: [`Store::append`] leaves bytes in the page
@@ -20,6 +21,7 @@ pub mod checkpoint;
 pub mod commitlog;
 pub mod consume_queue;
 pub mod disk;
+pub mod epoch;
 pub mod error;
 pub mod fault_disk;
 pub mod flush;
@@ -131,6 +133,8 @@ pub struct Store<D: Disk + Clone> {
     schedule: schedule::Schedule<D::File>,
     /// Transaction state (see [`txn`]).
     txn: txn::Txn,
+    /// The epochs that wrote the log (see [`epoch`]).
+    epochs: epoch::EpochFile,
 }
 
 impl<D: Disk + Clone> Store<D> {
@@ -166,7 +170,9 @@ impl<D: Disk + Clone> Store<D> {
                 cq.retain_from(log.min_offset())?;
             }
         }
+        let epochs = epoch::EpochFile::open(&disk, &root, cfg.shard, scan.end)?;
         let mut store = Store {
+            epochs,
             disk,
             log,
             queues,
@@ -834,6 +840,8 @@ fn read_checkpoint<D: Disk>(disk: &D, file: &D::File, path: &Path) -> Result<Opt
 mod tests;
 #[cfg(test)]
 mod tests_crash;
+#[cfg(test)]
+mod tests_epoch;
 #[cfg(test)]
 mod tests_model;
 #[cfg(test)]

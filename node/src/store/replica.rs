@@ -134,10 +134,18 @@ impl<D: Disk + Clone> Store<D> {
         self.checkpoint()
     }
 
-    /// Cuts the log and the ConsumeQueues back to `end` (a slave ahead of its master).
+    /// Cuts the log, the ConsumeQueues and the epochs back to `end` (a slave ahead of its
+    /// master, or a replica past its consistent point with the master: see
+    /// [`super::epoch::consistent_point`]). The key index is the owner's to cut (see
+    /// `KeyIndex::truncate`); its lookups skip entries past the log end meanwhile.
     pub fn truncate_to(&mut self, end: u64) -> Result<()> {
         self.check_alive()?;
         self.log.truncate_to(end)?;
+        let cut = self.epochs.truncate_from(&self.disk, end);
+        if cut.as_ref().is_err_and(StoreError::is_fatal) {
+            self.poisoned = true;
+        }
+        cut?;
         for qs in self.queues.values_mut() {
             for cq in qs.values_mut() {
                 cq.truncate_to_log(end)?;

@@ -78,6 +78,12 @@ pub struct Shard {
     pub pop: RefCell<crate::broker::pop::state::PopState>,
     /// Notified when a POP checkpoint is added (wakes the revive loop).
     pub pop_kick: Event,
+    /// RocketMQ's confirmOffset: consumers (pulls, POP, queries by key) never see a record
+    /// that ends above it. `None`, the default and what a broker outside controller mode
+    /// keeps, caps nothing. A master sets it from its SyncStateSet's acknowledgements
+    /// (`Replicas::confirm_offset`), a slave from its master's transfers. Change it with
+    /// [`Self::set_confirm`], which wakes the pulls waiting for it.
+    pub confirm: Cell<Option<u64>>,
 }
 
 impl std::fmt::Debug for Shard {
@@ -121,7 +127,33 @@ impl Shard {
             metrics: RefCell::new(metrics),
             pop: RefCell::new(Default::default()),
             pop_kick: Event::new(),
+            confirm: Cell::new(None),
         }
+    }
+
+    /// Moves the confirmOffset cap (see [`Self::confirm`]); parked pulls and POPs look
+    /// again when it moved.
+    pub fn set_confirm(&self, confirm: Option<u64>) {
+        if self.confirm.replace(confirm) != confirm {
+            self.wake_all();
+        }
+    }
+
+    /// Cuts the log, its ConsumeQueues, epochs and key index back to `end` (a replica past
+    /// its consistent point with the master, or ahead of it), and forgets segment
+    /// descriptors past it.
+    pub fn truncate_log(&self, end: u64) -> crate::store::Result<()> {
+        self.store.borrow_mut().truncate_to(end)?;
+        if let Some(index) = &self.index {
+            index.borrow_mut().truncate(end)?;
+        }
+        // A segment starting at or after `end` may have been removed; its path will name a
+        // new file.
+        let min = self.store.borrow().min_offset();
+        self.files
+            .borrow_mut()
+            .retain(|(s, _)| *s >= min && *s < end);
+        Ok(())
     }
 
     /// Queues a frame for a client's channel, on this shard or through the owning shard's
