@@ -193,6 +193,9 @@ pub struct BrokerConfig {
     // --- ringmq's own ---
     /// `shards`: event-loop threads; `None` = one per core.
     pub shards: Option<usize>,
+    /// Controller mode (`enableControllerMode` and friends): the role comes from the
+    /// controllers, not from `brokerRole`.
+    pub controller: BrokerControllerConfig,
     /// `pinCores`: pin each shard to a core, default true.
     pub pin_cores: bool,
 
@@ -269,6 +272,7 @@ impl Default for BrokerConfig {
             timer_max_delay_sec: 3 * 24 * 3600,
             timer_precision_ms: 1,
             shards: None,
+            controller: BrokerControllerConfig::default(),
             pin_cores: true,
             tls: TlsConfig::default(),
             acl: AclConfig::default(),
@@ -311,7 +315,23 @@ impl BrokerConfig {
     /// Cross-field checks; called by `load*`, and again by whoever changes fields after.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let invalid = |key: &'static str, detail: String| Err(ConfigError::Invalid { key, detail });
-        if self.broker_role.is_master() && self.broker_id != 0 {
+        if self.controller.enable {
+            if self.broker_id == 0 {
+                return invalid(
+                    "brokerId",
+                    "in controller mode brokerId names the broker within its set and must be >= 1 (the name server sees the master as 0)".to_owned(),
+                );
+            }
+            if self.controller.addrs.is_empty() {
+                return invalid(
+                    "controllerAddr",
+                    "enableControllerMode=true needs the controllers' addresses".to_owned(),
+                );
+            }
+            if self.controller.min_in_sync_replicas == 0 {
+                return invalid("minInSyncReplicas", "must be >= 1".to_owned());
+            }
+        } else if self.broker_role.is_master() && self.broker_id != 0 {
             return invalid(
                 "brokerId",
                 format!(
@@ -432,6 +452,44 @@ pub struct NamesrvConfig {
     /// `enableControllerInNamesrv`, `controllerDLegerPeers`, `controllerDLegerSelfId`,
     /// `controllerStorePath`, `enableElectUncleanMaster`.
     pub controller: crate::controller::ControllerConfig,
+}
+
+/// A broker's controller-mode settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerControllerConfig {
+    /// `enableControllerMode`.
+    pub enable: bool,
+    /// `controllerAddr`: the controllers (name servers with the embedded controller).
+    pub addrs: Vec<String>,
+    /// `allAckInSyncStateSet`: a SYNC_MASTER send waits for every member of the
+    /// SyncStateSet; otherwise for `minInSyncReplicas` replicas (the master included).
+    pub all_ack_in_sync_state_set: bool,
+    /// `minInSyncReplicas`: sends are refused while the SyncStateSet is smaller.
+    pub min_in_sync_replicas: u32,
+    /// `brokerElectionPriority`: lower is preferred when candidates are otherwise equal.
+    pub election_priority: u32,
+    /// `haMaxTimeSlaveNotCatchup`: a slave not caught up this long leaves the SyncStateSet.
+    pub ha_max_time_slave_not_catchup_ms: u64,
+    /// `controllerHeartBeatTimeoutMills`: silence after which the controllers may take this
+    /// broker for dead (RocketMQ's default is 10 s; ringmq's is 2 s, for failover in seconds).
+    pub heartbeat_timeout_ms: u64,
+    /// `brokerHeartbeatInterval`: how often the broker heartbeats the leader controller.
+    pub heartbeat_interval_ms: u64,
+}
+
+impl Default for BrokerControllerConfig {
+    fn default() -> Self {
+        BrokerControllerConfig {
+            enable: false,
+            addrs: Vec::new(),
+            all_ack_in_sync_state_set: false,
+            min_in_sync_replicas: 1,
+            election_priority: 0,
+            ha_max_time_slave_not_catchup_ms: 15_000,
+            heartbeat_timeout_ms: 2_000,
+            heartbeat_interval_ms: 300,
+        }
+    }
 }
 
 impl Default for NamesrvConfig {

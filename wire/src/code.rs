@@ -188,6 +188,10 @@ crate::wire_enum! {
         /// master that lost its controller lease); nothing was stored. Refresh the route and
         /// send to the current master.
         NotMaster = 1015 => "NOT_MASTER",
+        /// ringmq controller: a SYNC_MASTER send refused before it was stored because the
+        /// SyncStateSet has fewer members than `minInSyncReplicas` (RocketMQ's
+        /// IN_SYNC_REPLICAS_NOT_ENOUGH).
+        InSyncReplicasNotEnough = 1016 => "IN_SYNC_REPLICAS_NOT_ENOUGH",
     }
 }
 
@@ -222,6 +226,7 @@ impl Status {
                 | Status::DiskFull
                 | Status::WrongShard
                 | Status::NotMaster
+                | Status::InSyncReplicasNotEnough
                 | Status::ControllerNotLeader
         )
     }

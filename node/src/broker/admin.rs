@@ -61,7 +61,7 @@ pub fn runtime_info(shard: &Shard) -> Reply {
         .collect();
     let mut extra = std::collections::BTreeMap::new();
     extra.insert("version".to_string(), crate::VERSION.to_string());
-    extra.insert("role".to_string(), b.config.broker_role.name().to_string());
+    extra.insert("role".to_string(), b.effective_role().name().to_string());
     extra.insert("flushDiskType".to_string(), b.rt.flush.as_str().to_string());
     extra.insert(
         "uptime_ms".to_string(),
@@ -92,7 +92,7 @@ pub fn runtime_info(shard: &Shard) -> Reply {
             format!("shard.{i}.msgs_out_per_s"),
             c.msgs_out_per_s.load(Ordering::Relaxed).to_string(),
         );
-        if b.config.broker_role.is_master() {
+        if b.is_master() {
             extra.insert(
                 format!("shard.{i}.ha_slaves"),
                 c.ha_slaves.load(Ordering::Relaxed).to_string(),

@@ -6,6 +6,7 @@
 pub mod acl_admin;
 pub mod admin;
 pub mod clients;
+pub mod controller;
 pub mod dispatch;
 pub mod filter;
 pub mod group_config;
@@ -143,6 +144,10 @@ pub struct Broker {
     pub master: Mutex<MasterAddrs>,
     /// This broker's HA address (masters), published to name servers.
     pub ha_addr: Option<SocketAddr>,
+    /// Controller mode: the role the controllers gave this broker (`controller`).
+    pub role: controller::RoleState,
+    /// The newest master epoch in any shard's store.
+    pub store_epoch: AtomicU32,
     /// TLS of the client and HA listeners (`tls.server.*`) and of this broker's own
     /// connections to name servers and its master (`tls.enable`, `tls.client.*`).
     pub tls: crate::io::tls::NodeTls,

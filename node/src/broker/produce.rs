@@ -227,12 +227,11 @@ pub fn send(shard: &Rc<Shard>, h: SendRequest, body: &mut [u8], checked: &Checke
     if broker.is_shutting_down() {
         return Reply::error(Status::ServiceNotAvailable, "broker is shutting down").into();
     }
-    if !broker.config.broker_role.is_master() {
-        return Reply::error(
-            Status::NoPermission,
-            "this broker is a slave: send to its master",
-        )
-        .into();
+    if let Some((status, why)) = broker.write_refusal(shard.serving_epoch.get()) {
+        return Reply::error(status, why).into();
+    }
+    if let Some(why) = crate::broker::controller::too_few_in_sync(broker) {
+        return Reply::error(Status::InSyncReplicasNotEnough, why).into();
     }
     let now = Broker::now_ms();
     let real_queue = checked.metas[0].queue_id;
@@ -313,7 +312,7 @@ pub fn acknowledge<T: ringmq_wire::codec::Encode + 'static>(
 ) -> Outcome {
     let broker = &shard.broker;
     let sync_disk = broker.rt.flush == FlushDiskType::SyncFlush;
-    let sync_slave = broker.config.broker_role == BrokerRole::SyncMaster;
+    let sync_slave = broker.effective_role() == BrokerRole::SyncMaster;
     if !sync_disk && !sync_slave {
         return Reply::ok(fields).into();
     }
@@ -351,11 +350,17 @@ async fn wait_slave<T: ringmq_wire::codec::Encode>(
         return Reply::ok(resp);
     }
     let max_gap = shard.broker.config.ha_max_gap_not_in_sync_bytes;
+    let controller_mode = shard.broker.config.controller.enable;
     let wait = async {
         loop {
             let listener = shard.ha_acked.listen();
             let log_end = shard.store.borrow().write_offset();
-            match shard.replicas.borrow().sync_decision(end, log_end, max_gap) {
+            let decision = if controller_mode {
+                crate::broker::controller::sync_decision(shard, end)
+            } else {
+                shard.replicas.borrow().sync_decision(end, log_end, max_gap)
+            };
+            match decision {
                 SyncDecision::Acked => return Ok(()),
                 SyncDecision::NotAvailable => return Err(()),
                 SyncDecision::Wait => {}

@@ -205,7 +205,7 @@ fn lookup(
             PullStatus::OffsetOverflow
         };
     }
-    if r.status == PullStatus::OffsetOverflow && !shard.broker.config.broker_role.is_master() {
+    if r.status == PullStatus::OffsetOverflow && !shard.broker.is_master() {
         // A slave may simply be behind its master: past its end is "nothing yet", never an
         // order to rewind the consumer (and the pull may wait for replication to catch up).
         r.status = PullStatus::NoNewMessage;

@@ -61,7 +61,7 @@ pub fn recall(shard: &Rc<Shard>, h: RecallRequest, frame: Vec<u8>, origin: Origi
     if broker.is_shutting_down() {
         return Reply::error(Status::ServiceNotAvailable, "broker is shutting down").into();
     }
-    if !broker.config.broker_role.is_master() {
+    if !broker.is_master() {
         return Reply::error(
             Status::ServiceNotAvailable,
             "this broker is a slave: recall on the master",

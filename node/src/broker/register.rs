@@ -43,7 +43,7 @@ pub async fn run(shard: Rc<Shard>) {
         register_all(&shard).await;
         // A slave that has not learned its master yet asks again soon.
         let wait = if shard.broker.master_broker_addr().is_none()
-            && !shard.broker.config.broker_role.is_master()
+            && !shard.broker.is_master()
         {
             period.min(Duration::from_millis(1_000))
         } else {
@@ -58,7 +58,7 @@ pub async fn run(shard: Rc<Shard>) {
 /// as it does with RocketMQ's brokers, and sends with `defaultTopic=TBW102`.
 fn auto_create_marker(shard: &Shard) -> Option<ringmq_wire::command::route::TopicConfig> {
     let b = &shard.broker;
-    if !b.live.auto_create_topic() || !b.config.broker_role.is_master() {
+    if !b.live.auto_create_topic() || !b.is_master() {
         return None;
     }
     let queues = b.config.default_topic_queue_nums;
@@ -85,10 +85,10 @@ pub async fn register_all(shard: &Shard) {
     let reg = BrokerRegistration {
         cluster: b.config.broker_cluster_name.clone(),
         broker_name: b.config.broker_name.clone(),
-        broker_id: b.config.broker_id,
+        broker_id: b.registered_id(),
         address: b.addr.to_string(),
         ha_address: b.ha_addr.map(|a| a.to_string()).unwrap_or_default(),
-        role: b.config.broker_role,
+        role: b.effective_role(),
         shard_count: b.shard_count,
         version: crate::VERSION.to_string(),
         heartbeat_timeout_ms: 120_000,
@@ -131,7 +131,7 @@ pub async fn register_all(shard: &Shard) {
                 log::debug!("registered with name server {ns}");
                 b.registered
                     .store(true, std::sync::atomic::Ordering::SeqCst);
-                if !b.config.broker_role.is_master() {
+                if !b.is_master() && !b.config.controller.enable {
                     learn_master(b, &header);
                 }
             }
@@ -226,7 +226,12 @@ fn learn_master(b: &crate::broker::Broker, header: &[u8]) {
 pub async fn sync_from_master(shard: Rc<Shard>) {
     let mut last_error = String::new();
     while !shard.broker.is_shutting_down() {
-        if let Some(addr) = shard.broker.master_broker_addr() {
+        let addr = match shard.broker.master_broker_addr() {
+            // A master (controller mode) keeps its own table.
+            Some(_) if shard.broker.is_master() => None,
+            other => other,
+        };
+        if let Some(addr) = addr {
             match call(
                 addr,
                 RequestCode::GetAllTopicConfig,

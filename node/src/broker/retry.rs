@@ -93,7 +93,7 @@ pub fn ensure_group_topic(shard: &Shard, topic: &str) -> Option<String> {
     if broker.topics.snapshot().get(topic).is_some() {
         return None;
     }
-    if !broker.config.broker_role.is_master() {
+    if !broker.is_master() {
         // A slave takes its topics from its master.
         return None;
     }
@@ -274,7 +274,7 @@ fn check(shard: &Shard, h: &ConsumerSendBackRequest) -> Result<(), Reply> {
             ),
         ));
     }
-    if !shard.broker.config.broker_role.is_master() {
+    if !shard.broker.is_master() {
         return Err(Reply::error(
             Status::ServiceNotAvailable,
             "this broker is a slave: send messages back to the master",

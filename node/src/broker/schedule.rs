@@ -208,7 +208,7 @@ pub fn status(shard: &Shard) -> Reply {
                 pending: 0,
             })
             .collect(),
-        delivering: b.config.broker_role.is_master(),
+        delivering: b.is_master(),
         ..ScheduleStatus::default()
     };
     for c in b.schedule.iter() {

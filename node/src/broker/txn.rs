@@ -119,7 +119,7 @@ pub fn end_transaction(
         }
         return not_a_half(&h).into();
     }
-    if !shard.broker.config.broker_role.is_master() {
+    if !shard.broker.is_master() {
         return Reply::error(
             Status::ServiceNotAvailable,
             "this broker is a slave: end transactions on the master",
@@ -418,7 +418,7 @@ pub fn status(shard: &Shard) -> Reply {
         timeout_ms: b.config.transaction_timeout_ms,
         check_interval_ms: b.config.transaction_check_interval_ms,
         check_max: b.config.transaction_check_max,
-        checking: b.config.broker_role.is_master(),
+        checking: b.is_master(),
         ..Default::default()
     };
     for c in &b.txn {

@@ -173,7 +173,7 @@ pub async fn timeout<F: Future>(d: Duration, fut: F) -> Option<F::Output> {
 }
 
 /// `Some(a's output)` if `a` finishes first (polled first), `None` if `b` does.
-async fn first_of<A: Future, B: Future>(
+pub async fn first_of<A: Future, B: Future>(
     mut a: std::pin::Pin<&mut A>,
     mut b: std::pin::Pin<&mut B>,
 ) -> Option<A::Output> {

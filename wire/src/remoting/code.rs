@@ -89,7 +89,7 @@ pub fn response_code(s: Status) -> i32 {
         Status::DiskFull => response::SERVICE_NOT_AVAILABLE,
         // A write to a broker that is not master now: RocketMQ's producers resend a
         // SERVICE_NOT_AVAILABLE to another broker.
-        Status::NotMaster => response::SERVICE_NOT_AVAILABLE,
+        Status::NotMaster | Status::InSyncReplicasNotEnough => response::SERVICE_NOT_AVAILABLE,
         Status::LimitExceeded => response::SYSTEM_BUSY,
         // RocketMQ refuses a recall whose time has passed with ILLEGAL_OPERATION.
         Status::RecallTooLate => response::ILLEGAL_OPERATION,

@@ -209,7 +209,7 @@ fn check_pop(shard: &Shard, h: &PopRequest) -> Result<(), Reply> {
     if let Err(e) = limits::validate_group_name(&h.consumer_group) {
         return illegal(e.to_string());
     }
-    if !shard.broker.config.broker_role.is_master() {
+    if !shard.broker.is_master() {
         return Err(Reply::error(
             Status::ServiceNotAvailable,
             "this broker is a slave: pop from the master",
@@ -561,7 +561,7 @@ fn check_owner(
     if let Err(e) = limits::validate_group_name(group) {
         return Err(Reply::error(Status::MessageIllegal, e.to_string()).into());
     }
-    if !shard.broker.config.broker_role.is_master() {
+    if !shard.broker.is_master() {
         return Err(Reply::error(
             Status::ServiceNotAvailable,
             "this broker is a slave: ack on the master",

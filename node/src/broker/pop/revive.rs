@@ -28,8 +28,9 @@ const RETRY_AFTER_MS: i64 = 1000;
 
 /// The loop (master role), until the broker stops.
 pub async fn run(shard: Rc<Shard>) {
+    let gen = shard.master_gen.get();
     loop {
-        if shard.broker.is_shutting_down() {
+        if !shard.master_running(gen) {
             return;
         }
         let now = Broker::now_ms();

@@ -179,7 +179,7 @@ async fn serve_slave(
         Err(_) => return,
     };
     let b = &shard.broker;
-    if !b.config.broker_role.is_master() {
+    if !b.is_master() {
         return refuse(
             &conn,
             request_id,
@@ -426,12 +426,32 @@ async fn send_reply(conn: &Conn, request_id: u64, reply: Reply) -> std::io::Resu
 /// The slave shard's loop: follow the master's same shard, forever (until shutdown).
 pub async fn follow_loop(shard: Rc<Shard>) {
     let mut last_error = String::new();
+    let controller_mode = shard.broker.config.controller.enable;
     while !shard.broker.is_shutting_down() {
-        let Some(addr) = shard.broker.master_ha_addr() else {
-            rt::sleep(Duration::from_millis(RECONNECT_MS)).await;
+        let changed = shard.broker.role.changed.listen();
+        let addr = match shard.broker.master_ha_addr() {
+            Some(_) if shard.broker.is_master() => None,
+            Some(a) if controller_mode && Some(a) == shard.broker.ha_addr => None,
+            other => other,
+        };
+        let Some(addr) = addr else {
+            // Controller mode: wait for a role change rather than a fixed pause.
+            let _ = rt::timeout(Duration::from_millis(RECONNECT_MS), changed).await;
             continue;
         };
-        match follow(&shard, addr).await {
+        // A role or master change ends the link: the shard stops appending at once and
+        // follows (or leads) again.
+        let outcome = if controller_mode {
+            let follow = std::pin::pin!(follow(&shard, addr));
+            let changed = std::pin::pin!(changed);
+            match rt::first_of(follow, changed).await {
+                Some(r) => r,
+                None => Err("the master changed".to_string()),
+            }
+        } else {
+            follow(&shard, addr).await
+        };
+        match outcome {
             Ok(()) => last_error.clear(),
             Err(e) => {
                 if e != last_error {
@@ -443,9 +463,19 @@ pub async fn follow_loop(shard: Rc<Shard>) {
                 }
             }
         }
-        rt::sleep(Duration::from_millis(RECONNECT_MS)).await;
+        if controller_mode {
+            // Failover: the next master may already be named; try again soon, or at once
+            // when the controllers' answer changes.
+            let changed = shard.broker.role.changed.listen();
+            let _ = rt::timeout(Duration::from_millis(CONTROLLER_RECONNECT_MS), changed).await;
+        } else {
+            rt::sleep(Duration::from_millis(RECONNECT_MS)).await;
+        }
     }
 }
+
+/// Controller mode: pause between attempts to reach the master.
+pub const CONTROLLER_RECONNECT_MS: u64 = 100;
 
 async fn follow(shard: &Rc<Shard>, addr: SocketAddr) -> Result<(), String> {
     let conn = Conn::connect_with(addr, shard.broker.tls.client.as_deref())
@@ -521,6 +551,10 @@ async fn follow(shard: &Rc<Shard>, addr: SocketAddr) -> Result<(), String> {
         shard.master_end.set(t.master_max_physical_offset);
         match on_push(&push, f.body.len(), end) {
             OnPush::Append => {
+                if b.is_master() {
+                    // Promoted: not one more byte of the old master's stream.
+                    return Err("this broker became master".to_string());
+                }
                 let res = shard.store.borrow_mut().append_replicated(
                     t.physical_offset,
                     f.body,
@@ -574,6 +608,9 @@ pub const OFFSET_SYNC_MS: u64 = 5_000;
 pub async fn sync_offsets_loop(shard: Rc<Shard>) {
     while !shard.broker.is_shutting_down() {
         rt::sleep(Duration::from_millis(OFFSET_SYNC_MS)).await;
+        if shard.broker.is_master() {
+            continue;
+        }
         let Some(addr) = shard.broker.master_broker_addr() else {
             continue;
         };

@@ -84,6 +84,13 @@ pub struct Shard {
     /// (`Replicas::confirm_offset`), a slave from its master's transfers. Change it with
     /// [`Self::set_confirm`], which wakes the pulls waiting for it.
     pub confirm: Cell<Option<u64>>,
+    /// Controller mode: the master epoch this shard takes writes in (its store recorded
+    /// it), 0 while it takes none.
+    pub serving_epoch: Cell<u32>,
+    /// Bumped whenever this shard starts or stops being a master's: the master-only loops
+    /// (schedule, transaction checks, POP revive) run while it still has the value they
+    /// started with ([`Self::master_running`]).
+    pub master_gen: Cell<u64>,
 }
 
 impl std::fmt::Debug for Shard {
@@ -128,6 +135,8 @@ impl Shard {
             pop: RefCell::new(Default::default()),
             pop_kick: Event::new(),
             confirm: Cell::new(None),
+            serving_epoch: Cell::new(0),
+            master_gen: Cell::new(0),
         }
     }
 
@@ -206,6 +215,11 @@ impl Shard {
             properties: &[],
         };
         ringmq_wire::record::encode(&msg, out)
+    }
+
+    /// Whether a master-only loop started in generation `gen` should go on.
+    pub fn master_running(&self, gen: u64) -> bool {
+        !self.broker.is_shutting_down() && self.master_gen.get() == gen
     }
 
     pub fn counters(&self) -> &ShardCounters {

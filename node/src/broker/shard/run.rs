@@ -17,6 +17,15 @@ use crate::net::connection::{self, ReadEnd, Service};
 use crate::net::reply::Outcome;
 use crate::shard::mailbox::Mail;
 
+/// Starts the master-only loops (POP revive, scheduled deliveries, transaction checks) in a
+/// new generation: loops of an earlier one stop at their next turn.
+pub fn spawn_master_services(shard: &Rc<Shard>) {
+    shard.master_gen.set(shard.master_gen.get() + 1);
+    rt::spawn(crate::broker::pop::run(Rc::clone(shard)));
+    rt::spawn(schedule::run(Rc::clone(shard)));
+    rt::spawn(super::txn::run(Rc::clone(shard)));
+}
+
 /// The shard's loop: accept, mailbox, background tasks; returns after a graceful stop.
 pub async fn run(
     shard: Rc<Shard>,
@@ -26,22 +35,29 @@ pub async fn run(
 ) {
     rt::spawn(Flusher::run(Rc::clone(&shard)));
     rt::spawn(timers::run(Rc::clone(&shard)));
-    if shard.broker.config.broker_role.is_master() {
+    let controller_mode = shard.broker.config.controller.enable;
+    if controller_mode {
+        // The controllers decide the role (`broker::controller`); until then this shard
+        // follows whichever master they name and takes no writes.
+        rt::spawn(crate::broker::controller::role_watch(Rc::clone(&shard)));
+        if shard.id == 0 {
+            rt::spawn(crate::broker::controller::heartbeat_loop(Rc::clone(&shard)));
+            rt::spawn(crate::broker::controller::sync_state_set_loop(Rc::clone(&shard)));
+        }
+    } else if shard.broker.config.broker_role.is_master() {
         if let Err(e) = crate::broker::pop::open(&shard) {
             crate::fail_stop(&format!(
                 "shard {}: rebuilding the POP state: {e}",
                 shard.id
             ));
         }
-        rt::spawn(crate::broker::pop::run(Rc::clone(&shard)));
-        rt::spawn(schedule::run(Rc::clone(&shard)));
-        rt::spawn(super::txn::run(Rc::clone(&shard)));
+        spawn_master_services(&shard);
     }
     if shard.id == 0 {
         rt::spawn(register::run(Rc::clone(&shard)));
     }
     let ha_accept = ha_listener.map(|l| rt::spawn_joinable(ha::accept_loop(Rc::clone(&shard), l)));
-    if !shard.broker.config.broker_role.is_master() {
+    if controller_mode || !shard.broker.config.broker_role.is_master() {
         rt::spawn(ha::follow_loop(Rc::clone(&shard)));
         rt::spawn(ha::sync_offsets_loop(Rc::clone(&shard)));
         if shard.id == 0 {

@@ -32,8 +32,9 @@ const SLEEP_MS_MAX: u64 = 1000;
 
 /// The delivery loop (see the module docs).
 pub async fn run(shard: Rc<Shard>) {
+    let gen = shard.master_gen.get();
     loop {
-        if shard.broker.is_shutting_down() {
+        if !shard.master_running(gen) {
             return;
         }
         let listener = shard.schedule_kick.listen();

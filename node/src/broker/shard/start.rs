@@ -171,7 +171,7 @@ fn bind_ha(
     listen: SocketAddr,
     shards: u16,
 ) -> Result<Vec<std::net::TcpListener>, String> {
-    if !config.broker_role.is_master() {
+    if !config.broker_role.is_master() && !config.controller.enable {
         return Ok(Vec::new());
     }
     let port = config.ha_listen_port().unwrap_or(0);
@@ -296,6 +296,8 @@ fn build_broker(
         master: Mutex::new(master),
         ha_addr,
         tls,
+        role: Default::default(),
+        store_epoch: Default::default(),
         config,
     });
     Ok((broker, inboxes))

@@ -256,7 +256,7 @@ fn update_counters(shard: &Shard) {
     c.queues
         .store(store.queues().len() as u32, Ordering::Relaxed);
     let end = store.write_offset();
-    if shard.broker.config.broker_role.is_master() {
+    if shard.broker.is_master() {
         let replicas = shard.replicas.borrow();
         c.ha_slaves.store(replicas.len() as u32, Ordering::Relaxed);
         let (bytes, ms) = replicas.lag(end, Broker::now_ms()).unwrap_or((0, 0));

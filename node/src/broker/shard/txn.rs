@@ -46,8 +46,9 @@ pub struct TxnCounts {
 
 /// The loop (see the module docs).
 pub async fn run(shard: Rc<Shard>) {
+    let gen = shard.master_gen.get();
     loop {
-        if shard.broker.is_shutting_down() {
+        if !shard.master_running(gen) {
             return;
         }
         let wait = turn(&shard);

@@ -1,0 +1,597 @@
+//! Controller mode on the broker (`enableControllerMode=true`): the broker's role comes
+//! from the controllers, not from `brokerRole`.
+//!
+//! - **Heartbeats** ([`heartbeat_loop`], shard 0): every `brokerHeartbeatInterval` the broker
+//!   tells the leader controller it is alive, its newest master epoch and how much log it
+//!   holds, over one persistent connection (a dead broker's link closes at once). The answer
+//!   is its set's state; the broker takes its role from it ([`apply`]).
+//! - **Lease**: a master may acknowledge writes only while its last heartbeat answer is
+//!   younger than three quarters of `controllerHeartBeatTimeoutMills` (the controllers wait
+//!   the whole timeout before replacing it), and not at all once a heartbeat failed until
+//!   one succeeds again: a master cut off from the controllers stops taking writes before a
+//!   new master can be elected.
+//! - **Promotion** (per shard, [`role_watch`]): the shard stops following (its follow task
+//!   checks the role before every append), records the new epoch at its log end in its
+//!   store, starts the master-only services (schedule, transaction checks, POP revive), and
+//!   only then takes writes in that epoch. **Demotion**: the services stop, writes are
+//!   refused with NOT_MASTER, and the shard follows the new master, which tells it where to
+//!   truncate by comparing epochs.
+//! - **SyncStateSet** (master, [`sync_state_set_loop`]): a slave whose every shard has been
+//!   caught up within `haMaxTimeSlaveNotCatchup` joins; one that lost a link or fell behind
+//!   leaves; each change goes to the controller (CONTROLLER_ALTER_SYNC_STATE_SET), fenced by
+//!   the master and SyncStateSet epochs.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use ringmq_wire::code::{RequestCode, Status};
+use ringmq_wire::codec::Decode;
+use ringmq_wire::command::{
+    AlterSyncStateSet, ControllerHeartbeat, NotLeader, ReplicaSet, Response,
+};
+
+use crate::broker::shard::Shard;
+use crate::broker::{Broker, MasterAddrs};
+use crate::controller::link::Link;
+use crate::io::clock::Instant;
+use crate::io::rt;
+use crate::store::commitlog::shard_base;
+
+/// How long a call to a controller may take.
+pub const CALL_MS: u64 = 1_000;
+/// How often a master re-evaluates its SyncStateSet.
+pub const SYNC_STATE_SET_MS: u64 = 100;
+
+/// One slave's replication on one shard, as the master's shard last published it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlaveShard {
+    pub acked: u64,
+    /// Monotonic ms (since the process started) when it last had everything.
+    pub caught_up_at_ms: u64,
+}
+
+/// The set's state as the broker last heard it, and what it did with it.
+#[derive(Debug, Default)]
+pub struct RoleState {
+    /// This broker is its set's master (in [`Self::serving_epoch`]).
+    pub master: AtomicBool,
+    /// The master epoch this broker serves in; 0 while it is a slave.
+    pub serving_epoch: AtomicU32,
+    /// Monotonic ms until which a master may acknowledge writes.
+    pub lease_until_ms: AtomicU64,
+    /// Woken whenever the role or the set's master changes.
+    pub changed: event_listener::Event,
+    /// The last answer from a controller.
+    pub set: Mutex<Option<ReplicaSet>>,
+    /// Per slave broker id, per shard: its replication (master role).
+    pub slaves: Mutex<BTreeMap<u64, Vec<Option<SlaveShard>>>>,
+}
+
+/// Milliseconds on the monotonic clock.
+pub fn mono_ms() -> u64 {
+    Instant::now().duration_since(Instant::zero()).as_millis() as u64
+}
+
+impl RoleState {
+    /// The SyncStateSet (broker ids, this master included) and its epoch, if known.
+    pub fn sync_state_set(&self) -> Option<(Vec<u64>, u32)> {
+        let set = self.set.lock().unwrap_or_else(|p| p.into_inner());
+        set.as_ref()
+            .map(|s| (s.sync_state_set.clone(), s.sync_state_set_epoch))
+    }
+
+    /// Whether the lease allows acknowledging writes now.
+    pub fn lease_valid(&self) -> bool {
+        mono_ms() < self.lease_until_ms.load(Ordering::Acquire)
+    }
+}
+
+impl Broker {
+    /// Whether this broker acts as its set's master now: from the controllers in controller
+    /// mode, from `brokerRole` otherwise.
+    pub fn is_master(&self) -> bool {
+        if self.config.controller.enable {
+            self.role.master.load(Ordering::Acquire)
+        } else {
+            self.config.broker_role.is_master()
+        }
+    }
+
+    /// The role this broker acts in now (controller mode: the configured master kind while
+    /// master, SLAVE otherwise).
+    pub fn effective_role(&self) -> crate::config::BrokerRole {
+        use crate::config::BrokerRole;
+        let configured = self.config.broker_role;
+        match (self.config.controller.enable, self.is_master()) {
+            (false, _) => configured,
+            (true, false) => BrokerRole::Slave,
+            (true, true) if configured == BrokerRole::Slave => BrokerRole::AsyncMaster,
+            (true, true) => configured,
+        }
+    }
+
+    /// Whether a write may be taken on `shard` now, or the status and reason to refuse it.
+    pub fn write_refusal(&self, shard_epoch: u32) -> Option<(Status, String)> {
+        if !self.config.controller.enable {
+            return (!self.config.broker_role.is_master()).then(|| {
+                (
+                    Status::NoPermission,
+                    "this broker is a slave: send to its master".to_string(),
+                )
+            });
+        }
+        let epoch = self.role.serving_epoch.load(Ordering::Acquire);
+        if !self.role.master.load(Ordering::Acquire) || epoch == 0 {
+            return Some((
+                Status::NotMaster,
+                format!(
+                    "broker {} of {} is not the master now; refresh the route",
+                    self.config.broker_id, self.config.broker_name
+                ),
+            ));
+        }
+        if shard_epoch != epoch {
+            return Some((
+                Status::NotMaster,
+                format!("this broker is becoming master of epoch {epoch}; retry"),
+            ));
+        }
+        if !self.role.lease_valid() {
+            return Some((
+                Status::NotMaster,
+                "this master has not heard from the controllers within its lease; it takes no writes until it does".to_string(),
+            ));
+        }
+        None
+    }
+
+    /// The broker id to register with name servers: 0 while master (RocketMQ's routes name
+    /// the master 0), else the configured id.
+    pub fn registered_id(&self) -> u64 {
+        if self.config.controller.enable && !self.is_master() {
+            self.config.broker_id
+        } else if self.config.controller.enable {
+            0
+        } else {
+            self.config.broker_id
+        }
+    }
+}
+
+fn resolve(addrs: &[String]) -> Vec<SocketAddr> {
+    addrs
+        .iter()
+        .filter_map(|a| a.to_socket_addrs().ok().and_then(|mut i| i.next()))
+        .collect()
+}
+
+/// Shard 0: heartbeats the leader controller and applies its answers, until shutdown.
+pub async fn heartbeat_loop(shard: Rc<Shard>) {
+    let b = Rc::clone(&shard);
+    let cfg = &b.broker.config.controller;
+    let controllers = resolve(&cfg.addrs);
+    if controllers.is_empty() {
+        crate::fail_stop("controllerAddr: no address resolves");
+    }
+    let links: Vec<Link> = controllers
+        .iter()
+        .map(|a| Link::new(*a, "ringmq-broker"))
+        .collect();
+    let mut current = 0usize;
+    let interval = Duration::from_millis(cfg.heartbeat_interval_ms);
+    let mut last_error = String::new();
+    while !shard.broker.is_shutting_down() {
+        let sent_at = mono_ms();
+        let hb = heartbeat(&shard);
+        let mut answered = None;
+        // Try the current controller, follow a redirect, then the others in turn.
+        for attempt in 0..links.len() * 2 {
+            let link = &links[current];
+            match link
+                .call(
+                    RequestCode::ControllerBrokerHeartbeat,
+                    &hb,
+                    &[],
+                    Duration::from_millis(CALL_MS),
+                )
+                .await
+            {
+                Ok((Status::Success, header, _)) => {
+                    match Response::<ReplicaSet>::decode(&header) {
+                        Ok(Response {
+                            fields: Some(set), ..
+                        }) => {
+                            answered = Some(set);
+                            break;
+                        }
+                        _ => last_error = "a heartbeat answer without the set".into(),
+                    }
+                }
+                Ok((Status::ControllerNotLeader, header, _)) => {
+                    let hint = Response::<NotLeader>::decode(&header)
+                        .ok()
+                        .and_then(|r| r.fields)
+                        .and_then(|f| f.leader_addr);
+                    link.close();
+                    current = match hint.and_then(|h| controllers.iter().position(|a| *a == h)) {
+                        Some(i) if i != current => i,
+                        _ => (current + 1) % links.len(),
+                    };
+                    if hint.is_none() && attempt + 1 >= links.len() {
+                        // No leader elected yet: wait a moment instead of spinning.
+                        rt::sleep(Duration::from_millis(50)).await;
+                    }
+                }
+                Ok((status, header, _)) => {
+                    let remark = ringmq_wire::command::read_remark(&header)
+                        .map(|(r, _)| r.to_string())
+                        .unwrap_or_default();
+                    last_error = format!("{}: {remark}", status.name());
+                    current = (current + 1) % links.len();
+                }
+                Err(e) => {
+                    last_error = e;
+                    current = (current + 1) % links.len();
+                }
+            }
+        }
+        match answered {
+            Some(set) => {
+                let lease = shard.broker.config.controller.heartbeat_timeout_ms * 3 / 4;
+                apply(&shard, set, sent_at + lease);
+                last_error.clear();
+                rt::sleep(interval).await;
+            }
+            None => {
+                // Fenced until a controller answers again.
+                shard.broker.role.lease_until_ms.store(0, Ordering::Release);
+                if !last_error.is_empty() {
+                    log::warn!("controller heartbeat: {last_error}");
+                }
+                rt::sleep(Duration::from_millis(50).min(interval)).await;
+            }
+        }
+    }
+}
+
+/// This broker's heartbeat (its log size summed over shards from the published counters).
+fn heartbeat(shard: &Shard) -> ControllerHeartbeat {
+    let b = &shard.broker;
+    let log_bytes = b
+        .counters
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            c.max_offset
+                .load(Ordering::Relaxed)
+                .saturating_sub(shard_base(i as u16))
+        })
+        .sum();
+    ControllerHeartbeat {
+        cluster: b.config.broker_cluster_name.clone(),
+        broker_name: b.config.broker_name.clone(),
+        broker_id: b.config.broker_id,
+        broker_addr: b.addr,
+        ha_addr: b.ha_addr,
+        epoch: b.store_epoch.load(Ordering::Acquire),
+        log_bytes,
+        election_priority: b.config.controller.election_priority,
+        serving_epoch: b.role.serving_epoch.load(Ordering::Acquire),
+        heartbeat_timeout_ms: b.config.controller.heartbeat_timeout_ms,
+    }
+}
+
+/// Takes the role the controllers' answer gives this broker.
+fn apply(shard: &Shard, set: ReplicaSet, lease_until: u64) {
+    let b = &shard.broker;
+    let me = b.config.broker_id;
+    let role = &b.role;
+    let was_master = role.master.load(Ordering::Acquire);
+    let serving = role.serving_epoch.load(Ordering::Acquire);
+    let master = set.master();
+    let mut changed = false;
+    {
+        let mut m = b.master.lock().unwrap_or_else(|p| p.into_inner());
+        let addrs = MasterAddrs {
+            broker: master.map(|m| m.broker_addr),
+            ha: master.and_then(|m| m.ha_addr),
+        };
+        if m.broker != addrs.broker || m.ha != addrs.ha {
+            *m = addrs;
+            changed = true;
+        }
+    }
+    if set.master_id == Some(me) {
+        if !was_master || serving != set.master_epoch {
+            log::warn!(
+                "controller: this broker ({} id {me}) is master of epoch {} (SyncStateSet {:?})",
+                set.broker_name,
+                set.master_epoch,
+                set.sync_state_set
+            );
+            role.serving_epoch
+                .store(set.master_epoch, Ordering::Release);
+            role.master.store(true, Ordering::Release);
+            changed = true;
+        }
+        role.lease_until_ms.store(lease_until, Ordering::Release);
+    } else if was_master {
+        log::warn!(
+            "controller: this broker ({} id {me}) is no longer master: {} is, epoch {}",
+            set.broker_name,
+            set.master_id
+                .map_or("no broker".to_string(), |m| format!("broker {m}")),
+            set.master_epoch
+        );
+        role.master.store(false, Ordering::Release);
+        role.serving_epoch.store(0, Ordering::Release);
+        role.lease_until_ms.store(0, Ordering::Release);
+        changed = true;
+    }
+    *role.set.lock().unwrap_or_else(|p| p.into_inner()) = Some(set);
+    if changed {
+        role.changed.notify(usize::MAX);
+        // Routes follow at once: register the new role with the name servers now.
+        b.topics_changed.notify(usize::MAX);
+    }
+}
+
+/// Every shard: reacts to role changes (see the module docs), and publishes its slaves'
+/// replication for the SyncStateSet decision.
+pub async fn role_watch(shard: Rc<Shard>) {
+    let b = Rc::clone(&shard);
+    let mut running: Option<u32> = None;
+    while !b.broker.is_shutting_down() {
+        let listener = b.broker.role.changed.listen();
+        let master = b.broker.role.master.load(Ordering::Acquire);
+        let epoch = b.broker.role.serving_epoch.load(Ordering::Acquire);
+        if master && epoch > 0 && running != Some(epoch) {
+            if let Err(e) = promote(&shard, epoch) {
+                crate::fail_stop(&format!(
+                    "shard {}: becoming master of epoch {epoch}: {e}",
+                    shard.id
+                ));
+            }
+            running = Some(epoch);
+        } else if !master && running.is_some() {
+            shard.serving_epoch.set(0);
+            shard.master_gen.set(shard.master_gen.get() + 1);
+            *shard.pop.borrow_mut() = Default::default();
+            shard.set_confirm(None);
+            running = None;
+            log::info!("shard {}: following the new master", shard.id);
+        }
+        publish_slaves(&shard);
+        let _ = rt::timeout(Duration::from_millis(SYNC_STATE_SET_MS), listener).await;
+    }
+}
+
+/// Becomes master of `epoch` on this shard: the epoch at the log end, the master services.
+fn promote(shard: &Rc<Shard>, epoch: u32) -> Result<(), String> {
+    {
+        let mut store = shard.store.borrow_mut();
+        store.begin_epoch(epoch).map_err(|e| e.to_string())?;
+        shard
+            .broker
+            .store_epoch
+            .fetch_max(epoch, Ordering::AcqRel);
+        log::info!(
+            "shard {}: master of epoch {epoch} from log offset {}",
+            shard.id,
+            store.write_offset()
+        );
+    }
+    if let Err(e) = crate::broker::pop::open(shard) {
+        return Err(format!("rebuilding the POP state: {e}"));
+    }
+    super::shard::run::spawn_master_services(shard);
+    shard.serving_epoch.set(epoch);
+    Ok(())
+}
+
+/// Publishes this shard's slaves (acked offsets, when each last had everything).
+fn publish_slaves(shard: &Shard) {
+    let b = &shard.broker;
+    if !b.is_master() {
+        return;
+    }
+    let now = mono_ms();
+    let end = shard.store.borrow().write_offset();
+    let replicas = shard.replicas.borrow();
+    let mut slaves = b.role.slaves.lock().unwrap_or_else(|p| p.into_inner());
+    for v in slaves.values_mut() {
+        if let Some(s) = v.get_mut(usize::from(shard.id)) {
+            *s = None;
+        }
+    }
+    let wall = Broker::now_ms();
+    for r in replicas.iter() {
+        let v = slaves
+            .entry(r.broker_id)
+            .or_insert_with(|| vec![None; usize::from(b.shard_count)]);
+        let caught_up_ago = (wall - r.caught_up_ms).max(0) as u64;
+        let at = if r.acked >= end {
+            now
+        } else {
+            now.saturating_sub(caught_up_ago)
+        };
+        if let Some(s) = v.get_mut(usize::from(shard.id)) {
+            *s = Some(SlaveShard {
+                acked: r.acked,
+                caught_up_at_ms: at,
+            });
+        }
+    }
+}
+
+/// Shard 0 of a master: keeps the SyncStateSet to the slaves that are in sync.
+pub async fn sync_state_set_loop(shard: Rc<Shard>) {
+    let b = Rc::clone(&shard);
+    let controllers = resolve(&b.broker.config.controller.addrs);
+    let links: Vec<Link> = controllers
+        .iter()
+        .map(|a| Link::new(*a, "ringmq-broker"))
+        .collect();
+    let mut current = 0usize;
+    while !b.broker.is_shutting_down() {
+        rt::sleep(Duration::from_millis(SYNC_STATE_SET_MS)).await;
+        let broker = &b.broker;
+        if !broker.is_master() || links.is_empty() {
+            continue;
+        }
+        let Some(set) = broker
+            .role
+            .set
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+        else {
+            continue;
+        };
+        let me = broker.config.broker_id;
+        if set.master_id != Some(me) {
+            continue;
+        }
+        let want = in_sync(broker, &set);
+        let have: BTreeSet<u64> = set.sync_state_set.iter().copied().collect();
+        if want == have {
+            continue;
+        }
+        let req = AlterSyncStateSet {
+            cluster: set.cluster.clone(),
+            broker_name: set.broker_name.clone(),
+            master_id: me,
+            master_epoch: set.master_epoch,
+            sync_state_set_epoch: set.sync_state_set_epoch,
+            new_set: want.iter().copied().collect(),
+        };
+        for _ in 0..links.len() {
+            let answer = links[current]
+                .call(
+                    RequestCode::ControllerAlterSyncStateSet,
+                    &req,
+                    &[],
+                    Duration::from_millis(CALL_MS),
+                )
+                .await;
+            match answer {
+                Ok((Status::Success, header, _)) => {
+                    if let Ok(Response {
+                        fields: Some(new), ..
+                    }) = Response::<ReplicaSet>::decode(&header)
+                    {
+                        log::info!(
+                            "{}: SyncStateSet {:?} -> {:?} (epoch {})",
+                            new.broker_name,
+                            have,
+                            new.sync_state_set,
+                            new.sync_state_set_epoch
+                        );
+                        let mut s = broker.role.set.lock().unwrap_or_else(|p| p.into_inner());
+                        if s.as_ref().is_some_and(|s| s.master_epoch == new.master_epoch) {
+                            *s = Some(new);
+                        }
+                    }
+                    break;
+                }
+                Ok((Status::ControllerNotLeader, header, _)) => {
+                    let hint = Response::<NotLeader>::decode(&header)
+                        .ok()
+                        .and_then(|r| r.fields)
+                        .and_then(|f| f.leader_addr);
+                    current = hint
+                        .and_then(|h| controllers.iter().position(|a| *a == h))
+                        .unwrap_or((current + 1) % links.len());
+                }
+                Ok((status, header, _)) => {
+                    let remark = ringmq_wire::command::read_remark(&header)
+                        .map(|(r, _)| r.to_string())
+                        .unwrap_or_default();
+                    log::info!("SyncStateSet change refused: {}: {remark}", status.name());
+                    break;
+                }
+                Err(_) => current = (current + 1) % links.len(),
+            }
+        }
+    }
+}
+
+/// The members that should be in the SyncStateSet now: this master, and every member whose
+/// every shard has a link that was caught up within `haMaxTimeSlaveNotCatchup`.
+fn in_sync(b: &Broker, set: &ReplicaSet) -> BTreeSet<u64> {
+    let me = b.config.broker_id;
+    let now = mono_ms();
+    let window = b.config.controller.ha_max_time_slave_not_catchup_ms;
+    let slaves = b.role.slaves.lock().unwrap_or_else(|p| p.into_inner());
+    let mut out = BTreeSet::from([me]);
+    for m in &set.members {
+        if m.broker_id == me {
+            continue;
+        }
+        let Some(shards) = slaves.get(&m.broker_id) else {
+            continue;
+        };
+        let all = shards.iter().all(|s| {
+            s.is_some_and(|s| now.saturating_sub(s.caught_up_at_ms) <= window)
+        });
+        if all && !shards.is_empty() {
+            out.insert(m.broker_id);
+        }
+    }
+    out
+}
+
+/// A SYNC_MASTER send in controller mode is refused before it is stored while the
+/// SyncStateSet is smaller than `minInSyncReplicas`; why, if so.
+pub fn too_few_in_sync(b: &Broker) -> Option<String> {
+    let cfg = &b.config.controller;
+    if !cfg.enable || b.effective_role() != crate::config::BrokerRole::SyncMaster {
+        return None;
+    }
+    let (members, _) = b.role.sync_state_set()?;
+    (members.len() < cfg.min_in_sync_replicas as usize).then(|| {
+        format!(
+            "the SyncStateSet {members:?} has fewer than minInSyncReplicas={} members; nothing stored",
+            cfg.min_in_sync_replicas
+        )
+    })
+}
+
+/// Controller mode, SYNC_MASTER: may a send ending at `end` be acknowledged. With
+/// `allAckInSyncStateSet`, once every other member of the SyncStateSet has it; otherwise once
+/// `minInSyncReplicas - 1` of them do. A member without a link counts as not having it.
+pub fn sync_decision(shard: &Shard, end: u64) -> crate::ha::master::SyncDecision {
+    use crate::ha::master::SyncDecision;
+    let b = &shard.broker;
+    let cfg = &b.config.controller;
+    let me = b.config.broker_id;
+    let Some((members, _)) = b.role.sync_state_set() else {
+        return SyncDecision::NotAvailable;
+    };
+    let others: Vec<u64> = members.into_iter().filter(|m| *m != me).collect();
+    let replicas = shard.replicas.borrow();
+    if cfg.all_ack_in_sync_state_set {
+        if replicas.all_acked(&others, end) {
+            SyncDecision::Acked
+        } else {
+            SyncDecision::Wait
+        }
+    } else {
+        let need = (cfg.min_in_sync_replicas as usize).saturating_sub(1);
+        let have = others
+            .iter()
+            .filter(|id| replicas.iter().any(|r| r.broker_id == **id && r.acked >= end))
+            .count();
+        if have >= need {
+            SyncDecision::Acked
+        } else if others.len() < need {
+            SyncDecision::NotAvailable
+        } else {
+            SyncDecision::Wait
+        }
+    }
+}
