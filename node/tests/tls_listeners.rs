@@ -676,6 +676,7 @@ fn registration_and_replication_over_tls() {
         shard_id: 0,
         shard_count: 2,
         max_physical_offset: 0,
+        epochs: Vec::new(),
     };
     let mut out = Vec::new();
     frame::encode_request(&mut out, RequestCode::HaSubscribe, false, 3, &sub, &[]).unwrap();

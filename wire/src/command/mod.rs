@@ -310,6 +310,7 @@ macro_rules! for_each_wire_type {
             $crate::command::LockBatchRequest,
             $crate::command::LockBatchResponse,
             $crate::command::HaSubscribeRequest,
+            $crate::command::HaEpochEntry,
             $crate::command::Response<$crate::command::HaSubscribeResponse>,
             $crate::command::HaTransfer,
             $crate::command::HaAck,

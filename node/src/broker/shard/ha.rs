@@ -7,9 +7,14 @@
 //! and reads HA_ACKs that wake SYNC_MASTER sends. On a master with `tls.server.mode` set,
 //! a link is admitted by `net::admit` first (TLS, or plaintext refused when enforcing).
 //!
-//! Slave: every shard follows the same shard of its master: subscribe with its log end,
-//! truncate if the master says it is ahead, then append each transfer verbatim and
-//! acknowledge it (heartbeats too). Links are re-established with a backoff.
+//! Slave: every shard follows the same shard of its master: subscribe with its log end and
+//! epochs, truncate if the master says it is ahead or past the point where their epochs
+//! agree, then append each transfer verbatim (recording the epoch a transfer starts) and
+//! acknowledge it (heartbeats too), taking the master's confirmOffset as its own read cap.
+//! Links are re-established with a backoff.
+//!
+//! Epochs (controller mode; empty lists otherwise, and then nothing here changes): a
+//! transfer never crosses an epoch boundary of the master's log and names its epoch.
 //!
 //! Either end closes a link it has heard nothing on for `haHousekeepingInterval` (as
 //! RocketMQ does): a half-open connection (peer host gone, middlebox state dropped) would
@@ -23,14 +28,14 @@ use std::time::Duration;
 use ringmq_wire::code::{RequestCode, Status};
 use ringmq_wire::codec::{Decode, Encode};
 use ringmq_wire::command::{
-    ConsumerOffsetTable, GetAllConsumerOffsetRequest, HaAck, HaSubscribeRequest,
-    HaSubscribeResponse, HaTransfer, Response,
+    ConsumerOffsetTable, GetAllConsumerOffsetRequest, HaAck, HaEpochEntry, HaSubscribeRequest,
+    HaSubscribeResponse, HaTransfer, Response, CONFIRM_NONE,
 };
 use ringmq_wire::frame::{self, Flags};
 
 use super::Shard;
 use crate::broker::Broker;
-use crate::ha::master::{join, Join};
+use crate::ha::master::{join_by_epochs, transfer_span, Join};
 use crate::ha::slave::{on_push, OnPush, Push};
 use crate::io::net::{Conn, Listener, SplicePipe};
 use crate::io::rt;
@@ -40,6 +45,7 @@ use crate::net::frames::FrameReader;
 use crate::net::reply::Reply;
 use crate::shard::mailbox::Mail;
 use crate::store::commitlog::shard_base;
+use crate::store::epoch::EpochEntry;
 
 /// Default most log bytes in one HA_TRANSFER (`haTransferBatchSize`).
 pub const TRANSFER_BYTES_MAX: u64 = 1 << 20;
@@ -196,13 +202,29 @@ async fn serve_slave(
         log::error!("shard {}: refused slave {peer}: {why}", shard.id);
         return refuse(&conn, request_id, Status::MessageIllegal, why).await;
     }
-    let (master_min, master_end) = {
+    let (master_min, master_end, master_epochs) = {
         let s = shard.store.borrow();
-        (s.min_offset(), s.write_offset())
+        (s.min_offset(), s.write_offset(), s.epochs().to_vec())
     };
     let base = shard_base(shard.id);
     let slave_end = req.max_physical_offset.max(base);
-    let start = match join(base, slave_end, master_min, master_end) {
+    let slave_epochs: Vec<EpochEntry> = req
+        .epochs
+        .iter()
+        .map(|e| EpochEntry {
+            epoch: e.epoch,
+            start_offset: e.start_offset,
+        })
+        .collect();
+    let joined = join_by_epochs(
+        base,
+        slave_end,
+        &slave_epochs,
+        master_min,
+        master_end,
+        &master_epochs,
+    );
+    let start = match joined {
         Join::StartAt { start } => start,
         Join::TruncateTo { to } => to,
         Join::Refuse { reason } => {
@@ -223,7 +245,10 @@ async fn serve_slave(
         req.broker_name,
         req.broker_id
     );
-    let id = shard.replicas.borrow_mut().add(start, Broker::now_ms());
+    let id = shard
+        .replicas
+        .borrow_mut()
+        .add(req.broker_id, start, Broker::now_ms());
     let closed = Rc::new(Cell::new(false));
     let housekeeping_ms = b.config.ha_housekeeping_interval_ms;
     let acks = {
@@ -294,35 +319,47 @@ async fn push_loop(
     // `haTransferBatchSize` (validated to fit a frame; a record larger than it goes alone).
     let batch_bytes = (shard.broker.config.ha_transfer_batch_size_bytes as u64)
         .clamp(1, limits::HA_TRANSFER_BATCH_BYTES_MAX as u64);
+    // The confirmOffset the slave last heard (it hears a change at once, in a heartbeat
+    // when there is nothing to ship).
+    let mut sent_confirm = None;
     while !closed.get() && !shard.broker.is_shutting_down() {
         let listener = shard.log_appended.listen();
-        let end = shard.store.borrow().write_offset();
+        let (end, span, stop) = {
+            let store = shard.store.borrow();
+            let end = store.write_offset();
+            let (span, stop) = transfer_span(store.epochs(), cursor, end);
+            (end, span, stop)
+        };
         request_id += 1;
+        let confirm = shard.confirm.get();
+        let header = HaTransfer {
+            shard_id: shard.id,
+            physical_offset: cursor,
+            master_max_physical_offset: end,
+            epoch: span.epoch,
+            epoch_start_offset: span.start_offset,
+            confirm_offset: confirm.unwrap_or(CONFIRM_NONE),
+        };
         if cursor >= end {
             let heartbeat_ms = shard.broker.config.ha_send_heartbeat_interval_ms;
-            if rt::timeout(Duration::from_millis(heartbeat_ms), listener)
-                .await
-                .is_none()
-            {
-                let hb = HaTransfer {
-                    shard_id: shard.id,
-                    physical_offset: cursor,
-                    master_max_physical_offset: end,
-                };
-                send_transfer(shard, conn, request_id, &hb, cursor, 0, pipe.as_ref()).await?;
+            let idle = confirm == sent_confirm
+                && rt::timeout(Duration::from_millis(heartbeat_ms), listener)
+                    .await
+                    .is_none();
+            if idle || confirm != sent_confirm {
+                // Sent the confirmOffset of when the heartbeat was built: a later change
+                // wakes this loop again (`Shard::set_confirm`).
+                send_transfer(shard, conn, request_id, &header, cursor, 0, pipe.as_ref()).await?;
+                sent_confirm = confirm;
             }
             continue;
         }
         let range = shard
             .store
             .borrow()
-            .ship_range(cursor, end, batch_bytes)
+            .ship_range(cursor, stop, batch_bytes)
             .map_err(|e| e.to_string())?;
-        let header = HaTransfer {
-            shard_id: shard.id,
-            physical_offset: cursor,
-            master_max_physical_offset: end,
-        };
+        sent_confirm = confirm;
         send_transfer(
             shard,
             conn,
@@ -482,13 +519,25 @@ async fn follow(shard: &Rc<Shard>, addr: SocketAddr) -> Result<(), String> {
         .await
         .map_err(|e| format!("connecting: {e}"))?;
     let b = &shard.broker;
-    let local_end = shard.store.borrow().write_offset();
+    let (local_end, epochs) = {
+        let store = shard.store.borrow();
+        let epochs = store
+            .epochs()
+            .iter()
+            .map(|e| HaEpochEntry {
+                epoch: e.epoch,
+                start_offset: e.start_offset,
+            })
+            .collect();
+        (store.write_offset(), epochs)
+    };
     let sub = HaSubscribeRequest {
         broker_name: b.config.broker_name.clone(),
         broker_id: b.config.broker_id,
         shard_id: shard.id,
         shard_count: b.shard_count,
         max_physical_offset: local_end,
+        epochs,
     };
     let mut out = Vec::new();
     frame::encode_request(&mut out, RequestCode::HaSubscribe, false, 1, &sub, &[])
@@ -513,15 +562,16 @@ async fn follow(shard: &Rc<Shard>, addr: SocketAddr) -> Result<(), String> {
     let start = fields.start_physical_offset;
     if start < local_end {
         log::warn!(
-            "shard {}: this slave is ahead of its master ({local_end} > {start}, an unclean master restart): truncating {} bytes",
+            "shard {}: this log goes past where it agrees with its master's ({local_end} > {start}: an unclean master restart, or a tail of an earlier master epoch): truncating {} bytes",
             shard.id,
             local_end - start
         );
-        shard
-            .store
-            .borrow_mut()
-            .truncate_to(start)
-            .map_err(|e| e.to_string())?;
+        shard.truncate_log(start).map_err(|e| {
+            if e.is_fatal() {
+                crate::fail_stop(&format!("shard {}: truncating: {e}", shard.id));
+            }
+            e.to_string()
+        })?;
     } else if start > local_end {
         shard
             .store
@@ -542,33 +592,46 @@ async fn follow(shard: &Rc<Shard>, addr: SocketAddr) -> Result<(), String> {
             continue;
         }
         let t = HaTransfer::decode(f.header).map_err(|e| e.to_string())?;
-        let end = shard.store.borrow().write_offset();
+        let (end, last) = {
+            let store = shard.store.borrow();
+            (store.write_offset(), store.epochs().last().copied())
+        };
         let push = Push {
             offset: t.physical_offset,
             end: t.master_max_physical_offset,
             master_end: t.master_max_physical_offset,
+            epoch: t.epoch,
+            epoch_start: t.epoch_start_offset,
         };
         shard.master_end.set(t.master_max_physical_offset);
-        match on_push(&push, f.body.len(), end) {
-            OnPush::Append => {
+        let confirm = Some(t.confirm_offset).filter(|&c| c != CONFIRM_NONE);
+        match on_push(&push, f.body.len(), end, last) {
+            OnPush::Append { new_epoch } => {
                 if b.is_master() {
                     // Promoted: not one more byte of the old master's stream.
                     return Err("this broker became master".to_string());
                 }
-                let res = shard.store.borrow_mut().append_replicated(
-                    t.physical_offset,
-                    f.body,
-                    Broker::now_ms(),
-                );
+                let mut store = shard.store.borrow_mut();
+                let mut res = Ok(0);
+                if new_epoch {
+                    res = store
+                        .record_epoch_at(t.epoch, t.epoch_start_offset)
+                        .map(|()| 0);
+                }
+                if res.is_ok() {
+                    res = store.append_replicated(t.physical_offset, f.body, Broker::now_ms());
+                }
+                drop(store);
                 if let Err(e) = res {
                     if e.is_fatal() {
                         crate::fail_stop(&format!("shard {}: replicated append: {e}", shard.id));
                     }
                     return Err(format!("appending replicated bytes: {e}"));
                 }
+                shard.confirm.set(confirm);
                 shard.wake_all();
             }
-            OnPush::Heartbeat => {}
+            OnPush::Heartbeat => shard.set_confirm(confirm),
             OnPush::Resync { reason } => return Err(reason),
         }
         request_id += 1;

@@ -140,12 +140,21 @@ impl Shard {
         }
     }
 
-    /// Moves the confirmOffset cap (see [`Self::confirm`]); parked pulls and POPs look
-    /// again when it moved.
+    /// Moves the confirmOffset cap (see [`Self::confirm`]); when it moved, parked pulls and
+    /// POPs look again and replication links tell their slaves at once.
     pub fn set_confirm(&self, confirm: Option<u64>) {
         if self.confirm.replace(confirm) != confirm {
             self.wake_all();
+            self.log_appended.notify(usize::MAX);
         }
+    }
+
+    /// Raises the cap to `confirm` if that is above it: a master's cap never moves back
+    /// (consumers may have read up to it), whatever [`crate::ha::master::Replicas::
+    /// confirm_offset`] computes from acknowledgements of reconnected slaves.
+    pub fn advance_confirm(&self, confirm: u64) {
+        let next = self.confirm.get().map_or(confirm, |c| c.max(confirm));
+        self.set_confirm(Some(next));
     }
 
     /// Cuts the log, its ConsumeQueues, epochs and key index back to `end` (a replica past
