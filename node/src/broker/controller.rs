@@ -366,6 +366,7 @@ pub async fn role_watch(shard: Rc<Shard>) {
             log::info!("shard {}: following the new master", shard.id);
         }
         publish_slaves(&shard);
+        update_confirm(&shard);
         let _ = rt::timeout(Duration::from_millis(SYNC_STATE_SET_MS), listener).await;
     }
 }
@@ -593,5 +594,29 @@ pub fn sync_decision(shard: &Shard, end: u64) -> crate::ha::master::SyncDecision
         } else {
             SyncDecision::Wait
         }
+    }
+}
+
+/// A master's confirmOffset on this shard (controller mode): what every other member of the
+/// SyncStateSet has acknowledged; no cap while the SyncStateSet is this master alone (no
+/// clean election could pick a broker without those records).
+pub fn update_confirm(shard: &Shard) {
+    let b = &shard.broker;
+    if !b.config.controller.enable || !b.is_master() || shard.serving_epoch.get() == 0 {
+        return;
+    }
+    let me = b.config.broker_id;
+    let Some((members, _)) = b.role.sync_state_set() else {
+        return;
+    };
+    let others: Vec<u64> = members.into_iter().filter(|m| *m != me).collect();
+    if others.is_empty() {
+        shard.set_confirm(None);
+        return;
+    }
+    let end = shard.store.borrow().write_offset();
+    let confirm = shard.replicas.borrow().confirm_offset(&others, end);
+    if let Some(c) = confirm {
+        shard.advance_confirm(c);
     }
 }

@@ -425,7 +425,7 @@ pub(super) fn clamp_broker(loaded: &mut LoadedConfig<BrokerConfig>) {
             c.disk_max_used_space_ratio
         ));
     }
-    if c.broker_role.is_master() && c.broker_id != 0 {
+    if c.broker_role.is_master() && c.broker_id != 0 && !c.controller.enable {
         loaded.warnings.push(format!(
             "brokerId {} set to 0: a {} always has brokerId 0",
             c.broker_id,

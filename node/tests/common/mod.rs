@@ -12,11 +12,13 @@
 #![allow(unused_imports)]
 
 mod client;
+mod controllers;
 mod ha;
 mod node;
 mod records;
 
 pub use client::*;
+pub use controllers::*;
 pub use ha::*;
 pub use node::*;
 pub use records::*;

@@ -285,6 +285,7 @@ async fn serve_slave(
                         Broker::now_ms(),
                     );
                     shard.ha_acked.notify(usize::MAX);
+                    crate::broker::controller::update_confirm(&shard);
                 }
             }
             closed.set(true);

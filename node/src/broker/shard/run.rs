@@ -36,6 +36,11 @@ pub async fn run(
     rt::spawn(Flusher::run(Rc::clone(&shard)));
     rt::spawn(timers::run(Rc::clone(&shard)));
     let controller_mode = shard.broker.config.controller.enable;
+    let last_epoch = shard.store.borrow().last_epoch();
+    shard
+        .broker
+        .store_epoch
+        .fetch_max(last_epoch, std::sync::atomic::Ordering::AcqRel);
     if controller_mode {
         // The controllers decide the role (`broker::controller`); until then this shard
         // follows whichever master they name and takes no writes.
