@@ -68,6 +68,23 @@ fn every_planted_bug_is_found() {
     }
 }
 
+/// The confirmOffset read cap through the real broker: pulls and POPs see nothing above
+/// it, and parked ones are answered as soon as it moves.
+#[test]
+fn consumers_never_read_past_the_confirm_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = ringmq_node::sim::confirm::run(3, dir.path()).unwrap();
+    assert_eq!(r.capped_pull, Vec::<u64>::new(), "{r:?}");
+    assert_eq!(r.capped_pop, Vec::<u64>::new(), "{r:?}");
+    assert_eq!(r.partial_pull, vec![0, 1, 2], "{r:?}");
+    assert_eq!(r.woken_pull, vec![3, 4], "{r:?}");
+    assert!(
+        (1_000..5_000).contains(&r.woken_after_ms),
+        "the parked pull is answered when the cap is lifted (1 s in), not at its timeout: {r:?}"
+    );
+    assert_eq!(r.woken_pop, vec![0], "{r:?}");
+}
+
 /// The 2 h delay level and a 3-day delivery time on virtual time: delivered when due and
 /// never before, across a kill -9, with retention kept off their segment until then.
 #[test]

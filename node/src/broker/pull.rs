@@ -5,7 +5,8 @@
 //! `transferMsgByHeap` is set, or on the epoll fallback loop. With no
 //! data yet the pull is parked on the shard until an append to its queue or its suspend
 //! timeout (long polling); parked pulls are bounded per shard (`PARKED_PULLS_PER_SHARD_MAX`),
-//! past that they answer at once.
+//! past that they answer at once. A record above the shard's confirmOffset
+//! (`Shard::confirm`) is not there yet: PULL_NOT_FOUND, or a wait until the cap moves.
 
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
@@ -187,14 +188,13 @@ fn lookup(
         .sql()
         .map(|e| move |props: &[u8]| e.matches_properties(props));
     let mut r = store
-        .get_where(
+        .get_below(
             &h.topic,
             h.queue_id,
-            offset,
-            max_messages,
-            max_bytes,
+            (offset, max_messages, max_bytes),
             |t| filter.tag_matches(t),
             sql,
+            shard.visible_end(),
         )
         .map_err(|e| store_error(shard, e))?;
     if r.status == PullStatus::NoQueue {

@@ -85,7 +85,7 @@ fn local_records(
         max,
         h.begin_timestamp_ms,
         end,
-        shard.confirm.get().unwrap_or(u64::MAX),
+        shard.visible_end(),
     )
     .map_err(|e| Reply::error(Status::SystemError, e.to_string()))
 }

@@ -12,6 +12,7 @@
 pub mod check;
 pub mod client;
 pub mod cluster;
+pub mod confirm;
 pub mod long_delay;
 pub mod namesrv;
 pub mod pop;

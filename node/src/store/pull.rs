@@ -86,6 +86,29 @@ impl<D: Disk + Clone> Store<D> {
         filter: impl Fn(i64) -> bool,
         properties: Option<impl Fn(&[u8]) -> bool>,
     ) -> Result<PullResult> {
+        let uncapped = u64::MAX;
+        self.get_below(
+            topic,
+            queue_id,
+            (offset, max_messages, max_bytes),
+            filter,
+            properties,
+            uncapped,
+        )
+    }
+
+    /// [`Store::get_where`] for a reader capped at `visible_end` (a confirmOffset): a record
+    /// that ends above it is not there yet; the pull stops before it (`NoNewMessage` when it
+    /// is the first one). `(offset, max_messages, max_bytes)` as in [`Store::get`].
+    pub fn get_below(
+        &self,
+        topic: &str,
+        queue_id: u32,
+        (offset, max_messages, max_bytes): (u64, u32, u64),
+        filter: impl Fn(i64) -> bool,
+        properties: Option<impl Fn(&[u8]) -> bool>,
+        visible_end: u64,
+    ) -> Result<PullResult> {
         let Some(cq) = self.queue(topic, queue_id) else {
             return Ok(PullResult::empty(PullStatus::NoQueue, 0, 0, 0));
         };
@@ -114,6 +137,13 @@ impl<D: Disk + Clone> Store<D> {
             let unit = CqUnit::decode(chunk.try_into().expect("chunks_exact yields 20 bytes"));
             let fits = result.bytes + u64::from(unit.size) <= max_bytes;
             if result.messages >= max_messages || (result.messages > 0 && !fits) {
+                break;
+            }
+            if unit.physical_offset + u64::from(unit.size) > visible_end {
+                // Units of a queue follow the log: every later one is past the cap too.
+                if result.next_offset == offset {
+                    result.status = PullStatus::NoNewMessage;
+                }
                 break;
             }
             result.next_offset += 1;
@@ -216,6 +246,54 @@ mod tests {
     use super::super::fault_disk::FaultDisk;
     use super::super::tests::{encode, small_config};
     use super::*;
+
+    /// A capped read (confirmOffset) returns only whole records ending at or below the cap,
+    /// and "no new message" when the first one is above it.
+    #[test]
+    fn get_below_stops_at_the_cap() {
+        let mut store = Store::open(FaultDisk::new(), small_config("/c")).unwrap();
+        let mut ends = Vec::new();
+        for i in 0..6u8 {
+            let mut buf = Vec::new();
+            encode("T", 0, &[i; 50], None, &mut buf);
+            let out = store.append(&mut buf, 1).unwrap();
+            ends.push(out.end_offset);
+        }
+        let get = |offset: u64, cap: u64| {
+            let none: Option<fn(&[u8]) -> bool> = None;
+            store
+                .get_below("T", 0, (offset, 100, u64::MAX), |_| true, none, cap)
+                .unwrap()
+        };
+        let r = get(0, ends[2]);
+        assert_eq!(
+            (r.status, r.messages, r.next_offset),
+            (PullStatus::Found, 3, 3)
+        );
+        let r = get(0, ends[2] - 1);
+        assert_eq!(
+            (r.status, r.messages, r.next_offset),
+            (PullStatus::Found, 2, 2)
+        );
+        let r = get(3, ends[2]);
+        assert_eq!(
+            (r.status, r.messages, r.next_offset),
+            (PullStatus::NoNewMessage, 0, 3)
+        );
+        let r = get(0, 0);
+        assert_eq!((r.status, r.next_offset), (PullStatus::NoNewMessage, 0));
+        let r = get(3, u64::MAX);
+        assert_eq!(
+            (r.status, r.messages, r.next_offset),
+            (PullStatus::Found, 3, 6)
+        );
+        // A filter that skips units below the cap moves the offset past them only.
+        let none: Option<fn(&[u8]) -> bool> = None;
+        let r = store
+            .get_below("T", 0, (0, 100, u64::MAX), |_| false, none, ends[1])
+            .unwrap();
+        assert_eq!((r.status, r.next_offset), (PullStatus::NoMatchedMessage, 2));
+    }
 
     /// Property filtering reads records through windows cut at segment ends (4 KiB segments
     /// here): the result is exactly the model's, whatever the batch size.

@@ -314,14 +314,13 @@ fn try_pop(
                 continue;
             }
             let r = store
-                .get_where(
+                .get_below(
                     topic,
                     *q,
-                    from,
-                    remaining,
-                    budget,
+                    (from, remaining, budget),
                     |t| filter.tag_matches(t),
                     sql,
+                    shard.visible_end(),
                 )
                 .map_err(|e| store_error(shard, e))?;
             rest += max.saturating_sub(r.next_offset);

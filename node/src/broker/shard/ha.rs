@@ -562,11 +562,19 @@ async fn follow(shard: &Rc<Shard>, addr: SocketAddr) -> Result<(), String> {
     };
     let start = fields.start_physical_offset;
     if start < local_end {
-        log::warn!(
-            "shard {}: this log goes past where it agrees with its master's ({local_end} > {start}: an unclean master restart, or a tail of an earlier master epoch): truncating {} bytes",
-            shard.id,
-            local_end - start
-        );
+        if local_end > fields.master_max_physical_offset {
+            log::warn!(
+                "shard {}: this slave is ahead of its master ({local_end} > {start}, an unclean master restart): truncating {} bytes",
+                shard.id,
+                local_end - start
+            );
+        } else {
+            log::warn!(
+                "shard {}: this slave's log leaves its master's at {start} (their epochs agree up to there; its log ends at {local_end}): truncating {} bytes",
+                shard.id,
+                local_end - start
+            );
+        }
         shard.truncate_log(start).map_err(|e| {
             if e.is_fatal() {
                 crate::fail_stop(&format!("shard {}: truncating: {e}", shard.id));

@@ -149,6 +149,11 @@ impl Shard {
         }
     }
 
+    /// Where consumers' reads end: the confirmOffset, or everything when there is none.
+    pub fn visible_end(&self) -> u64 {
+        self.confirm.get().unwrap_or(u64::MAX)
+    }
+
     /// Raises the cap to `confirm` if that is above it: a master's cap never moves back
     /// (consumers may have read up to it), whatever [`crate::ha::master::Replicas::
     /// confirm_offset`] computes from acknowledgements of reconnected slaves.
