@@ -51,10 +51,10 @@ fn json(args: &[&str]) -> Value {
 fn controller_replicas_and_elect() {
     let dir = tempfile::tempdir().unwrap();
     let ns_ports = free_ports::<3>();
-    let raft_ports = free_ports::<3>();
     let [broker_port] = free_ports::<1>();
+    // Raft messages are requests (CONTROLLER_RAFT) on the name servers' ports.
     let peers = (0..3)
-        .map(|i| format!("n{i}-127.0.0.1:{}", raft_ports[i]))
+        .map(|i| format!("n{i}-127.0.0.1:{}", ns_ports[i]))
         .collect::<Vec<_>>()
         .join(";");
     let controllers = ns_ports
