@@ -212,6 +212,7 @@ impl Error {
                     | Status::NoPermission
                     | Status::ServiceNotAvailable
                     | Status::WrongShard
+                    | Status::NotMaster
             ),
             Error::Connect { .. }
             | Error::Tls { .. }
@@ -219,6 +220,29 @@ impl Error {
             | Error::ConnectionClosed { .. }
             | Error::NoRoute { .. } => true,
             _ => false,
+        }
+    }
+}
+
+impl Error {
+    /// The broker this error came from, when the error suggests that broker may no longer
+    /// be its group's master: it cannot be reached (refused, reset, closed, no connection or
+    /// answer in time) or it answered NOT_MASTER or SERVICE_NOT_AVAILABLE. The route of the
+    /// request's topic is worth fetching at once
+    /// ([`Instance::refresh_route_after_failure`](crate::instance::Instance::refresh_route_after_failure)):
+    /// after a failover the name servers name the set's new master within milliseconds.
+    pub fn failover_suspect(&self) -> Option<SocketAddr> {
+        match self {
+            Error::Connect { addr, .. }
+            | Error::Tls { addr, .. }
+            | Error::Backoff { addr, .. }
+            | Error::ConnectionClosed { addr, .. }
+            | Error::Timeout { addr, .. } => Some(*addr),
+            Error::Broker { status, addr, .. } => {
+                matches!(status, Status::NotMaster | Status::ServiceNotAvailable).then_some(*addr)
+            }
+            Error::RetriesExhausted { last, .. } => last.failover_suspect(),
+            _ => None,
         }
     }
 }
@@ -244,6 +268,39 @@ pub fn refused_before_storing(status: Status) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn failover_suspects() {
+        let broker = |status| Error::Broker {
+            status,
+            remark: String::new(),
+            addr: addr(),
+        };
+        for s in [Status::NotMaster, Status::ServiceNotAvailable] {
+            assert_eq!(broker(s).failover_suspect(), Some(addr()), "{s}");
+            assert!(broker(s).is_routing_error(), "{s}");
+        }
+        for s in [
+            Status::SystemBusy,
+            Status::TopicNotExist,
+            Status::MessageIllegal,
+        ] {
+            assert_eq!(broker(s).failover_suspect(), None, "{s}");
+        }
+        let refused = Error::Connect {
+            addr: addr(),
+            source: io::Error::from(io::ErrorKind::ConnectionRefused),
+        };
+        assert_eq!(refused.failover_suspect(), Some(addr()));
+        let lost = Error::ConnectionClosed {
+            addr: addr(),
+            request: "SEND_MESSAGE",
+            written: true,
+            cause: None,
+        };
+        assert_eq!(lost.failover_suspect(), Some(addr()));
+        assert_eq!(Error::InvalidMessage("x".into()).failover_suspect(), None);
+    }
 
     fn addr() -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], 1))
@@ -296,6 +353,7 @@ mod tests {
             "no broker \"b9\" is registered with the name servers"
         );
         assert!(!refused_before_storing(Status::FlushDiskTimeout));
+        assert!(refused_before_storing(Status::NotMaster));
         assert!(refused_before_storing(Status::TopicNotExist));
     }
 }

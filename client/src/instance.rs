@@ -6,6 +6,15 @@
 //! Routes are fetched from the name servers on first use, refreshed every
 //! `route_refresh_interval` by the owner's timer, and at once (throttled to one fetch per
 //! `ROUTE_REFETCH_GAP`) after a routing error.
+//!
+//! A failover is noticed without waiting for either: when a request to a broker fails in a
+//! way that says it may no longer be master ([`Error::failover_suspect`]: unreachable,
+//! NOT_MASTER, SERVICE_NOT_AVAILABLE) and the cached route still names it as a master, the
+//! route is fetched at once ([`Instance::refresh_route_after_failure`]: at most one fetch per
+//! `ROUTE_FAILOVER_REFETCH_GAP` per topic, concurrent failures share one fetch). If the name
+//! servers still name that master, further failures on it fetch at the `ROUTE_REFETCH_GAP`
+//! pace, so a dead broker that is still registered costs the name servers a few requests per
+//! second per client and topic, not one per failed request.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -37,6 +46,11 @@ pub fn encode_heartbeat(heartbeat: &HeartbeatData) -> Option<Vec<u8>> {
 
 /// A forced route fetch for a topic happens at most this often.
 pub const ROUTE_REFETCH_GAP: Duration = Duration::from_millis(200);
+/// A route fetch after a failure on a master the cached route names happens at most this
+/// often per topic (the first one after each fetch; see the module docs).
+pub const ROUTE_FAILOVER_REFETCH_GAP: Duration = Duration::from_millis(5);
+/// Masters remembered per route as "failed, yet still named by the name servers".
+const FAILED_MASTERS_MAX: usize = 16;
 
 /// Settings shared by producers and consumers.
 #[derive(Debug, Clone)]
@@ -120,7 +134,11 @@ impl ClientConfig {
 
 struct RouteEntry {
     info: Arc<TopicRouteInfo>,
+    /// When the fetch that produced `info` was sent.
     fetched: Instant,
+    /// Masters a request failed on that this route, fetched after that failure, still
+    /// names: further failures on them wait out [`ROUTE_REFETCH_GAP`].
+    failed_masters: Vec<SocketAddr>,
 }
 
 /// One client's connections and routes.
@@ -131,6 +149,8 @@ pub struct Instance {
     name_servers: Vec<SocketAddr>,
     next_ns: AtomicUsize,
     routes: Mutex<HashMap<String, RouteEntry>>,
+    /// Serializes fetches after failures, so concurrent failures share one fetch.
+    failover_gate: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for Instance {
@@ -175,6 +195,7 @@ impl Instance {
             name_servers,
             next_ns: AtomicUsize::new(0),
             routes: Mutex::new(HashMap::new()),
+            failover_gate: tokio::sync::Mutex::new(()),
         }))
     }
 
@@ -230,6 +251,57 @@ impl Instance {
         self.fetch_route(topic).await
     }
 
+    /// The route of `topic` after a request to `failed` failed in a way that says it may no
+    /// longer be master ([`Error::failover_suspect`]): fetched at once when the cached route
+    /// still names `failed` as a master and was fetched before the failure (at most once per
+    /// [`ROUTE_FAILOVER_REFETCH_GAP`]; per [`ROUTE_REFETCH_GAP`] while the name servers keep
+    /// naming it), else the cached one. See the module docs.
+    pub async fn refresh_route_after_failure(
+        &self,
+        topic: &str,
+        failed: SocketAddr,
+    ) -> Result<Arc<TopicRouteInfo>> {
+        let failed_at = Instant::now();
+        let _gate = self.failover_gate.lock().await;
+        if let Some(e) = self.lock_routes().get(topic) {
+            let gap = if e.failed_masters.contains(&failed) {
+                ROUTE_REFETCH_GAP
+            } else {
+                ROUTE_FAILOVER_REFETCH_GAP
+            };
+            let fresh = e.fetched >= failed_at || e.fetched.elapsed() < gap;
+            if !e.info.names_master(failed) || fresh {
+                return Ok(Arc::clone(&e.info));
+            }
+        }
+        let info = self.fetch_route(topic).await?;
+        if info.names_master(failed) {
+            log::debug!("route of {topic}: the name servers still name {failed} as a master");
+            if let Some(e) = self.lock_routes().get_mut(topic) {
+                if Arc::ptr_eq(&e.info, &info) && e.failed_masters.len() < FAILED_MASTERS_MAX {
+                    e.failed_masters.push(failed);
+                }
+            }
+        }
+        Ok(info)
+    }
+
+    /// [`Instance::refresh_route_after_failure`] for every cached topic whose route names
+    /// `failed` as a master (after a heartbeat or lock request to it failed).
+    pub async fn refresh_routes_naming(&self, failed: SocketAddr) {
+        let topics: Vec<String> = self
+            .lock_routes()
+            .iter()
+            .filter(|(_, e)| e.info.names_master(failed))
+            .map(|(t, _)| t.clone())
+            .collect();
+        for t in topics {
+            if let Err(e) = self.refresh_route_after_failure(&t, failed).await {
+                log::debug!("refreshing the route of {t} after {failed} failed: {e}");
+            }
+        }
+    }
+
     /// Fetches every cached route again (the periodic refresh).
     pub async fn refresh_all_routes(&self) {
         let topics: Vec<String> = self.lock_routes().keys().cloned().collect();
@@ -242,6 +314,7 @@ impl Instance {
 
     /// The route as the name servers have it now.
     pub async fn fetch_route(&self, topic: &str) -> Result<Arc<TopicRouteInfo>> {
+        let sent = Instant::now();
         let answer = self
             .namesrv_call(
                 RequestCode::GetRouteInfoByTopic,
@@ -274,7 +347,8 @@ impl Instance {
             topic.to_string(),
             RouteEntry {
                 info: Arc::clone(&info),
-                fetched: Instant::now(),
+                fetched: sent,
+                failed_masters: Vec::new(),
             },
         );
         Ok(info)
@@ -353,17 +427,27 @@ impl Instance {
 
     /// Fetches the route of `topic` again when `result` (of a request about one of its
     /// queues) says the route is stale: a routing error, or an answer that the topic, shard
-    /// or permission is wrong.
+    /// or permission is wrong, or that the broker is not (or no longer) master. A failure
+    /// that suggests a failover fetches at once ([`Instance::refresh_route_after_failure`]).
     pub async fn refresh_if_misrouted(&self, topic: &str, result: &Result<Answer>) {
-        let routing = match result {
-            Err(e) => e.is_routing_error(),
-            Ok(a) => matches!(
-                a.status(),
-                Ok(Status::TopicNotExist | Status::WrongShard | Status::NoPermission)
-            ),
+        let (suspect, routing) = match result {
+            Err(e) => (e.failover_suspect(), e.is_routing_error()),
+            Ok(a) => match a.status() {
+                Ok(Status::NotMaster | Status::ServiceNotAvailable) => (Some(a.addr), true),
+                Ok(Status::TopicNotExist | Status::WrongShard | Status::NoPermission) => {
+                    (None, true)
+                }
+                _ => (None, false),
+            },
         };
-        if routing {
-            let _ = self.refresh_route(topic).await;
+        match suspect {
+            Some(addr) => {
+                let _ = self.refresh_route_after_failure(topic, addr).await;
+            }
+            None if routing => {
+                let _ = self.refresh_route(topic).await;
+            }
+            None => {}
         }
     }
 
@@ -385,7 +469,12 @@ impl Instance {
                 .and_then(|a| a.expect(&[Status::Success]));
             match r {
                 Ok(_) => acked.push(addr),
-                Err(e) => log::debug!("heartbeat to {addr}: {e}"),
+                Err(e) => {
+                    log::debug!("heartbeat to {addr}: {e}");
+                    if e.failover_suspect().is_some() {
+                        self.refresh_routes_naming(addr).await;
+                    }
+                }
             }
         }
         acked

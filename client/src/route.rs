@@ -163,6 +163,11 @@ impl TopicRouteInfo {
             .and_then(|b| b.queue_shards.get(mq.queue_id as usize).copied())
     }
 
+    /// True when some broker group of the route has `addr` as its master.
+    pub fn names_master(&self, addr: SocketAddr) -> bool {
+        self.brokers.values().any(|b| b.master == Some(addr))
+    }
+
     /// Masters of every broker group of the route.
     pub fn masters(&self) -> Vec<SocketAddr> {
         self.brokers.values().filter_map(|b| b.master).collect()
@@ -244,6 +249,8 @@ mod tests {
         assert_eq!(info.shard(&MessageQueue::new("t", "a", 0)), Some(1));
         assert_eq!(info.master("b"), Some("127.0.0.1:2".parse().unwrap()));
         assert_eq!(info.masters().len(), 2);
+        assert!(info.names_master("127.0.0.1:1".parse().unwrap()));
+        assert!(!info.names_master("127.0.0.1:3".parse().unwrap()));
         assert_eq!(info.consume_queues, info.read_queues);
     }
 

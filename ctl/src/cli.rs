@@ -28,10 +28,12 @@ RINGMQ_SECRET_KEY (rather than --secret-key, which stays in the shell's history)
 
 const AFTER_HELP: &str = "\
 mqadmin aliases: clusterList, updateTopic, deleteTopic, topicList, topicRoute, topicStatus,
-consumerProgress, queryMsgById, queryMsgByKey (same flags; -t/-c/-b/-g/-i/-k work too).
+consumerProgress, queryMsgById, queryMsgByKey, getControllerMetaData, getSyncStateSet,
+electMaster (same flags; -t/-c/-b/-g/-i/-k/-a work too).
 
 Examples:
   ringmq-ctl cluster list
+  ringmq-ctl cluster replicas --controller '127.0.0.1:9876;127.0.0.1:9877;127.0.0.1:9878'
   ringmq-ctl topic create Orders --queues 8 --cluster DefaultCluster
   ringmq-ctl group progress billing --topic Orders --json
   ringmq-ctl group dlq billing
@@ -164,6 +166,15 @@ pub enum Command {
     /// mqadmin alias of `msg key`.
     #[command(name = "queryMsgByKey")]
     QueryMsgByKey(MsgKeyArgs),
+    /// mqadmin alias of `cluster controller`.
+    #[command(name = "getControllerMetaData")]
+    GetControllerMetaData(ControllerArgs),
+    /// mqadmin alias of `cluster replicas`.
+    #[command(name = "getSyncStateSet")]
+    GetSyncStateSet(ReplicasArgs),
+    /// mqadmin alias of `cluster elect` (the broker set is -b/--broker-name or positional).
+    #[command(name = "electMaster")]
+    ElectMaster(ElectArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -174,6 +185,78 @@ pub enum ClusterCmd {
     /// Rates come from the brokers' per-shard rates, or from two samples of their counters
     /// `--sample` apart where a broker does not publish rates. JSON: {"brokers": [...]}.
     List(ClusterListArgs),
+    /// The controllers' Raft group (controller mode), one row per controller: address, id,
+    /// whether it is the leader, its Raft term, last log index and applied index
+    /// (CONTROLLER_GET_METADATA_INFO to each).
+    ///
+    /// A controller that does not answer gets a row with its error (JSON: "error").
+    /// JSON: {"controllers": [{"address", "id", "leader", "leader_id", "leader_address",
+    /// "term", "last_log_index", "applied_index", "error"}]}.
+    Controller(ControllerArgs),
+    /// Broker sets as the controllers keep them (controller mode): per set its master (id,
+    /// address), master epoch and SyncStateSet with its epoch; per replica its id, address,
+    /// whether the leader controller hears from it, epoch, CommitLog bytes and lag (bytes of
+    /// CommitLog behind the master).
+    ///
+    /// Asks the first controller that answers (CONTROLLER_GET_REPLICA_INFO). JSON:
+    /// {"sets": [{"cluster", "broker", "master_id", "master_address", "master_epoch",
+    /// "sync_state_set", "sync_state_set_epoch"}], "replicas": [{"broker", "id", "address",
+    /// "role", "alive", "in_sync", "epoch", "log_bytes", "lag_bytes", "election_priority"}]}.
+    Replicas(ReplicasArgs),
+    /// Elect a master for a broker set now (controller mode; CONTROLLER_ELECT_MASTER to the
+    /// leader controller, following a not-leader answer to the leader it names).
+    ///
+    /// With --broker-id that broker, which must be alive and in the SyncStateSet (unless the
+    /// controllers allow unclean elections); without, the controllers' best candidate.
+    /// Prints the set after the election. JSON: {"elected": {...}} with the keys of
+    /// `cluster replicas`' "sets".
+    Elect(ElectArgs),
+}
+
+/// Where the controllers are.
+#[derive(Args, Debug)]
+pub struct ControllerAddrArgs {
+    /// Controllers, `host:port;host:port` (default: the --namesrv list, for controllers
+    /// embedded in the name servers).
+    #[arg(short = 'a', long = "controller", value_name = "ADDRS")]
+    pub controller: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct ControllerArgs {
+    #[command(flatten)]
+    pub controllers: ControllerAddrArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct ReplicasArgs {
+    #[command(flatten)]
+    pub controllers: ControllerAddrArgs,
+    /// Only this broker set (brokerName).
+    #[arg(short = 'b', long = "broker-name", value_name = "NAME")]
+    pub broker_name: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct ElectArgs {
+    /// The broker set (brokerName).
+    #[arg(
+        value_name = "BROKER_SET",
+        required_unless_present = "broker_name_opt",
+        conflicts_with = "broker_name_opt"
+    )]
+    pub broker_name: Option<String>,
+    /// The broker set (mqadmin's -b), instead of BROKER_SET.
+    #[arg(short = 'b', long = "broker-name", value_name = "NAME")]
+    pub broker_name_opt: Option<String>,
+    #[command(flatten)]
+    pub controllers: ControllerAddrArgs,
+    /// The set's cluster (default: as the controllers know the set).
+    #[arg(short = 'c', long)]
+    pub cluster: Option<String>,
+    /// Elect this broker (its brokerId); default: the controllers choose.
+    #[arg(long = "broker-id", value_name = "ID")]
+    pub broker_id: Option<u64>,
 }
 
 #[derive(Args, Debug)]
@@ -868,6 +951,60 @@ mod tests {
             Cli::try_parse_from(["ringmq-ctl", "consumerProgress", "-g", "G", "-t", "T"]).is_ok()
         );
         assert!(Cli::try_parse_from(["ringmq-ctl", "queryMsgByKey", "-t", "T", "-k", "K"]).is_ok());
+    }
+
+    #[test]
+    fn controller_commands() {
+        let parse = |args: &[&str]| {
+            let mut all = vec!["ringmq-ctl"];
+            all.extend_from_slice(args);
+            Cli::try_parse_from(all)
+        };
+        match parse(&["cluster", "controller", "--controller", "a:1;b:2"]).map(|c| c.command) {
+            Ok(Command::Cluster(ClusterCmd::Controller(a))) => {
+                assert_eq!(a.controllers.controller.as_deref(), Some("a:1;b:2"))
+            }
+            other => panic!("{other:?}"),
+        }
+        match parse(&["getSyncStateSet", "-a", "a:1", "-b", "broker-a", "--json"]) {
+            Ok(cli) => {
+                assert!(cli.json);
+                match cli.command {
+                    Command::GetSyncStateSet(a) => {
+                        assert_eq!(a.controllers.controller.as_deref(), Some("a:1"));
+                        assert_eq!(a.broker_name.as_deref(), Some("broker-a"));
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
+            Err(e) => panic!("{e}"),
+        }
+        match parse(&[
+            "cluster",
+            "elect",
+            "broker-a",
+            "-c",
+            "C",
+            "--broker-id",
+            "2",
+        ])
+        .map(|c| c.command)
+        {
+            Ok(Command::Cluster(ClusterCmd::Elect(a))) => {
+                assert_eq!(a.broker_name.as_deref(), Some("broker-a"));
+                assert_eq!(a.cluster.as_deref(), Some("C"));
+                assert_eq!(a.broker_id, Some(2));
+                assert_eq!(a.controllers.controller, None, "defaults to --namesrv");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(parse(&["electMaster", "-b", "broker-a"]).is_ok());
+        assert!(
+            parse(&["cluster", "elect"]).is_err(),
+            "a broker set is required"
+        );
+        assert!(parse(&["cluster", "elect", "x", "-b", "y"]).is_err());
+        assert!(parse(&["cluster", "elect", "x", "--broker-id", "-1"]).is_err());
     }
 
     #[test]

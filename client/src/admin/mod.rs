@@ -12,6 +12,7 @@
 //! | groups | [`Admin::group_list`], [`Admin::group_members`], [`Admin::group_progress`], [`Admin::reset_offset`] | GET_ALL_SUBSCRIPTIONGROUP_CONFIG, GET_ALL_CONSUMER_OFFSET, GET_CONSUMER_LIST_BY_GROUP |
 //! | messages | [`Admin::view_message`], [`Admin::query_by_key`], [`Admin::read_messages`] | VIEW_MESSAGE_BY_ID, QUERY_MESSAGE, PULL_MESSAGE |
 //! | ACL | [`Admin::acl_list`], [`Admin::acl_write`], [`Admin::acl_delete`], [`Admin::whoami`] | GET_BROKER_CLUSTER_ACL_CONFIG, UPDATE_AND_CREATE_ACL_CONFIG, DELETE_ACL_CONFIG, WHOAMI |
+//! | controllers | [`Admin::controller_metadata`], [`Admin::replica_info`], [`Admin::elect_master`] | CONTROLLER_GET_METADATA_INFO, CONTROLLER_GET_REPLICA_INFO, CONTROLLER_ELECT_MASTER |
 //! | brokers | [`Admin::runtime_info`], [`Admin::cluster_status`], [`Admin::broker_config`], [`Admin::update_broker_config`], [`Admin::set_read_only`], [`Admin::schedule_status`], [`Admin::schedule_statuses`] | GET_BROKER_RUNTIME_INFO, GET/UPDATE_BROKER_CONFIG, GET_SCHEDULE_STATUS |
 //!
 //! Calls about one queue go straight to the shard that owns it (the topic's route is fetched
@@ -22,7 +23,7 @@
 //! tells live consumers to reset; ringmq has no such request yet).
 //!
 //! Each area's calls (and its types, re-exported here) live in their own file: `topics`,
-//! `queues`, `groups`, `messages`, `brokers`. This file holds the [`Admin`] handle, the
+//! `queues`, `groups`, `messages`, `brokers`, `controller`. This file holds the [`Admin`] handle, the
 //! shared limits and [`BrokerRef`].
 
 use std::net::SocketAddr;
@@ -39,6 +40,7 @@ use crate::net::Answer;
 
 mod acl;
 mod brokers;
+mod controller;
 mod groups;
 mod messages;
 mod queues;
@@ -48,6 +50,7 @@ pub use brokers::{
     published_rates, sampled_rates, shard_max, BrokerSchedule, BrokerStatus, BrokerTransactions,
     TopicTarget,
 };
+pub use controller::{replica_lag_bytes, resolve_controllers, CONTROLLER_HOPS_MAX};
 pub use groups::{GroupProgress, GroupSummary, OffsetReset, QueueProgress, ResetTo};
 pub use topics::{QueueStatus, TopicSpec};
 

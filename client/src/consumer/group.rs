@@ -161,7 +161,12 @@ impl Group {
                 Err(e @ Error::Broker { status, .. }) if subscription_refused(status) => {
                     refused.get_or_insert(e);
                 }
-                Err(e) => log::debug!("heartbeat to {addr}: {e}"),
+                Err(e) => {
+                    log::debug!("heartbeat to {addr}: {e}");
+                    if e.failover_suspect().is_some() {
+                        self.inst.refresh_routes_naming(addr).await;
+                    }
+                }
             }
         }
         *self.lock_acked() = acked;

@@ -118,8 +118,20 @@ async fn lock_on_broker(
     .to_vec()?;
     let answer = inst
         .broker_call(addr, None, code, &Empty, &body, inst.cfg.request_timeout)
-        .await?
-        .expect(&[Status::Success])?;
+        .await
+        .and_then(|a| a.expect(&[Status::Success]));
+    let answer = match answer {
+        Ok(a) => a,
+        Err(e) => {
+            // The queues' master may have changed: the next round asks the new one.
+            if e.failover_suspect().is_some() {
+                inst.refresh_route_after_failure(&first.topic, addr)
+                    .await
+                    .ok();
+            }
+            return Err(e);
+        }
+    };
     if code != RequestCode::LockBatchMq {
         return Ok(Vec::new());
     }

@@ -11,6 +11,9 @@
 //!   SERVICE_NOT_AVAILABLE) and the route lists a slave: the master is marked down, and the
 //!   same request is sent to the slave at once (every request sent this way is idempotent:
 //!   reads, and commits of an absolute offset);
+//! - such a failure also fetches the route at once
+//!   ([`Instance::refresh_route_after_failure`]): after a failover (controller mode) the
+//!   route names the set's new master, and the next request goes there;
 //! - back to the master when the route lists it again after it had gone, or when
 //!   [`ReadPath::probe`] (the consumer's timer, every `master_probe_interval`) connects to
 //!   the marked-down master: both are noticed without waiting on any pull.
@@ -257,6 +260,11 @@ impl ReadPath {
             .await;
         if let Err(e) = &result {
             if first.master && is_unreachable(e) {
+                // A failover names a new master within milliseconds: the next request of
+                // this broker goes there (`pick` drops the mark when the route changes).
+                let _ = inst
+                    .refresh_route_after_failure(&mq.topic, first.addr)
+                    .await;
                 if let Some(slave) = entry.first_slave() {
                     self.master_down(entry, first.addr, &mq.topic, e);
                     let served = Served {

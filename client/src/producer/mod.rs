@@ -11,10 +11,16 @@
 //! FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT and SLAVE_NOT_AVAILABLE mean *stored* and are
 //! returned as a [`SendStatus`], never retried. Unordered sends retry on another broker when
 //! there is one; ordered sends retry on the same queue (order is per queue).
+//!
+//! A failure that suggests a failover (the broker cannot be reached, or answers NOT_MASTER
+//! or SERVICE_NOT_AVAILABLE) fetches the topic's route at once; when the route now names
+//! another master for the same broker name (controller mode), the retry goes there first,
+//! on the same queue and without a pause (see `retry`).
 
 mod recall;
 mod reply;
 mod request;
+mod retry;
 mod send;
 mod transaction;
 mod transaction_check;

@@ -13,6 +13,7 @@ use ringmq_wire::frame::{self, PREFIX_BYTES};
 use ringmq_wire::record;
 use tokio::time::Instant;
 
+use super::retry::{self, Next};
 use super::{unique_key, Inner, Pick, BATCH_RECORDS_MAX};
 use crate::error::{Error, Outcome, Result};
 use crate::message::Message;
@@ -158,17 +159,18 @@ pub(super) async fn send(
     let topic = msgs[0].topic.as_str();
     let deadline = Instant::now() + inner.cfg.send_timeout;
     let attempts = inner.cfg.retries.saturating_add(1);
-    let mut avoid: Option<String> = None;
+    let mut next = Next::default();
     let mut fixed: Option<MessageQueue> = None;
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let mut broker = None;
-        let result = match choose(inner, topic, &pick, &mut fixed, avoid.as_deref(), &msgs[0]).await
-        {
+        let mut target = None;
+        let chosen = choose(inner, topic, &pick, &mut fixed, &next, &msgs[0]).await;
+        let result = match chosen {
             Ok(t) => {
-                broker = Some(t.mq.broker_name.clone());
-                send_once(inner, &t, msgs, sharding_key, form, deadline).await
+                let r = send_once(inner, &t, msgs, sharding_key, form, deadline).await;
+                target = Some(t);
+                r
             }
             Err(e) => Err(e),
         };
@@ -176,15 +178,11 @@ pub(super) async fn send(
             Ok(r) => return Ok(r),
             Err(e) => e,
         };
-        if e.is_routing_error() {
-            let _ = inner.inst.refresh_route(topic).await;
-        }
-        let retriable = match e.outcome() {
-            Outcome::NotStored => true,
-            Outcome::Unknown => inner.cfg.retry_unknown_outcome,
-            Outcome::Rejected => false,
-        };
-        if !retriable || attempt >= attempts || Instant::now() >= deadline {
+        let route = refresh_after(inner, topic, &e).await;
+        if !retry::may_resend(&e, inner.cfg.retry_unknown_outcome)
+            || attempt >= attempts
+            || Instant::now() >= deadline
+        {
             return Err(if attempt > 1 {
                 Error::RetriesExhausted {
                     attempts: attempt,
@@ -195,14 +193,32 @@ pub(super) async fn send(
             });
         }
         log::debug!("send attempt {attempt} to {topic} failed ({e}); retrying");
-        let pause = match &e {
-            Error::Backoff { retry_in, .. } => *retry_in,
-            Error::Broker { .. } | Error::Busy { .. } | Error::NoRoute { .. } => BUSY_RETRY_PAUSE,
-            _ => Duration::ZERO,
+        next = match &target {
+            Some(t) => retry::next_attempt(&e, &t.mq, t.addr, route.as_deref()),
+            None => retry::next_attempt_unrouted(&e),
         };
-        let until = (Instant::now() + pause).min(deadline);
+        let until = (Instant::now() + next.pause).min(deadline);
         tokio::time::sleep_until(until).await;
-        avoid = broker;
+    }
+}
+
+/// Fetches the route again after a failed attempt when the failure says it may be stale: at
+/// once after a suspected failover, else throttled. The route, if fetched.
+async fn refresh_after(
+    inner: &Inner,
+    topic: &str,
+    e: &Error,
+) -> Option<Arc<crate::route::TopicRouteInfo>> {
+    if let Some(addr) = e.failover_suspect() {
+        inner
+            .inst
+            .refresh_route_after_failure(topic, addr)
+            .await
+            .ok()
+    } else if e.is_routing_error() {
+        inner.inst.refresh_route(topic).await.ok()
+    } else {
+        None
     }
 }
 
@@ -211,20 +227,12 @@ pub(super) async fn send_oneway(inner: &Inner, msg: &Message) -> Result<()> {
     let msgs = std::slice::from_ref(msg);
     validate(inner, msgs, Form::Single)?;
     let deadline = Instant::now() + inner.cfg.send_timeout;
-    let mut avoid = None;
+    let mut next = Next::default();
     let mut attempt = 0;
     loop {
         attempt += 1;
         let mut fixed = None;
-        let t = choose(
-            inner,
-            &msg.topic,
-            &Pick::Any,
-            &mut fixed,
-            avoid.as_deref(),
-            msg,
-        )
-        .await;
+        let t = choose(inner, &msg.topic, &Pick::Any, &mut fixed, &next, msg).await;
         let result = match &t {
             Ok(t) => oneway_once(inner, t, msg, deadline).await,
             Err(_) => Err(Error::Shutdown),
@@ -233,7 +241,8 @@ pub(super) async fn send_oneway(inner: &Inner, msg: &Message) -> Result<()> {
             (Err(e), _) => e,
             (Ok(_), Ok(())) => return Ok(()),
             (Ok(t), Err(e)) => {
-                avoid = Some(t.mq.broker_name);
+                let route = refresh_after(inner, &msg.topic, &e).await;
+                next = retry::next_attempt(&e, &t.mq, t.addr, route.as_deref());
                 e
             }
         };
@@ -311,9 +320,10 @@ async fn choose(
     topic: &str,
     pick: &Pick<'_>,
     fixed: &mut Option<MessageQueue>,
-    avoid: Option<&str>,
+    next: &Next,
     first: &Message,
 ) -> Result<Target> {
+    let avoid = next.avoid.as_deref();
     let route = match inner.inst.route(topic).await {
         Ok(r) => r,
         Err(Error::NoRoute { .. }) if matches!(pick, Pick::Any) => {
@@ -338,6 +348,10 @@ async fn choose(
     }
     let n = queues.len();
     let mq = match pick {
+        // A new master of the broker name that just failed: the same queue again.
+        Pick::Any if next.same_queue.as_ref().is_some_and(|q| queues.contains(q)) => {
+            next.same_queue.clone().expect("checked just above")
+        }
         Pick::Any => {
             let start = inner
                 .round_robin

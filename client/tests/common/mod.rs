@@ -395,3 +395,20 @@ pub async fn read_all(
     }
     out
 }
+
+/// Waits until the name servers of `node` list `brokers` broker names (panics after 20 s).
+pub async fn wait_brokers_registered(node: &Node, brokers: usize) {
+    let admin = Admin::connect(&node.namesrv()).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !admin
+        .cluster_info()
+        .await
+        .is_ok_and(|i| i.brokers.len() >= brokers)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{brokers} brokers did not register within 20 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

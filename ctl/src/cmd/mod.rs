@@ -5,6 +5,7 @@
 pub mod acl;
 pub mod broker;
 pub mod cluster;
+pub mod controller;
 pub mod delay;
 pub mod dlq;
 pub mod group;
@@ -28,6 +29,15 @@ pub async fn run(admin: &Admin, cfg: &ClientConfig, command: &Command) -> Result
     match command {
         Command::Cluster(ClusterCmd::List(a)) | Command::ClusterList(a) => {
             cluster::list(admin, a).await
+        }
+        Command::Cluster(ClusterCmd::Controller(a)) | Command::GetControllerMetaData(a) => {
+            controller::controller(admin, cfg, a).await
+        }
+        Command::Cluster(ClusterCmd::Replicas(a)) | Command::GetSyncStateSet(a) => {
+            controller::replicas(admin, cfg, a).await
+        }
+        Command::Cluster(ClusterCmd::Elect(a)) | Command::ElectMaster(a) => {
+            controller::elect(admin, cfg, a).await
         }
         Command::Topic(TopicCmd::Create(a)) => topic::put(admin, a, PutMode::Create).await,
         Command::Topic(TopicCmd::Update(a)) => topic::put(admin, a, PutMode::Update).await,
