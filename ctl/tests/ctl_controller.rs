@@ -2,9 +2,6 @@
 //! controllers: three `ringmq namesrv` processes with embedded controllers
 //! (`enableControllerInNamesrv=true`, a three-member Raft group) and one broker in
 //! controller mode (`enableControllerMode=true`) of broker set `broker-a`.
-//!
-//! Ignored until the controller exists (issue #27): on this base the name servers do not
-//! know the controller keys.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -47,7 +44,6 @@ fn json(args: &[&str]) -> Value {
 }
 
 #[test]
-#[ignore = "needs the controller (issue #27)"]
 fn controller_replicas_and_elect() {
     let dir = tempfile::tempdir().unwrap();
     let ns_ports = free_ports::<3>();

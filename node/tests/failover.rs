@@ -56,7 +56,8 @@ fn has_topic(addr: SocketAddr) -> bool {
     };
     let r = c.call(RequestCode::GetAllTopicConfig, &Empty, &[]);
     r.status() == Status::Success
-        && TopicConfigTable::decode(&r.body).is_ok_and(|t| t.topics.iter().any(|c| c.topic == TOPIC))
+        && TopicConfigTable::decode(&r.body)
+            .is_ok_and(|t| t.topics.iter().any(|c| c.topic == TOPIC))
 }
 
 #[test]
@@ -105,9 +106,11 @@ fn a_killed_master_is_replaced_by_an_in_sync_slave_and_rejoins_as_its_slave() {
     );
     let new_addr = after.master().unwrap().broker_addr;
     let mut n = Client::connect(new_addr);
-    wait_until(Duration::from_secs(20), "a send the new master takes", || {
-        n.send(&Msg::new(TOPIC, 0, "after")).status() == Status::Success
-    });
+    wait_until(
+        Duration::from_secs(20),
+        "a send the new master takes",
+        || n.send(&Msg::new(TOPIC, 0, "after")).status() == Status::Success,
+    );
     let failover = t0.elapsed();
     eprintln!("failover: first send acknowledged by the new master {failover:?} after the kill");
     let body = n.pull_all(TOPIC, 0, 0, sent + 1);

@@ -5,7 +5,9 @@
 //!
 //! Controllers answer on the native protocol like name servers. Reads
 //! (CONTROLLER_GET_METADATA_INFO, CONTROLLER_GET_REPLICA_INFO) are answered by any
-//! controller: [`Admin::replica_info`] asks them in turn until one answers.
+//! controller, but only the leader knows which brokers are alive (heartbeats go to it):
+//! [`Admin::replica_info`] asks the leader first (found from the first controller's
+//! metadata), then the others in turn until one answers.
 //! CONTROLLER_ELECT_MASTER must reach the Raft leader: [`Admin::elect_master`] follows a
 //! CONTROLLER_NOT_LEADER answer to the leader it names, or tries the next controller when
 //! it names none, at most [`CONTROLLER_HOPS_MAX`] requests in all.
@@ -38,7 +40,8 @@ impl Admin {
     }
 
     /// The replicated state of the broker set `broker_name`, or of every set when `None`
-    /// (CONTROLLER_GET_REPLICA_INFO), from the first of `controllers` that answers.
+    /// (CONTROLLER_GET_REPLICA_INFO), from the leader, else the first of `controllers` that
+    /// answers (a follower reports every member as not alive: it hears no heartbeats).
     pub async fn replica_info(
         &self,
         controllers: &[SocketAddr],
@@ -47,8 +50,20 @@ impl Admin {
         let req = GetReplicaInfoRequest {
             broker_name: broker_name.unwrap_or_default().to_string(),
         };
-        let mut last = None;
+        let mut order: Vec<SocketAddr> = Vec::new();
         for &c in controllers {
+            if let Ok(m) = self.controller_metadata(c).await {
+                order.extend(m.leader_addr);
+                break;
+            }
+        }
+        for &c in controllers {
+            if !order.contains(&c) {
+                order.push(c);
+            }
+        }
+        let mut last = None;
+        for c in order {
             let answer = match self
                 .controller_call(c, RequestCode::ControllerGetReplicaInfo, &req)
                 .await

@@ -200,17 +200,15 @@ pub async fn heartbeat_loop(shard: Rc<Shard>) {
                 )
                 .await
             {
-                Ok((Status::Success, header, _)) => {
-                    match Response::<ReplicaSet>::decode(&header) {
-                        Ok(Response {
-                            fields: Some(set), ..
-                        }) => {
-                            answered = Some(set);
-                            break;
-                        }
-                        _ => last_error = "a heartbeat answer without the set".into(),
+                Ok((Status::Success, header, _)) => match Response::<ReplicaSet>::decode(&header) {
+                    Ok(Response {
+                        fields: Some(set), ..
+                    }) => {
+                        answered = Some(set);
+                        break;
                     }
-                }
+                    _ => last_error = "a heartbeat answer without the set".into(),
+                },
                 Ok((Status::ControllerNotLeader, header, _)) => {
                     let hint = Response::<NotLeader>::decode(&header)
                         .ok()
@@ -376,10 +374,7 @@ fn promote(shard: &Rc<Shard>, epoch: u32) -> Result<(), String> {
     {
         let mut store = shard.store.borrow_mut();
         store.begin_epoch(epoch).map_err(|e| e.to_string())?;
-        shard
-            .broker
-            .store_epoch
-            .fetch_max(epoch, Ordering::AcqRel);
+        shard.broker.store_epoch.fetch_max(epoch, Ordering::AcqRel);
         log::info!(
             "shard {}: master of epoch {epoch} from log offset {}",
             shard.id,
@@ -493,7 +488,9 @@ pub async fn sync_state_set_loop(shard: Rc<Shard>) {
                             new.sync_state_set_epoch
                         );
                         let mut s = broker.role.set.lock().unwrap_or_else(|p| p.into_inner());
-                        if s.as_ref().is_some_and(|s| s.master_epoch == new.master_epoch) {
+                        if s.as_ref()
+                            .is_some_and(|s| s.master_epoch == new.master_epoch)
+                        {
                             *s = Some(new);
                         }
                     }
@@ -536,9 +533,9 @@ fn in_sync(b: &Broker, set: &ReplicaSet) -> BTreeSet<u64> {
         let Some(shards) = slaves.get(&m.broker_id) else {
             continue;
         };
-        let all = shards.iter().all(|s| {
-            s.is_some_and(|s| now.saturating_sub(s.caught_up_at_ms) <= window)
-        });
+        let all = shards
+            .iter()
+            .all(|s| s.is_some_and(|s| now.saturating_sub(s.caught_up_at_ms) <= window));
         if all && !shards.is_empty() {
             out.insert(m.broker_id);
         }
@@ -585,7 +582,11 @@ pub fn sync_decision(shard: &Shard, end: u64) -> crate::ha::master::SyncDecision
         let need = (cfg.min_in_sync_replicas as usize).saturating_sub(1);
         let have = others
             .iter()
-            .filter(|id| replicas.iter().any(|r| r.broker_id == **id && r.acked >= end))
+            .filter(|id| {
+                replicas
+                    .iter()
+                    .any(|r| r.broker_id == **id && r.acked >= end)
+            })
             .count();
         if have >= need {
             SyncDecision::Acked

@@ -42,9 +42,7 @@ pub async fn run(shard: Rc<Shard>) {
         let changed = shard.broker.topics_changed.listen();
         register_all(&shard).await;
         // A slave that has not learned its master yet asks again soon.
-        let wait = if shard.broker.master_broker_addr().is_none()
-            && !shard.broker.is_master()
-        {
+        let wait = if shard.broker.master_broker_addr().is_none() && !shard.broker.is_master() {
             period.min(Duration::from_millis(1_000))
         } else {
             period

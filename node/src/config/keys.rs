@@ -142,15 +142,20 @@ const BROKER_KEYS: &[Key<BrokerConfig>] = &[
     key!("haMaxGapNotInSync", |c, v| c.ha_max_gap_not_in_sync_bytes =
         num(v, 1, i64::MAX as u64)?),
     // Controller mode (crate::broker::controller).
-    key!("enableControllerMode", |c, v| c.controller.enable = boolean(v)?),
+    key!("enableControllerMode", |c, v| c.controller.enable =
+        boolean(v)?),
     key!("controllerAddr", Some(";"), |c, v| c.controller.addrs =
         namesrv_addrs(v)?),
     key!("allAckInSyncStateSet", |c, v| {
         c.controller.all_ack_in_sync_state_set = boolean(v)?
     }),
-    key!("minInSyncReplicas", |c, v| c.controller.min_in_sync_replicas =
+    key!("minInSyncReplicas", |c, v| c
+        .controller
+        .min_in_sync_replicas =
         num(v, 1, 16)?),
-    key!("brokerElectionPriority", |c, v| c.controller.election_priority =
+    key!("brokerElectionPriority", |c, v| c
+        .controller
+        .election_priority =
         num(v, 0, u32::MAX.into())?),
     key!("haMaxTimeSlaveNotCatchup", |c, v| {
         c.controller.ha_max_time_slave_not_catchup_ms = num(v, 100, INTERVAL_MS_MAX)?

@@ -77,7 +77,10 @@ impl Controllers {
             "--set".into(),
             format!("controllerDLegerSelfId=n{i}"),
             "--set".into(),
-            format!("controllerStorePath={}", self.dir.join("controllers").display()),
+            format!(
+                "controllerStorePath={}",
+                self.dir.join("controllers").display()
+            ),
         ];
         Node::start(
             "controller",
@@ -116,7 +119,9 @@ impl Controllers {
     pub fn replica_set(&self, name: &str) -> Option<ReplicaSet> {
         for a in self.addrs() {
             let Some(m) = metadata(a) else { continue };
-            let Some(leader) = m.leader_addr else { continue };
+            let Some(leader) = m.leader_addr else {
+                continue;
+            };
             let mut c = Client::try_connect(leader).ok()?;
             c.set_read_timeout(Duration::from_secs(2));
             let r = c

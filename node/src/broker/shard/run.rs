@@ -47,7 +47,9 @@ pub async fn run(
         rt::spawn(crate::broker::controller::role_watch(Rc::clone(&shard)));
         if shard.id == 0 {
             rt::spawn(crate::broker::controller::heartbeat_loop(Rc::clone(&shard)));
-            rt::spawn(crate::broker::controller::sync_state_set_loop(Rc::clone(&shard)));
+            rt::spawn(crate::broker::controller::sync_state_set_loop(Rc::clone(
+                &shard,
+            )));
         }
     } else if shard.broker.config.broker_role.is_master() {
         if let Err(e) = crate::broker::pop::open(&shard) {
