@@ -13,14 +13,22 @@ use ringmq_wire::codec::Encode;
 use ringmq_wire::command::Request;
 use ringmq_wire::frame;
 
-/// Codes served elsewhere: the broker sends these to clients, or they go to the HA port.
-const NOT_ON_CLIENT_PORTS: [RequestCode; 6] = [
+/// Codes served elsewhere: the broker sends these to clients, they go to the HA port, or
+/// only a name server running a controller serves them (`tests/controller_raft.rs`,
+/// `tests/failover.rs`).
+const NOT_ON_CLIENT_PORTS: [RequestCode; 12] = [
     RequestCode::CheckTransactionState,
     RequestCode::NotifyConsumerIdsChanged,
     RequestCode::PushReplyMessageToClient,
     RequestCode::HaSubscribe,
     RequestCode::HaTransfer,
     RequestCode::HaAck,
+    RequestCode::ControllerBrokerHeartbeat,
+    RequestCode::ControllerAlterSyncStateSet,
+    RequestCode::ControllerElectMaster,
+    RequestCode::ControllerGetReplicaInfo,
+    RequestCode::ControllerGetMetadataInfo,
+    RequestCode::ControllerRaft,
 ];
 
 /// A valid header for `code` (sampled, so it decodes).
