@@ -21,8 +21,8 @@ use ringmq_wire::command::{ReplicaSet, TopicConfigTable};
 const SET: &str = "broker-f";
 const TOPIC: &str = "Failover";
 
-fn broker(home: &Path, id: u64, ctl: &Controllers) -> HaBroker {
-    let mut b = HaBroker::master(home, "SYNC_MASTER", 1);
+fn broker(home: &Path, id: u64, ctl: &Controllers, role: &'static str) -> HaBroker {
+    let mut b = HaBroker::master(home, role, 1);
     b.broker_name = SET.to_string();
     b.broker_id = id;
     b.extra = vec![
@@ -60,43 +60,77 @@ fn has_topic(addr: SocketAddr) -> bool {
             .is_ok_and(|t| t.topics.iter().any(|c| c.topic == TOPIC))
 }
 
+/// Three controllers and a set of three brokers in `role`, the SyncStateSet full and the
+/// topic on every broker.
+struct Deployment {
+    ctl: Controllers,
+    cfgs: Vec<HaBroker>,
+    nodes: Vec<Option<Node>>,
+    set: ReplicaSet,
+}
+
+impl Deployment {
+    fn start(dir: &Path, role: &'static str) -> Deployment {
+        let ctl = Controllers::start(dir, 3);
+        ctl.agreed_leader(None, Duration::from_secs(20));
+        let ns = ctl.addrs()[0];
+        let cfgs: Vec<HaBroker> = (1..=3u64)
+            .map(|id| broker(&dir.join(format!("b{id}")), id, &ctl, role))
+            .collect();
+        let nodes: Vec<Option<Node>> = cfgs.iter().map(|b| Some(b.start(ns))).collect();
+        let set = wait_set(&ctl, Duration::from_secs(30), |s| {
+            s.master_id.is_some() && s.sync_state_set.len() == 3
+        });
+        let mut m = Client::connect(set.master().unwrap().broker_addr);
+        m.create_topic_ok(TOPIC, 1);
+        for member in &set.members {
+            let a = member.broker_addr;
+            wait_until(
+                Duration::from_secs(15),
+                format!("broker {} to get the topic", member.broker_id),
+                || has_topic(a),
+            );
+        }
+        Deployment {
+            ctl,
+            cfgs,
+            nodes,
+            set,
+        }
+    }
+
+    fn node(&self, id: u64) -> &Node {
+        self.nodes[id as usize - 1].as_ref().unwrap()
+    }
+
+    fn kill9(&mut self, id: u64) {
+        self.nodes[id as usize - 1].take().unwrap().kill9();
+    }
+
+    fn restart(&mut self, id: u64) {
+        let ns = self.ctl.addrs()[0];
+        self.nodes[id as usize - 1] = Some(self.cfgs[id as usize - 1].start(ns));
+    }
+}
+
 #[test]
 fn a_killed_master_is_replaced_by_an_in_sync_slave_and_rejoins_as_its_slave() {
     let dir = tempdir("failover");
-    let ctl = Controllers::start(dir.path(), 3);
-    ctl.agreed_leader(None, Duration::from_secs(20));
-    let ns = ctl.addrs()[0];
-    let homes: Vec<_> = (1..=3u64)
-        .map(|id| dir.path().join(format!("b{id}")))
-        .collect();
-    let cfgs: Vec<HaBroker> = (1..=3u64)
-        .map(|id| broker(&homes[id as usize - 1], id, &ctl))
-        .collect();
-    let mut nodes: Vec<Option<Node>> = cfgs.iter().map(|b| Some(b.start(ns))).collect();
-    let set = wait_set(&ctl, Duration::from_secs(30), |s| {
-        s.master_id.is_some() && s.sync_state_set.len() == 3
-    });
+    let mut d = Deployment::start(dir.path(), "SYNC_MASTER");
+    let set = d.set.clone();
     let old = set.master_id.unwrap();
     let epoch = set.master_epoch;
     let master_addr = set.master().unwrap().broker_addr;
     let mut m = Client::connect(master_addr);
-    m.create_topic_ok(TOPIC, 1);
-    for member in &set.members {
-        let a = member.broker_addr;
-        wait_until(
-            Duration::from_secs(15),
-            format!("broker {} to get the topic", member.broker_id),
-            || has_topic(a),
-        );
-    }
     // SYNC_MASTER with allAckInSyncStateSet: each OK means all three have it.
     let sent = 200;
     for i in 0..sent {
         m.send_ok(&Msg::new(TOPIC, 0, format!("m-{i}")));
     }
     let t0 = Instant::now();
-    nodes[old as usize - 1].take().unwrap().kill9();
-    let after = wait_set(&ctl, Duration::from_secs(20), |s| {
+    d.kill9(old);
+    let ctl = &d.ctl;
+    let after = wait_set(ctl, Duration::from_secs(20), |s| {
         s.master_id.is_some_and(|id| id != old)
     });
     assert!(after.master_epoch > epoch, "{after:#?}");
@@ -124,9 +158,8 @@ fn a_killed_master_is_replaced_by_an_in_sync_slave_and_rejoins_as_its_slave() {
     }
     // The old master's first epoch record ends where the new epoch begins: it rejoins as a
     // slave and its log becomes the new master's.
-    let old_cfg = &cfgs[old as usize - 1];
-    nodes[old as usize - 1] = Some(old_cfg.start(ns));
-    let rejoined = wait_set(&ctl, Duration::from_secs(30), |s| {
+    d.restart(old);
+    let rejoined = wait_set(&d.ctl, Duration::from_secs(30), |s| {
         s.sync_state_set.contains(&old) && s.master_id != Some(old)
     });
     assert_eq!(rejoined.master_epoch, after.master_epoch);
@@ -140,4 +173,102 @@ fn a_killed_master_is_replaced_by_an_in_sync_slave_and_rejoins_as_its_slave() {
     // It refuses sends: it is a slave of the new epoch.
     let r = o.send(&Msg::new(TOPIC, 0, "to-a-slave"));
     assert_eq!(r.status(), Status::NotMaster, "{}", r.remark());
+}
+
+/// ASYNC_MASTER: the master acknowledges a tail its slaves do not get (they are stopped, and
+/// the tail is larger than the socket buffers that keep taking bytes for them), then dies. A
+/// slave of the SyncStateSet takes over without the rest of the tail (the window ASYNC can
+/// lose); consumers never saw the tail (the confirmOffset held them below it); the old
+/// master, back, finds where its epochs part from the new master's and cuts its tail before
+/// it follows.
+#[test]
+fn an_old_master_truncates_its_unreplicated_tail_by_epoch_when_it_rejoins() {
+    let dir = tempdir("failover-async");
+    let mut d = Deployment::start(dir.path(), "ASYNC_MASTER");
+    let set = d.set.clone();
+    let old = set.master_id.unwrap();
+    let mut m = Client::connect(set.master().unwrap().broker_addr);
+    let replicated = 50;
+    for i in 0..replicated {
+        m.send_ok(&Msg::new(TOPIC, 0, format!("r-{i}")));
+    }
+    let slaves: Vec<u64> = set
+        .members
+        .iter()
+        .map(|x| x.broker_id)
+        .filter(|id| *id != old)
+        .collect();
+    for s in &slaves {
+        let mut c = Client::connect(set.member(*s).unwrap().broker_addr);
+        wait_until(Duration::from_secs(15), "the slaves to catch up", || {
+            log_ends(&mut c) == log_ends(&mut m)
+        });
+    }
+    for s in &slaves {
+        d.node(*s).signal(libc::SIGSTOP);
+    }
+    // 48 MiB: more than a stopped reader's socket buffers take in (here tcp_rmem allows
+    // 32 MiB, tcp_wmem 4 MiB).
+    let tail = 96;
+    let chunk = vec![b'x'; 512 * 1024];
+    for i in 0..tail {
+        let mut body = format!("t-{i}-").into_bytes();
+        body.extend_from_slice(&chunk);
+        m.send_ok(&Msg::new(TOPIC, 0, body));
+    }
+    // A consumer of the old master sees only what the SyncStateSet confirmed.
+    let r = m.pull(TOPIC, 0, replicated as u64, 32, 0);
+    assert_ne!(r.status(), Status::Success, "read past the confirmOffset");
+    let old_count = m.max_offset(TOPIC, 0);
+    assert_eq!(old_count, (replicated + tail) as u64);
+    d.kill9(old);
+    for s in &slaves {
+        d.node(*s).signal(libc::SIGCONT);
+    }
+    let after = wait_set(&d.ctl, Duration::from_secs(20), |s| {
+        s.master_id.is_some_and(|id| id != old)
+    });
+    let mut n = Client::connect(after.master().unwrap().broker_addr);
+    wait_until(
+        Duration::from_secs(20),
+        "a send the new master takes",
+        || n.send(&Msg::new(TOPIC, 0, "after")).status() == Status::Success,
+    );
+    let max = n.max_offset(TOPIC, 0) as usize;
+    assert!(
+        max < old_count as usize,
+        "part of the tail never reached the new master: it has {max} messages, the old master had {old_count}"
+    );
+    let on_new: Vec<Vec<u8>> = decode_records(&n.pull_all(TOPIC, 0, 0, max))
+        .iter()
+        .map(|r| r.body.to_vec())
+        .collect();
+    for i in 0..replicated {
+        let want = format!("r-{i}");
+        assert!(on_new.iter().any(|b| b == want.as_bytes()), "{want} lost");
+    }
+    d.restart(old);
+    let rejoined = wait_set(&d.ctl, Duration::from_secs(30), |s| {
+        s.sync_state_set.contains(&old)
+    });
+    assert_eq!(rejoined.master_id, after.master_id);
+    let mut o = Client::connect(rejoined.member(old).unwrap().broker_addr);
+    wait_until(
+        Duration::from_secs(20),
+        "the old master's log to become the new master's",
+        || o.max_offset(TOPIC, 0) == max as u64 && log_ends(&mut o) == log_ends(&mut n),
+    );
+    let log = d.node(old).log();
+    assert!(
+        log.contains("truncat"),
+        "the rejoin logs the truncation:\n{log}"
+    );
+    let on_old: Vec<Vec<u8>> = decode_records(&o.pull_all(TOPIC, 0, 0, max))
+        .iter()
+        .map(|r| r.body.to_vec())
+        .collect();
+    assert!(
+        on_old == on_new,
+        "the rejoined broker holds exactly the new master's records"
+    );
 }
