@@ -20,14 +20,34 @@ pub struct Controllers {
     pub dir: PathBuf,
     pub ports: Vec<u16>,
     pub nodes: Vec<Option<Node>>,
+    /// Where they listen (`--host`), the address the others and clients reach them at, and
+    /// the launch prefix (e.g. to run them in a network namespace).
+    pub bind: String,
+    pub ip: std::net::IpAddr,
+    pub prefix: Vec<String>,
 }
 
 impl Controllers {
+    /// `n` controllers on loopback.
     pub fn start(dir: &Path, n: usize) -> Controllers {
+        Self::start_at(dir, n, "127.0.0.1", [127, 0, 0, 1].into(), Vec::new())
+    }
+
+    /// `n` controllers listening on `bind`, reached at `ip`, launched through `prefix`.
+    pub fn start_at(
+        dir: &Path,
+        n: usize,
+        bind: &str,
+        ip: std::net::IpAddr,
+        prefix: Vec<String>,
+    ) -> Controllers {
         let mut c = Controllers {
             dir: dir.to_path_buf(),
             ports: free_ports(n),
             nodes: Vec::new(),
+            bind: bind.to_string(),
+            ip,
+            prefix,
         };
         for i in 0..n {
             let node = c.launch(i);
@@ -41,7 +61,7 @@ impl Controllers {
         self.ports
             .iter()
             .enumerate()
-            .map(|(i, p)| format!("n{i}-127.0.0.1:{p}"))
+            .map(|(i, p)| format!("n{i}-{}:{p}", self.ip))
             .collect::<Vec<_>>()
             .join(";")
     }
@@ -58,7 +78,7 @@ impl Controllers {
     pub fn addrs(&self) -> Vec<SocketAddr> {
         self.ports
             .iter()
-            .map(|p| SocketAddr::from(([127, 0, 0, 1], *p)))
+            .map(|p| SocketAddr::new(self.ip, *p))
             .collect()
     }
 
@@ -67,7 +87,7 @@ impl Controllers {
         let args = vec![
             "namesrv".to_string(),
             "--host".into(),
-            "127.0.0.1".into(),
+            self.bind.clone(),
             "--port".into(),
             self.ports[i].to_string(),
             "--set".into(),
@@ -87,6 +107,7 @@ impl Controllers {
             &self.dir,
             Launch {
                 args,
+                prefix: self.prefix.clone(),
                 ..Launch::default()
             },
         )

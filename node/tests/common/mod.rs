@@ -14,12 +14,14 @@
 mod client;
 mod controllers;
 mod ha;
+mod netns;
 mod node;
 mod records;
 
 pub use client::*;
 pub use controllers::*;
 pub use ha::*;
+pub use netns::*;
 pub use node::*;
 pub use records::*;
 pub use ringmq_testkit::wait_until;
