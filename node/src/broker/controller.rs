@@ -39,6 +39,7 @@ use crate::broker::{Broker, MasterAddrs};
 use crate::controller::link::Link;
 use crate::io::clock::Instant;
 use crate::io::rt;
+use crate::net::reply::Reply;
 use crate::store::commitlog::shard_base;
 
 /// How long a call to a controller may take.
@@ -147,6 +148,30 @@ impl Broker {
             ));
         }
         None
+    }
+
+    /// Controller mode: why a write other than a send (send-back, END_TRANSACTION, RECALL, POP
+    /// acks) must be refused now: not master, or outside the lease. `None` outside controller
+    /// mode (the callers check `brokerRole`).
+    pub fn controller_refusal(&self) -> Option<Reply> {
+        if !self.config.controller.enable {
+            return None;
+        }
+        if !self.role.master.load(Ordering::Acquire) {
+            return Some(Reply::error(
+                Status::NotMaster,
+                format!(
+                    "broker {} of {} is not the master now; refresh the route",
+                    self.config.broker_id, self.config.broker_name
+                ),
+            ));
+        }
+        (!self.role.lease_valid()).then(|| {
+            Reply::error(
+                Status::NotMaster,
+                "this master has not heard from the controllers within its lease; it takes no writes until it does",
+            )
+        })
     }
 
     /// The broker id to register with name servers: 0 while master (RocketMQ's routes name

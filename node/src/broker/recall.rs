@@ -61,6 +61,9 @@ pub fn recall(shard: &Rc<Shard>, h: RecallRequest, frame: Vec<u8>, origin: Origi
     if broker.is_shutting_down() {
         return Reply::error(Status::ServiceNotAvailable, "broker is shutting down").into();
     }
+    if let Some(refusal) = broker.controller_refusal() {
+        return refusal.into();
+    }
     if !broker.is_master() {
         return Reply::error(
             Status::ServiceNotAvailable,

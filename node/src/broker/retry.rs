@@ -274,6 +274,9 @@ fn check(shard: &Shard, h: &ConsumerSendBackRequest) -> Result<(), Reply> {
             ),
         ));
     }
+    if let Some(refusal) = shard.broker.controller_refusal() {
+        return Err(refusal);
+    }
     if !shard.broker.is_master() {
         return Err(Reply::error(
             Status::ServiceNotAvailable,

@@ -119,6 +119,9 @@ pub fn end_transaction(
         }
         return not_a_half(&h).into();
     }
+    if let Some(refusal) = shard.broker.controller_refusal() {
+        return refusal.into();
+    }
     if !shard.broker.is_master() {
         return Reply::error(
             Status::ServiceNotAvailable,

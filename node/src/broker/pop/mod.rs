@@ -209,6 +209,9 @@ fn check_pop(shard: &Shard, h: &PopRequest) -> Result<(), Reply> {
     if let Err(e) = limits::validate_group_name(&h.consumer_group) {
         return illegal(e.to_string());
     }
+    if let Some(refusal) = shard.broker.controller_refusal() {
+        return Err(refusal);
+    }
     if !shard.broker.is_master() {
         return Err(Reply::error(
             Status::ServiceNotAvailable,
@@ -559,6 +562,9 @@ fn check_owner(
 ) -> Result<(), Outcome> {
     if let Err(e) = limits::validate_group_name(group) {
         return Err(Reply::error(Status::MessageIllegal, e.to_string()).into());
+    }
+    if let Some(refusal) = shard.broker.controller_refusal() {
+        return Err(refusal.into());
     }
     if !shard.broker.is_master() {
         return Err(Reply::error(
