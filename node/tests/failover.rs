@@ -272,3 +272,54 @@ fn an_old_master_truncates_its_unreplicated_tail_by_epoch_when_it_rejoins() {
         "the rejoined broker holds exactly the new master's records"
     );
 }
+
+/// Scheduled messages move with the master: sent to the old master (SYNC, so every member of
+/// the SyncStateSet has them), due after it died; the new master delivers each exactly once.
+#[test]
+fn scheduled_messages_sent_to_the_old_master_are_delivered_once_by_the_new_one() {
+    let dir = tempdir("failover-timer");
+    let mut d = Deployment::start(dir.path(), "SYNC_MASTER");
+    let set = d.set.clone();
+    let old = set.master_id.unwrap();
+    let mut m = Client::connect(set.master().unwrap().broker_addr);
+    let due = now_ms() + 4_000;
+    let due_text = due.to_string();
+    let n = 20;
+    for i in 0..n {
+        let msg = Msg::new(TOPIC, 0, format!("s-{i}")).props(&[(
+            ringmq_wire::properties::keys::TIMER_DELIVER_MS,
+            due_text.as_str(),
+        )]);
+        assert_eq!(m.send_ok(&msg).deliver_at_ms, due);
+    }
+    assert_eq!(
+        m.max_offset(TOPIC, 0),
+        0,
+        "nothing is delivered before it is due"
+    );
+    d.kill9(old);
+    let after = wait_set(&d.ctl, Duration::from_secs(20), |s| {
+        s.master_id.is_some_and(|id| id != old)
+    });
+    assert!(now_ms() < due, "the failover took until the due time");
+    let mut c = Client::connect(after.master().unwrap().broker_addr);
+    wait_until(Duration::from_secs(20), "the scheduled messages", || {
+        c.max_offset(TOPIC, 0) >= n as u64
+    });
+    // A moment more: nothing is delivered twice.
+    std::thread::sleep(Duration::from_millis(1_500));
+    let got = c.max_offset(TOPIC, 0) as usize;
+    let bodies: Vec<Vec<u8>> = decode_records(&c.pull_all(TOPIC, 0, 0, got))
+        .iter()
+        .map(|r| r.body.to_vec())
+        .collect();
+    assert_eq!(bodies.len(), n, "each scheduled message delivered once");
+    for i in 0..n {
+        let want = format!("s-{i}");
+        assert_eq!(
+            bodies.iter().filter(|b| *b == want.as_bytes()).count(),
+            1,
+            "{want}"
+        );
+    }
+}
