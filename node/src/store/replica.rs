@@ -137,7 +137,8 @@ impl<D: Disk + Clone> Store<D> {
     /// Cuts the log, the ConsumeQueues and the epochs back to `end` (a slave ahead of its
     /// master, or a replica past its consistent point with the master: see
     /// [`super::epoch::consistent_point`]). The key index is the owner's to cut (see
-    /// `KeyIndex::truncate`); its lookups skip entries past the log end meanwhile.
+    /// `KeyIndex::truncate`); its lookups skip entries past the log end meanwhile. The
+    /// schedule and transaction state are rebuilt from what remains, as at open.
     pub fn truncate_to(&mut self, end: u64) -> Result<()> {
         self.check_alive()?;
         self.log.truncate_to(end)?;
@@ -151,6 +152,10 @@ impl<D: Disk + Clone> Store<D> {
                 cq.truncate_to_log(end)?;
             }
         }
+        // Scheduled messages and transaction halves past the cut are gone: their state is
+        // rebuilt from what remains, as at open.
+        self.open_schedule()?;
+        self.open_txn()?;
         self.checkpoint()
     }
 
