@@ -198,6 +198,10 @@ pub struct BrokerConfig {
     pub controller: BrokerControllerConfig,
     /// `pinCores`: pin each shard to a core, default true.
     pub pin_cores: bool,
+    /// `commitLogCacheKeepBytes`: durable CommitLog bytes a shard keeps in the page cache
+    /// behind its durable end; older bytes are released from memory (reads of them read the
+    /// disk). Default 1 GiB; 0 = release nothing (the kernel alone decides).
+    pub commit_log_cache_keep_bytes: u64,
 
     // --- TLS ---
     /// `tls.server.*` (client, HA listeners), `tls.enable` / `tls.client.*` (registration,
@@ -274,6 +278,7 @@ impl Default for BrokerConfig {
             shards: None,
             controller: BrokerControllerConfig::default(),
             pin_cores: true,
+            commit_log_cache_keep_bytes: 1 << 30,
             tls: TlsConfig::default(),
             acl: AclConfig::default(),
             metrics: MetricsConfig::default(),

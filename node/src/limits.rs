@@ -140,6 +140,9 @@ const _: () = assert!(MAILBOX_MESSAGES_MAX >= 1);
 pub const SEGMENT_BYTES_MIN: u64 = (record::RECORD_BYTES_MAX + record::BLANK_BYTES) as u64;
 /// Largest CommitLog segment (`mappedFileSizeCommitLog`; RocketMQ's default is 1 GiB).
 pub const SEGMENT_BYTES_MAX: u64 = 64 * GIB;
+/// Largest page-cache window kept behind a shard's durable log end
+/// (`commitLogCacheKeepBytes`; 1 GiB by default).
+pub const COMMIT_LOG_CACHE_KEEP_BYTES_MAX: u64 = 1024 * GIB;
 /// Largest ConsumeQueue file (`mappedFileSizeConsumeQueue`; 6,000,000 bytes by default).
 pub const CONSUME_QUEUE_FILE_BYTES_MAX: u64 = GIB;
 /// Largest replication batch (`haTransferBatchSize`; 32 KiB by default).

@@ -192,6 +192,9 @@ const BROKER_KEYS: &[Key<BrokerConfig>] = &[
         num(v, 1, 60_000)?),
     key!("shards", |c, v| c.shards = shards(v)?),
     key!("pinCores", |c, v| c.pin_cores = boolean(v)?),
+    key!("commitLogCacheKeepBytes", |c, v| c
+        .commit_log_cache_keep_bytes =
+        num(v, 0, limits::COMMIT_LOG_CACHE_KEEP_BYTES_MAX)?),
     // TLS (config/tls.rs): listeners, then the broker's own outgoing connections.
     key!("tls.server.mode", |c, v| {
         c.tls.server_mode = Some(tls::mode(v)?)

@@ -21,6 +21,7 @@ use std::sync::{mpsc, Arc, Condvar, Mutex};
 use io_uring::{opcode, types, IoUring};
 use memmap2::{Mmap, MmapOptions};
 
+use super::release::{whole_pages, Releaser};
 use crate::store::disk::{Disk, SpaceInfo, WriteOp};
 
 /// Submission queue entries of a store's ring.
@@ -79,6 +80,8 @@ struct Inner {
     ring: Option<RefCell<IoUring>>,
     driver: Driver,
     preparer: Preparer,
+    /// Drops released log pages from the page cache (see [`super::release`]).
+    releaser: Releaser,
     /// Pre-write new segments with zeros (see [`RealDisk::set_warm_segments`]).
     warm: Cell<bool>,
 }
@@ -104,6 +107,28 @@ impl RealFile {
     /// The open file (zero-copy sends duplicate its descriptor).
     pub fn std(&self) -> &File {
         &self.file
+    }
+
+    /// Unmaps `offset..offset+len` (whole pages) from the read map when the file is mapped:
+    /// the next read of it faults the pages back in. Mapped pages are not dropped from the
+    /// page cache (`fadvise`), so releasing a range starts here.
+    fn unmap_range(&self, offset: u64, len: u64) {
+        let Some(Some(map)) = self.map.get() else {
+            return;
+        };
+        let (Ok(start), Ok(n)) = (usize::try_from(offset), usize::try_from(len)) else {
+            return;
+        };
+        let n = n.min(map.len().saturating_sub(start));
+        if n == 0 {
+            return;
+        }
+        // SAFETY: a shared, read-only file mapping: MADV_DONTNEED only drops this process's
+        // page table entries for the range, and a later access maps the same file bytes
+        // again (not zeros, as it would for private or anonymous memory). No slice of the
+        // map is held across this call (reads copy out within `read_at`), and the map stays
+        // valid: it is not unmapped or resized.
+        let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, n) };
     }
 
     /// The mapping if the file is mapped and `offset..offset+len` lies inside it.
@@ -149,6 +174,7 @@ impl RealDisk {
                 ring,
                 driver,
                 preparer: Preparer::start(),
+                releaser: Releaser::start(),
                 warm: Cell::new(true),
             }),
         }
@@ -369,6 +395,16 @@ impl Disk for RealDisk {
         self.inner
             .preparer
             .request(path, len, self.inner.warm.get());
+    }
+
+    fn release_cache(&self, file: &RealFile, offset: u64, len: u64) {
+        let Some((start, n)) = whole_pages(offset, len) else {
+            return;
+        };
+        file.unmap_range(start, n);
+        if let Ok(dup) = file.file.try_clone() {
+            self.inner.releaser.request(dup, start, n);
+        }
     }
 
     fn take_prepared(&self, path: &Path, len: u64) -> io::Result<RealFile> {

@@ -10,6 +10,7 @@ pub mod disk;
 pub mod memory;
 pub mod net;
 pub mod node_disk;
+pub mod release;
 pub mod rt;
 pub mod signal;
 pub mod sim;

@@ -78,4 +78,9 @@ pub trait Disk {
     /// Returns the file `prepare` made (waiting for it if needed), or makes it now. Its
     /// creation is durable (the parent directory was fsynced after it) when this returns.
     fn take_prepared(&self, path: &Path, len: u64) -> io::Result<Self::File>;
+    /// Advice: `len` bytes of `file` from `offset`, already durable, are not needed in memory
+    /// soon; their pages may be released (the real disk drops them from the page cache, off
+    /// the caller's thread where it can). Contents are unchanged and later reads still see
+    /// them. Best effort: nothing to report, and a disk without a cache does nothing.
+    fn release_cache(&self, _file: &Self::File, _offset: u64, _len: u64) {}
 }

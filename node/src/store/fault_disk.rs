@@ -70,6 +70,8 @@ struct Inner {
     crash_at: Option<u64>,
     fail_once: BTreeMap<u64, i32>,
     capacity_bytes: Option<u64>,
+    /// `release_cache` calls: (path, offset, len, whether no unsynced write overlapped).
+    released: Vec<(PathBuf, u64, u64, bool)>,
 }
 
 /// The fault-injecting disk. Cloning shares the same files.
@@ -114,6 +116,12 @@ impl FaultDisk {
     }
 
     /// Operations performed so far.
+    /// Every `release_cache` call so far: (path, offset, len, whether the range was
+    /// durable, i.e. no unsynced write overlapped it).
+    pub fn released(&self) -> Vec<(PathBuf, u64, u64, bool)> {
+        self.inner.borrow().released.clone()
+    }
+
     pub fn ops(&self) -> u64 {
         self.inner.borrow().ops
     }
@@ -412,6 +420,16 @@ impl Disk for FaultDisk {
     }
 
     fn prepare(&self, _path: &Path, _len: u64) {}
+
+    fn release_cache(&self, file: &FaultFile, offset: u64, len: u64) {
+        let mut inner = self.inner.borrow_mut();
+        let synced = !inner.pending.iter().any(|(p, at, data)| {
+            *p == file.path && *at < offset + len && offset < at + data.len() as u64
+        });
+        inner
+            .released
+            .push((file.path.clone(), offset, len, synced));
+    }
 
     fn take_prepared(&self, path: &Path, len: u64) -> io::Result<FaultFile> {
         let file = self.open(path, true)?;

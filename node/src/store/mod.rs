@@ -65,10 +65,14 @@ pub struct StoreConfig {
     /// Appends are refused with `DiskFull` above this used fraction of the file system
     /// (RocketMQ's `diskSpaceWarningLevelRatio`, 0.90).
     pub disk_full_ratio: f64,
+    /// Durable log bytes kept in memory behind the durable end; older ones are released
+    /// (see `commitlog::cache`). 0 = release nothing.
+    pub cache_keep_bytes: u64,
 }
 
 impl StoreConfig {
-    /// Defaults: 1 GiB segments, 300,000-unit ConsumeQueue files, refuse writes at 90% full.
+    /// Defaults: 1 GiB segments, 300,000-unit ConsumeQueue files, refuse writes at 90% full,
+    /// no page-cache release.
     pub fn new(root: impl Into<PathBuf>, shard: u16, store_host: SocketAddr) -> Self {
         StoreConfig {
             root: root.into(),
@@ -77,6 +81,7 @@ impl StoreConfig {
             cq_units_per_file: CQ_UNITS_PER_FILE_DEFAULT,
             store_host,
             disk_full_ratio: 0.90,
+            cache_keep_bytes: 0,
         }
     }
 }
@@ -145,6 +150,7 @@ impl<D: Disk + Clone> Store<D> {
             .map_err(|e| StoreError::io(&root, e))?;
         let log_dir = root.join("commitlog").join(cfg.shard.to_string());
         let mut log = CommitLog::open(&disk, &log_dir, cfg.shard, cfg.segment_bytes)?;
+        log.set_cache_keep_bytes(cfg.cache_keep_bytes);
         let abort = abort_path(&cfg);
         let clean = !disk.exists(&abort);
         let cp_path = root.join(format!("checkpoint.{}", cfg.shard));

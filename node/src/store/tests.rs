@@ -344,3 +344,65 @@ fn fsync_failure_poisons_the_store() {
         Err(StoreError::Poisoned)
     ));
 }
+
+#[test]
+fn durable_log_bytes_behind_the_kept_window_are_released() {
+    const MIB: u64 = 1 << 20;
+    let disk = FaultDisk::new();
+    let mut cfg = small_config("/s");
+    cfg.segment_bytes = 4 * MIB;
+    cfg.cache_keep_bytes = 3 * MIB;
+    let mut store = Store::open(disk.clone(), cfg).unwrap();
+    let body = vec![7u8; 256 << 10];
+    let mut appended = Vec::new();
+    while store.write_offset() < 24 * MIB {
+        appended.push(append_one(&mut store, "T", 0, &body, 1));
+    }
+    assert!(
+        disk.released().is_empty(),
+        "nothing is released before it is durable"
+    );
+    let synced = store.sync().unwrap();
+    let released = disk.released();
+    assert!(!released.is_empty());
+    assert!(
+        released.iter().all(|r| r.3),
+        "only durable bytes are released"
+    );
+    let mut covered = 0;
+    for (path, offset, len, _) in &released {
+        let start: u64 = path.file_name().unwrap().to_str().unwrap().parse().unwrap();
+        assert_eq!(
+            start + offset,
+            covered,
+            "ranges are contiguous from the log start"
+        );
+        assert!(offset + len <= 4 * MIB, "a range stays inside its segment");
+        covered = start + offset + len;
+    }
+    assert_eq!(
+        covered,
+        synced - 3 * MIB,
+        "everything older than the kept window"
+    );
+    // Releasing is advice: every record still reads back.
+    assert_eq!(bodies(&store, "T", 0, 0).len(), appended.len());
+    // A second sync with less than a release step of new durable bytes releases nothing.
+    append_one(&mut store, "T", 0, &body, 2);
+    store.sync().unwrap();
+    assert_eq!(disk.released().len(), released.len());
+}
+
+#[test]
+fn nothing_is_released_without_a_kept_window() {
+    let disk = FaultDisk::new();
+    let mut cfg = small_config("/s");
+    cfg.segment_bytes = 1 << 20;
+    let mut store = Store::open(disk.clone(), cfg).unwrap();
+    let body = vec![7u8; 256 << 10];
+    while store.write_offset() < 24 << 20 {
+        append_one(&mut store, "T", 0, &body, 1);
+    }
+    store.sync().unwrap();
+    assert!(disk.released().is_empty());
+}

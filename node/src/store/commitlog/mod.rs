@@ -11,6 +11,7 @@
 //!   in the active segment are zero. Nobody reads at or past `write_offset`.
 //! - `synced_offset <= write_offset`, and everything below `synced_offset` was fdatasync'd.
 
+mod cache;
 pub mod recover;
 pub mod replica;
 
@@ -74,6 +75,11 @@ pub struct CommitLog<D: Disk> {
     synced_offset: u64,
     /// Start of the next segment already asked for (see `prepare_when_half_full`).
     next_prepared: u64,
+    /// Durable bytes kept in memory behind `synced_offset`; older ones are released (see
+    /// [`cache`]). 0 = release nothing.
+    cache_keep_bytes: u64,
+    /// Bytes below this offset were released.
+    cache_released: u64,
 }
 
 impl<D: Disk + Clone> CommitLog<D> {
@@ -150,6 +156,8 @@ impl<D: Disk + Clone> CommitLog<D> {
             write_offset: first,
             synced_offset: first,
             next_prepared: 0,
+            cache_keep_bytes: 0,
+            cache_released: first,
         })
     }
 
@@ -269,6 +277,7 @@ impl<D: Disk + Clone> CommitLog<D> {
                 })?;
         }
         self.synced_offset = target;
+        self.release_cache();
         Ok(target)
     }
 

@@ -84,5 +84,6 @@ impl<D: Disk + Clone> CommitLog<D> {
     /// the end.
     pub fn note_synced(&mut self, target: u64) {
         self.synced_offset = self.synced_offset.max(target.min(self.write_offset));
+        self.release_cache();
     }
 }

@@ -1,0 +1,55 @@
+//! Page-cache release behind the durable end of the log. Once the log is durable through
+//! `synced_offset`, the bytes more than `cache_keep_bytes` below it are released from memory
+//! with [`Disk::release_cache`] (advice: the bytes stay in their segment files, and reading
+//! them reads the files). Consumers near the end and the key index read within the kept
+//! window from memory; older bytes come from disk.
+//!
+//! Why: a log that is never released grows the page cache by every byte written, and each
+//! new page is memory the broker touches for the first time. Where that is dear (the
+//! project's VM: ~10x a reused page, docs/perf.md "The append that slows down after a few
+//! GB"), appends slow down once the memory that was cheap runs out; released pages are
+//! handed out again for the next bytes. Only durable (written-back, clean) bytes are
+//! released, so durability does not change.
+
+use super::CommitLog;
+use crate::store::disk::Disk;
+
+/// Least bytes released at once: fewer, larger requests (at ASYNC_FLUSH's default 500 ms
+/// interval a fast producer makes a few hundred MB durable per sync).
+pub const CACHE_RELEASE_STEP_BYTES: u64 = 8 << 20;
+
+impl<D: Disk + Clone> CommitLog<D> {
+    /// Keeps `bytes` of durable log in memory behind the durable end and releases older
+    /// ones (0 = release nothing).
+    pub fn set_cache_keep_bytes(&mut self, bytes: u64) {
+        self.cache_keep_bytes = bytes;
+    }
+
+    /// Bytes below this offset were released from memory.
+    pub fn cache_released(&self) -> u64 {
+        self.cache_released
+    }
+
+    /// Releases the durable bytes more than `cache_keep_bytes` below `synced_offset` that
+    /// were not released yet, once there are [`CACHE_RELEASE_STEP_BYTES`] of them.
+    pub(super) fn release_cache(&mut self) {
+        if self.cache_keep_bytes == 0 {
+            return;
+        }
+        let upto = self.synced_offset.saturating_sub(self.cache_keep_bytes);
+        let from = self.cache_released.max(self.min_offset());
+        if upto < from.saturating_add(CACHE_RELEASE_STEP_BYTES) {
+            return;
+        }
+        for seg in &self.segments {
+            let (a, b) = (
+                from.max(seg.start),
+                upto.min(seg.start + self.segment_bytes),
+            );
+            if a < b {
+                self.disk.release_cache(&seg.file, a - seg.start, b - a);
+            }
+        }
+        self.cache_released = upto;
+    }
+}
