@@ -1,0 +1,78 @@
+//! `ringmq-perf failover`'s options (parsing only).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::args::{parse_duration, parse_size};
+
+/// Segment size perf gives the brokers unless `--broker-set mappedFileSizeCommitLog=...`
+/// says otherwise (the node's default, 1 GiB, would be pre-allocated three times).
+pub const SEGMENT_BYTES_DEFAULT: u64 = 128 << 20;
+
+#[derive(Args, Debug, Clone)]
+pub struct FailoverArgs {
+    /// The `ringmq` server binary (default: `ringmq` in the directory of this executable).
+    #[arg(long, value_name = "PATH")]
+    pub ringmq: Option<PathBuf>,
+    /// Keep the deployment's data and logs here (created if missing; default: a temporary
+    /// directory, removed at exit unless the run failed).
+    #[arg(long, value_name = "DIR")]
+    pub data: Option<PathBuf>,
+    /// Masters to kill, one after another.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub kills: u32,
+    /// Shards of each broker.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub shards: u16,
+    /// ASYNC_MASTER (a send is acknowledged once the master stored it) instead of
+    /// SYNC_MASTER with allAckInSyncStateSet=true (acknowledged once every member of the
+    /// SyncStateSet has it). Under ASYNC a kill can lose acknowledged sends the slaves had
+    /// not received: the run counts them and exits 3 like any loss.
+    #[arg(long = "async")]
+    pub async_master: bool,
+    /// A broker key for all three brokers, RocketMQ spelling (repeatable), given after the
+    /// ones perf sets: --broker-set brokerHeartbeatInterval=100
+    /// --broker-set controllerHeartBeatTimeoutMills=600
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub broker_set: Vec<String>,
+    /// Producers (each its own client).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub producers: u32,
+    /// Sends in flight per producer (closed loop: a lane sends again when its send is
+    /// answered).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub inflight: u32,
+    /// Body bytes per message (at least 32: the perf head).
+    #[arg(long, default_value_t = 1024, value_parser = parse_size)]
+    pub size: usize,
+    /// Queues of the topic.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub queues: u32,
+    /// Send timeout per request (the client's retries included).
+    #[arg(long, value_parser = parse_duration, default_value = "3s")]
+    pub send_timeout: Duration,
+    /// Load before the first kill, and after each rejoin before the next kill.
+    #[arg(long, value_parser = parse_duration, default_value = "4s")]
+    pub settle: Duration,
+    /// Give up (and fail the run) when, after a kill, no new master is elected and
+    /// acknowledges a send within this long, or when the SyncStateSet is not full again
+    /// within this long after the restart.
+    #[arg(long, value_parser = parse_duration, default_value = "60s")]
+    pub timeout: Duration,
+    /// Seconds before and after each kill that the per-second table shows.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=60))]
+    pub before_s: u32,
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=60))]
+    pub after_s: u32,
+    /// Write the result as JSON to FILE as well.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Worker threads of perf's runtime.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub threads: u16,
+    /// No progress lines.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
