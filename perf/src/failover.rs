@@ -182,7 +182,7 @@ async fn run(a: &FailoverArgs, dep: &mut Deployment) -> Result<Report, Failure> 
     }
     let ack_path = dep.dir.join("acks.log");
     let acks = AckLog::create(&ack_path).map_err(|e| format!("{}: {e}", ack_path.display()))?;
-    let load = Arc::new(Load::new(acks));
+    let load = Arc::new(Load::new(acks, a.rate));
     let plan = LoadPlan {
         name_servers: dep
             .controller_addrs
@@ -282,7 +282,15 @@ async fn kill_once(
     ctl: &[SocketAddr],
     n: u32,
 ) -> Result<KillRecord, String> {
-    let before = current(admin, ctl).await?;
+    let before = wait_set(
+        admin,
+        ctl,
+        a.timeout,
+        "full SyncStateSet before the kill",
+        full,
+    )
+    .await
+    .map_err(|f| format!("kill {n}: {}", f.what))?;
     let old = before
         .master_id
         .ok_or_else(|| format!("kill {n}: the set has no master before the kill"))?;

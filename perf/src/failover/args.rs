@@ -44,6 +44,13 @@ pub struct FailoverArgs {
     /// answered).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=256))]
     pub inflight: u32,
+    /// Most sends per second in total (0: no cap, as fast as the lanes go). A lane waits
+    /// for the next free slot of the schedule before it sends; slots missed while sends
+    /// fail or hang (a failover) are not made up later, so the rate after a switch is the
+    /// rate before it. The cap keeps the data small: three brokers each store
+    /// RATE x SIZE bytes per second (uncapped, on a small machine, tens of MB/s each).
+    #[arg(long, value_name = "SENDS_PER_S", default_value_t = 5000)]
+    pub rate: u32,
     /// Body bytes per message (at least 32: the perf head).
     #[arg(long, default_value_t = 1024, value_parser = parse_size)]
     pub size: usize,

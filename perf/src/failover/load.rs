@@ -4,6 +4,10 @@
 //! sends counted per [`BUCKET_MS`] of the run, and, while a kill is watched, the first
 //! moment each broker address acknowledged a send after the kill.
 //!
+//! With a rate cap, a lane takes the next free slot of a shared schedule (slot k at
+//! `interval` after slot k-1, never earlier than now: no burst to catch up after a stall)
+//! and sends when it comes.
+//!
 //! "Acknowledged" is SEND_OK only. The broker that acknowledged is the store host of the
 //! send's offset message id (the address the broker publishes, as the controllers list it).
 //! A lane whose send failed pauses [`ERROR_PAUSE`] before the next, so a dead route does not
@@ -24,6 +28,8 @@ use crate::verify::AckLog;
 
 /// Width of one bucket of the acknowledgement counts.
 pub const BUCKET_MS: u64 = 10;
+/// The async timer's resolution.
+const TIMER_RESOLUTION: Duration = Duration::from_millis(1);
 /// Pause of a lane after a failed send.
 pub const ERROR_PAUSE: Duration = Duration::from_millis(5);
 
@@ -41,6 +47,8 @@ pub struct Load {
     /// Stored without SEND_OK (FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE, ...): not in the log.
     pub not_ok: AtomicU64,
     errors: Mutex<BTreeMap<String, u64>>,
+    /// With a rate cap: the time between two sends, and when the next free slot is.
+    pace: Option<(Duration, Mutex<Instant>)>,
 }
 
 /// After a kill: when each broker first acknowledged a send.
@@ -70,8 +78,16 @@ pub struct Running {
 }
 
 impl Load {
-    pub fn new(acks: AckLog) -> Load {
+    /// Lanes sending at most `rate` sends per second in total (0: no cap).
+    pub fn new(acks: AckLog, rate: u32) -> Load {
+        let pace = (rate > 0).then(|| {
+            (
+                Duration::from_secs_f64(1.0 / f64::from(rate)),
+                Mutex::new(Instant::now()),
+            )
+        });
         Load {
+            pace,
             start: Instant::now(),
             stop: AtomicBool::new(false),
             acks,
@@ -111,6 +127,24 @@ impl Load {
 
     pub fn error_kinds(&self) -> BTreeMap<String, u64> {
         lock(&self.errors).clone()
+    }
+
+    /// Waits for the next free slot of the schedule (at once without a cap).
+    async fn paced(&self) {
+        let Some((interval, next)) = &self.pace else {
+            return;
+        };
+        let slot = {
+            let mut next = lock(next);
+            let slot = (*next).max(Instant::now());
+            *next = slot + *interval;
+            slot
+        };
+        // The timer's resolution is 1 ms: a slot less than that away is taken at once
+        // (the schedule still holds on average; bursts are at most 1 ms of sends).
+        if slot > Instant::now() + TIMER_RESOLUTION {
+            tokio::time::sleep_until(slot.into()).await;
+        }
     }
 
     fn on_ack(&self, at: Instant, addr: Option<SocketAddr>) {
@@ -212,6 +246,7 @@ impl Lane {
     async fn run(self) {
         let load = &self.load;
         while !load.stop.load(Ordering::Relaxed) {
+            load.paced().await;
             let seq = self.seq.fetch_add(1, Ordering::Relaxed);
             let body = self.maker.body(Head {
                 producer: self.id,
