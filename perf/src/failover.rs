@@ -195,6 +195,7 @@ async fn run(a: &FailoverArgs, dep: &mut Deployment) -> Result<Report, Failure> 
         size: a.size,
         send_timeout: a.send_timeout,
         run_id: run_id(),
+        reconnect_backoff_max: a.reconnect_backoff_max,
     };
     let running = Running::start(&plan, Arc::clone(&load)).await?;
     let progress = (!a.quiet).then(|| tokio::spawn(progress(Arc::clone(&load))));

@@ -60,6 +60,12 @@ pub struct FailoverArgs {
     /// Send timeout per request (the client's retries included).
     #[arg(long, value_parser = parse_duration, default_value = "3s")]
     pub send_timeout: Duration,
+    /// The producers' longest pause between reconnection attempts to a broker that refused
+    /// one (the client's `reconnect_backoff_max`; default: the client's, 3 s). A send to a
+    /// broker in backoff fails at once and its retry waits out the backoff before it looks
+    /// at the route again.
+    #[arg(long, value_parser = parse_duration)]
+    pub reconnect_backoff_max: Option<Duration>,
     /// Load before the first kill, and after each rejoin before the next kill.
     #[arg(long, value_parser = parse_duration, default_value = "4s")]
     pub settle: Duration,

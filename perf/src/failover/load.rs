@@ -68,6 +68,7 @@ pub struct LoadPlan {
     pub size: usize,
     pub send_timeout: Duration,
     pub run_id: u64,
+    pub reconnect_backoff_max: Option<Duration>,
 }
 
 /// Running lanes and their producers.
@@ -183,14 +184,19 @@ impl Running {
         let maker = Arc::new(BodyMaker::new(plan.size));
         let mut producers = Vec::new();
         let mut lanes = Vec::new();
+        let mut cfg = ClientConfig {
+            name_servers: plan.name_servers.clone(),
+            ..ClientConfig::default()
+        };
+        if let Some(max) = plan.reconnect_backoff_max {
+            cfg.reconnect_backoff_max = max;
+            cfg.reconnect_backoff_min = cfg.reconnect_backoff_min.min(max);
+        }
         for i in 0..plan.producers {
             let id = (plan.run_id << 16) | u64::from(i);
             let p = Producer::builder()
                 .group(PRODUCER_GROUP)
-                .client_config(ClientConfig {
-                    name_servers: plan.name_servers.clone(),
-                    ..ClientConfig::default()
-                })
+                .client_config(cfg.clone())
                 .instance_name(format!("perf-{id:016x}"))
                 .send_timeout(plan.send_timeout)
                 .request_timeout(plan.send_timeout)

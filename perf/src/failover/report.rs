@@ -114,6 +114,8 @@ pub struct Config {
     pub size: usize,
     pub queues: u32,
     pub broker_set: Vec<String>,
+    pub rate: u32,
+    pub reconnect_backoff_max: Option<Duration>,
     pub settle: Duration,
     pub data: PathBuf,
     pub data_kept: bool,
@@ -136,6 +138,8 @@ impl Config {
             size: a.size,
             queues: a.queues,
             broker_set: a.broker_set.clone(),
+            rate: a.rate,
+            reconnect_backoff_max: a.reconnect_backoff_max,
             settle: a.settle,
             data: dir.to_path_buf(),
             data_kept: !temporary,
@@ -244,8 +248,20 @@ impl Report {
         );
         let _ = writeln!(
             o,
-            "load: {} producer(s) x {} sends in flight, {} B bodies, {} queues, closed loop",
-            c.producers, c.inflight, c.size, c.queues
+            "load: {} producer(s) x {} sends in flight, {} B bodies, {} queues, closed loop{}{}",
+            c.producers,
+            c.inflight,
+            c.size,
+            c.queues,
+            if c.rate > 0 {
+                format!(" capped at {} sends/s", c.rate)
+            } else {
+                String::new()
+            },
+            c.reconnect_backoff_max.map_or(String::new(), |d| format!(
+                ", client reconnect backoff at most {} ms",
+                d.as_millis()
+            ))
         );
         let sets = if c.broker_set.is_empty() {
             "none (node defaults)".to_string()
@@ -406,6 +422,8 @@ impl Report {
                 "size": c.size,
                 "queues": c.queues,
                 "broker_set": c.broker_set,
+                "rate": c.rate,
+                "reconnect_backoff_max_ms": c.reconnect_backoff_max.map(|d| d.as_millis() as u64),
                 "settle_s": c.settle.as_secs_f64(),
                 "data": c.data_kept.then(|| c.data.display().to_string()),
             },
