@@ -251,8 +251,22 @@ async fn kill_rounds(
 ) -> Result<Vec<KillRecord>, Failure> {
     let ctl = dep.controller_addrs.clone();
     let mut kills: Vec<KillRecord> = Vec::new();
-    tokio::time::sleep(a.settle).await;
     for n in 1..=a.kills {
+        // The load must be acknowledged before a kill: a failover time is only measured
+        // against a master that took sends.
+        let acked = load.acked.load(std::sync::atomic::Ordering::Relaxed);
+        tokio::time::sleep(a.settle).await;
+        if load.acked.load(std::sync::atomic::Ordering::Relaxed) == acked {
+            return Err(Failure {
+                what: format!(
+                    "no send was acknowledged in the {:?} before kill {n}; failed sends by \
+                     kind: {:?}",
+                    a.settle,
+                    load.error_kinds()
+                ),
+                kills,
+            });
+        }
         let round = kill_once(a, dep, admin, load, &ctl, n).await;
         load.unwatch();
         match round {
@@ -268,8 +282,8 @@ async fn kill_rounds(
                 kills,
             });
         }
-        tokio::time::sleep(a.settle).await;
     }
+    tokio::time::sleep(a.settle).await;
     Ok(kills)
 }
 

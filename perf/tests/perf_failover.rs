@@ -28,6 +28,13 @@ fn two_kills_of_the_master_lose_no_acknowledged_send() {
         "1s",
         "--timeout",
         "20s",
+        // Small segments (three brokers would fallocate 128 MiB each), and the highest
+        // disk-full limit: the test writes a few MB, on a disk other jobs may have filled
+        // past the default 90 % (writes are refused above it).
+        "--broker-set",
+        "mappedFileSizeCommitLog=8388608",
+        "--broker-set",
+        "diskSpaceWarningLevelRatio=98",
         "--json",
         json.to_str().unwrap(),
     ];
