@@ -82,7 +82,13 @@ pub fn main(a: FailoverArgs) -> i32 {
             return EXIT_FAILED;
         }
     };
-    let result = rt.block_on(run(&a, &mut dep));
+    // Ctrl-C ends the run like a failure: the processes are stopped, the data kept.
+    let result = rt.block_on(async {
+        tokio::select! {
+            r = run(&a, &mut dep) => r,
+            _ = tokio::signal::ctrl_c() => Err(Failure::new("interrupted")),
+        }
+    });
     rt.shutdown_timeout(Duration::from_secs(2));
     match result {
         Ok(r) => {
@@ -90,6 +96,12 @@ pub fn main(a: FailoverArgs) -> i32 {
             if let Some(path) = &a.json {
                 let text = serde_json::to_string_pretty(&r.json()).unwrap_or_default();
                 if let Err(e) = std::fs::write(path, text + "\n") {
+                    eprintln!("ringmq-perf: writing {}: {e}", path.display());
+                    return EXIT_FAILED;
+                }
+            }
+            if let Some(path) = &a.html {
+                if let Err(e) = std::fs::write(path, r.html()) {
                     eprintln!("ringmq-perf: writing {}: {e}", path.display());
                     return EXIT_FAILED;
                 }

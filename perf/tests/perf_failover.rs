@@ -15,6 +15,7 @@ use common::*;
 fn two_kills_of_the_master_lose_no_acknowledged_send() {
     let dir = ringmq_testkit::tempdir("perf-failover");
     let json = dir.path().join("failover.json");
+    let html = dir.path().join("failover.html");
     let ringmq = ringmq_bin();
     let args = [
         "failover",
@@ -37,6 +38,8 @@ fn two_kills_of_the_master_lose_no_acknowledged_send() {
         "diskSpaceWarningLevelRatio=98",
         "--json",
         json.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
     ];
     let run = finish(spawn_perf(&args), &args, Duration::from_secs(120));
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -60,4 +63,7 @@ fn two_kills_of_the_master_lose_no_acknowledged_send() {
     }
     assert!(doc["failover_ms"]["max"].as_f64().unwrap() > 0.0, "{doc}");
     assert!(run.stdout.contains("failover time"), "{}", run.stdout);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<svg id=\"acknowledged\""), "{page}");
+    assert!(page.contains("failover time"), "{page}");
 }

@@ -74,14 +74,20 @@ pub struct FailoverArgs {
     /// within this long after the restart.
     #[arg(long, value_parser = parse_duration, default_value = "60s")]
     pub timeout: Duration,
-    /// Seconds before and after each kill that the per-second table shows.
+    /// Seconds before each kill that the per-second table shows.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=60))]
     pub before_s: u32,
+    /// Seconds from each kill on that the per-second table shows (the kill's own second
+    /// included).
     #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=60))]
     pub after_s: u32,
     /// Write the result as JSON to FILE as well.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Write a one-page HTML report to FILE as well: the text report and a chart (inline
+    /// SVG) of acknowledged sends per second in 100 ms windows over the run.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     /// Worker threads of perf's runtime.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub threads: u16,

@@ -451,6 +451,50 @@ impl Report {
     }
 }
 
+/// Bucket width of the HTML chart.
+const CHART_WINDOW_MS: u64 = 100;
+
+impl Report {
+    /// One page: the text report, the kills with their times in the run, and a chart of
+    /// acknowledged sends per second in 100 ms windows over the whole run.
+    pub fn html(&self) -> String {
+        let per = (CHART_WINDOW_MS / BUCKET_MS) as usize;
+        let scale = 1000.0 / CHART_WINDOW_MS as f64;
+        let points: Vec<(f64, f64, String)> = self
+            .buckets
+            .chunks(per)
+            .enumerate()
+            .map(|(i, c)| {
+                let t_s = (i as u64 * CHART_WINDOW_MS) as f64 / 1000.0;
+                let rate = c.iter().map(|&n| f64::from(n)).sum::<f64>() * scale;
+                (t_s, rate, format!("{t_s:.1} s: {rate:.0} sends/s"))
+            })
+            .collect();
+        let mut body = String::new();
+        let _ = writeln!(
+            body,
+            "<h2>Acknowledged sends per second, 100 ms windows</h2>\n<p>Kills at: {}</p>",
+            self.kills
+                .iter()
+                .map(|k| format!("{:.1} s (kill {})", k.at_ms as f64 / 1000.0, k.n))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        body.push_str(&crate::html::line_chart(
+            "acknowledged",
+            ("time since the load started (s)", "acknowledged (sends/s)"),
+            "acknowledged",
+            points,
+        ));
+        let _ = writeln!(
+            body,
+            "<h2>Report</h2>\n<pre>{}</pre>",
+            crate::html::esc(&self.text())
+        );
+        crate::html::plain_page("ringmq-perf failover", &body)
+    }
+}
+
 fn round1(x: f64) -> f64 {
     (x * 10.0).round() / 10.0
 }
