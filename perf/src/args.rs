@@ -56,6 +56,31 @@ pub enum Mode {
     /// by the broker. Reports the round trip (request sent to reply received), and the CPU
     /// per request (a request message stored, a reply pushed and stored).
     Request(RequestArgs),
+    /// Automatic failover, measured: starts its own deployment from the `ringmq` binary
+    /// (three name servers with embedded controllers, one broker set of three brokers in
+    /// controller mode, SYNC_MASTER with allAckInSyncStateSet=true unless --async; loopback
+    /// ports, data in a temporary directory unless --data), waits until the SyncStateSet
+    /// holds all three, then sends continuously (closed loop, every acknowledged message
+    /// logged as with --verify) while it kills the set's master with SIGKILL --kills times.
+    ///
+    /// Per kill: the failover time, from the kill to the first send acknowledged by the new
+    /// master as the producer saw it (a SEND_OK whose store host is the broker the
+    /// controllers elected); the new master's epoch; the sends that failed meanwhile. The
+    /// killed broker is then started again on its ports and store and rejoins as a slave;
+    /// the next kill waits until the SyncStateSet is full again and --settle has passed.
+    /// At the end the load stops, and every queue is read back from the master and checked
+    /// against the log: lost (acknowledged, not found), duplicates, misplaced.
+    ///
+    /// Prints per-kill times, their p50, p90 and max, and the acknowledged sends per second
+    /// around each kill (stdout; --json too); progress on stderr. Exit code 3 if anything
+    /// acknowledged was lost, 1 if a failover did not complete within --timeout (the data
+    /// directory and the processes' logs are kept then and their ends printed). Runs without
+    /// TLS or ACL (the global security flags do not apply). The brokers get
+    /// mappedFileSizeCommitLog=128 MiB, flushDiskType=ASYNC_FLUSH and
+    /// haSendHeartbeatInterval=200 ms; --broker-set overrides any broker key, e.g.
+    /// --broker-set brokerHeartbeatInterval=100 --broker-set
+    /// controllerHeartBeatTimeoutMills=600 for a faster failover.
+    Failover(crate::failover::FailoverArgs),
 }
 
 #[derive(Args, Debug, Clone)]

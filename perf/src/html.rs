@@ -391,7 +391,38 @@ fn trim(v: f64) -> String {
     s.to_string()
 }
 
-fn esc(s: &str) -> String {
+/// A page of its own (for modes with their own report, like `failover`): `title`, then
+/// `body` (HTML, already escaped), with this module's style.
+pub fn plain_page(title: &str, body: &str) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title>\
+         <style>{STYLE}</style></head><body>\n<h1>{t}</h1>\n{body}</body></html>\n",
+        t = esc(title)
+    )
+}
+
+/// A chart of one series of (x, y) points on linear axes from 0, each point with its
+/// tooltip.
+pub fn line_chart(
+    id: &str,
+    labels: (&str, &str),
+    name: &str,
+    points: Vec<(f64, f64, String)>,
+) -> String {
+    let series = [Series {
+        name: name.to_string(),
+        tips: points.iter().map(|p| p.2.clone()).collect(),
+        points: points.into_iter().map(|p| (p.0, p.1)).collect(),
+    }];
+    chart(
+        id,
+        &linear_axis(labels.0, &series, |p| p.0),
+        &linear_axis(labels.1, &series, |p| p.1),
+        &series,
+    )
+}
+
+pub fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

@@ -13,6 +13,7 @@ mod consume;
 mod dead;
 mod embedded;
 mod fail;
+mod failover;
 mod html;
 mod modes;
 mod node_cpu;
@@ -42,6 +43,7 @@ fn main() {
         .format_target(false)
         .init();
     let common = match &cli.mode {
+        Mode::Failover(a) => std::process::exit(failover::main(a.clone())),
         Mode::Produce(a) => &a.common,
         Mode::Consume(a) => &a.common,
         Mode::E2e(a) => &a.common,

@@ -50,6 +50,8 @@ pub async fn run(mode: Mode, target: Target, embedded: bool) -> i32 {
         Mode::E2e(a) => e2e_mode(a, target, embedded).await,
         Mode::Txn(a) => crate::txn::run(a, target, embedded).await,
         Mode::Request(a) => crate::request::run(a, target, embedded).await,
+        // It starts its own deployment and runtime (crate::failover::main).
+        Mode::Failover(_) => Err("failover is not run against a target".to_string()),
     };
     r.unwrap_or_else(|e| {
         eprintln!("ringmq-perf: {e}");
@@ -979,7 +981,7 @@ async fn topic_exists(target: &Target, topic: &str) -> Result<(), String> {
 }
 
 /// 48 bits that differ between runs: the clock's µs mixed with the process id.
-fn run_id() -> u64 {
+pub(crate) fn run_id() -> u64 {
     let mut x = crate::payload::now_us() ^ (u64::from(std::process::id()) << 24);
     // splitmix64 finalizer: spreads nearby inputs over all bits.
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
