@@ -21,6 +21,7 @@ use crate::config::{NamesrvConfig, TlsMode};
 use crate::controller::Controller;
 use crate::io::clock;
 use crate::io::net::{self as ionet, Listener};
+use crate::io::node_disk::NodeDisk;
 use crate::io::rt::{self, EventLoop};
 use crate::io::tls::{NodeTls, TlsServer};
 use crate::limits;
@@ -170,17 +171,27 @@ impl SimNamesrv {
     }
 }
 
-/// Starts a name server in the simulated world, as the running node.
-pub fn start_sim(cfg: NamesrvConfig, addr: SocketAddr) -> Result<SimNamesrv, String> {
+/// Starts a name server in the simulated world, as the running node. With
+/// `enableControllerInNamesrv` its controller keeps its Raft log and snapshots on
+/// `controller_disk` (required then), and talks to its peers over the simulated network.
+pub fn start_sim(
+    cfg: NamesrvConfig,
+    addr: SocketAddr,
+    controller_disk: Option<crate::io::node_disk::SimDisk>,
+) -> Result<SimNamesrv, String> {
     let listener = Listener::bind_sim(addr).map_err(|e| format!("binding {addr}: {e}"))?;
     let state = new_state(Arc::default());
     let acl = load_acl(&cfg)?;
     if cfg.tls.server_mode() != TlsMode::Disabled {
         return Err("tls.server.mode: TLS is not simulated".to_string());
     }
-    if cfg.controller.enable {
-        return Err("enableControllerInNamesrv: the controller is not simulated yet".to_string());
-    }
+    let controller_disk = match (cfg.controller.enable, controller_disk) {
+        (false, _) => None,
+        (true, Some(d)) => Some(NodeDisk::Sim(d)),
+        (true, None) => {
+            return Err("enableControllerInNamesrv: the controller needs a simulated disk".into())
+        }
+    };
     let (stop_tx, stop_rx) = flume::bounded::<()>(1);
     rt::spawn(serve_state(
         cfg,
@@ -189,6 +200,7 @@ pub fn start_sim(cfg: NamesrvConfig, addr: SocketAddr) -> Result<SimNamesrv, Str
         acl,
         None,
         stop_rx,
+        controller_disk,
     ));
     Ok(SimNamesrv {
         state,
@@ -213,7 +225,7 @@ async fn serve(
     stop: flume::Receiver<()>,
     counts: Arc<NamesrvCounts>,
 ) {
-    serve_state(cfg, listener, new_state(counts), acl, tls, stop).await;
+    serve_state(cfg, listener, new_state(counts), acl, tls, stop, None).await;
 }
 
 async fn serve_state(
@@ -223,11 +235,16 @@ async fn serve_state(
     acl: Option<Acl>,
     tls: Option<Arc<TlsServer>>,
     stop: flume::Receiver<()>,
+    controller_disk: Option<NodeDisk>,
 ) {
     let controller = if cfg.controller.enable {
-        let disk = crate::io::node_disk::NodeDisk::Real(crate::io::disk::RealDisk::fallback(
-            "the controller's small Raft log",
-        ));
+        // Real: the controller's small Raft log through plain file I/O; simulated: the
+        // node's fault disk.
+        let disk = controller_disk.unwrap_or_else(|| {
+            NodeDisk::Real(crate::io::disk::RealDisk::fallback(
+                "the controller's small Raft log",
+            ))
+        });
         match Controller::start(&cfg.controller, disk).await {
             Ok(c) => Some(c),
             Err(e) => crate::fail_stop(&format!("controller: {e}")),
