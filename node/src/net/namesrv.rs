@@ -160,14 +160,24 @@ pub fn start(
 /// the running node, listening on `addr` of the simulated network. Killing the node ends it.
 pub struct SimNamesrv {
     state: Rc<RefCell<State>>,
+    /// The embedded controller once it started (`enableControllerInNamesrv`).
+    controller: ControllerSlot,
     /// Held so the server runs until its node is killed.
     _stop: flume::Sender<()>,
 }
+
+/// Where a simulated name server puts its controller once started.
+type ControllerSlot = Rc<RefCell<Option<Rc<Controller>>>>;
 
 impl SimNamesrv {
     /// Reads the route table (the simulator's invariants look at it between steps).
     pub fn with_routes<T>(&self, f: impl FnOnce(&RouteTable) -> T) -> T {
         f(&self.state.borrow().routes)
+    }
+
+    /// The embedded controller, once it started.
+    pub fn controller(&self) -> Option<Rc<Controller>> {
+        self.controller.borrow().clone()
     }
 }
 
@@ -193,6 +203,7 @@ pub fn start_sim(
         }
     };
     let (stop_tx, stop_rx) = flume::bounded::<()>(1);
+    let slot = ControllerSlot::default();
     rt::spawn(serve_state(
         cfg,
         listener,
@@ -200,10 +211,11 @@ pub fn start_sim(
         acl,
         None,
         stop_rx,
-        controller_disk,
+        controller_disk.map(|d| (d, Rc::clone(&slot))),
     ));
     Ok(SimNamesrv {
         state,
+        controller: slot,
         _stop: stop_tx,
     })
 }
@@ -235,18 +247,25 @@ async fn serve_state(
     acl: Option<Acl>,
     tls: Option<Arc<TlsServer>>,
     stop: flume::Receiver<()>,
-    controller_disk: Option<NodeDisk>,
+    sim_controller: Option<(NodeDisk, ControllerSlot)>,
 ) {
     let controller = if cfg.controller.enable {
         // Real: the controller's small Raft log through plain file I/O; simulated: the
-        // node's fault disk.
-        let disk = controller_disk.unwrap_or_else(|| {
-            NodeDisk::Real(crate::io::disk::RealDisk::fallback(
-                "the controller's small Raft log",
-            ))
-        });
+        // node's fault disk, and the controller goes to the simulator's slot.
+        let (disk, slot) = match sim_controller {
+            Some((d, slot)) => (d, Some(slot)),
+            None => {
+                let d = crate::io::disk::RealDisk::fallback("the controller's small Raft log");
+                (NodeDisk::Real(d), None)
+            }
+        };
         match Controller::start(&cfg.controller, disk).await {
-            Ok(c) => Some(c),
+            Ok(c) => {
+                if let Some(slot) = slot {
+                    *slot.borrow_mut() = Some(Rc::clone(&c));
+                }
+                Some(c)
+            }
             Err(e) => crate::fail_stop(&format!("controller: {e}")),
         }
     } else {

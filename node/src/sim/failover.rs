@@ -12,8 +12,8 @@
 //! - **One master per epoch acknowledges**: each acknowledged send is recorded with the
 //!   epoch its broker serves when the answer arrives; two brokers acknowledging in the same
 //!   epoch fail the run, and so does an acknowledgement in an older epoch arriving more than
-//!   [`STALE_ACK_SLACK_MS`] after the first one of a newer epoch (a deposed master still
-//!   acknowledging: fencing).
+//!   [`STALE_ACK_SLACK_MS`] after a controller applied the election of a newer one (a
+//!   deposed master still acknowledging: fencing).
 //! - **No acknowledged send is lost**: after the faults are lifted and the set has settled,
 //!   every acknowledged record is in the final master's log at its queue offset.
 //! - **No delivered record is truncated**: a record the consumer received is in the final
@@ -58,8 +58,9 @@ use super::{Options, Report, SLICE_MS};
 pub const CONTROLLERS: [NodeId; 3] = [21, 22, 23];
 /// The brokers' nodes (broker ids 1, 2, 3 of the set).
 pub const BROKERS: [NodeId; 3] = [31, 32, 33];
-/// An acknowledgement in an older epoch may arrive this long after the first one of a newer
-/// epoch (answers in flight; a deposed master's lease has run out well before).
+/// An acknowledgement in an older epoch may arrive this long after a controller applied the
+/// election of a newer epoch (answers in flight; a deposed master's lease runs out before
+/// the controllers replace it).
 pub const STALE_ACK_SLACK_MS: u64 = 50;
 /// After the faults are lifted: load goes on this long, then the producers stop.
 const QUIET_LOAD_MS: u64 = 4_000;
@@ -67,6 +68,8 @@ const QUIET_LOAD_MS: u64 = 4_000;
 /// drained) once the producers stopped.
 const SETTLE_MAX_MS: u64 = 20_000;
 const GROUP: &str = "sim-failover-group";
+/// The broker set's name (`BrokerNode`'s `brokerName`).
+const SET: &str = "broker-a";
 
 /// Name server / controller `i`'s address.
 pub fn ns_addr(i: usize) -> SocketAddr {
@@ -89,7 +92,7 @@ struct Ctl {
     index: usize,
     disk: FaultDisk,
     sync_us: Rc<Cell<u64>>,
-    running: Option<SimNamesrv>,
+    running: Rc<RefCell<Option<SimNamesrv>>>,
 }
 
 impl Ctl {
@@ -120,7 +123,7 @@ impl Ctl {
         };
         let (cfg, addr) = (self.config(), ns_addr(self.index));
         let ns = world.as_node(self.node(), || start_namesrv(cfg, addr, Some(disk)))?;
-        self.running = Some(ns);
+        *self.running.borrow_mut() = Some(ns);
         Ok(())
     }
 
@@ -128,7 +131,11 @@ impl Ctl {
         world.kill_node(self.node());
         let image = self.disk.image(kind);
         self.disk = FaultDisk::from_image(&image);
-        self.running = None;
+        self.running.borrow_mut().take();
+    }
+
+    fn is_running(&self) -> bool {
+        self.running.borrow().is_some()
     }
 }
 
@@ -139,6 +146,10 @@ struct Acks {
     by_epoch: BTreeMap<u32, SocketAddr>,
     /// The newest epoch acknowledged so far, and when its first acknowledgement arrived.
     newest: Option<(u32, u64)>,
+    /// Epoch -> when a controller was first seen to have applied its election (looked at
+    /// on every acknowledgement and after every slice; the election was committed no
+    /// later).
+    elected_since: BTreeMap<u32, u64>,
     /// Acknowledgements whose broker served no epoch by the time the answer arrived.
     unknown_epoch: u64,
 }
@@ -150,6 +161,7 @@ type Brokers = Rc<Vec<Rc<RefCell<BrokerNode>>>>;
 struct Ctx {
     shared: Shared,
     brokers: Brokers,
+    namesrvs: Rc<Vec<Rc<RefCell<Option<SimNamesrv>>>>>,
     acks: Rc<RefCell<Acks>>,
     /// Every record the consumer received: key -> body.
     delivered: Rc<RefCell<BTreeMap<Key, Vec<u8>>>>,
@@ -170,7 +182,22 @@ impl Ctx {
             .unwrap_or(0)
     }
 
+    /// Notes the master epochs the controllers have applied now.
+    fn observe_epochs(&self) {
+        let now = self.shared.world.now_ns();
+        let mut a = self.acks.borrow_mut();
+        for ns in self.namesrvs.iter() {
+            let Some(c) = ns.borrow().as_ref().and_then(|n| n.controller()) else {
+                continue;
+            };
+            if let Some(set) = c.applied_set(SET).filter(|s| s.master_epoch > 0) {
+                a.elected_since.entry(set.master_epoch).or_insert(now);
+            }
+        }
+    }
+
     fn note_ack(&self, addr: SocketAddr) {
+        self.observe_epochs();
         let now = self.shared.world.now_ns();
         let epoch = self.epoch_of(addr);
         let mut a = self.acks.borrow_mut();
@@ -190,18 +217,18 @@ impl Ctx {
                 a.by_epoch.insert(epoch, addr);
             }
         }
-        match a.newest {
-            Some((newest, at)) if epoch < newest => {
-                if now > at + STALE_ACK_SLACK_MS * 1_000_000 {
-                    failure = Some(format!(
-                        "{addr} acknowledged a send in epoch {epoch} at {} ms, {} ms after epoch {newest} was first acknowledged (a deposed master still acknowledging)",
-                        now / 1_000_000,
-                        (now - at) / 1_000_000
-                    ));
-                }
+        let newer = a.elected_since.range(epoch + 1..).min_by_key(|(_, t)| **t);
+        if let Some((&newer, &since)) = newer {
+            if now > since + STALE_ACK_SLACK_MS * 1_000_000 {
+                failure = Some(format!(
+                    "{addr} acknowledged a send in epoch {epoch} at {} ms, {} ms after the controllers elected a master for epoch {newer} (a deposed master still acknowledging)",
+                    now / 1_000_000,
+                    (now - since) / 1_000_000
+                ));
             }
-            Some((newest, _)) if epoch == newest => {}
-            _ => a.newest = Some((epoch, now)),
+        }
+        if a.newest.is_none_or(|(e, _)| epoch > e) {
+            a.newest = Some((epoch, now));
         }
         drop(a);
         if let Some(f) = failure {
@@ -521,14 +548,15 @@ impl Failover {
             })
             .collect::<Result<_, _>>()?;
         let brokers: Brokers = Rc::new(brokers);
-        let ctls = (0..3)
+        let ctls: Vec<Ctl> = (0..3)
             .map(|index| Ctl {
                 index,
                 disk: FaultDisk::new(),
                 sync_us: Rc::new(Cell::new(100)),
-                running: None,
+                running: Rc::default(),
             })
             .collect();
+        let namesrvs = Rc::new(ctls.iter().map(|c| Rc::clone(&c.running)).collect());
         let log_brokers = Rc::clone(&brokers);
         let shared = Shared {
             world: world.clone(),
@@ -548,6 +576,7 @@ impl Failover {
         let ctx = Ctx {
             shared,
             brokers: Rc::clone(&brokers),
+            namesrvs,
             acks: Rc::default(),
             delivered: Rc::default(),
             stop: Rc::default(),
@@ -602,6 +631,7 @@ impl Failover {
     /// Panics fail the run; nodes that fail-stopped are restarted from their disk, nodes
     /// kept down come back when due; failures the clients found end the run.
     fn after_slice(&mut self) -> Result<(), String> {
+        self.ctx.observe_epochs();
         if let Some((node, msg)) = self.world.take_panics().into_iter().next() {
             return Err(format!("panic on node {node}: {msg}"));
         }
@@ -630,7 +660,7 @@ impl Failover {
         }
         for i in 0..3 {
             let node = CONTROLLERS[i];
-            let dead = self.ctls[i].running.is_some() && self.world.is_dead(node);
+            let dead = self.ctls[i].is_running() && self.world.is_dead(node);
             let due = self.down_until.get(&node).is_some_and(|&t| now >= t);
             if dead {
                 self.ctls[i].crash(&self.world, Crash::KeepWritten);
@@ -974,7 +1004,7 @@ impl Failover {
         }
         for (i, c) in self.ctls.iter_mut().enumerate() {
             self.world.kill_node(CONTROLLERS[i]);
-            c.running = None;
+            c.running.borrow_mut().take();
         }
     }
 }
