@@ -257,9 +257,14 @@ impl openraft::AsyncRuntime for RtRuntime {
     }
 
     /// Seeded from the monotonic clock and a per-thread count: random enough for election
-    /// timeouts, and deterministic on the simulator's virtual clock.
+    /// timeouts; in the simulator from the world's seeded PRNG.
     fn thread_rng() -> Self::ThreadLocalRng {
         use rand08::SeedableRng;
+        if let Some(world) = crate::io::sim::current() {
+            // The simulated world's own PRNG: a run stays a function of its seed (a
+            // per-thread count would carry over from one run to the next).
+            return rand08::rngs::SmallRng::seed_from_u64(world.with_rng(|r| r.next_u64()));
+        }
         let n = RNG_CALLS.with(|c| {
             let v = c.get().wrapping_add(1);
             c.set(v);

@@ -288,6 +288,8 @@ async fn producer(ctx: Ctx, id: u32) {
         } else {
             routes[ns].stale(topic);
             ns = (ns + 1) % routes.len();
+            // A refused connection fails at once: let virtual time pass.
+            rt::sleep(Duration::from_millis(10)).await;
         }
         rt::sleep(Duration::from_millis(pause_ms)).await;
     }
@@ -339,6 +341,7 @@ async fn consumer(ctx: Ctx) {
                     .await
                 else {
                     routes[ns].stale(topic);
+                    rt::sleep(Duration::from_millis(20)).await;
                     continue;
                 };
                 let found = match a.status {
