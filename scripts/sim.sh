@@ -6,9 +6,12 @@
 # is printed.
 #
 #   scripts/sim.sh --seed S --runs N [--inject-bug NAME] [--virtual-secs T] [--verbose]
+#                  [--scenario deploy|failover]
 #
 # NAME: ack-before-fsync | ack-before-slave | skip-cq-write | deliver-early | progress-ahead |
-# namesrv-no-expiry (planted bugs it must find).
+# namesrv-no-expiry (planted bugs it must find); with --scenario failover (three controllers,
+# a broker set of three in controller mode): no-fencing | truncate-too-little |
+# elect-out-of-sync.
 # Built with the `sim` profile (release optimizations, panics unwind so they are reported).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -19,16 +19,28 @@ pub enum Bug {
     ProgressAhead,
     /// The name server never drops a silent broker (its expiry scan does nothing).
     NamesrvNoExpiry,
+    /// Controller mode: a master keeps acknowledging writes after its lease expired or a
+    /// heartbeat failed (no fencing).
+    NoFencing,
+    /// Controller mode: a rejoining replica is not cut back to the point where its epochs
+    /// agree with the master's (it keeps a tail the new master never had).
+    TruncateTooLittle,
+    /// The controllers elect a new master among all live members, ignoring the
+    /// SyncStateSet.
+    ElectOutOfSync,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 6] = [
+    pub const ALL: [Bug; 9] = [
         Bug::AckBeforeFsync,
         Bug::AckBeforeSlave,
         Bug::SkipCqWrite,
         Bug::DeliverEarly,
         Bug::ProgressAhead,
         Bug::NamesrvNoExpiry,
+        Bug::NoFencing,
+        Bug::TruncateTooLittle,
+        Bug::ElectOutOfSync,
     ];
 
     pub fn name(self) -> &'static str {
@@ -39,7 +51,18 @@ impl Bug {
             Bug::DeliverEarly => "deliver-early",
             Bug::ProgressAhead => "progress-ahead",
             Bug::NamesrvNoExpiry => "namesrv-no-expiry",
+            Bug::NoFencing => "no-fencing",
+            Bug::TruncateTooLittle => "truncate-too-little",
+            Bug::ElectOutOfSync => "elect-out-of-sync",
         }
+    }
+
+    /// Whether the failover scenario (`sim::failover`) is the one that finds it.
+    pub fn is_failover(self) -> bool {
+        matches!(
+            self,
+            Bug::NoFencing | Bug::TruncateTooLittle | Bug::ElectOutOfSync
+        )
     }
 
     pub fn parse(name: &str) -> Option<Bug> {

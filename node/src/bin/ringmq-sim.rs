@@ -23,7 +23,8 @@ struct Args {
     #[arg(long, default_value_t = 10)]
     runs: u64,
     /// Plant a known bug the simulator must find: ack-before-fsync, ack-before-slave,
-    /// skip-cq-write, deliver-early, progress-ahead, namesrv-no-expiry.
+    /// skip-cq-write, deliver-early, progress-ahead, namesrv-no-expiry; with
+    /// `--scenario failover`: no-fencing, truncate-too-little, elect-out-of-sync.
     #[arg(long, value_name = "NAME")]
     inject_bug: Option<String>,
     /// Virtual seconds of load and faults per run.
@@ -35,6 +36,10 @@ struct Args {
     /// Print one line per run.
     #[arg(long)]
     verbose: bool,
+    /// What each seed deploys: `deploy` (a name server, a master, by the seed a slave) or
+    /// `failover` (three controllers, a broker set of three in controller mode).
+    #[arg(long, default_value = "deploy", value_parser = ["deploy", "failover"])]
+    scenario: String,
 }
 
 fn main() {
@@ -53,6 +58,7 @@ fn main() {
             }
         },
     };
+    let failover = args.scenario == "failover";
     let started = Instant::now();
     let mut last_progress = Instant::now();
     let (mut events, mut failed, mut ran) = (0u64, 0u64, 0u64);
@@ -60,19 +66,24 @@ fn main() {
     let mut first_failure: Option<(u64, String)> = None;
     let mut virtual_ms = 0u64;
     for seed in args.seed..args.seed.saturating_add(args.runs) {
-        let report = sim::run_one(&Options {
+        let opts = Options {
             seed,
             bug,
             virtual_secs: args.virtual_secs,
             scratch_dir: std::env::temp_dir(),
-        });
+        };
+        let report = if failover {
+            sim::failover::run_one(&opts)
+        } else {
+            sim::run_one(&opts)
+        };
         ran += 1;
         events += report.events;
         virtual_ms += report.virtual_ms;
         digest = (digest ^ report.digest).wrapping_mul(0x0100_0000_01b3);
         if args.verbose {
             eprintln!(
-                "seed {seed}: {} | {} events, {} ms virtual, {} crashes, {} sends ok, {} records pulled, {} long polls woken, {}/{} scheduled delivered, {} fuzzed requests answered, {} routes fetched, {} brokers expired, {} name server restarts, {} slave pulls, {} sends to a slave refused{}",
+                "seed {seed}: {} | {} events, {} ms virtual, {} crashes, {} sends ok, {} records pulled, {} long polls woken, {}/{} scheduled delivered, {} fuzzed requests answered, {} routes fetched, {} brokers expired, {} name server restarts, {} slave pulls, {} sends to a slave refused, {} epochs acknowledged{}",
                 report.mode,
                 report.events,
                 report.virtual_ms,
@@ -88,6 +99,7 @@ fn main() {
                 report.namesrv_restarts,
                 report.slave_pulls,
                 report.misrouted_sends,
+                report.epochs_acked,
                 report
                     .failure
                     .as_ref()
@@ -98,8 +110,9 @@ fn main() {
         if let Some(f) = report.failure {
             failed += 1;
             let replay = format!(
-                "scripts/sim.sh --seed {seed} --runs 1 --virtual-secs {}{}",
+                "scripts/sim.sh --seed {seed} --runs 1 --virtual-secs {}{}{}",
                 args.virtual_secs,
+                if failover { " --scenario failover" } else { "" },
                 bug.map(|b| format!(" --inject-bug {}", b.name()))
                     .unwrap_or_default()
             );
@@ -132,6 +145,7 @@ fn main() {
         "events": events,
         "digest": format!("{digest:016x}"),
         "inject_bug": bug.map(|b| b.name()),
+        "scenario": args.scenario,
         "first_failed_seed": first_failure.as_ref().map(|(s, _)| *s),
         "virtual_s": virtual_ms as f64 / 1000.0,
         "wall_s": (secs * 1000.0).round() / 1000.0,

@@ -318,6 +318,7 @@ pub fn acknowledge<T: ringmq_wire::codec::Encode + 'static>(
     }
     let shard = Rc::clone(shard);
     let timeout = Duration::from_millis(broker.live.sync_flush_timeout_ms());
+    let epoch = shard.serving_epoch.get();
     Outcome::later(async move {
         let planted_early = crate::planted::is(crate::planted::Bug::AckBeforeFsync);
         if sync_disk && !planted_early && !shard.flusher.wait_synced(end, timeout).await {
@@ -331,10 +332,29 @@ pub fn acknowledge<T: ringmq_wire::codec::Encode + 'static>(
             );
         }
         if sync_slave {
-            return wait_slave(&shard, end, timeout, fields).await;
+            return wait_slave(&shard, end, timeout, epoch, fields).await;
         }
-        Reply::ok(fields)
+        ok_if_master(&shard, epoch, fields)
     })
+}
+
+/// After a wait (fdatasync, slaves), controller mode: the answer is OK only while this
+/// broker still serves `epoch` (the one it stored in) within its lease; a lease that ran out
+/// during the wait means the controllers may already have replaced it, so the record stays
+/// stored but unacknowledged (the client retries at the new master). Found by the failover
+/// simulation: a master cut off from the controllers acknowledged after a slow fdatasync,
+/// once a new master was elected.
+fn ok_if_master<T: ringmq_wire::codec::Encode>(shard: &Shard, epoch: u32, fields: T) -> Reply {
+    if shard.broker.config.controller.enable {
+        if let Some((status, why)) = shard.broker.write_refusal(epoch) {
+            return Reply::status_fields(
+                status,
+                format!("stored, not acknowledged: {why}"),
+                fields,
+            );
+        }
+    }
+    Reply::ok(fields)
 }
 
 /// SYNC_MASTER: OK only once a slave has the record; SLAVE_NOT_AVAILABLE when none is
@@ -344,6 +364,7 @@ async fn wait_slave<T: ringmq_wire::codec::Encode>(
     shard: &Rc<Shard>,
     end: u64,
     timeout: Duration,
+    epoch: u32,
     resp: T,
 ) -> Reply {
     if crate::planted::is(crate::planted::Bug::AckBeforeSlave) {
@@ -369,7 +390,7 @@ async fn wait_slave<T: ringmq_wire::codec::Encode>(
         }
     };
     match rt::timeout(timeout, wait).await {
-        Some(Ok(())) => Reply::ok(resp),
+        Some(Ok(())) => ok_if_master(shard, epoch, resp),
         Some(Err(())) => Reply::status_fields(
             Status::SlaveNotAvailable,
             "stored on the master; no slave is connected or in sync",

@@ -599,6 +599,11 @@ impl Controller {
         self.sm.0.borrow().state.sets.keys().cloned().collect()
     }
 
+    /// Set `name`'s state as this controller applied it (the simulator's checks read it).
+    pub fn applied_set(&self, name: &str) -> Option<SetState> {
+        self.set_state(name)
+    }
+
     /// Index of the last Raft log entry on this controller.
     pub fn last_log_index(&self) -> u64 {
         self.log.last_index()

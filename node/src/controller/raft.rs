@@ -257,9 +257,14 @@ impl openraft::AsyncRuntime for RtRuntime {
     }
 
     /// Seeded from the monotonic clock and a per-thread count: random enough for election
-    /// timeouts, and deterministic on the simulator's virtual clock.
+    /// timeouts; in the simulator from the world's seeded PRNG.
     fn thread_rng() -> Self::ThreadLocalRng {
         use rand08::SeedableRng;
+        if let Some(world) = crate::io::sim::current() {
+            // The simulated world's own PRNG: a run stays a function of its seed (a
+            // per-thread count would carry over from one run to the next).
+            return rand08::rngs::SmallRng::seed_from_u64(world.with_rng(|r| r.next_u64()));
+        }
         let n = RNG_CALLS.with(|c| {
             let v = c.get().wrapping_add(1);
             c.set(v);
@@ -416,7 +421,17 @@ impl LogStore {
     pub fn open(disk: NodeDisk, dir: &Path) -> io::Result<Self> {
         disk.create_dir_all(dir)?;
         let path = dir.join(LOG_FILE);
+        let created = !disk.exists(&path);
         let file = disk.open(&path, true)?;
+        if created {
+            // A new file's name is durable only once its directory is synced: without this,
+            // a power loss took the whole log (votes and entries openraft was told were
+            // durable) and the controller came back empty (found by the simulator).
+            disk.sync_dir(dir)?;
+            if let Some(parent) = dir.parent() {
+                disk.sync_dir(parent)?;
+            }
+        }
         let (records, end) = read_records(&disk, &file)?;
         let total = disk.file_len(&file)?;
         if end < total {
@@ -858,5 +873,43 @@ pub async fn serve_rpc(raft: &Raft, kind: u8, body: &[u8]) -> Result<Vec<u8>, St
             json(&raft.install_snapshot(req).await)
         }
         other => Err(format!("unknown Raft message kind {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::node_disk::SimDisk;
+    use crate::store::fault_disk::{Crash, FaultDisk};
+
+    /// The log's I/O completes in one poll (its disk calls are synchronous).
+    fn now<F: Future>(f: F) -> F::Output {
+        let mut f = std::pin::pin!(f);
+        match f
+            .as_mut()
+            .poll(&mut Context::from_waker(std::task::Waker::noop()))
+        {
+            Poll::Ready(v) => v,
+            Poll::Pending => panic!("the log's I/O is synchronous"),
+        }
+    }
+
+    fn sim(disk: &FaultDisk) -> NodeDisk {
+        NodeDisk::Sim(SimDisk {
+            disk: disk.clone(),
+            sync_us: Rc::default(),
+        })
+    }
+
+    #[test]
+    fn a_new_log_survives_a_power_loss() {
+        let disk = FaultDisk::new();
+        let dir = Path::new("/controller/n0");
+        let mut log = LogStore::open(sim(&disk), dir).expect("open");
+        let vote = Vote::new(3, 1);
+        now(log.save_vote(&vote)).expect("save the vote");
+        let after = FaultDisk::from_image(&disk.image(Crash::DropUnsynced));
+        let mut log = LogStore::open(sim(&after), dir).expect("reopen");
+        assert_eq!(now(log.read_vote()).expect("read the vote"), Some(vote));
     }
 }

@@ -220,7 +220,7 @@ pub fn choose(
             })
             .map(|(id, _)| id)
     };
-    if set.master_epoch == 0 {
+    if set.master_epoch == 0 || crate::planted::is(crate::planted::Bug::ElectOutOfSync) {
         return pick(&mut set.members.keys().copied());
     }
     pick(&mut set.sync_state_set.iter().copied()).or_else(|| {

@@ -208,6 +208,14 @@ pub fn join_by_epochs(
     let point = consistent_point(slave_epochs, slave_end, master_epochs, master_end)
         .unwrap_or(slave_min)
         .max(slave_min);
+    if crate::planted::is(crate::planted::Bug::TruncateTooLittle) {
+        // The planted bug: cut back only as far as the master's end, keeping a diverged
+        // tail below it.
+        let point = point.max(slave_end.min(master_end));
+        if slave_end <= point {
+            return join(slave_min, slave_end, master_min, master_end);
+        }
+    }
     if slave_end <= point {
         return join(slave_min, slave_end, master_min, master_end);
     }

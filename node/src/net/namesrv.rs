@@ -21,6 +21,7 @@ use crate::config::{NamesrvConfig, TlsMode};
 use crate::controller::Controller;
 use crate::io::clock;
 use crate::io::net::{self as ionet, Listener};
+use crate::io::node_disk::NodeDisk;
 use crate::io::rt::{self, EventLoop};
 use crate::io::tls::{NodeTls, TlsServer};
 use crate::limits;
@@ -159,29 +160,50 @@ pub fn start(
 /// the running node, listening on `addr` of the simulated network. Killing the node ends it.
 pub struct SimNamesrv {
     state: Rc<RefCell<State>>,
+    /// The embedded controller once it started (`enableControllerInNamesrv`).
+    controller: ControllerSlot,
     /// Held so the server runs until its node is killed.
     _stop: flume::Sender<()>,
 }
+
+/// Where a simulated name server puts its controller once started.
+type ControllerSlot = Rc<RefCell<Option<Rc<Controller>>>>;
 
 impl SimNamesrv {
     /// Reads the route table (the simulator's invariants look at it between steps).
     pub fn with_routes<T>(&self, f: impl FnOnce(&RouteTable) -> T) -> T {
         f(&self.state.borrow().routes)
     }
+
+    /// The embedded controller, once it started.
+    pub fn controller(&self) -> Option<Rc<Controller>> {
+        self.controller.borrow().clone()
+    }
 }
 
-/// Starts a name server in the simulated world, as the running node.
-pub fn start_sim(cfg: NamesrvConfig, addr: SocketAddr) -> Result<SimNamesrv, String> {
+/// Starts a name server in the simulated world, as the running node. With
+/// `enableControllerInNamesrv` its controller keeps its Raft log and snapshots on
+/// `controller_disk` (required then), and talks to its peers over the simulated network.
+pub fn start_sim(
+    cfg: NamesrvConfig,
+    addr: SocketAddr,
+    controller_disk: Option<crate::io::node_disk::SimDisk>,
+) -> Result<SimNamesrv, String> {
     let listener = Listener::bind_sim(addr).map_err(|e| format!("binding {addr}: {e}"))?;
     let state = new_state(Arc::default());
     let acl = load_acl(&cfg)?;
     if cfg.tls.server_mode() != TlsMode::Disabled {
         return Err("tls.server.mode: TLS is not simulated".to_string());
     }
-    if cfg.controller.enable {
-        return Err("enableControllerInNamesrv: the controller is not simulated yet".to_string());
-    }
+    let controller_disk = match (cfg.controller.enable, controller_disk) {
+        (false, _) => None,
+        (true, Some(d)) => Some(NodeDisk::Sim(d)),
+        (true, None) => {
+            return Err("enableControllerInNamesrv: the controller needs a simulated disk".into())
+        }
+    };
     let (stop_tx, stop_rx) = flume::bounded::<()>(1);
+    let slot = ControllerSlot::default();
     rt::spawn(serve_state(
         cfg,
         listener,
@@ -189,9 +211,11 @@ pub fn start_sim(cfg: NamesrvConfig, addr: SocketAddr) -> Result<SimNamesrv, Str
         acl,
         None,
         stop_rx,
+        controller_disk.map(|d| (d, Rc::clone(&slot))),
     ));
     Ok(SimNamesrv {
         state,
+        controller: slot,
         _stop: stop_tx,
     })
 }
@@ -213,7 +237,7 @@ async fn serve(
     stop: flume::Receiver<()>,
     counts: Arc<NamesrvCounts>,
 ) {
-    serve_state(cfg, listener, new_state(counts), acl, tls, stop).await;
+    serve_state(cfg, listener, new_state(counts), acl, tls, stop, None).await;
 }
 
 async fn serve_state(
@@ -223,13 +247,25 @@ async fn serve_state(
     acl: Option<Acl>,
     tls: Option<Arc<TlsServer>>,
     stop: flume::Receiver<()>,
+    sim_controller: Option<(NodeDisk, ControllerSlot)>,
 ) {
     let controller = if cfg.controller.enable {
-        let disk = crate::io::node_disk::NodeDisk::Real(crate::io::disk::RealDisk::fallback(
-            "the controller's small Raft log",
-        ));
+        // Real: the controller's small Raft log through plain file I/O; simulated: the
+        // node's fault disk, and the controller goes to the simulator's slot.
+        let (disk, slot) = match sim_controller {
+            Some((d, slot)) => (d, Some(slot)),
+            None => {
+                let d = crate::io::disk::RealDisk::fallback("the controller's small Raft log");
+                (NodeDisk::Real(d), None)
+            }
+        };
         match Controller::start(&cfg.controller, disk).await {
-            Ok(c) => Some(c),
+            Ok(c) => {
+                if let Some(slot) = slot {
+                    *slot.borrow_mut() = Some(Rc::clone(&c));
+                }
+                Some(c)
+            }
             Err(e) => crate::fail_stop(&format!("controller: {e}")),
         }
     } else {

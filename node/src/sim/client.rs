@@ -843,7 +843,7 @@ async fn pull(
 
 /// A FOUND answer: records decode, are the queue's, in order from the asked offset, were
 /// sent by a client, match what was acknowledged there, and lie below the log end.
-fn check_pulled(
+pub(crate) fn check_pulled(
     shared: &Shared,
     from: SocketAddr,
     topic: &str,

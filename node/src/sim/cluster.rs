@@ -148,6 +148,31 @@ impl BrokerNode {
         Self::build(id, addr, root, mode, &props)
     }
 
+    /// A broker in controller mode (`enableControllerMode`): its role comes from the
+    /// controllers at `controllers`; it registers with the name servers `namesrvs` (the
+    /// same nodes). `extra` adds `broker.properties` lines (`key=value\n`...).
+    pub fn controlled(
+        id: NodeId,
+        addr: SocketAddr,
+        root: &Path,
+        flush: FlushDiskType,
+        broker_id: u64,
+        controllers: &str,
+        extra: &str,
+    ) -> Result<Self, String> {
+        let mode = Mode {
+            flush,
+            role: BrokerRole::SyncMaster,
+            slave: true,
+        };
+        let props = format!(
+            "brokerId={broker_id}\nbrokerRole=SYNC_MASTER\nnamesrvAddr={controllers}\n\
+             registerNameServerPeriod={REGISTER_PERIOD_MS}\nenableControllerMode=true\n\
+             controllerAddr={controllers}\n{extra}"
+        );
+        Self::build(id, addr, root, mode, &props)
+    }
+
     /// [`Self::new`] with more `broker.properties` lines (`key=value\n`...).
     pub fn with_settings(
         id: NodeId,
@@ -267,7 +292,7 @@ impl NamesrvNode {
     pub fn start(&mut self, world: &World) -> Result<(), String> {
         world.revive(NAMESRV);
         let addr = self.addr;
-        let ns = world.as_node(NAMESRV, || start_namesrv(Self::config(), addr))?;
+        let ns = world.as_node(NAMESRV, || start_namesrv(Self::config(), addr, None))?;
         self.running = Some(ns);
         self.started_ms = world.now_ns() / 1_000_000;
         Ok(())

@@ -13,6 +13,7 @@ pub mod check;
 pub mod client;
 pub mod cluster;
 pub mod confirm;
+pub mod failover;
 pub mod long_delay;
 pub mod namesrv;
 pub mod pop;
@@ -76,6 +77,8 @@ pub struct Report {
     pub namesrv_restarts: u32,
     pub slave_pulls: u64,
     pub misrouted_sends: u64,
+    /// Failover scenario: master epochs in which sends were acknowledged.
+    pub epochs_acked: u32,
     pub faults: Vec<String>,
 }
 
@@ -110,6 +113,7 @@ pub fn run_one(opts: &Options) -> Report {
         namesrv_restarts: sim.ns.restarts,
         slave_pulls: checks.slave_pulls,
         misrouted_sends: checks.misrouted_sends,
+        epochs_acked: 0,
         faults: sim.faults.clone(),
     };
     drop(checks);
@@ -148,7 +152,15 @@ pub fn mode_for(seed: u64, bug: Option<Bug>) -> Mode {
             mode.role = BrokerRole::SyncMaster;
             mode.slave = true;
         }
-        Some(Bug::SkipCqWrite | Bug::DeliverEarly | Bug::ProgressAhead | Bug::NamesrvNoExpiry)
+        Some(
+            Bug::SkipCqWrite
+            | Bug::DeliverEarly
+            | Bug::ProgressAhead
+            | Bug::NamesrvNoExpiry
+            | Bug::NoFencing
+            | Bug::TruncateTooLittle
+            | Bug::ElectOutOfSync,
+        )
         | None => {}
     }
     mode

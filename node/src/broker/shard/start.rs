@@ -436,8 +436,8 @@ pub struct SimBroker {
 }
 
 /// Starts a broker of one shard in the simulated world, as the running node (see
-/// [`sim::World::spawn_on`]): its store on `disk`, listening on `addr` (and, for a master,
-/// replication on `addr`'s port + 1). The configuration files under
+/// [`sim::World::spawn_on`]): its store on `disk`, listening on `addr` (and, for a master or
+/// a broker in controller mode, replication on `addr`'s port + 1). The configuration files under
 /// `storePathRootDir` (topics, consumer offsets) are real files, written atomically.
 /// One shard: handing a connection to another shard moves a socket between threads, which
 /// the simulated network does not model.
@@ -452,9 +452,8 @@ pub fn start_sim(
     }
     let root = config.store_path_root_dir.clone();
     let topics = Topics::load(&root, 1).map_err(|e| format!("loading topics: {e}"))?;
-    let ha_addr = config
-        .broker_role
-        .is_master()
+    // As `bind_ha`: masters, and every broker in controller mode (any may become master).
+    let ha_addr = (config.broker_role.is_master() || config.controller.enable)
         .then(|| SocketAddr::new(addr.ip(), addr.port() + 1));
     let listener = Listener::bind_sim(addr).map_err(|e| format!("binding {addr}: {e}"))?;
     let ha_listener = ha_addr
