@@ -645,8 +645,7 @@ impl Failover {
             return Err(f.clone());
         }
         let now = self.now_ms();
-        for i in 0..3 {
-            let node = BROKERS[i];
+        for (i, &node) in BROKERS.iter().enumerate() {
             let b = Rc::clone(&self.brokers[i]);
             let dead = b.borrow().running.is_some() && self.world.is_dead(node);
             let due = self.down_until.get(&node).is_some_and(|&t| now >= t);
@@ -661,8 +660,7 @@ impl Failover {
                 self.check_store(i)?;
             }
         }
-        for i in 0..3 {
-            let node = CONTROLLERS[i];
+        for (i, &node) in CONTROLLERS.iter().enumerate() {
             let dead = self.ctls[i].is_running() && self.world.is_dead(node);
             let due = self.down_until.get(&node).is_some_and(|&t| now >= t);
             if dead {
