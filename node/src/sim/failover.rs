@@ -767,14 +767,23 @@ impl Failover {
                 self.down_until.insert(node, now + d);
             }
             21..=30 => {
-                // The master cut off from every controller, not from clients or brokers.
+                // The master cut off from every controller, not from clients; half the time
+                // from the other brokers too (what it takes until its lease runs out is
+                // then on it alone).
                 if let Some((m, _)) = self.master() {
                     for c in CONTROLLERS {
                         self.world.partition(BROKERS[m], c);
                     }
+                    let alone = self.world.with_rng(|r| r.chance(0.5));
+                    if alone {
+                        for b in (0..3).filter(|&b| b != m) {
+                            self.world.partition(BROKERS[m], BROKERS[b]);
+                        }
+                    }
                     self.faults.push(format!(
-                        "partition broker {} | controllers at {now} ms",
-                        m + 1
+                        "partition broker {} | controllers{} at {now} ms",
+                        m + 1,
+                        if alone { ", brokers" } else { "" }
                     ));
                 }
             }
