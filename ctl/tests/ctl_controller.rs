@@ -133,7 +133,8 @@ fn controller_replicas_and_elect() {
     // cluster replicas: broker-a's only broker is its master, in the SyncStateSet, no lag.
     let j = wait_for(SETTLE_TIMEOUT, "broker-a's master", || {
         let j = json(&["cluster", "replicas", "--controller", &controllers]);
-        (j["sets"][0]["master_id"] == 1).then_some(j)
+        // Liveness is the leader's; a leader elected a moment ago has not heard every broker.
+        (j["sets"][0]["master_id"] == 1 && j["replicas"][0]["alive"] == true).then_some(j)
     });
     let set = &j["sets"][0];
     assert_eq!(set["broker"], "broker-a");

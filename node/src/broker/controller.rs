@@ -53,6 +53,8 @@ pub struct SlaveShard {
     pub acked: u64,
     /// Monotonic ms (since the process started) when it last had everything.
     pub caught_up_at_ms: u64,
+    /// It has every byte consumers of this shard may have read (acked >= the read cap).
+    pub covers_reads: bool,
 }
 
 /// The set's state as the broker last heard it, and what it did with it.
@@ -70,6 +72,10 @@ pub struct RoleState {
     pub set: Mutex<Option<ReplicaSet>>,
     /// Per slave broker id, per shard: its replication (master role).
     pub slaves: Mutex<BTreeMap<u64, Vec<Option<SlaveShard>>>>,
+    /// Slaves caught up enough to join the SyncStateSet but not yet covering every byte
+    /// consumers may have read: while any is listed, each shard's read cap waits for them too
+    /// (see [`update_confirm`]).
+    pub joining: Mutex<Vec<u64>>,
 }
 
 /// Milliseconds on the monotonic clock.
@@ -422,6 +428,7 @@ fn publish_slaves(shard: &Shard) {
     }
     let now = mono_ms();
     let end = shard.store.borrow().write_offset();
+    let read_cap = shard.confirm.get().unwrap_or(end);
     let replicas = shard.replicas.borrow();
     let mut slaves = b.role.slaves.lock().unwrap_or_else(|p| p.into_inner());
     for v in slaves.values_mut() {
@@ -444,6 +451,7 @@ fn publish_slaves(shard: &Shard) {
             *s = Some(SlaveShard {
                 acked: r.acked,
                 caught_up_at_ms: at,
+                covers_reads: r.acked >= read_cap,
             });
         }
     }
@@ -477,8 +485,13 @@ pub async fn sync_state_set_loop(shard: Rc<Shard>) {
         if set.master_id != Some(me) {
             continue;
         }
-        let want = in_sync(broker, &set);
         let have: BTreeSet<u64> = set.sync_state_set.iter().copied().collect();
+        let (want, joining) = in_sync(broker, &set, &have);
+        *broker
+            .role
+            .joining
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = joining;
         if want == have {
             continue;
         }
@@ -544,13 +557,17 @@ pub async fn sync_state_set_loop(shard: Rc<Shard>) {
 }
 
 /// The members that should be in the SyncStateSet now: this master, and every member whose
-/// every shard has a link that was caught up within `haMaxTimeSlaveNotCatchup`.
-fn in_sync(b: &Broker, set: &ReplicaSet) -> BTreeSet<u64> {
+/// every shard has a link that was caught up within `haMaxTimeSlaveNotCatchup` — a member
+/// not yet in it only once it also holds every byte consumers may have read (RocketMQ's
+/// "slave offset >= confirmOffset"), so that electing it never takes back a delivered
+/// record. Also the members waiting for that (the read cap waits for them meanwhile).
+fn in_sync(b: &Broker, set: &ReplicaSet, have: &BTreeSet<u64>) -> (BTreeSet<u64>, Vec<u64>) {
     let me = b.config.broker_id;
     let now = mono_ms();
     let window = b.config.controller.ha_max_time_slave_not_catchup_ms;
     let slaves = b.role.slaves.lock().unwrap_or_else(|p| p.into_inner());
     let mut out = BTreeSet::from([me]);
+    let mut joining = Vec::new();
     for m in &set.members {
         if m.broker_id == me {
             continue;
@@ -561,11 +578,17 @@ fn in_sync(b: &Broker, set: &ReplicaSet) -> BTreeSet<u64> {
         let all = shards
             .iter()
             .all(|s| s.is_some_and(|s| now.saturating_sub(s.caught_up_at_ms) <= window));
-        if all && !shards.is_empty() {
+        if !all || shards.is_empty() {
+            continue;
+        }
+        let covers = shards.iter().all(|s| s.is_some_and(|s| s.covers_reads));
+        if have.contains(&m.broker_id) || covers {
             out.insert(m.broker_id);
+        } else {
+            joining.push(m.broker_id);
         }
     }
-    out
+    (out, joining)
 }
 
 /// A SYNC_MASTER send in controller mode is refused before it is stored while the
@@ -624,8 +647,10 @@ pub fn sync_decision(shard: &Shard, end: u64) -> crate::ha::master::SyncDecision
 }
 
 /// A master's confirmOffset on this shard (controller mode): what every other member of the
-/// SyncStateSet has acknowledged; no cap while the SyncStateSet is this master alone (no
-/// clean election could pick a broker without those records).
+/// SyncStateSet, and every slave waiting to join it, has acknowledged; no cap while the
+/// SyncStateSet is this master alone and no slave is joining (no clean election could pick a
+/// broker without those records). When a cap begins it starts at the log end (consumers may
+/// have read that far), and it never moves back.
 pub fn update_confirm(shard: &Shard) {
     let b = &shard.broker;
     if !b.config.controller.enable || !b.is_master() || shard.serving_epoch.get() == 0 {
@@ -635,12 +660,26 @@ pub fn update_confirm(shard: &Shard) {
     let Some((members, _)) = b.role.sync_state_set() else {
         return;
     };
-    let others: Vec<u64> = members.into_iter().filter(|m| *m != me).collect();
+    let mut others: Vec<u64> = members.into_iter().filter(|m| *m != me).collect();
+    for j in b
+        .role
+        .joining
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+    {
+        if !others.contains(j) {
+            others.push(*j);
+        }
+    }
     if others.is_empty() {
         shard.set_confirm(None);
         return;
     }
     let end = shard.store.borrow().write_offset();
+    if shard.confirm.get().is_none() {
+        shard.set_confirm(Some(end));
+    }
     let confirm = shard.replicas.borrow().confirm_offset(&others, end);
     if let Some(c) = confirm {
         shard.advance_confirm(c);
