@@ -9,14 +9,12 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::*;
-use ringmq_wire::code::{RequestCode, Status};
-use ringmq_wire::codec::{Decode, Empty};
-use ringmq_wire::command::{ReplicaSet, TopicConfigTable};
+use ringmq_wire::code::Status;
+use ringmq_wire::command::ReplicaSet;
 
 const SET: &str = "broker-f";
 const TOPIC: &str = "Failover";
@@ -32,32 +30,6 @@ fn broker(home: &Path, id: u64, ctl: &Controllers, role: &'static str) -> HaBrok
         "haSendHeartbeatInterval=200".into(),
     ];
     b
-}
-
-/// Waits until the set has a master and a SyncStateSet of `size`; returns it.
-fn wait_set(ctl: &Controllers, within: Duration, ok: impl Fn(&ReplicaSet) -> bool) -> ReplicaSet {
-    let deadline = Instant::now() + within;
-    let mut last = None;
-    while Instant::now() < deadline {
-        if let Some(s) = ctl.replica_set(SET) {
-            if ok(&s) {
-                return s;
-            }
-            last = Some(s);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("the set did not reach the state within {within:?}; last: {last:#?}");
-}
-
-fn has_topic(addr: SocketAddr) -> bool {
-    let Ok(mut c) = Client::try_connect(addr) else {
-        return false;
-    };
-    let r = c.call(RequestCode::GetAllTopicConfig, &Empty, &[]);
-    r.status() == Status::Success
-        && TopicConfigTable::decode(&r.body)
-            .is_ok_and(|t| t.topics.iter().any(|c| c.topic == TOPIC))
 }
 
 /// Three controllers and a set of three brokers in `role`, the SyncStateSet full and the
@@ -78,7 +50,7 @@ impl Deployment {
             .map(|id| broker(&dir.join(format!("b{id}")), id, &ctl, role))
             .collect();
         let nodes: Vec<Option<Node>> = cfgs.iter().map(|b| Some(b.start(ns))).collect();
-        let set = wait_set(&ctl, Duration::from_secs(30), |s| {
+        let set = ctl.wait_set(SET, Duration::from_secs(30), |s| {
             s.master_id.is_some() && s.sync_state_set.len() == 3
         });
         let mut m = Client::connect(set.master().unwrap().broker_addr);
@@ -88,7 +60,7 @@ impl Deployment {
             wait_until(
                 Duration::from_secs(15),
                 format!("broker {} to get the topic", member.broker_id),
-                || has_topic(a),
+                || has_topic(a, TOPIC),
             );
         }
         Deployment {
@@ -130,7 +102,7 @@ fn a_killed_master_is_replaced_by_an_in_sync_slave_and_rejoins_as_its_slave() {
     let t0 = Instant::now();
     d.kill9(old);
     let ctl = &d.ctl;
-    let after = wait_set(ctl, Duration::from_secs(20), |s| {
+    let after = ctl.wait_set(SET, Duration::from_secs(20), |s| {
         s.master_id.is_some_and(|id| id != old)
     });
     assert!(after.master_epoch > epoch, "{after:#?}");
@@ -159,7 +131,7 @@ fn a_killed_master_is_replaced_by_an_in_sync_slave_and_rejoins_as_its_slave() {
     // The old master's first epoch record ends where the new epoch begins: it rejoins as a
     // slave and its log becomes the new master's.
     d.restart(old);
-    let rejoined = wait_set(&d.ctl, Duration::from_secs(30), |s| {
+    let rejoined = d.ctl.wait_set(SET, Duration::from_secs(30), |s| {
         s.sync_state_set.contains(&old) && s.master_id != Some(old)
     });
     assert_eq!(rejoined.master_epoch, after.master_epoch);
@@ -225,7 +197,7 @@ fn an_old_master_truncates_its_unreplicated_tail_by_epoch_when_it_rejoins() {
     for s in &slaves {
         d.node(*s).signal(libc::SIGCONT);
     }
-    let after = wait_set(&d.ctl, Duration::from_secs(20), |s| {
+    let after = d.ctl.wait_set(SET, Duration::from_secs(20), |s| {
         s.master_id.is_some_and(|id| id != old)
     });
     let mut n = Client::connect(after.master().unwrap().broker_addr);
@@ -248,7 +220,7 @@ fn an_old_master_truncates_its_unreplicated_tail_by_epoch_when_it_rejoins() {
         assert!(on_new.iter().any(|b| b == want.as_bytes()), "{want} lost");
     }
     d.restart(old);
-    let rejoined = wait_set(&d.ctl, Duration::from_secs(30), |s| {
+    let rejoined = d.ctl.wait_set(SET, Duration::from_secs(30), |s| {
         s.sync_state_set.contains(&old)
     });
     assert_eq!(rejoined.master_id, after.master_id);
@@ -298,7 +270,7 @@ fn scheduled_messages_sent_to_the_old_master_are_delivered_once_by_the_new_one()
         "nothing is delivered before it is due"
     );
     d.kill9(old);
-    let after = wait_set(&d.ctl, Duration::from_secs(20), |s| {
+    let after = d.ctl.wait_set(SET, Duration::from_secs(20), |s| {
         s.master_id.is_some_and(|id| id != old)
     });
     assert!(now_ms() < due, "the failover took until the due time");

@@ -17,36 +17,9 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use ringmq_wire::code::{RequestCode, Status};
-use ringmq_wire::codec::{Decode, Empty};
-use ringmq_wire::command::{ReplicaSet, TopicConfigTable};
 
 const SET: &str = "broker-p";
 const TOPIC: &str = "Partition";
-
-fn has_topic(addr: SocketAddr) -> bool {
-    let Ok(mut c) = Client::try_connect(addr) else {
-        return false;
-    };
-    let r = c.call(RequestCode::GetAllTopicConfig, &Empty, &[]);
-    r.status() == Status::Success
-        && TopicConfigTable::decode(&r.body)
-            .is_ok_and(|t| t.topics.iter().any(|c| c.topic == TOPIC))
-}
-
-fn wait_set(ctl: &Controllers, within: Duration, ok: impl Fn(&ReplicaSet) -> bool) -> ReplicaSet {
-    let deadline = Instant::now() + within;
-    let mut last = None;
-    while Instant::now() < deadline {
-        if let Some(s) = ctl.replica_set(SET) {
-            if ok(&s) {
-                return s;
-            }
-            last = Some(s);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("the set did not reach the state within {within:?}; last: {last:#?}");
-}
 
 /// Broker `id` of the set: `controllers` as it reaches them, `host` to listen and publish on,
 /// launched through `prefix`.
@@ -134,12 +107,12 @@ fn a_master_cut_off_from_the_controllers_stops_acknowledging_before_a_new_master
         .map(|p| SocketAddr::new(addr(3, 2), *p))
         .collect();
     let m_node = start_broker(dir.path(), 1, &via_mc, addr(2, 2), net.exec_prefix("m"));
-    wait_set(&ctl, Duration::from_secs(20), |s| s.master_id == Some(1));
+    ctl.wait_set(SET, Duration::from_secs(20), |s| s.master_id == Some(1));
     let _slaves: Vec<Node> = [2, 3]
         .iter()
         .map(|id| start_broker(dir.path(), *id, &ctl.addrs(), addr(2, 1), Vec::new()))
         .collect();
-    let set = wait_set(&ctl, Duration::from_secs(30), |s| {
+    let set = ctl.wait_set(SET, Duration::from_secs(30), |s| {
         s.master_id == Some(1) && s.sync_state_set.len() == 3
     });
     let m_addr = m_node.broker_addr();
@@ -147,7 +120,7 @@ fn a_master_cut_off_from_the_controllers_stops_acknowledging_before_a_new_master
     for member in &set.members {
         let a = member.broker_addr;
         wait_until(Duration::from_secs(15), "the topic on every broker", || {
-            has_topic(a)
+            has_topic(a, TOPIC)
         });
     }
 
@@ -187,7 +160,7 @@ fn a_master_cut_off_from_the_controllers_stops_acknowledging_before_a_new_master
     );
     let t_cut = Instant::now();
     net.cut(&mc);
-    let after = wait_set(&ctl, Duration::from_secs(20), |s| {
+    let after = ctl.wait_set(SET, Duration::from_secs(20), |s| {
         s.master_id.is_some_and(|id| id != 1)
     });
     let new_addr = after.master().unwrap().broker_addr;
@@ -234,7 +207,7 @@ fn a_master_cut_off_from_the_controllers_stops_acknowledging_before_a_new_master
 
     // Healed: the old master hears it was replaced and follows the new master.
     net.heal(&mc);
-    let rejoined = wait_set(&ctl, Duration::from_secs(30), |s| {
+    let rejoined = ctl.wait_set(SET, Duration::from_secs(30), |s| {
         s.sync_state_set.contains(&1) && s.master_id == after.master_id
     });
     assert_eq!(rejoined.master_epoch, after.master_epoch);

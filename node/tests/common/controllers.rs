@@ -2,7 +2,9 @@
 //! queries of their Raft group and broker sets.
 
 use super::*;
-use ringmq_wire::command::{ControllerMetadata, GetReplicaInfoRequest, ReplicaSet, ReplicaSets};
+use ringmq_wire::command::{
+    ControllerMetadata, GetReplicaInfoRequest, ReplicaSet, ReplicaSets, TopicConfigTable,
+};
 
 /// Free loopback ports (bound, then released, so the controllers can be told each other's
 /// addresses before they start).
@@ -135,6 +137,28 @@ impl Controllers {
         agreed_leader(&addrs, not, within)
     }
 
+    /// Polls the leader's view of broker set `name` until `ok` holds; returns it (panics with
+    /// the last view after `within`).
+    pub fn wait_set(
+        &self,
+        name: &str,
+        within: Duration,
+        ok: impl Fn(&ReplicaSet) -> bool,
+    ) -> ReplicaSet {
+        let deadline = Instant::now() + within;
+        let mut last = None;
+        while Instant::now() < deadline {
+            if let Some(s) = self.replica_set(name) {
+                if ok(&s) {
+                    return s;
+                }
+                last = Some(s);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("{name} did not reach the state within {within:?}; last: {last:#?}");
+    }
+
     /// The leader's view of broker set `name` (`None` if no leader answers or the set is
     /// unknown).
     pub fn replica_set(&self, name: &str) -> Option<ReplicaSet> {
@@ -196,4 +220,15 @@ pub fn agreed_leader(addrs: &[SocketAddr], not: Option<u64>, within: Duration) -
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Whether the broker at `addr` has `topic` in its topic table.
+pub fn has_topic(addr: SocketAddr, topic: &str) -> bool {
+    let Ok(mut c) = Client::try_connect(addr) else {
+        return false;
+    };
+    let r = c.call(RequestCode::GetAllTopicConfig, &Empty, &[]);
+    r.status() == Status::Success
+        && TopicConfigTable::decode(&r.body)
+            .is_ok_and(|t| t.topics.iter().any(|c| c.topic == topic))
 }
