@@ -374,6 +374,10 @@ fn apply(shard: &Shard, set: ReplicaSet, lease_until: u64) {
 pub async fn role_watch(shard: Rc<Shard>) {
     let b = Rc::clone(&shard);
     let mut running: Option<u32> = None;
+    // Until a master's transfers say what its SyncStateSet confirmed (or this broker becomes
+    // master), consumers read nothing here: a tail this broker wrote as an earlier master may
+    // be cut when it follows the new one.
+    shard.set_confirm(Some(0));
     while !b.broker.is_shutting_down() {
         let listener = b.broker.role.changed.listen();
         let master = b.broker.role.master.load(Ordering::Acquire);
@@ -390,7 +394,9 @@ pub async fn role_watch(shard: Rc<Shard>) {
             shard.serving_epoch.set(0);
             shard.master_gen.set(shard.master_gen.get() + 1);
             *shard.pop.borrow_mut() = Default::default();
-            shard.set_confirm(None);
+            // The read cap stays: until the new master's transfers replace it, nothing past
+            // what the SyncStateSet confirmed is served (the tail may be cut when this
+            // broker follows).
             running = None;
             log::info!("shard {}: following the new master", shard.id);
         }
