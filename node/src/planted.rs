@@ -28,10 +28,14 @@ pub enum Bug {
     /// The controllers elect a new master among all live members, ignoring the
     /// SyncStateSet.
     ElectOutOfSync,
+    /// Controller mode: a master adds a slave to the SyncStateSet once it covers the read
+    /// cap, without first making acknowledgements wait for it: records acknowledged while
+    /// the change is decided may be missing on the slave it makes electable.
+    JoinUnfenced,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 9] = [
+    pub const ALL: [Bug; 10] = [
         Bug::AckBeforeFsync,
         Bug::AckBeforeSlave,
         Bug::SkipCqWrite,
@@ -41,6 +45,7 @@ impl Bug {
         Bug::NoFencing,
         Bug::TruncateTooLittle,
         Bug::ElectOutOfSync,
+        Bug::JoinUnfenced,
     ];
 
     pub fn name(self) -> &'static str {
@@ -54,6 +59,7 @@ impl Bug {
             Bug::NoFencing => "no-fencing",
             Bug::TruncateTooLittle => "truncate-too-little",
             Bug::ElectOutOfSync => "elect-out-of-sync",
+            Bug::JoinUnfenced => "join-unfenced",
         }
     }
 
@@ -61,7 +67,7 @@ impl Bug {
     pub fn is_failover(self) -> bool {
         matches!(
             self,
-            Bug::NoFencing | Bug::TruncateTooLittle | Bug::ElectOutOfSync
+            Bug::NoFencing | Bug::TruncateTooLittle | Bug::ElectOutOfSync | Bug::JoinUnfenced
         )
     }
 

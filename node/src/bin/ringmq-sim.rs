@@ -42,8 +42,27 @@ struct Args {
     scenario: String,
 }
 
+/// With `RUST_LOG` set, the nodes' log lines go to stderr stamped with the virtual time and
+/// the node that wrote them (a replay of one seed is the way to read them).
+fn init_log() {
+    if std::env::var_os("RUST_LOG").is_none() {
+        return;
+    }
+    env_logger::Builder::from_default_env()
+        .format(|f, rec| {
+            let (ms, node) = match ringmq_node::io::sim::current() {
+                Some(w) => (w.now_ns() / 1_000_000, w.current_node()),
+                None => (0, None),
+            };
+            let node = node.map_or_else(|| "-".to_string(), |n| n.to_string());
+            writeln!(f, "{ms:>7} ms n{node:<3} {:<5} {}", rec.level(), rec.args())
+        })
+        .init();
+}
+
 fn main() {
     let args = Args::parse();
+    init_log();
     let bug = match args.inject_bug.as_deref() {
         None => None,
         Some(name) => match Bug::parse(name) {

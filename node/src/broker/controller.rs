@@ -51,10 +51,24 @@ pub const SYNC_STATE_SET_MS: u64 = 100;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SlaveShard {
     pub acked: u64,
-    /// Monotonic ms (since the process started) when it last had everything.
-    pub caught_up_at_ms: u64,
+    /// Monotonic ms (since the process started) when it last had everything; `None`: not
+    /// since this master started.
+    pub caught_up_at_ms: Option<u64>,
     /// It has every byte consumers of this shard may have read (acked >= the read cap).
     pub covers_reads: bool,
+    /// Waiting to join the SyncStateSet, it has everything this shard acknowledged before
+    /// its acknowledgements began to wait for it (acked >= the shard's join fence).
+    pub covers_acks: bool,
+}
+
+/// A SyncStateSet change that added members, sent to the controllers against SyncStateSet
+/// epoch `epoch`, whose outcome this master has not learnt yet: until it hears a newer epoch
+/// (which tells whether the change was applied) the added members count as members for
+/// acknowledgements and the read cap.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Proposal {
+    pub epoch: u32,
+    pub added: BTreeSet<u64>,
 }
 
 /// The set's state as the broker last heard it, and what it did with it.
@@ -72,10 +86,14 @@ pub struct RoleState {
     pub set: Mutex<Option<ReplicaSet>>,
     /// Per slave broker id, per shard: its replication (master role).
     pub slaves: Mutex<BTreeMap<u64, Vec<Option<SlaveShard>>>>,
-    /// Slaves caught up enough to join the SyncStateSet but not yet covering every byte
-    /// consumers may have read: while any is listed, each shard's read cap waits for them too
-    /// (see [`update_confirm`]).
+    /// Slaves in sync but not (as far as this master knows) in the SyncStateSet: the ones
+    /// about to join and the ones a [`Proposal`] added. SYNC_MASTER acknowledgements with
+    /// `allAckInSyncStateSet` and each shard's read cap wait for them as for members, so a
+    /// slave enters the SyncStateSet (and becomes electable) only holding every record that
+    /// was acknowledged or read (see [`in_sync`], [`update_confirm`]).
     pub joining: Mutex<Vec<u64>>,
+    /// The last SyncStateSet change that added members, until its outcome is known.
+    pub proposed: Mutex<Option<Proposal>>,
 }
 
 /// Milliseconds on the monotonic clock.
@@ -89,6 +107,24 @@ impl RoleState {
         let set = self.set.lock().unwrap_or_else(|p| p.into_inner());
         set.as_ref()
             .map(|s| (s.sync_state_set.clone(), s.sync_state_set_epoch))
+    }
+
+    /// The other brokers a master's acknowledgements and read cap wait for: the members of
+    /// the SyncStateSet but `me`, and the [`Self::joining`] slaves.
+    pub fn waited_on(&self, me: u64) -> Option<Vec<u64>> {
+        let (members, _) = self.sync_state_set()?;
+        let mut others: Vec<u64> = members.into_iter().filter(|m| *m != me).collect();
+        for j in self
+            .joining
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            if *j != me && !others.contains(j) {
+                others.push(*j);
+            }
+        }
+        Some(others)
     }
 
     /// Whether the lease allows acknowledging writes now.
@@ -255,7 +291,10 @@ pub async fn heartbeat_loop(shard: Rc<Shard>) {
                         rt::sleep(Duration::from_millis(50)).await;
                     }
                 }
+                // A refusal (the set is electing) or a broken link (the leader may take it
+                // for this broker's death): fenced at once, not when the lease runs out.
                 Ok((status, header, _)) => {
+                    shard.broker.role.lease_until_ms.store(0, Ordering::Release);
                     let remark = ringmq_wire::command::read_remark(&header)
                         .map(|(r, _)| r.to_string())
                         .unwrap_or_default();
@@ -263,6 +302,7 @@ pub async fn heartbeat_loop(shard: Rc<Shard>) {
                     current = (current + 1) % links.len();
                 }
                 Err(e) => {
+                    shard.broker.role.lease_until_ms.store(0, Ordering::Release);
                     last_error = e;
                     current = (current + 1) % links.len();
                 }
@@ -442,22 +482,34 @@ fn publish_slaves(shard: &Shard) {
             *s = None;
         }
     }
+    // The join fences: from the first time this shard sees a slave joining, its
+    // acknowledgements wait for it (`sync_decision` reads `joining` each time), so all this
+    // shard acknowledged without it ends at or below the log end of that moment.
+    let mut fences = shard.join_fence.borrow_mut();
+    {
+        let joining = b.role.joining.lock().unwrap_or_else(|p| p.into_inner());
+        fences.retain(|id, _| joining.contains(id));
+        for id in joining.iter() {
+            fences.entry(*id).or_insert(end);
+        }
+    }
     let wall = Broker::now_ms();
     for r in replicas.iter() {
         let v = slaves
             .entry(r.broker_id)
             .or_insert_with(|| vec![None; usize::from(b.shard_count)]);
-        let caught_up_ago = (wall - r.caught_up_ms).max(0) as u64;
         let at = if r.acked >= end {
-            now
+            Some(now)
         } else {
-            now.saturating_sub(caught_up_ago)
+            r.had_all_ms
+                .map(|t| now.saturating_sub((wall - t).max(0) as u64))
         };
         if let Some(s) = v.get_mut(usize::from(shard.id)) {
             *s = Some(SlaveShard {
                 acked: r.acked,
                 caught_up_at_ms: at,
                 covers_reads: r.acked >= read_cap,
+                covers_acks: fences.get(&r.broker_id).is_some_and(|f| r.acked >= *f),
             });
         }
     }
@@ -492,14 +544,48 @@ pub async fn sync_state_set_loop(shard: Rc<Shard>) {
             continue;
         }
         let have: BTreeSet<u64> = set.sync_state_set.iter().copied().collect();
-        let (want, joining) = in_sync(broker, &set, &have);
+        // A proposal is settled once a newer SyncStateSet epoch is known: that state says
+        // whether it was applied.
+        let pending: BTreeSet<u64> = {
+            let mut p = broker
+                .role
+                .proposed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if p.as_ref()
+                .is_some_and(|p| set.sync_state_set_epoch > p.epoch)
+            {
+                *p = None;
+            }
+            p.as_ref()
+                .map(|p| p.added.difference(&have).copied().collect())
+                .unwrap_or_default()
+        };
+        let (want, candidates) = in_sync(broker, &set, &have);
+        let joining: BTreeSet<u64> = candidates.union(&pending).copied().collect();
         *broker
             .role
             .joining
             .lock()
-            .unwrap_or_else(|p| p.into_inner()) = joining;
-        if want == have {
+            .unwrap_or_else(|p| p.into_inner()) = joining.iter().copied().collect();
+        // With a proposal unsettled, a change is sent even if `want` is the set as known
+        // (it settles it: it is applied, or refused because the proposal was).
+        if want == have && pending.is_empty() {
             continue;
+        }
+        let added: BTreeSet<u64> = want.difference(&have).copied().collect();
+        if !added.is_empty() {
+            let mut p = broker
+                .role
+                .proposed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            let mut all = added;
+            all.extend(pending.iter().copied());
+            *p = Some(Proposal {
+                epoch: set.sync_state_set_epoch,
+                added: all,
+            });
         }
         let req = AlterSyncStateSet {
             cluster: set.cluster.clone(),
@@ -563,17 +649,19 @@ pub async fn sync_state_set_loop(shard: Rc<Shard>) {
 }
 
 /// The members that should be in the SyncStateSet now: this master, and every member whose
-/// every shard has a link that was caught up within `haMaxTimeSlaveNotCatchup` — a member
-/// not yet in it only once it also holds every byte consumers may have read (RocketMQ's
-/// "slave offset >= confirmOffset"), so that electing it never takes back a delivered
-/// record. Also the members waiting for that (the read cap waits for them meanwhile).
-fn in_sync(b: &Broker, set: &ReplicaSet, have: &BTreeSet<u64>) -> (BTreeSet<u64>, Vec<u64>) {
+/// every shard has a link that had everything within `haMaxTimeSlaveNotCatchup`. A member
+/// not yet in it first joins [`RoleState::joining`] (acknowledgements and the read cap wait
+/// for it from then on) and enters only once, on every shard, it holds every byte consumers
+/// may have read and everything acknowledged before they waited for it (RocketMQ's "slave
+/// offset >= confirmOffset"): electing it never takes back a delivered or acknowledged
+/// record. Also the members in sync but not in the set (those joining, and those entering).
+fn in_sync(b: &Broker, set: &ReplicaSet, have: &BTreeSet<u64>) -> (BTreeSet<u64>, BTreeSet<u64>) {
     let me = b.config.broker_id;
     let now = mono_ms();
     let window = b.config.controller.ha_max_time_slave_not_catchup_ms;
     let slaves = b.role.slaves.lock().unwrap_or_else(|p| p.into_inner());
     let mut out = BTreeSet::from([me]);
-    let mut joining = Vec::new();
+    let mut candidates = BTreeSet::new();
     for m in &set.members {
         if m.broker_id == me {
             continue;
@@ -581,20 +669,27 @@ fn in_sync(b: &Broker, set: &ReplicaSet, have: &BTreeSet<u64>) -> (BTreeSet<u64>
         let Some(shards) = slaves.get(&m.broker_id) else {
             continue;
         };
-        let all = shards
-            .iter()
-            .all(|s| s.is_some_and(|s| now.saturating_sub(s.caught_up_at_ms) <= window));
+        let all = shards.iter().all(|s| {
+            s.and_then(|s| s.caught_up_at_ms)
+                .is_some_and(|at| now.saturating_sub(at) <= window)
+        });
         if !all || shards.is_empty() {
             continue;
         }
-        let covers = shards.iter().all(|s| s.is_some_and(|s| s.covers_reads));
-        if have.contains(&m.broker_id) || covers {
+        if have.contains(&m.broker_id) {
             out.insert(m.broker_id);
-        } else {
-            joining.push(m.broker_id);
+            continue;
+        }
+        candidates.insert(m.broker_id);
+        let unfenced = crate::planted::is(crate::planted::Bug::JoinUnfenced);
+        let covers = shards
+            .iter()
+            .all(|s| s.is_some_and(|s| s.covers_reads && (s.covers_acks || unfenced)));
+        if covers {
+            out.insert(m.broker_id);
         }
     }
-    (out, joining)
+    (out, candidates)
 }
 
 /// A SYNC_MASTER send in controller mode is refused before it is stored while the
@@ -614,8 +709,9 @@ pub fn too_few_in_sync(b: &Broker) -> Option<String> {
 }
 
 /// Controller mode, SYNC_MASTER: may a send ending at `end` be acknowledged. With
-/// `allAckInSyncStateSet`, once every other member of the SyncStateSet has it; otherwise once
-/// `minInSyncReplicas - 1` of them do. A member without a link counts as not having it.
+/// `allAckInSyncStateSet`, once every other member of the SyncStateSet and every slave
+/// joining it has it; otherwise once `minInSyncReplicas - 1` members do. A member without a
+/// link counts with what it acknowledged last.
 pub fn sync_decision(shard: &Shard, end: u64) -> crate::ha::master::SyncDecision {
     use crate::ha::master::SyncDecision;
     let b = &shard.broker;
@@ -624,15 +720,20 @@ pub fn sync_decision(shard: &Shard, end: u64) -> crate::ha::master::SyncDecision
     let Some((members, _)) = b.role.sync_state_set() else {
         return SyncDecision::NotAvailable;
     };
-    let others: Vec<u64> = members.into_iter().filter(|m| *m != me).collect();
     let replicas = shard.replicas.borrow();
     if cfg.all_ack_in_sync_state_set {
-        if replicas.all_acked(&others, end) {
+        let waited = if crate::planted::is(crate::planted::Bug::JoinUnfenced) {
+            members.into_iter().filter(|m| *m != me).collect()
+        } else {
+            b.role.waited_on(me).unwrap_or_default()
+        };
+        if replicas.all_acked(&waited, end) {
             SyncDecision::Acked
         } else {
             SyncDecision::Wait
         }
     } else {
+        let others: Vec<u64> = members.into_iter().filter(|m| *m != me).collect();
         let need = (cfg.min_in_sync_replicas as usize).saturating_sub(1);
         let have = others
             .iter()
@@ -662,22 +763,9 @@ pub fn update_confirm(shard: &Shard) {
     if !b.config.controller.enable || !b.is_master() || shard.serving_epoch.get() == 0 {
         return;
     }
-    let me = b.config.broker_id;
-    let Some((members, _)) = b.role.sync_state_set() else {
+    let Some(others) = b.role.waited_on(b.config.broker_id) else {
         return;
     };
-    let mut others: Vec<u64> = members.into_iter().filter(|m| *m != me).collect();
-    for j in b
-        .role
-        .joining
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .iter()
-    {
-        if !others.contains(j) {
-            others.push(*j);
-        }
-    }
     if others.is_empty() {
         shard.set_confirm(None);
         return;

@@ -146,6 +146,9 @@ pub struct Controller {
     beats: RefCell<HashMap<(String, u64), Beat>>,
     /// When this controller last became leader (`None` while it is not).
     leader_since: Cell<Option<Instant>>,
+    /// Sets whose election command is being decided: their brokers' heartbeats get no
+    /// answer meanwhile (an answer with the old state would renew a deposed master's lease).
+    electing: RefCell<BTreeSet<String>>,
     next_conn: Cell<u64>,
 }
 
@@ -215,6 +218,7 @@ impl Controller {
             elect_unclean: cfg.elect_unclean,
             beats: RefCell::new(HashMap::new()),
             leader_since: Cell::new(None),
+            electing: RefCell::default(),
             next_conn: Cell::new(1),
         });
         log::info!(
@@ -389,6 +393,15 @@ impl Controller {
                 closed: None,
             },
         );
+        if self.electing.borrow().contains(&hb.broker_name) {
+            return Reply::error(
+                Status::SystemError,
+                format!(
+                    "broker set {} is electing a master; heartbeat again",
+                    hb.broker_name
+                ),
+            );
+        }
         let Some(set) = self.set_state(&hb.broker_name) else {
             return Reply::error(Status::SystemError, "registered set vanished".to_string());
         };
@@ -576,7 +589,12 @@ impl Controller {
             expect_master_epoch: set.master_epoch,
             new_master: Some(new),
         };
-        match self.write(cmd).await {
+        if !self.electing.borrow_mut().insert(name.to_string()) {
+            return;
+        }
+        let written = self.write(cmd).await;
+        self.electing.borrow_mut().remove(name);
+        match written {
             Ok(Applied::Done) => log::warn!(
                 "controller n{}: {name}: master {} is gone; elected broker {new} (epoch {})",
                 self.id,

@@ -18,8 +18,13 @@ pub struct Replica {
     /// The slave's log end, as it last acknowledged.
     pub acked: u64,
     pub last_ack_ms: i64,
-    /// When the slave last had everything the master had.
+    /// Since when the slave has been behind, for lag figures: when it last had everything
+    /// the master had, or when this link connected if it has not had everything since.
     pub caught_up_ms: i64,
+    /// When the slave last had everything the master had, on this link or (for a slave that
+    /// reconnected) on its previous one; `None`: not since this master started. Only this
+    /// says whether a slave is in sync: a slave that connects far behind is not.
+    pub had_all_ms: Option<i64>,
 }
 
 /// What a SYNC_MASTER send should wait for.
@@ -45,15 +50,22 @@ pub struct Replicas {
 }
 
 impl Replicas {
-    /// Slave `broker_id` connected, starting at `start`; returns the link's id.
-    pub fn add(&mut self, broker_id: u64, start: u64, now_ms: i64) -> u64 {
+    /// Slave `broker_id` connected, starting at `start` while the master's log ends at
+    /// `log_end`; returns the link's id.
+    pub fn add(&mut self, broker_id: u64, start: u64, log_end: u64, now_ms: i64) -> u64 {
         self.next_id += 1;
+        let had_all_ms = if start >= log_end {
+            Some(now_ms)
+        } else {
+            self.member(broker_id).and_then(|r| r.had_all_ms)
+        };
         self.list.push(Replica {
             id: self.next_id,
             broker_id,
             acked: start,
             last_ack_ms: now_ms,
             caught_up_ms: now_ms,
+            had_all_ms,
         });
         self.next_id
     }
@@ -114,9 +126,9 @@ impl Replicas {
     }
 
     /// When slave `broker_id` last had everything this master had (for
-    /// `haMaxTimeSlaveNotCatchup`); `None` if it never connected since this master started.
-    pub fn caught_up_ms(&self, broker_id: u64) -> Option<i64> {
-        self.member(broker_id).map(|r| r.caught_up_ms)
+    /// `haMaxTimeSlaveNotCatchup`); `None` if it has not since this master started.
+    pub fn had_all_ms(&self, broker_id: u64) -> Option<i64> {
+        self.member(broker_id).and_then(|r| r.had_all_ms)
     }
 
     /// Records an acknowledgement; offsets never move back.
@@ -126,6 +138,7 @@ impl Replicas {
             r.last_ack_ms = now_ms;
             if r.acked >= log_end {
                 r.caught_up_ms = now_ms;
+                r.had_all_ms = Some(now_ms);
             }
         }
     }
@@ -268,7 +281,7 @@ mod tests {
     fn sync_decisions() {
         let mut r = Replicas::default();
         assert_eq!(r.sync_decision(10, 10, 100), SyncDecision::NotAvailable);
-        let id = r.add(1, 0, 0);
+        let id = r.add(1, 0, 10, 0);
         assert_eq!(r.sync_decision(10, 10, 100), SyncDecision::Wait);
         r.ack(id, 10, 10, 5);
         assert_eq!(r.sync_decision(10, 10, 100), SyncDecision::Acked);
@@ -293,9 +306,10 @@ mod tests {
         // A member never heard of keeps the cap where it was.
         assert_eq!(r.confirm_offset(&[1], 500), None);
         assert!(!r.all_acked(&[1], 10));
-        assert_eq!(r.caught_up_ms(1), None);
-        let a = r.add(1, 100, 0);
-        let b = r.add(2, 300, 0);
+        assert_eq!(r.had_all_ms(1), None);
+        let a = r.add(1, 100, 500, 0);
+        let b = r.add(2, 300, 500, 0);
+        assert_eq!(r.had_all_ms(1), None, "connected behind: not in sync");
         r.ack(a, 200, 500, 10);
         assert_eq!(r.confirm_offset(&[1, 2], 500), Some(200));
         assert_eq!(r.confirm_offset(&[2], 500), Some(300));
@@ -307,15 +321,18 @@ mod tests {
         assert!(r.all_acked(&[1, 2], 200));
         assert!(!r.all_acked(&[1, 2], 201));
         r.ack(b, 500, 500, 20);
-        assert_eq!(r.caught_up_ms(2), Some(20));
+        assert_eq!(r.had_all_ms(2), Some(20));
+        r.ack(a, 500, 500, 25);
         // Slave 1's link closes: it counts with what it acknowledged last.
         r.remove(a);
         assert!(!r.is_linked(1));
-        assert_eq!(r.confirm_offset(&[1, 2], 500), Some(200));
-        assert_eq!(r.caught_up_ms(1), Some(0));
-        // It reconnects from 180 (lost unsynced bytes): the live link counts.
-        let a2 = r.add(1, 180, 30);
+        assert_eq!(r.confirm_offset(&[1, 2], 500), Some(500));
+        assert_eq!(r.had_all_ms(1), Some(25));
+        // It reconnects from 180 (lost unsynced bytes): the live link counts, and it was
+        // last in sync when its previous link was.
+        let a2 = r.add(1, 180, 500, 30);
         assert_eq!(r.confirm_offset(&[1, 2], 500), Some(180));
+        assert_eq!(r.had_all_ms(1), Some(25));
         r.ack(a2, 500, 500, 40);
         assert_eq!(r.confirm_offset(&[1, 2], 600), Some(500));
         assert!(r.all_acked(&[1, 2], 500));
@@ -325,7 +342,7 @@ mod tests {
     fn gone_replicas_are_bounded() {
         let mut r = Replicas::default();
         for b in 0..(GONE_REPLICAS_MAX as u64 + 10) {
-            let id = r.add(b, b, b as i64);
+            let id = r.add(b, b, b, b as i64);
             r.remove(id);
         }
         assert_eq!(r.gone.len(), GONE_REPLICAS_MAX);

@@ -159,7 +159,8 @@ pub fn mode_for(seed: u64, bug: Option<Bug>) -> Mode {
             | Bug::NamesrvNoExpiry
             | Bug::NoFencing
             | Bug::TruncateTooLittle
-            | Bug::ElectOutOfSync,
+            | Bug::ElectOutOfSync
+            | Bug::JoinUnfenced,
         )
         | None => {}
     }

@@ -248,7 +248,7 @@ async fn serve_slave(
     let id = shard
         .replicas
         .borrow_mut()
-        .add(req.broker_id, start, Broker::now_ms());
+        .add(req.broker_id, start, master_end, Broker::now_ms());
     let closed = Rc::new(Cell::new(false));
     let housekeeping_ms = b.config.ha_housekeeping_interval_ms;
     let acks = {

@@ -91,6 +91,11 @@ pub struct Shard {
     /// (schedule, transaction checks, POP revive) run while it still has the value they
     /// started with ([`Self::master_running`]).
     pub master_gen: Cell<u64>,
+    /// Controller mode, master: per slave waiting to join the SyncStateSet, this shard's log
+    /// end when it first saw it waiting. From then on its SYNC_MASTER acknowledgements wait
+    /// for that slave too, so once the slave has this much it holds every record this shard
+    /// acknowledged (see `controller::in_sync`).
+    pub join_fence: RefCell<BTreeMap<u64, u64>>,
 }
 
 impl std::fmt::Debug for Shard {
@@ -136,6 +141,7 @@ impl Shard {
             pop_kick: Event::new(),
             confirm: Cell::new(None),
             serving_epoch: Cell::new(0),
+            join_fence: RefCell::default(),
             master_gen: Cell::new(0),
         }
     }
