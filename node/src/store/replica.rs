@@ -139,24 +139,49 @@ impl<D: Disk + Clone> Store<D> {
     /// [`super::epoch::consistent_point`]). The key index is the owner's to cut (see
     /// `KeyIndex::truncate`); its lookups skip entries past the log end meanwhile. The
     /// schedule and transaction state are rebuilt from what remains, as at open.
+    ///
+    /// The checkpoint is lowered to `end` first and durably: recovery scans from the
+    /// checkpoint, so a crash part-way (or an I/O error that leaves the log zeroed past
+    /// `end` but the checkpoint above it) must not make it take the zeros for the log. A
+    /// failure after that poisons the store: the cut is half done.
     pub fn truncate_to(&mut self, end: u64) -> Result<()> {
         self.check_alive()?;
-        self.log.truncate_to(end)?;
-        let cut = self.epochs.truncate_from(&self.disk, end);
-        if cut.as_ref().is_err_and(StoreError::is_fatal) {
+        if end < self.log.min_offset() || end > self.log.write_offset() {
+            return Err(StoreError::BadBatch {
+                detail: format!(
+                    "cannot truncate to {end}: the log holds {}..{}",
+                    self.log.min_offset(),
+                    self.log.write_offset()
+                ),
+            });
+        }
+        if let Some(next) = self.write_checkpoint(end)? {
+            let synced = self.disk.sync_data(&self.checkpoint_file);
+            synced.map_err(|e| self.fatal("fdatasync of the checkpoint", e))?;
+            self.checkpoint_written(next);
+        }
+        let cut = self.cut_to(end);
+        if cut.is_err() {
             self.poisoned = true;
         }
         cut?;
-        for qs in self.queues.values_mut() {
-            for cq in qs.values_mut() {
-                cq.truncate_to_log(end)?;
-            }
-        }
         // Scheduled messages and transaction halves past the cut are gone: their state is
         // rebuilt from what remains, as at open.
         self.open_schedule()?;
         self.open_txn()?;
         self.checkpoint()
+    }
+
+    /// [`Self::truncate_to`]'s cut of the log, the epochs and the ConsumeQueues.
+    fn cut_to(&mut self, end: u64) -> Result<()> {
+        self.log.truncate_to(end)?;
+        self.epochs.truncate_from(&self.disk, end)?;
+        for qs in self.queues.values_mut() {
+            for cq in qs.values_mut() {
+                cq.truncate_to_log(end)?;
+            }
+        }
+        Ok(())
     }
 
     /// What to ship from `from` (a record boundary below `to`, the log end): whole entries,

@@ -1,7 +1,7 @@
 //! Replication at the store level: shipping a master's log to a slave gives byte-identical
 //! logs and equal ConsumeQueues, across segment rolls, restarts and truncation.
 
-use super::fault_disk::FaultDisk;
+use super::fault_disk::{Crash, FaultDisk};
 use super::tests::{encode, small_config};
 use super::*;
 
@@ -136,4 +136,58 @@ fn empty_slave_joins_a_master_whose_oldest_segments_are_gone() {
             "queue {q} after reopen"
         );
     }
+}
+
+/// A truncation that fails part-way (the disk dies at any one of its operations), or a
+/// crash at that point, never leaves a store that recovers to zeros: the reopened store
+/// holds a prefix of the old log no shorter than the cut (a later join cuts it again), and
+/// every record in it reads.
+#[test]
+fn a_truncation_cut_short_by_a_dead_disk_recovers_to_either_end() {
+    let mut master = Store::open(FaultDisk::new(), small_config("/m")).unwrap();
+    for i in 0..10u8 {
+        let mut b = Vec::new();
+        encode("T", 0, &[i; 500], None, &mut b);
+        master.append(&mut b, 1).unwrap();
+    }
+    let phys: Vec<u64> = (0..10)
+        .map(|q| master.get("T", 0, q, 1, u64::MAX, |_| true).unwrap().runs[0].physical_offset)
+        .collect();
+    let (cut, end) = (phys[4], master.write_offset());
+    let mut tried = 0;
+    for k in 0.. {
+        let disk = FaultDisk::new();
+        let mut slave = Store::open(disk.clone(), small_config("/s")).unwrap();
+        ship_all(&master, &mut slave, 2000);
+        slave.checkpoint().unwrap();
+        let at = disk.ops() + k;
+        disk.crash_at(at);
+        let done = slave.truncate_to(cut).is_ok();
+        drop(slave);
+        for crash in [Crash::KeepWritten, Crash::DropUnsynced] {
+            let image = disk.image(crash);
+            let back = Store::open(FaultDisk::from_image(&image), small_config("/s")).unwrap();
+            let w = back.write_offset();
+            assert!(
+                (cut..=end).contains(&w),
+                "disk dead from op {at} (truncation op {k}, {crash:?}): recovered to {w}, outside {cut}..={end}"
+            );
+            let (lo, hi) = back.queue_range("T", 0).unwrap();
+            let below = phys.iter().filter(|p| **p < w).count() as u64;
+            assert_eq!(hi, below, "truncation op {k}, {crash:?}: queue end");
+            for q in lo..hi {
+                let got = back.get("T", 0, q, 1, u64::MAX, |_| true).unwrap();
+                assert_eq!(
+                    got.runs.len(),
+                    1,
+                    "queue offset {q} after op {at} ({crash:?})"
+                );
+            }
+        }
+        tried += 1;
+        if done {
+            break;
+        }
+    }
+    assert!(tried > 3, "the truncation took {tried} disk operations");
 }
