@@ -21,7 +21,7 @@ use std::sync::{mpsc, Arc, Condvar, Mutex};
 use io_uring::{opcode, types, IoUring};
 use memmap2::{Mmap, MmapOptions};
 
-use super::release::{whole_pages, Releaser};
+use super::release::{whole_pages, Advice, Releaser};
 use crate::store::disk::{Disk, SpaceInfo, WriteOp};
 
 /// Submission queue entries of a store's ring.
@@ -403,7 +403,15 @@ impl Disk for RealDisk {
         };
         file.unmap_range(start, n);
         if let Ok(dup) = file.file.try_clone() {
-            self.inner.releaser.request(dup, start, n);
+            self.inner.releaser.request(dup, start, n, Advice::Release);
+        }
+    }
+
+    fn read_ahead(&self, file: &RealFile, offset: u64, len: u64) {
+        if let Ok(dup) = file.file.try_clone() {
+            self.inner
+                .releaser
+                .request(dup, offset, len, Advice::ReadAhead);
         }
     }
 

@@ -239,6 +239,12 @@ impl Disk for NodeDisk {
         }
     }
 
+    fn read_ahead(&self, file: &NodeFile, offset: u64, len: u64) {
+        if let (NodeDisk::Real(d), NodeFile::Real(f)) = (self, file) {
+            d.read_ahead(f, offset, len);
+        }
+    }
+
     fn take_prepared(&self, path: &Path, len: u64) -> io::Result<NodeFile> {
         match self {
             NodeDisk::Real(d) => d.take_prepared(path, len).map(NodeFile::Real),

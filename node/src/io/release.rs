@@ -15,6 +15,11 @@
 //! hands a duplicated descriptor and the range to the thread, which calls
 //! `posix_fadvise(POSIX_FADV_DONTNEED)`. The queue is bounded by [`RELEASE_QUEUE_MAX`]; a
 //! request that does not fit is dropped (the pages stay until the kernel reclaims them).
+//!
+//! The same thread reads released ranges back ahead of a reader that reached them
+//! (`posix_fadvise(POSIX_FADV_WILLNEED)`, see `CommitLog::read_ahead`): a consumer catching
+//! up through released bytes would otherwise fault them in a page at a time, each fault a
+//! disk read the shard's loop waits for.
 
 use std::fs::File;
 use std::os::unix::io::AsRawFd;
@@ -25,9 +30,18 @@ pub const RELEASE_QUEUE_MAX: usize = 16;
 /// Page size assumed for rounding release ranges inwards.
 const PAGE_BYTES: u64 = 4096;
 
+/// What to tell the kernel about a range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Advice {
+    /// `POSIX_FADV_DONTNEED`: drop its clean pages.
+    Release,
+    /// `POSIX_FADV_WILLNEED`: start reading it into the page cache.
+    ReadAhead,
+}
+
 /// The background thread of one disk. Dropping it stops the thread and waits for it.
 pub struct Releaser {
-    tx: Option<mpsc::SyncSender<(File, u64, u64)>>,
+    tx: Option<mpsc::SyncSender<(File, u64, u64, Advice)>>,
     worker: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -42,12 +56,12 @@ impl Drop for Releaser {
 
 impl Releaser {
     pub fn start() -> Self {
-        let (tx, rx) = mpsc::sync_channel::<(File, u64, u64)>(RELEASE_QUEUE_MAX);
+        let (tx, rx) = mpsc::sync_channel::<(File, u64, u64, Advice)>(RELEASE_QUEUE_MAX);
         let spawned = std::thread::Builder::new()
             .name("ringmq-release".to_string())
             .spawn(move || {
-                for (file, offset, len) in rx {
-                    drop_pages(&file, offset, len);
+                for (file, offset, len, advice) in rx {
+                    advise(&file, offset, len, advice);
                 }
             });
         match spawned {
@@ -62,13 +76,13 @@ impl Releaser {
         }
     }
 
-    /// Queues the release of `len` bytes of `file` from `offset` (its own descriptor, so the
+    /// Queues `advice` for `len` bytes of `file` from `offset` (its own descriptor, so the
     /// store may close or remove the file meanwhile). False when the queue is full or the
     /// thread could not be started.
-    pub fn request(&self, file: File, offset: u64, len: u64) -> bool {
+    pub fn request(&self, file: File, offset: u64, len: u64, advice: Advice) -> bool {
         self.tx
             .as_ref()
-            .is_some_and(|tx| tx.try_send((file, offset, len)).is_ok())
+            .is_some_and(|tx| tx.try_send((file, offset, len, advice)).is_ok())
     }
 }
 
@@ -80,18 +94,18 @@ pub fn whole_pages(offset: u64, len: u64) -> Option<(u64, u64)> {
     (end > start).then(|| (start, end - start))
 }
 
-/// `posix_fadvise(POSIX_FADV_DONTNEED)`: drops the range's clean, unmapped pages from the
-/// page cache (advice: an error changes nothing and is not reported).
-fn drop_pages(file: &File, offset: u64, len: u64) {
+/// `posix_fadvise`: DONTNEED drops the range's clean, unmapped pages from the page cache,
+/// WILLNEED reads it in (advice: an error changes nothing and is not reported).
+fn advise(file: &File, offset: u64, len: u64, advice: Advice) {
+    use nix::fcntl::PosixFadviseAdvice as A;
     let (Ok(off), Ok(n)) = (i64::try_from(offset), i64::try_from(len)) else {
         return;
     };
-    let _ = nix::fcntl::posix_fadvise(
-        file.as_raw_fd(),
-        off,
-        n,
-        nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED,
-    );
+    let how = match advice {
+        Advice::Release => A::POSIX_FADV_DONTNEED,
+        Advice::ReadAhead => A::POSIX_FADV_WILLNEED,
+    };
+    let _ = nix::fcntl::posix_fadvise(file.as_raw_fd(), off, n, how);
 }
 
 #[cfg(test)]

@@ -83,4 +83,8 @@ pub trait Disk {
     /// the caller's thread where it can). Contents are unchanged and later reads still see
     /// them. Best effort: nothing to report, and a disk without a cache does nothing.
     fn release_cache(&self, _file: &Self::File, _offset: u64, _len: u64) {}
+    /// Advice: `len` bytes of `file` from `offset` will be read soon; the real disk starts
+    /// reading them into the page cache off the caller's thread. Best effort, as
+    /// [`Self::release_cache`].
+    fn read_ahead(&self, _file: &Self::File, _offset: u64, _len: u64) {}
 }

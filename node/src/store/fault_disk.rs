@@ -72,6 +72,8 @@ struct Inner {
     capacity_bytes: Option<u64>,
     /// `release_cache` calls: (path, offset, len, whether no unsynced write overlapped).
     released: Vec<(PathBuf, u64, u64, bool)>,
+    /// `read_ahead` calls: (path, offset, len).
+    read_ahead: Vec<(PathBuf, u64, u64)>,
 }
 
 /// The fault-injecting disk. Cloning shares the same files.
@@ -120,6 +122,11 @@ impl FaultDisk {
     /// durable, i.e. no unsynced write overlapped it).
     pub fn released(&self) -> Vec<(PathBuf, u64, u64, bool)> {
         self.inner.borrow().released.clone()
+    }
+
+    /// Every `read_ahead` call so far: (path, offset, len).
+    pub fn read_ahead_calls(&self) -> Vec<(PathBuf, u64, u64)> {
+        self.inner.borrow().read_ahead.clone()
     }
 
     pub fn ops(&self) -> u64 {
@@ -429,6 +436,13 @@ impl Disk for FaultDisk {
         inner
             .released
             .push((file.path.clone(), offset, len, synced));
+    }
+
+    fn read_ahead(&self, file: &FaultFile, offset: u64, len: u64) {
+        self.inner
+            .borrow_mut()
+            .read_ahead
+            .push((file.path.clone(), offset, len));
     }
 
     fn take_prepared(&self, path: &Path, len: u64) -> io::Result<FaultFile> {

@@ -592,6 +592,11 @@ impl<D: Disk + Clone> Store<D> {
         self.log.synced_offset()
     }
 
+    /// Log bytes below this offset were released from memory (see `commitLogCacheKeepBytes`).
+    pub fn cache_released(&self) -> u64 {
+        self.log.cache_released()
+    }
+
     /// Bytes of CommitLog segment files.
     pub fn log_disk_bytes(&self) -> u64 {
         self.log.disk_bytes()

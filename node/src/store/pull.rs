@@ -159,6 +159,9 @@ impl<D: Disk + Clone> Store<D> {
         }
         if result.messages > 0 {
             result.status = PullStatus::Found;
+            if let Some(first) = result.runs.first() {
+                self.log.read_ahead(first.physical_offset);
+            }
         }
         Ok(result)
     }

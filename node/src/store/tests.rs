@@ -393,6 +393,67 @@ fn durable_log_bytes_behind_the_kept_window_are_released() {
     assert_eq!(disk.released().len(), released.len());
 }
 
+/// A pull in released bytes asks for the next stretch of them to be read back, once per
+/// half window as the reader moves on, never past the released end; pulls in the kept
+/// window ask for nothing.
+#[test]
+fn a_reader_in_released_bytes_has_them_read_ahead() {
+    use super::commitlog::cache::READ_AHEAD_BYTES;
+    const MIB: u64 = 1 << 20;
+    let disk = FaultDisk::new();
+    let mut cfg = small_config("/s");
+    cfg.segment_bytes = 64 * MIB;
+    cfg.cache_keep_bytes = 8 * MIB;
+    let mut store = Store::open(disk.clone(), cfg).unwrap();
+    let body = vec![7u8; 256 << 10];
+    let mut phys = Vec::new();
+    while store.write_offset() < 100 * MIB {
+        phys.push(append_one(&mut store, "T", 0, &body, 1).physical_offset);
+    }
+    store.sync().unwrap();
+    let released = store.cache_released();
+    assert!(released > 80 * MIB);
+    let pull = |q: u64| store.get("T", 0, q, 4, u64::MAX, |_| true).unwrap();
+    // (absolute offset, length) of each request.
+    let calls = || -> Vec<(u64, u64)> {
+        disk.read_ahead_calls()
+            .iter()
+            .map(|(path, off, len)| {
+                let start: u64 = path.file_name().unwrap().to_str().unwrap().parse().unwrap();
+                (start + off, *len)
+            })
+            .collect()
+    };
+    // From the start: one request for the first window.
+    pull(0);
+    let c = calls();
+    assert_eq!(c, vec![(phys[0], READ_AHEAD_BYTES)]);
+    // Within the first half of it: nothing more.
+    let q_at = |off: u64| phys.iter().position(|p| *p >= off).unwrap() as u64;
+    pull(q_at(READ_AHEAD_BYTES / 4));
+    assert_eq!(calls().len(), 1);
+    // Past its middle: the stretch after it, not again what was asked for.
+    let q = q_at(READ_AHEAD_BYTES * 3 / 4);
+    pull(q);
+    let c = calls();
+    assert_eq!(c.len(), 2);
+    assert_eq!(
+        c[1].0,
+        phys[0] + READ_AHEAD_BYTES,
+        "it goes on from the window's end"
+    );
+    assert_eq!(c[1].0 + c[1].1, phys[q as usize] + READ_AHEAD_BYTES);
+    // Near the released end: never past it (a window across segments is one request per
+    // segment).
+    pull(q_at(released - MIB));
+    let last = *calls().last().unwrap();
+    assert_eq!(last.0 + last.1, released);
+    // In the kept window: nothing.
+    let n = calls().len();
+    pull(q_at(released + MIB));
+    assert_eq!(calls().len(), n);
+}
+
 #[test]
 fn nothing_is_released_without_a_kept_window() {
     let disk = FaultDisk::new();

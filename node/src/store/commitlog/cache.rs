@@ -17,6 +17,8 @@ use crate::store::disk::Disk;
 /// Least bytes released at once: fewer, larger requests (at ASYNC_FLUSH's default 500 ms
 /// interval a fast producer makes a few hundred MB durable per sync).
 pub const CACHE_RELEASE_STEP_BYTES: u64 = 8 << 20;
+/// How far ahead of a reader in released bytes they are read back at once.
+pub const READ_AHEAD_BYTES: u64 = 16 << 20;
 
 impl<D: Disk + Clone> CommitLog<D> {
     /// Keeps `bytes` of durable log in memory behind the durable end and releases older
@@ -28,6 +30,37 @@ impl<D: Disk + Clone> CommitLog<D> {
     /// Bytes below this offset were released from memory.
     pub fn cache_released(&self) -> u64 {
         self.cache_released
+    }
+
+    /// A reader is at `physical_offset`: if that is in released bytes, the next
+    /// [`READ_AHEAD_BYTES`] of them (not past the released end) are asked to be read back
+    /// into memory, off the caller's thread, unless they were asked for already and the
+    /// reader is not yet in the second half of what was. A reader elsewhere (another
+    /// consumer) restarts the window at its own offset.
+    pub fn read_ahead(&self, physical_offset: u64) {
+        let released = self.cache_released;
+        if physical_offset >= released || physical_offset < self.min_offset() {
+            return;
+        }
+        let end = self.read_ahead_end.get();
+        let within = physical_offset < end && end - physical_offset <= READ_AHEAD_BYTES;
+        if within && end - physical_offset > READ_AHEAD_BYTES / 2 {
+            return;
+        }
+        let from = if within { end } else { physical_offset };
+        let to = physical_offset
+            .saturating_add(READ_AHEAD_BYTES)
+            .min(released);
+        if from >= to {
+            return;
+        }
+        for seg in &self.segments {
+            let (a, b) = (from.max(seg.start), to.min(seg.start + self.segment_bytes));
+            if a < b {
+                self.disk.read_ahead(&seg.file, a - seg.start, b - a);
+            }
+        }
+        self.read_ahead_end.set(to);
     }
 
     /// Releases the durable bytes more than `cache_keep_bytes` below `synced_offset` that

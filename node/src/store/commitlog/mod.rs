@@ -11,7 +11,7 @@
 //!   in the active segment are zero. Nobody reads at or past `write_offset`.
 //! - `synced_offset <= write_offset`, and everything below `synced_offset` was fdatasync'd.
 
-mod cache;
+pub mod cache;
 pub mod recover;
 pub mod replica;
 
@@ -80,6 +80,9 @@ pub struct CommitLog<D: Disk> {
     cache_keep_bytes: u64,
     /// Bytes below this offset were released.
     cache_released: u64,
+    /// Released bytes below this offset were asked to be read back (see
+    /// [`Self::read_ahead`]).
+    read_ahead_end: std::cell::Cell<u64>,
 }
 
 impl<D: Disk + Clone> CommitLog<D> {
@@ -158,6 +161,7 @@ impl<D: Disk + Clone> CommitLog<D> {
             next_prepared: 0,
             cache_keep_bytes: 0,
             cache_released: first,
+            read_ahead_end: std::cell::Cell::new(first),
         })
     }
 
