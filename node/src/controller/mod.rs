@@ -393,6 +393,15 @@ impl Controller {
                 closed: None,
             },
         );
+        // Only a leader a quorum still follows may renew a master's lease: a deposed leader
+        // cut off from the others (it learns of its successor only when it hears from them)
+        // would answer with the state it had, and the master it names would go on
+        // acknowledging after the new leader replaced it. This confirms the leadership with a
+        // quorum after the heartbeat arrived, and waits for this controller to have applied
+        // everything committed.
+        if self.raft.ensure_linearizable().await.is_err() {
+            return self.not_leader();
+        }
         if self.electing.borrow().contains(&hb.broker_name) {
             return Reply::error(
                 Status::SystemError,
