@@ -16,12 +16,14 @@ const BUG_SEEDS_MAX: u64 = 40;
 
 /// The first seed searched for `bug`. `join-unfenced` needs a narrow race (a slave entering
 /// the SyncStateSet while the master acknowledges alone, then that master's death and the
-/// slave's election): about one failover seed in 150 finds it, the first at 52
-/// (`ringmq-sim --scenario failover --inject-bug join-unfenced --seed 1 --runs 200
-/// --virtual-secs 20 --keep-going`), so CI searches from just below that one.
+/// slave's election): about one failover seed in 250 finds it (157, 199 and 510 of 1-800
+/// at `e058955`: `ringmq-sim --scenario failover --inject-bug join-unfenced --seed 1
+/// --runs 800 --virtual-secs 20 --keep-going`), so CI searches from just below the first.
+/// A change that moves the runs' course can move it out of the window: find it again with
+/// that command.
 fn first_seed(bug: Bug) -> u64 {
     match bug {
-        Bug::JoinUnfenced => 45,
+        Bug::JoinUnfenced => 150,
         _ => 1,
     }
 }
