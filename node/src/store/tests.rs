@@ -452,6 +452,19 @@ fn a_reader_in_released_bytes_has_them_read_ahead() {
     let n = calls().len();
     pull(q_at(released + MIB));
     assert_eq!(calls().len(), n);
+    // Two readers far apart each keep their own window: pulling them in turn asks for
+    // nothing new until one passes the middle of its window.
+    let (a, b) = (q_at(20 * MIB), q_at(60 * MIB));
+    pull(a);
+    pull(b);
+    let n = calls().len();
+    for _ in 0..3 {
+        pull(a);
+        pull(b);
+        pull(a + 1);
+        pull(b + 1);
+    }
+    assert_eq!(calls().len(), n, "readers restarted each other's windows");
 }
 
 #[test]

@@ -19,6 +19,9 @@ use crate::store::disk::Disk;
 pub const CACHE_RELEASE_STEP_BYTES: u64 = 8 << 20;
 /// How far ahead of a reader in released bytes they are read back at once.
 pub const READ_AHEAD_BYTES: u64 = 16 << 20;
+/// Readers (read-ahead windows) followed at once; a reader beyond them takes the place of
+/// the one seen longest ago.
+pub const READ_AHEAD_READERS_MAX: usize = 16;
 
 impl<D: Disk + Clone> CommitLog<D> {
     /// Keeps `bytes` of durable log in memory behind the durable end and releases older
@@ -35,22 +38,38 @@ impl<D: Disk + Clone> CommitLog<D> {
     /// A reader is at `physical_offset`: if that is in released bytes, the next
     /// [`READ_AHEAD_BYTES`] of them (not past the released end) are asked to be read back
     /// into memory, off the caller's thread, unless they were asked for already and the
-    /// reader is not yet in the second half of what was. A reader elsewhere (another
-    /// consumer) restarts the window at its own offset.
+    /// reader is not yet in the second half of what was. Each reader position has its own
+    /// window (up to [`READ_AHEAD_READERS_MAX`]): consumers at different offsets do not
+    /// restart each other's.
     pub fn read_ahead(&self, physical_offset: u64) {
         let released = self.cache_released;
         if physical_offset >= released || physical_offset < self.min_offset() {
             return;
         }
-        let end = self.read_ahead_end.get();
-        let within = physical_offset < end && end - physical_offset <= READ_AHEAD_BYTES;
-        if within && end - physical_offset > READ_AHEAD_BYTES / 2 {
-            return;
-        }
-        let from = if within { end } else { physical_offset };
+        let mut ends = self.read_ahead_ends.borrow_mut();
+        let window = ends
+            .iter()
+            .position(|&e| physical_offset < e && e - physical_offset <= READ_AHEAD_BYTES);
+        let from = match window {
+            Some(i) => {
+                let end = ends.remove(i);
+                if end - physical_offset > READ_AHEAD_BYTES / 2 {
+                    ends.push(end);
+                    return;
+                }
+                end
+            }
+            None => {
+                if ends.len() >= READ_AHEAD_READERS_MAX {
+                    ends.remove(0);
+                }
+                physical_offset
+            }
+        };
         let to = physical_offset
             .saturating_add(READ_AHEAD_BYTES)
             .min(released);
+        ends.push(to.max(from));
         if from >= to {
             return;
         }
@@ -60,7 +79,6 @@ impl<D: Disk + Clone> CommitLog<D> {
                 self.disk.read_ahead(&seg.file, a - seg.start, b - a);
             }
         }
-        self.read_ahead_end.set(to);
     }
 
     /// Releases the durable bytes more than `cache_keep_bytes` below `synced_offset` that

@@ -80,9 +80,9 @@ pub struct CommitLog<D: Disk> {
     cache_keep_bytes: u64,
     /// Bytes below this offset were released.
     cache_released: u64,
-    /// Released bytes below this offset were asked to be read back (see
-    /// [`Self::read_ahead`]).
-    read_ahead_end: std::cell::Cell<u64>,
+    /// The ends of the stretches of released bytes asked to be read back, one per reader
+    /// position seen lately, most recent last (see [`Self::read_ahead`]).
+    read_ahead_ends: std::cell::RefCell<Vec<u64>>,
 }
 
 impl<D: Disk + Clone> CommitLog<D> {
@@ -161,7 +161,7 @@ impl<D: Disk + Clone> CommitLog<D> {
             next_prepared: 0,
             cache_keep_bytes: 0,
             cache_released: first,
-            read_ahead_end: std::cell::Cell::new(first),
+            read_ahead_ends: std::cell::RefCell::default(),
         })
     }
 
