@@ -25,6 +25,9 @@ use super::sends::{message, Sent};
 const SEND_REPLY_MESSAGE: i32 = 324;
 const SEND_REPLY_MESSAGE_V2: i32 = 325;
 
+/// How long the native replier waits before it answers (see its handler).
+const REPLY_DELAY: Duration = Duration::from_millis(200);
+
 /// A `rocketmq-client-rust` request, a native replier.
 pub async fn rocketmq_requester(namesrv: &str) {
     let rmq = Rmq::new(namesrv);
@@ -51,6 +54,13 @@ pub async fn rocketmq_requester(namesrv: &str) {
                         assert!(m.property("CORRELATION_ID").is_none(), "{m:?}");
                         continue;
                     };
+                    // rocketmq-client-rust 1.0.0 loses a reply that arrives before its
+                    // `request` starts waiting: `RequestResponseFuture::put_response_message`
+                    // wakes with `Notify::notify_waiters`, which keeps no permit for a waiter
+                    // that comes later, so the request times out with the reply in hand.
+                    // ringmq answers within a few ms, inside that window; the replier waits a
+                    // moment so the test checks the protocol, not that race.
+                    tokio::time::sleep(REPLY_DELAY).await;
                     sender.send_reply(reply).await.expect("the reply is pushed");
                 }
                 ConsumeResult::Success
@@ -58,6 +68,26 @@ pub async fn rocketmq_requester(namesrv: &str) {
         })
         .await
         .expect("starting the native replier");
+    // The replier must hold every queue a request may go to. Started right after the send
+    // that auto-created the topic, its first rebalance may have seen the route before the
+    // broker registered all the topic's queues; the next periodic one would come after the
+    // requests' 10 s timeout.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while replier
+        .assignment()
+        .iter()
+        .filter(|q| q.topic == topic)
+        .count()
+        < 8
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the replier holds {:?}, not the topic's 8 queues",
+            replier.assignment()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        replier.rebalance().await;
+    }
     let producer = rmq.producer("interop-rmq-requesters").await;
     for i in 0..3 {
         let ask = format!("question-{i}");
