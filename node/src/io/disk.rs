@@ -21,6 +21,7 @@ use std::sync::{mpsc, Arc, Condvar, Mutex};
 use io_uring::{opcode, types, IoUring};
 use memmap2::{Mmap, MmapOptions};
 
+use super::background::Syncer;
 use super::release::{whole_pages, Advice, Releaser};
 use crate::store::disk::{Disk, SpaceInfo, WriteOp};
 
@@ -82,6 +83,8 @@ struct Inner {
     preparer: Preparer,
     /// Drops released log pages from the page cache (see [`super::release`]).
     releaser: Releaser,
+    /// fdatasyncs no request waits for (see [`super::background`]).
+    syncer: Syncer,
     /// Pre-write new segments with zeros (see [`RealDisk::set_warm_segments`]).
     warm: Cell<bool>,
 }
@@ -175,9 +178,17 @@ impl RealDisk {
                 driver,
                 preparer: Preparer::start(),
                 releaser: Releaser::start(),
+                syncer: Syncer::start(),
                 warm: Cell::new(true),
             }),
         }
+    }
+
+    /// Queues an fdatasync of `file` (its own descriptor) on the disk's helper thread (see
+    /// [`super::background`]); the answer arrives on the returned channel. `None`: the
+    /// thread is not running, sync another way.
+    pub fn sync_in_background(&self, file: File) -> Option<flume::Receiver<io::Result<()>>> {
+        self.inner.syncer.sync(file)
     }
 
     /// Whether new segments are pre-written with zeros and written back before use
@@ -570,6 +581,7 @@ impl Preparer {
         let spawned = std::thread::Builder::new()
             .name("ringmq-prepare".to_string())
             .spawn(move || {
+                super::background::lower_this_thread();
                 for (path, len, warm) in rx {
                     if worker_stop.load(Ordering::Relaxed) {
                         break;

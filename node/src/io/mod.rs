@@ -5,6 +5,7 @@
 //! installed on the thread, so the simulator runs the same node code on virtual time.
 #![allow(unsafe_code)]
 
+pub mod background;
 pub mod clock;
 pub mod disk;
 pub mod memory;

@@ -344,6 +344,12 @@ impl SharedFile {
         Ok(())
     }
 
+    /// A descriptor of its own for the same file (for a helper thread).
+    pub fn try_clone_std(&self) -> io::Result<File> {
+        use std::os::fd::AsFd;
+        Ok(File::from(self.0.as_fd().try_clone_to_owned()?))
+    }
+
     /// Opens directory `dir` for an fsync on the loop's ring ([`Self::sync_data`]).
     pub fn open_dir(dir: &std::path::Path) -> io::Result<Self> {
         Ok(SharedFile(compio::driver::SharedFd::new(File::open(dir)?)))

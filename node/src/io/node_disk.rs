@@ -70,6 +70,25 @@ impl NodeDisk {
         }
     }
 
+    /// fdatasync of a file no request waits for, on the disk's helper thread (lowered
+    /// priority, free to run off the shard's core: see [`crate::io::background`]); as
+    /// [`Self::sync_file`] where that thread is not running and in the simulator.
+    pub async fn sync_file_background(&self, file: &FileHandle) -> io::Result<()> {
+        if let (NodeDisk::Real(d), FileHandle::Real(f)) = (self, file) {
+            if let Some(answer) = f
+                .try_clone_std()
+                .ok()
+                .and_then(|std| d.sync_in_background(std))
+            {
+                return answer
+                    .recv_async()
+                    .await
+                    .unwrap_or_else(|_| Err(io::Error::other("the sync thread stopped")));
+            }
+        }
+        self.sync_file(file).await
+    }
+
     /// fsync of directory `dir` without blocking the loop.
     pub async fn sync_dir_async(&self, dir: &Path) -> io::Result<()> {
         match self {

@@ -60,6 +60,7 @@ impl Releaser {
         let spawned = std::thread::Builder::new()
             .name("ringmq-release".to_string())
             .spawn(move || {
+                super::background::lower_this_thread();
                 for (file, offset, len, advice) in rx {
                     advise(&file, offset, len, advice);
                 }

@@ -69,7 +69,7 @@ impl Flusher {
             drop(listener);
             // Let every append that is ready in this turn join the same fdatasync.
             rt::yield_now().await;
-            let end = sync_log(&shard).await;
+            let end = sync_log(&shard, false).await;
             f.note_synced(end);
         }
     }
@@ -89,9 +89,11 @@ impl Flusher {
 }
 
 /// Makes everything appended so far durable without blocking the loop: the fdatasyncs of
-/// the store's sync plan run on the loop's io_uring while other requests are served. A
-/// failed fdatasync stops the broker (fail-stop). Returns the durable log offset.
-pub async fn sync_log(shard: &Shard) -> u64 {
+/// the store's sync plan run on the loop's io_uring while other requests are served, or with
+/// `background` on the disk's helper thread (for a sync no request waits for: see
+/// [`crate::io::background`]). A failed fdatasync stops the broker (fail-stop). Returns the
+/// durable log offset.
+pub async fn sync_log(shard: &Shard, background: bool) -> u64 {
     let plan = shard.store.borrow().sync_plan();
     for &seg in &plan.segments {
         if seg < shard.store.borrow().min_offset() {
@@ -106,7 +108,11 @@ pub async fn sync_log(shard: &Shard) -> u64 {
             )),
         };
         let t0 = crate::io::clock::Instant::now();
-        let synced = shard.disk().sync_file(&file).await;
+        let synced = if background {
+            shard.disk().sync_file_background(&file).await
+        } else {
+            shard.disk().sync_file(&file).await
+        };
         shard
             .metrics
             .borrow_mut()

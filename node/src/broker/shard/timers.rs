@@ -41,7 +41,10 @@ pub async fn run(shard: Rc<Shard>) {
         };
         if checkpoint_due {
             since_checkpoint = 0;
-            let end = flusher::sync_log(&shard).await;
+            // ASYNC_FLUSH's sync is waited for by no request: on the helper thread. Under
+            // SYNC_FLUSH this one is a backstop behind the group commits, on the loop's ring.
+            let background = shard.broker.rt.flush == FlushDiskType::AsyncFlush;
+            let end = flusher::sync_log(&shard, background).await;
             shard.flusher.note_synced(end);
             if shard.broker.is_shutting_down() {
                 // The stop sequence may have closed the store while the sync ran; it
