@@ -16,7 +16,7 @@
 //! `posix_fadvise(POSIX_FADV_DONTNEED)`. The queue is bounded by [`RELEASE_QUEUE_MAX`]; a
 //! request that does not fit is dropped (the pages stay until the kernel reclaims them).
 //!
-//! The same thread reads released ranges back ahead of a reader that reached them
+//! A second thread reads released ranges back ahead of a reader that reached them
 //! (`posix_fadvise(POSIX_FADV_WILLNEED)`, see `CommitLog::read_ahead`): a consumer catching
 //! up through released bytes would otherwise fault them in a page at a time, each fault a
 //! disk read the shard's loop waits for.
@@ -39,41 +39,64 @@ pub enum Advice {
     ReadAhead,
 }
 
-/// The background thread of one disk. Dropping it stops the thread and waits for it.
+/// The background threads of one disk: releases on one (a helper at the lowest priority,
+/// see [`super::background`]: nothing waits for a release), read-ahead on another (free to
+/// leave the shard's core but at normal priority: a catch-up reader is faulting in what it
+/// has not read ahead, and would starve a nice-19 thread on a core they share). Dropping it
+/// stops the threads and waits for them.
 pub struct Releaser {
-    tx: Option<mpsc::SyncSender<(File, u64, u64, Advice)>>,
-    worker: Option<std::thread::JoinHandle<()>>,
+    release: Worker,
+    read_ahead: Worker,
 }
 
-impl Drop for Releaser {
+/// One thread taking advice for ranges from a bounded queue.
+struct Worker {
+    tx: Option<mpsc::SyncSender<(File, u64, u64, Advice)>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Worker {
     fn drop(&mut self) {
         self.tx = None;
-        if let Some(worker) = self.worker.take() {
-            let _ = worker.join();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Worker {
+    fn start(name: &str, lowered: bool) -> Self {
+        let (tx, rx) = mpsc::sync_channel::<(File, u64, u64, Advice)>(RELEASE_QUEUE_MAX);
+        let spawned = std::thread::Builder::new()
+            .name(name.to_string())
+            .spawn(move || {
+                if lowered {
+                    super::background::lower_this_thread();
+                } else {
+                    super::background::unpin_this_thread();
+                }
+                for (file, offset, len, advice) in rx {
+                    advise(&file, offset, len, advice);
+                }
+            });
+        match spawned {
+            Ok(handle) => Worker {
+                tx: Some(tx),
+                thread: Some(handle),
+            },
+            Err(_) => Worker {
+                tx: None,
+                thread: None,
+            },
         }
     }
 }
 
 impl Releaser {
     pub fn start() -> Self {
-        let (tx, rx) = mpsc::sync_channel::<(File, u64, u64, Advice)>(RELEASE_QUEUE_MAX);
-        let spawned = std::thread::Builder::new()
-            .name("ringmq-release".to_string())
-            .spawn(move || {
-                super::background::lower_this_thread();
-                for (file, offset, len, advice) in rx {
-                    advise(&file, offset, len, advice);
-                }
-            });
-        match spawned {
-            Ok(handle) => Releaser {
-                tx: Some(tx),
-                worker: Some(handle),
-            },
-            Err(_) => Releaser {
-                tx: None,
-                worker: None,
-            },
+        Releaser {
+            release: Worker::start("ringmq-release", true),
+            read_ahead: Worker::start("ringmq-readahead", false),
         }
     }
 
@@ -81,7 +104,12 @@ impl Releaser {
     /// store may close or remove the file meanwhile). False when the queue is full or the
     /// thread could not be started.
     pub fn request(&self, file: File, offset: u64, len: u64, advice: Advice) -> bool {
-        self.tx
+        let worker = match advice {
+            Advice::Release => &self.release,
+            Advice::ReadAhead => &self.read_ahead,
+        };
+        worker
+            .tx
             .as_ref()
             .is_some_and(|tx| tx.try_send((file, offset, len, advice)).is_ok())
     }
