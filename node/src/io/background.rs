@@ -43,54 +43,91 @@ pub fn unpin_this_thread() {
     }
 }
 
-/// A thread that fdatasyncs files for a shard at the helpers' priority: the syncs no request
-/// waits for (ASYNC_FLUSH's periodic one), whose writeback would otherwise run on the shard's
-/// core (an fdatasync submitted on the loop's io_uring runs in a kernel worker cloned from the
-/// shard's thread: pinned as it is, at its priority). Dropping it stops the thread once the
-/// queued syncs are done.
-pub struct Syncer {
-    tx: Option<mpsc::Sender<(File, flume::Sender<io::Result<()>>)>>,
-    worker: Option<std::thread::JoinHandle<()>>,
+/// A helper thread taking jobs from a bounded queue, [`lower_this_thread`] or
+/// [`unpin_this_thread`] as it starts. Dropping it stops the thread once the queued jobs are
+/// done, and waits for it.
+pub struct Helper<T: Send + 'static> {
+    tx: Option<mpsc::SyncSender<T>>,
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
-impl Drop for Syncer {
+impl<T: Send + 'static> Drop for Helper<T> {
     fn drop(&mut self) {
         self.tx = None;
-        if let Some(worker) = self.worker.take() {
-            let _ = worker.join();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
         }
     }
 }
 
-impl Syncer {
-    pub fn start() -> Self {
-        let (tx, rx) = mpsc::channel::<(File, flume::Sender<io::Result<()>>)>();
+impl<T: Send + 'static> Helper<T> {
+    /// Starts thread `name` running `job` on each queued item (at most `queue` waiting);
+    /// `lowered`: at nice [`HELPER_NICE`], else at the priority it was started with. A thread
+    /// that cannot be started leaves a helper that refuses every job.
+    pub fn start(
+        name: &str,
+        lowered: bool,
+        queue: usize,
+        mut job: impl FnMut(T) + Send + 'static,
+    ) -> Self {
+        let (tx, rx) = mpsc::sync_channel::<T>(queue);
         let spawned = std::thread::Builder::new()
-            .name("ringmq-sync".to_string())
+            .name(name.to_string())
             .spawn(move || {
-                lower_this_thread();
-                for (file, done) in rx {
-                    let _ = done.send(file.sync_data());
+                if lowered {
+                    lower_this_thread();
+                } else {
+                    unpin_this_thread();
+                }
+                for item in rx {
+                    job(item);
                 }
             });
         match spawned {
-            Ok(handle) => Syncer {
+            Ok(handle) => Helper {
                 tx: Some(tx),
-                worker: Some(handle),
+                thread: Some(handle),
             },
-            Err(_) => Syncer {
+            Err(_) => Helper {
                 tx: None,
-                worker: None,
+                thread: None,
             },
         }
     }
 
+    /// Queues `item`; false when the queue is full or the thread is not running.
+    pub fn offer(&self, item: T) -> bool {
+        self.tx.as_ref().is_some_and(|tx| tx.try_send(item).is_ok())
+    }
+}
+
+/// Syncs waiting for the sync thread, per disk (a shard asks for one per segment of its
+/// sync plan, and waits for them before the next).
+const SYNC_QUEUE_MAX: usize = 64;
+
+/// A thread that fdatasyncs files for a shard at the helpers' priority: the syncs no request
+/// waits for (ASYNC_FLUSH's periodic one), whose writeback would otherwise run on the shard's
+/// core (an fdatasync submitted on the loop's io_uring runs in a kernel worker cloned from the
+/// shard's thread: pinned as it is, at its priority).
+pub struct Syncer(Helper<(File, flume::Sender<io::Result<()>>)>);
+
+impl Syncer {
+    pub fn start() -> Self {
+        Syncer(Helper::start(
+            "ringmq-sync",
+            true,
+            SYNC_QUEUE_MAX,
+            |(file, done): (File, flume::Sender<io::Result<()>>)| {
+                let _ = done.send(file.sync_data());
+            },
+        ))
+    }
+
     /// Queues an fdatasync of `file` (its own descriptor); the answer arrives on the returned
-    /// channel. `None` when the thread could not be started (sync another way).
+    /// channel. `None` when the thread is not running or its queue is full (sync another way).
     pub fn sync(&self, file: File) -> Option<flume::Receiver<io::Result<()>>> {
         let (done, answer) = flume::bounded(1);
-        self.tx.as_ref()?.send((file, done)).ok()?;
-        Some(answer)
+        self.0.offer((file, done)).then_some(answer)
     }
 }
 

@@ -21,9 +21,9 @@
 //! up through released bytes would otherwise fault them in a page at a time, each fault a
 //! disk read the shard's loop waits for.
 
+use super::background::Helper;
 use std::fs::File;
 use std::os::unix::io::AsRawFd;
-use std::sync::mpsc;
 
 /// Release requests waiting for the background thread, per disk.
 pub const RELEASE_QUEUE_MAX: usize = 16;
@@ -45,58 +45,18 @@ pub enum Advice {
 /// has not read ahead, and would starve a nice-19 thread on a core they share). Dropping it
 /// stops the threads and waits for them.
 pub struct Releaser {
-    release: Worker,
-    read_ahead: Worker,
-}
-
-/// One thread taking advice for ranges from a bounded queue.
-struct Worker {
-    tx: Option<mpsc::SyncSender<(File, u64, u64, Advice)>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        self.tx = None;
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-impl Worker {
-    fn start(name: &str, lowered: bool) -> Self {
-        let (tx, rx) = mpsc::sync_channel::<(File, u64, u64, Advice)>(RELEASE_QUEUE_MAX);
-        let spawned = std::thread::Builder::new()
-            .name(name.to_string())
-            .spawn(move || {
-                if lowered {
-                    super::background::lower_this_thread();
-                } else {
-                    super::background::unpin_this_thread();
-                }
-                for (file, offset, len, advice) in rx {
-                    advise(&file, offset, len, advice);
-                }
-            });
-        match spawned {
-            Ok(handle) => Worker {
-                tx: Some(tx),
-                thread: Some(handle),
-            },
-            Err(_) => Worker {
-                tx: None,
-                thread: None,
-            },
-        }
-    }
+    release: Helper<(File, u64, u64, Advice)>,
+    read_ahead: Helper<(File, u64, u64, Advice)>,
 }
 
 impl Releaser {
     pub fn start() -> Self {
+        let advise_one = |(file, offset, len, advice): (File, u64, u64, Advice)| {
+            advise(&file, offset, len, advice)
+        };
         Releaser {
-            release: Worker::start("ringmq-release", true),
-            read_ahead: Worker::start("ringmq-readahead", false),
+            release: Helper::start("ringmq-release", true, RELEASE_QUEUE_MAX, advise_one),
+            read_ahead: Helper::start("ringmq-readahead", false, RELEASE_QUEUE_MAX, advise_one),
         }
     }
 
@@ -104,14 +64,11 @@ impl Releaser {
     /// store may close or remove the file meanwhile). False when the queue is full or the
     /// thread could not be started.
     pub fn request(&self, file: File, offset: u64, len: u64, advice: Advice) -> bool {
-        let worker = match advice {
+        let helper = match advice {
             Advice::Release => &self.release,
             Advice::ReadAhead => &self.read_ahead,
         };
-        worker
-            .tx
-            .as_ref()
-            .is_some_and(|tx| tx.try_send((file, offset, len, advice)).is_ok())
+        helper.offer((file, offset, len, advice))
     }
 }
 
