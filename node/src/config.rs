@@ -35,6 +35,9 @@ pub use metrics::{MetricsConfig, MetricsExporter, PROM_PORT_DEFAULT};
 pub use ringmq_wire::command::route::{perm, BrokerRole};
 pub use tls::{ClientAuth, TlsConfig, TlsMode};
 
+/// `commitLogPrewriteBytes` when not set.
+pub const COMMIT_LOG_PREWRITE_BYTES_DEFAULT: u64 = 256 << 10;
+
 /// When a write is acknowledged relative to fdatasync (`flushDiskType`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FlushDiskType {
@@ -202,6 +205,12 @@ pub struct BrokerConfig {
     /// behind its durable end; older bytes are released from memory (reads of them read the
     /// disk). Default 1 GiB; 0 = release nothing (the kernel alone decides).
     pub commit_log_cache_keep_bytes: u64,
+    /// `commitLogPrewriteBytes`: under ASYNC_FLUSH with fallocated segments, each shard
+    /// writes zeros up to this far past its log's end when its loop has nothing else to do,
+    /// so the next appends land in page-cache pages already allocated and in the CPU's cache
+    /// (`CommitLog::prewrite_step`). Default 256 KiB; 0 = off. Not used under SYNC_FLUSH or
+    /// with pre-written segments ([`Self::prewrite_bytes`]). `None`: not set.
+    pub commit_log_prewrite_bytes: Option<u64>,
 
     // --- TLS ---
     /// `tls.server.*` (client, HA listeners), `tls.enable` / `tls.client.*` (registration,
@@ -279,6 +288,7 @@ impl Default for BrokerConfig {
             controller: BrokerControllerConfig::default(),
             pin_cores: true,
             commit_log_cache_keep_bytes: 1 << 30,
+            commit_log_prewrite_bytes: None,
             tls: TlsConfig::default(),
             acl: AclConfig::default(),
             metrics: MetricsConfig::default(),
@@ -414,6 +424,18 @@ impl BrokerConfig {
     /// set).
     pub fn warm_segments(&self) -> bool {
         self.warm_maped_file_enable.unwrap_or(false)
+    }
+
+    /// How far ahead of the appends zeros are written (`commitLogPrewriteBytes`): 0 under
+    /// SYNC_FLUSH (every group commit's fdatasync would write back the zeros ahead too) and
+    /// with pre-written segments (their pages were written before use).
+    pub fn prewrite_bytes(&self) -> u64 {
+        if self.flush_disk_type == FlushDiskType::AsyncFlush && !self.warm_segments() {
+            self.commit_log_prewrite_bytes
+                .unwrap_or(COMMIT_LOG_PREWRITE_BYTES_DEFAULT)
+        } else {
+            0
+        }
     }
 
     /// ConsumeQueue file size rounded up to whole units, as RocketMQ's getter does.

@@ -143,6 +143,9 @@ pub const SEGMENT_BYTES_MAX: u64 = 64 * GIB;
 /// Largest page-cache window kept behind a shard's durable log end
 /// (`commitLogCacheKeepBytes`; 1 GiB by default).
 pub const COMMIT_LOG_CACHE_KEEP_BYTES_MAX: u64 = 1024 * GIB;
+/// Largest distance zeros are written ahead of a shard's appends (`commitLogPrewriteBytes`;
+/// 256 KiB by default; past the CPU's cache the appends' copy is cold again).
+pub const COMMIT_LOG_PREWRITE_BYTES_MAX: u64 = 64 * MIB as u64;
 /// Largest ConsumeQueue file (`mappedFileSizeConsumeQueue`; 6,000,000 bytes by default).
 pub const CONSUME_QUEUE_FILE_BYTES_MAX: u64 = GIB;
 /// Largest replication batch (`haTransferBatchSize`; 32 KiB by default).

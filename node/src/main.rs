@@ -403,6 +403,16 @@ fn stop_metrics(server: Option<metrics::http::MetricsServer>) {
 }
 
 fn log_start(mode: &str, cfg: &BrokerConfig, fallback: bool) {
+    if let Some(n) = cfg
+        .commit_log_prewrite_bytes
+        .filter(|&n| n > 0 && cfg.prewrite_bytes() == 0)
+    {
+        log::warn!(
+            "commitLogPrewriteBytes={n} is not used: it applies under ASYNC_FLUSH with fallocated segments (flush {}, warmMapedFileEnable={})",
+            cfg.flush_disk_type.as_str(),
+            cfg.warm_segments()
+        );
+    }
     log::info!(
         "ringmq {} {mode}: broker {} ({}/{} id {}), role {}, shards {}, data {}, flush {} ({} segments), I/O {}",
         ringmq_node::VERSION,
@@ -416,9 +426,11 @@ fn log_start(mode: &str, cfg: &BrokerConfig, fallback: bool) {
         cfg.store_path_root_dir.display(),
         cfg.flush_disk_type.as_str(),
         if cfg.warm_segments() {
-            "pre-written"
+            "pre-written".to_string()
+        } else if cfg.prewrite_bytes() > 0 {
+            format!("fallocated, zeros {} bytes ahead", cfg.prewrite_bytes())
         } else {
-            "fallocated"
+            "fallocated".to_string()
         },
         if fallback {
             "epoll + pwrite (io_uring off by request)"

@@ -195,6 +195,9 @@ const BROKER_KEYS: &[Key<BrokerConfig>] = &[
     key!("commitLogCacheKeepBytes", |c, v| c
         .commit_log_cache_keep_bytes =
         num(v, 0, limits::COMMIT_LOG_CACHE_KEEP_BYTES_MAX)?),
+    key!("commitLogPrewriteBytes", |c, v| c
+        .commit_log_prewrite_bytes =
+        Some(num(v, 0, limits::COMMIT_LOG_PREWRITE_BYTES_MAX)?)),
     // TLS (config/tls.rs): listeners, then the broker's own outgoing connections.
     key!("tls.server.mode", |c, v| {
         c.tls.server_mode = Some(tls::mode(v)?)

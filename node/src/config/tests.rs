@@ -177,6 +177,26 @@ fn warm_segments_are_off_unless_set() {
 }
 
 #[test]
+fn zeros_ahead_of_the_log_only_under_async_flush_with_fallocated_segments() {
+    use crate::config::COMMIT_LOG_PREWRITE_BYTES_DEFAULT;
+    let c = props("brokerName=a").unwrap().config;
+    assert_eq!(c.prewrite_bytes(), COMMIT_LOG_PREWRITE_BYTES_DEFAULT);
+    assert_eq!(COMMIT_LOG_PREWRITE_BYTES_DEFAULT, 256 << 10);
+    let c = props("commitLogPrewriteBytes=1048576").unwrap().config;
+    assert_eq!(c.prewrite_bytes(), 1 << 20);
+    let c = props("commitLogPrewriteBytes=0").unwrap().config;
+    assert_eq!(c.prewrite_bytes(), 0);
+    let c = props("flushDiskType=SYNC_FLUSH\ncommitLogPrewriteBytes=1048576")
+        .unwrap()
+        .config;
+    assert_eq!(c.prewrite_bytes(), 0, "SYNC_FLUSH: not used");
+    let c = props("warmMapedFileEnable=true").unwrap().config;
+    assert_eq!(c.prewrite_bytes(), 0, "pre-written segments: not used");
+    assert!(err("commitLogPrewriteBytes=-1").contains("commitLogPrewriteBytes"));
+    assert!(err("commitLogPrewriteBytes=68719476736").contains("commitLogPrewriteBytes"));
+}
+
+#[test]
 fn unknown_key_is_an_error_naming_it_with_a_suggestion() {
     assert_eq!(
         err("brokerName=a\nflushDiskTyp=ASYNC_FLUSH\n"),

@@ -34,6 +34,51 @@ impl std::fmt::Display for LoopDriver {
 /// completions.
 pub const TASK_ROUNDS_MAX: u32 = 4;
 
+/// Work a loop does in steps when it would otherwise wait (see [`set_idle_work`]).
+struct IdleWork {
+    pending: Box<dyn Fn() -> bool>,
+    step: Box<dyn FnMut()>,
+}
+
+thread_local! {
+    static IDLE_WORK: std::cell::RefCell<Option<IdleWork>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Gives the calling thread's loop work to do when it has nothing else to run: before it
+/// waits for I/O, after submitting what its tasks queued (a reply's send goes out first), it
+/// runs `step` if `pending` says there is work, then looks for completions again before it
+/// waits. At most one step per wait, and only once the loop has waited, in one wait since
+/// its last step, at least as long as a step usually takes (a moving average): a request
+/// that arrives during a step waits for it, so a loop too busy to sleep that long skips them. Replaces earlier work. Only an [`EventLoop`]
+/// runs it (the simulator's executor does not).
+pub fn set_idle_work(pending: impl Fn() -> bool + 'static, step: impl FnMut() + 'static) {
+    IDLE_WORK.with(|w| {
+        *w.borrow_mut() = Some(IdleWork {
+            pending: Box::new(pending),
+            step: Box::new(step),
+        })
+    });
+}
+
+/// Removes the calling thread's idle work.
+pub fn clear_idle_work() {
+    IDLE_WORK.with(|w| w.borrow_mut().take());
+}
+
+/// Whether the calling thread has idle work pending.
+fn idle_pending() -> bool {
+    IDLE_WORK.with(|w| w.borrow().as_ref().is_some_and(|w| (w.pending)()))
+}
+
+/// Runs one step of the calling thread's idle work.
+fn idle_step() {
+    IDLE_WORK.with(|w| {
+        if let Some(w) = w.borrow_mut().as_mut() {
+            (w.step)();
+        }
+    });
+}
+
 /// A shard's event loop.
 pub struct EventLoop {
     rt: Runtime,
@@ -80,13 +125,19 @@ impl EventLoop {
     /// writer: three `io_uring_enter`s per request and reply on a connection. Here the tasks
     /// woken that way run first (up to [`TASK_ROUNDS_MAX`] rounds), so the reply's send and
     /// the next receive go to the kernel in the one `io_uring_enter` that then waits: two
-    /// per request and reply.
+    /// per request and reply (three while [`set_idle_work`] has work: its step runs after a
+    /// non-waiting one that submits the reply).
     pub fn block_on<F: Future>(&self, fut: F) -> F::Output {
         let rt = &self.rt;
         rt.enter(|| {
             let waker = rt.waker();
             let mut cx = std::task::Context::from_waker(&waker);
             let mut fut = std::pin::pin!(fut);
+            // One idle step per wait, and only after a wait at least as long as a step
+            // usually takes (see `set_idle_work`).
+            let mut idle_ran = false;
+            let mut longest_wait = Duration::ZERO;
+            let mut usual_step = Duration::ZERO;
             loop {
                 if let std::task::Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
                     rt.run();
@@ -100,8 +151,19 @@ impl EventLoop {
                 }
                 if hot {
                     rt.poll_with(Some(Duration::ZERO));
+                } else if !idle_ran && longest_wait >= usual_step && idle_pending() {
+                    rt.poll_with(Some(Duration::ZERO));
+                    let started = std::time::Instant::now();
+                    idle_step();
+                    // A moving average (weight 1/8): one slow step does not stop the others.
+                    usual_step = (usual_step * 7 + started.elapsed()) / 8;
+                    longest_wait = Duration::ZERO;
+                    idle_ran = true;
                 } else {
+                    let started = std::time::Instant::now();
                     rt.poll();
+                    longest_wait = longest_wait.max(started.elapsed());
+                    idle_ran = false;
                 }
             }
         })
@@ -203,4 +265,74 @@ pub async fn yield_now() {
         }
     })
     .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+    use std::rc::Rc;
+
+    /// Idle work runs while the loop waits, one step per wait, until it says it is done;
+    /// a loop whose tasks never leave it idle runs none.
+    #[test]
+    fn idle_work_runs_in_steps_while_the_loop_waits() {
+        let lp = EventLoop::new(None, false).unwrap();
+        let steps = Rc::new(Cell::new(0u32));
+        let waits = 20;
+        lp.block_on({
+            let steps = Rc::clone(&steps);
+            async move {
+                let left = Rc::clone(&steps);
+                let done = Rc::clone(&steps);
+                set_idle_work(move || left.get() < 5, move || done.set(done.get() + 1));
+                for _ in 0..waits {
+                    sleep(Duration::from_millis(2)).await;
+                }
+                clear_idle_work();
+            }
+        });
+        assert_eq!(steps.get(), 5, "stops when nothing is pending");
+
+        let steps = Rc::new(Cell::new(0u32));
+        lp.block_on({
+            let steps = Rc::clone(&steps);
+            async move {
+                let done = Rc::clone(&steps);
+                set_idle_work(|| true, move || done.set(done.get() + 1));
+                for _ in 0..waits {
+                    sleep(Duration::from_millis(2)).await;
+                }
+                clear_idle_work();
+            }
+        });
+        let n = steps.get();
+        assert!(
+            (1..=waits + 1).contains(&n),
+            "at most one step per wait: {n} steps for {waits} waits"
+        );
+
+        let steps = Rc::new(Cell::new(0u32));
+        lp.block_on({
+            let steps = Rc::clone(&steps);
+            async move {
+                let done = Rc::clone(&steps);
+                set_idle_work(|| true, move || done.set(done.get() + 1));
+                // Busy: a task that yields but never waits for I/O or time.
+                let busy = spawn_joinable(async {
+                    for _ in 0..1000 {
+                        yield_now().await;
+                    }
+                });
+                busy.join().await;
+                clear_idle_work();
+            }
+        });
+        // 1000 turns with a ready task: none idle, except the one after it ends.
+        assert!(
+            steps.get() <= 1,
+            "{} idle steps while a task was ready",
+            steps.get()
+        );
+    }
 }

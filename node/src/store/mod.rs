@@ -68,6 +68,9 @@ pub struct StoreConfig {
     /// Durable log bytes kept in memory behind the durable end; older ones are released
     /// (see `commitlog::cache`). 0 = release nothing.
     pub cache_keep_bytes: u64,
+    /// Zeros are written this far ahead of the log's appends, off the shard's thread (see
+    /// `crate::io::prewrite`). 0 = off.
+    pub prewrite_bytes: u64,
 }
 
 impl StoreConfig {
@@ -82,6 +85,7 @@ impl StoreConfig {
             store_host,
             disk_full_ratio: 0.90,
             cache_keep_bytes: 0,
+            prewrite_bytes: 0,
         }
     }
 }
@@ -151,6 +155,7 @@ impl<D: Disk + Clone> Store<D> {
         let log_dir = root.join("commitlog").join(cfg.shard.to_string());
         let mut log = CommitLog::open(&disk, &log_dir, cfg.shard, cfg.segment_bytes)?;
         log.set_cache_keep_bytes(cfg.cache_keep_bytes);
+        log.set_prewrite_bytes(cfg.prewrite_bytes);
         let abort = abort_path(&cfg);
         let clean = !disk.exists(&abort);
         let cp_path = root.join(format!("checkpoint.{}", cfg.shard));
@@ -586,6 +591,21 @@ impl<D: Disk + Clone> Store<D> {
 
     pub fn write_offset(&self) -> u64 {
         self.log.write_offset()
+    }
+
+    /// Whether the log has zeros to write ahead of its appends ([`Self::prewrite_step`]).
+    pub fn prewrite_pending(&self) -> bool {
+        !self.poisoned && self.log.prewrite_pending()
+    }
+
+    /// One bounded step of zeros ahead of the appends (see [`CommitLog::prewrite_step`]), for
+    /// the shard's loop to run when it has nothing else to do. A failure turns it off; it
+    /// does not poison the store (no appended byte is involved).
+    pub fn prewrite_step(&mut self) -> Result<()> {
+        if self.poisoned {
+            return Ok(());
+        }
+        self.log.prewrite_step()
     }
 
     pub fn synced_offset(&self) -> u64 {

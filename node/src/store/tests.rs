@@ -480,3 +480,80 @@ fn nothing_is_released_without_a_kept_window() {
     store.sync().unwrap();
     assert!(disk.released().is_empty());
 }
+
+/// Zeros written ahead of the appends (`commitLogPrewriteBytes`, the shard's idle steps) land
+/// only past the log's end, inside its segment, up to the asked distance; every record reads
+/// back, after segment rolls, a rollback and a crash that keeps or drops unsynced writes.
+#[test]
+fn zeros_ahead_of_the_appends_never_touch_a_record() {
+    use super::commitlog::PREWRITE_STEP_BYTES;
+    const KIB: u64 = 1 << 10;
+    let disk = FaultDisk::new();
+    let mut cfg = small_config("/s");
+    cfg.segment_bytes = 1 << 20;
+    cfg.prewrite_bytes = 192 * KIB;
+    let mut store = Store::open(disk.clone(), cfg.clone()).unwrap();
+    assert!(!store.prewrite_pending(), "no segment yet: nothing to do");
+    let mut appended = Vec::new();
+    let mut steps = 0;
+    for i in 0..120u8 {
+        let body = vec![i | 1; 9_000 + usize::from(i) * 331];
+        appended.push(body.clone());
+        append_one(&mut store, "T", 0, &body, 1);
+        if i % 3 != 0 {
+            // The loop is idle after most appends, not all.
+            while store.prewrite_pending() {
+                store.prewrite_step().unwrap();
+                steps += 1;
+            }
+            let end = store.write_offset();
+            let seg_end = (end / (1 << 20) + 1) * (1 << 20);
+            let (file, at) = store.locate(end).unwrap();
+            let want = (192 * KIB).min(seg_end - end);
+            let mut ahead = vec![1u8; want as usize];
+            disk.read_at(file, at, &mut ahead).unwrap();
+            assert!(ahead.iter().all(|&b| b == 0), "zeros up to the distance");
+            assert_eq!(
+                disk.file_len(file).unwrap(),
+                1 << 20,
+                "never past the segment"
+            );
+        }
+        if i == 60 {
+            // An append that fails after placing is rolled back: the zeros written past it
+            // are past the restored end too.
+            let sp = store.log.save_point();
+            store.log.place(50_000).unwrap();
+            store.prewrite_step().unwrap();
+            store.log.restore(sp);
+        }
+    }
+    assert!(steps > 10, "steps ran: {steps}");
+    assert!(store.write_offset() > 3 << 20, "several segment rolls");
+    assert!(
+        PREWRITE_STEP_BYTES as u64 >= 64 * KIB,
+        "a step covers a batch"
+    );
+    assert_eq!(bodies(&store, "T", 0, 0), appended);
+    store.sync().unwrap();
+    let last = vec![0xEEu8; 20_000];
+    append_one(&mut store, "T", 0, &last, 2);
+    store.prewrite_step().unwrap();
+    for crash in [Crash::KeepWritten, Crash::DropUnsynced, Crash::TearLast] {
+        let image = disk.image(crash);
+        let reopened = Store::open(FaultDisk::from_image(&image), cfg.clone()).unwrap();
+        let got = bodies(&reopened, "T", 0, 0);
+        assert_eq!(got[..appended.len()], appended[..], "{crash:?}");
+        if crash == Crash::KeepWritten {
+            assert_eq!(got.last(), Some(&last));
+        }
+    }
+}
+
+/// Off by default in a bare store, and a store with it off never has zeros to write.
+#[test]
+fn no_zeros_ahead_unless_asked() {
+    let mut store = Store::open(FaultDisk::new(), small_config("/s")).unwrap();
+    append_one(&mut store, "T", 0, b"x", 1);
+    assert!(!store.prewrite_pending());
+}

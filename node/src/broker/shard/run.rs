@@ -26,6 +26,34 @@ pub fn spawn_master_services(shard: &Rc<Shard>) {
     rt::spawn(super::txn::run(Rc::clone(shard)));
 }
 
+/// Zeros ahead of the log's appends (`commitLogPrewriteBytes`), written when the loop has
+/// nothing else to do (see `CommitLog::prewrite_step`).
+fn set_prewrite_as_idle_work(shard: &Rc<Shard>) {
+    let pending = Rc::downgrade(shard);
+    let step = Rc::downgrade(shard);
+    rt::set_idle_work(
+        move || {
+            pending
+                .upgrade()
+                .is_some_and(|s| s.store.try_borrow().is_ok_and(|st| st.prewrite_pending()))
+        },
+        move || {
+            let Some(shard) = step.upgrade() else {
+                return;
+            };
+            let Ok(mut store) = shard.store.try_borrow_mut() else {
+                return;
+            };
+            if let Err(e) = store.prewrite_step() {
+                log::warn!(
+                    "shard {}: writing zeros ahead of the log stopped: {e}",
+                    shard.id
+                );
+            }
+        },
+    );
+}
+
 /// The shard's loop: accept, mailbox, background tasks; returns after a graceful stop.
 pub async fn run(
     shard: Rc<Shard>,
@@ -35,6 +63,7 @@ pub async fn run(
 ) {
     rt::spawn(Flusher::run(Rc::clone(&shard)));
     rt::spawn(timers::run(Rc::clone(&shard)));
+    set_prewrite_as_idle_work(&shard);
     let controller_mode = shard.broker.config.controller.enable;
     let last_epoch = shard.store.borrow().last_epoch();
     shard
@@ -388,6 +417,7 @@ async fn stop(shard: &Rc<Shard>) {
         }
         rt::sleep(Duration::from_millis(10)).await;
     }
+    rt::clear_idle_work();
     shard.index_pending();
     shard.flush_index();
     let closed = shard.store.borrow_mut().shutdown();

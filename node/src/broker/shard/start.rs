@@ -317,6 +317,7 @@ pub fn open_shard(
     scfg.cq_units_per_file = cfg.consume_queue_file_bytes() / 20;
     scfg.disk_full_ratio = f64::from(cfg.disk_space_warning_level_ratio) / 100.0;
     scfg.cache_keep_bytes = cfg.commit_log_cache_keep_bytes;
+    scfg.prewrite_bytes = cfg.prewrite_bytes();
     let mut store = Store::open(disk, scfg).map_err(|e| format!("opening the store: {e}"))?;
     if cfg.broker_role.is_master() && cfg.warm_segments() {
         // A fresh store's first segment is pre-written before the broker says it is ready:

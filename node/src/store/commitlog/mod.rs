@@ -57,6 +57,14 @@ pub struct Placement {
     pub blank_at: Option<u64>,
 }
 
+/// Most zeros [`CommitLog::prewrite_step`] writes per call: bounds how long a request that
+/// arrives meanwhile waits for the shard (~20 µs).
+pub const PREWRITE_STEP_BYTES: usize = 256 << 10;
+/// Fewest zeros a step writes (unless the distance is smaller): small appends (unbatched
+/// sends) then pay for a step once every few dozen requests, not each time.
+pub const PREWRITE_STEP_MIN_BYTES: u64 = 64 << 10;
+static PREWRITE_ZEROS: [u8; PREWRITE_STEP_BYTES] = [0; PREWRITE_STEP_BYTES];
+
 /// State to roll back to when an append fails after placing records.
 #[derive(Debug, Clone, Copy)]
 pub struct SavePoint {
@@ -83,6 +91,11 @@ pub struct CommitLog<D: Disk> {
     /// The ends of the stretches of released bytes asked to be read back, one per reader
     /// position seen lately, most recent last (see [`Self::read_ahead`]).
     read_ahead_ends: std::cell::RefCell<Vec<u64>>,
+    /// How far ahead of the write offset zeros are written (see [`Self::write_ahead`]);
+    /// 0 = not at all.
+    prewrite_bytes: u64,
+    /// Zeros were asked for up to this offset.
+    prewritten_to: u64,
 }
 
 impl<D: Disk + Clone> CommitLog<D> {
@@ -162,7 +175,14 @@ impl<D: Disk + Clone> CommitLog<D> {
             cache_keep_bytes: 0,
             cache_released: first,
             read_ahead_ends: std::cell::RefCell::default(),
+            prewrite_bytes: 0,
+            prewritten_to: first,
         })
+    }
+
+    /// Zeros written up to `bytes` ahead of the appends (`commitLogPrewriteBytes`); 0 = off.
+    pub fn set_prewrite_bytes(&mut self, bytes: u64) {
+        self.prewrite_bytes = bytes;
     }
 
     pub fn dir(&self) -> &Path {
@@ -412,6 +432,65 @@ impl<D: Disk + Clone> CommitLog<D> {
                 .prepare(&self.dir.join(segment_name(next)), self.segment_bytes);
         }
         Ok(())
+    }
+
+    /// Whether [`Self::prewrite_step`] has zeros to write.
+    pub fn prewrite_pending(&self) -> bool {
+        self.prewrite_bytes > 0
+            && self.prewrite_target().saturating_sub(self.prewrite_from())
+                >= PREWRITE_STEP_MIN_BYTES.min(self.prewrite_bytes)
+            && self.segment_for(self.write_offset).is_ok()
+    }
+
+    /// Writes zeros after the write offset, at most [`PREWRITE_STEP_BYTES`] per call, until
+    /// `prewrite_bytes` past it (inside the active segment) hold zeros. The shard's loop calls
+    /// it when it has nothing else to do (`crate::io::rt::set_idle_work`), so the appends that
+    /// follow land in page-cache pages that are already allocated and dirty: the append's
+    /// `pwrite` is then mostly its copy (docs/perf.md, "Zeros ahead of the append"). The bytes
+    /// are what the fallocated segment reads as anyway, and only this thread writes the log,
+    /// so zeros never land on appended bytes. A failed write turns it off and is returned.
+    pub fn prewrite_step(&mut self) -> Result<()> {
+        if !self.prewrite_pending() {
+            return Ok(());
+        }
+        let from = self.prewrite_from();
+        let to = self
+            .prewrite_target()
+            .min(from + PREWRITE_STEP_BYTES as u64);
+        if to <= from {
+            return Ok(());
+        }
+        let Ok(seg) = self.segment_for(from) else {
+            return Ok(());
+        };
+        let written = self.disk.write_at(
+            &seg.file,
+            from - seg.start,
+            &PREWRITE_ZEROS[..(to - from) as usize],
+        );
+        if let Err(e) = written {
+            let path = self.dir.join(segment_name(seg.start));
+            self.prewrite_bytes = 0;
+            return Err(StoreError::io(path, e));
+        }
+        self.prewritten_to = to;
+        Ok(())
+    }
+
+    /// Where the next zeros go: after those already written, unless the write offset passed
+    /// them or moved back out of their segment (a truncation).
+    fn prewrite_from(&self) -> u64 {
+        let end = self.segment_end(self.write_offset);
+        if (self.write_offset..=end).contains(&self.prewritten_to) {
+            self.prewritten_to
+        } else {
+            self.write_offset
+        }
+    }
+
+    /// Where zeros should reach: `prewrite_bytes` past the write offset, not past its segment.
+    fn prewrite_target(&self) -> u64 {
+        (self.write_offset + self.prewrite_bytes).min(self.segment_end(self.write_offset))
     }
 
     /// Once the active segment is half full, starts preparing the next one (off the append
