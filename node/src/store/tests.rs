@@ -557,3 +557,85 @@ fn no_zeros_ahead_unless_asked() {
     append_one(&mut store, "T", 0, b"x", 1);
     assert!(!store.prewrite_pending());
 }
+
+/// A reader catching up through released bytes has what it read back released again once
+/// it is [`READ_AHEAD_BYTES`] past it (the page cache recycles those pages for its next
+/// read-ahead), but not while another reader is behind: that one still needs them.
+#[test]
+fn what_a_catch_up_reader_read_back_is_released_behind_it() {
+    use super::commitlog::cache::{self, READ_AHEAD_BYTES};
+    const MIB: u64 = 1 << 20;
+    let disk = FaultDisk::new();
+    let mut cfg = small_config("/s");
+    cfg.segment_bytes = 64 * MIB;
+    cfg.cache_keep_bytes = 8 * MIB;
+    let mut store = Store::open(disk.clone(), cfg).unwrap();
+    let body = vec![7u8; 256 << 10];
+    let mut phys = Vec::new();
+    while store.write_offset() < 200 * MIB {
+        phys.push(append_one(&mut store, "T", 0, &body, 1).physical_offset);
+    }
+    store.sync().unwrap();
+    let released = store.cache_released();
+    assert!(released > 180 * MIB);
+    let first_release = disk.released().len();
+    let q_at = |off: u64| phys.iter().position(|p| *p >= off).unwrap() as u64;
+    let pull = |q: u64| {
+        store.get("T", 0, q, 4, u64::MAX, |_| true).unwrap();
+    };
+    // Released again: absolute (start, end) of each release after the first.
+    let again = || -> Vec<(u64, u64)> {
+        disk.released()[first_release..]
+            .iter()
+            .map(|(path, off, len, _)| {
+                let start: u64 = path.file_name().unwrap().to_str().unwrap().parse().unwrap();
+                (start + off, start + off + len)
+            })
+            .collect()
+    };
+    // Two readers pulling in turn, one 40 MiB ahead: whatever is released again is behind
+    // the slower one by the read-ahead distance, so the faster one releases nothing the
+    // slower one still has to read.
+    let (mut slow, mut fast) = (0, 40 * MIB);
+    while fast < 120 * MIB {
+        pull(q_at(slow));
+        pull(q_at(fast));
+        for &(a, b) in &again() {
+            assert!(
+                b + READ_AHEAD_BYTES <= phys[q_at(slow) as usize],
+                "released {a}..{b} ahead of the slow reader at {slow}"
+            );
+        }
+        slow += MIB / 2;
+        fast += MIB;
+    }
+    assert!(
+        !again().is_empty(),
+        "the slower reader released behind itself"
+    );
+    // The slower one stops; the other goes on and, once the stopped one is stale, releases
+    // behind itself.
+    let before = again().len();
+    let mut n = 0;
+    while n < cache::READ_AHEAD_STALE_TURNS + 100 {
+        pull(q_at(fast));
+        n += 1;
+        fast += MIB / 32;
+    }
+    let got = again();
+    assert!(got.len() > before, "nothing released behind the reader");
+    let reader = phys[q_at(fast) as usize];
+    for &(a, b) in &got {
+        assert!(
+            b + READ_AHEAD_BYTES <= reader,
+            "released {a}..{b}, within {READ_AHEAD_BYTES} bytes of the reader at {reader}"
+        );
+    }
+    let covered: u64 = got.iter().map(|(a, b)| b - a).sum();
+    assert!(
+        covered >= 100 * MIB,
+        "behind the readers: {covered} bytes released again"
+    );
+    // Every record still reads back.
+    assert_eq!(bodies(&store, "T", 0, 0).len(), phys.len().min(1000));
+}

@@ -22,6 +22,20 @@ pub const READ_AHEAD_BYTES: u64 = 16 << 20;
 /// Readers (read-ahead windows) followed at once; a reader beyond them takes the place of
 /// the one seen longest ago.
 pub const READ_AHEAD_READERS_MAX: usize = 16;
+/// Pulls in released bytes by other readers after which a reader that made none is taken
+/// to have stopped: it no longer keeps what is behind the others in memory.
+pub const READ_AHEAD_STALE_TURNS: u64 = 1000;
+
+/// The stretch of released bytes read back for one reader position and not released again.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadAheadWindow {
+    /// Read back from here (bytes below were released again, or never read back).
+    start: u64,
+    /// Asked to be read back up to here.
+    end: u64,
+    /// The pull (counted over all readers in released bytes) that last used it.
+    turn: u64,
+}
 
 impl<D: Disk + Clone> CommitLog<D> {
     /// Keeps `bytes` of durable log in memory behind the durable end and releases older
@@ -41,42 +55,75 @@ impl<D: Disk + Clone> CommitLog<D> {
     /// reader is not yet in the second half of what was. Each reader position has its own
     /// window (up to [`READ_AHEAD_READERS_MAX`]): consumers at different offsets do not
     /// restart each other's.
+    ///
+    /// As a window moves on, what its reader read back more than [`READ_AHEAD_BYTES`]
+    /// behind it is released again, unless another reader is behind that point: a reader
+    /// catching up reads each byte once, and the page cache then recycles the same pages for
+    /// the next read-ahead instead of growing by every byte read (pages the machine touches
+    /// for the first time are the dear ones; docs/perf.md, "Catch-up reads of released
+    /// bytes").
     pub fn read_ahead(&self, physical_offset: u64) {
         let released = self.cache_released;
         if physical_offset >= released || physical_offset < self.min_offset() {
             return;
         }
-        let mut ends = self.read_ahead_ends.borrow_mut();
-        let window = ends
+        let mut windows = self.read_ahead_ends.borrow_mut();
+        let turn = windows.iter().map(|w| w.turn).max().unwrap_or(0) + 1;
+        let window = windows
             .iter()
-            .position(|&e| physical_offset < e && e - physical_offset <= READ_AHEAD_BYTES);
-        let from = match window {
+            .position(|w| physical_offset < w.end && w.end - physical_offset <= READ_AHEAD_BYTES);
+        let (start, from) = match window {
             Some(i) => {
-                let end = ends.remove(i);
-                if end - physical_offset > READ_AHEAD_BYTES / 2 {
-                    ends.push(end);
+                let mut w = windows.remove(i);
+                w.turn = turn;
+                if w.end - physical_offset > READ_AHEAD_BYTES / 2 {
+                    windows.push(w);
                     return;
                 }
-                end
+                (w.start, w.end)
             }
             None => {
-                if ends.len() >= READ_AHEAD_READERS_MAX {
-                    ends.remove(0);
+                if windows.len() >= READ_AHEAD_READERS_MAX {
+                    windows.remove(0);
                 }
-                physical_offset
+                (physical_offset, physical_offset)
             }
         };
         let to = physical_offset
             .saturating_add(READ_AHEAD_BYTES)
             .min(released);
-        ends.push(to.max(from));
+        // Read back before this reader: release it again unless another reader still
+        // pulling is behind that point.
+        let behind = physical_offset.saturating_sub(READ_AHEAD_BYTES);
+        let other_behind = windows.iter().any(|w| {
+            turn - w.turn <= READ_AHEAD_STALE_TURNS
+                && w.end.saturating_sub(READ_AHEAD_BYTES) < behind
+        });
+        let start = if behind > start && !other_behind {
+            self.each_segment_range(start, behind, |file, a, n| {
+                self.disk.release_cache(file, a, n)
+            });
+            behind
+        } else {
+            start
+        };
+        windows.push(ReadAheadWindow {
+            start,
+            end: to.max(from),
+            turn,
+        });
         if from >= to {
             return;
         }
+        self.each_segment_range(from, to, |file, a, n| self.disk.read_ahead(file, a, n));
+    }
+
+    /// Calls `f(file, offset in file, len)` for the part of `[from, to)` in each segment.
+    fn each_segment_range(&self, from: u64, to: u64, mut f: impl FnMut(&D::File, u64, u64)) {
         for seg in &self.segments {
             let (a, b) = (from.max(seg.start), to.min(seg.start + self.segment_bytes));
             if a < b {
-                self.disk.read_ahead(&seg.file, a - seg.start, b - a);
+                f(&seg.file, a - seg.start, b - a);
             }
         }
     }
@@ -92,15 +139,7 @@ impl<D: Disk + Clone> CommitLog<D> {
         if upto < from.saturating_add(CACHE_RELEASE_STEP_BYTES) {
             return;
         }
-        for seg in &self.segments {
-            let (a, b) = (
-                from.max(seg.start),
-                upto.min(seg.start + self.segment_bytes),
-            );
-            if a < b {
-                self.disk.release_cache(&seg.file, a - seg.start, b - a);
-            }
-        }
+        self.each_segment_range(from, upto, |file, a, n| self.disk.release_cache(file, a, n));
         self.cache_released = upto;
     }
 }

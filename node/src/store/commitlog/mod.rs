@@ -88,9 +88,10 @@ pub struct CommitLog<D: Disk> {
     cache_keep_bytes: u64,
     /// Bytes below this offset were released.
     cache_released: u64,
-    /// The ends of the stretches of released bytes asked to be read back, one per reader
-    /// position seen lately, most recent last (see [`Self::read_ahead`]).
-    read_ahead_ends: std::cell::RefCell<Vec<u64>>,
+    /// The stretches of released bytes asked to be read back and not released again
+    /// (start, end), one per reader position seen lately, most recent last (see
+    /// [`Self::read_ahead`]).
+    read_ahead_ends: std::cell::RefCell<Vec<cache::ReadAheadWindow>>,
     /// How far ahead of the write offset zeros are written (see [`Self::write_ahead`]);
     /// 0 = not at all.
     prewrite_bytes: u64,
