@@ -60,8 +60,8 @@ impl<D: Disk + Clone> CommitLog<D> {
     /// behind it is released again, unless another reader is behind that point: a reader
     /// catching up reads each byte once, and the page cache then recycles the same pages for
     /// the next read-ahead instead of growing by every byte read (pages the machine touches
-    /// for the first time are the dear ones; docs/perf.md, "Catch-up reads of released
-    /// bytes").
+    /// for the first time are the dear ones; docs/perf.md, "Catch-up reads recycle their
+    /// pages").
     pub fn read_ahead(&self, physical_offset: u64) {
         let released = self.cache_released;
         if physical_offset >= released || physical_offset < self.min_offset() {
