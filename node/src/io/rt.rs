@@ -273,66 +273,55 @@ mod tests {
     use std::cell::Cell;
     use std::rc::Rc;
 
+    /// Runs `body` on `lp` with idle work whose `pending` is `pending(steps so far)`;
+    /// returns the steps run.
+    fn steps_while<F: Future<Output = ()>>(
+        lp: &EventLoop,
+        pending: impl Fn(u32) -> bool + 'static,
+        body: F,
+    ) -> u32 {
+        let steps = Rc::new(Cell::new(0u32));
+        let (seen, done) = (Rc::clone(&steps), Rc::clone(&steps));
+        lp.block_on(async move {
+            set_idle_work(
+                move || pending(seen.get()),
+                move || done.set(done.get() + 1),
+            );
+            body.await;
+            clear_idle_work();
+        });
+        steps.get()
+    }
+
+    async fn waits(n: u32) {
+        for _ in 0..n {
+            sleep(Duration::from_millis(2)).await;
+        }
+    }
+
     /// Idle work runs while the loop waits, one step per wait, until it says it is done;
     /// a loop whose tasks never leave it idle runs none.
     #[test]
     fn idle_work_runs_in_steps_while_the_loop_waits() {
         let lp = EventLoop::new(None, false).unwrap();
-        let steps = Rc::new(Cell::new(0u32));
-        let waits = 20;
-        lp.block_on({
-            let steps = Rc::clone(&steps);
-            async move {
-                let left = Rc::clone(&steps);
-                let done = Rc::clone(&steps);
-                set_idle_work(move || left.get() < 5, move || done.set(done.get() + 1));
-                for _ in 0..waits {
-                    sleep(Duration::from_millis(2)).await;
-                }
-                clear_idle_work();
-            }
-        });
-        assert_eq!(steps.get(), 5, "stops when nothing is pending");
-
-        let steps = Rc::new(Cell::new(0u32));
-        lp.block_on({
-            let steps = Rc::clone(&steps);
-            async move {
-                let done = Rc::clone(&steps);
-                set_idle_work(|| true, move || done.set(done.get() + 1));
-                for _ in 0..waits {
-                    sleep(Duration::from_millis(2)).await;
-                }
-                clear_idle_work();
-            }
-        });
-        let n = steps.get();
+        let n = steps_while(&lp, |done| done < 5, waits(20));
+        assert_eq!(n, 5, "stops when nothing is pending");
+        let n = steps_while(&lp, |_| true, waits(20));
         assert!(
-            (1..=waits + 1).contains(&n),
-            "at most one step per wait: {n} steps for {waits} waits"
+            (1..=21).contains(&n),
+            "at most one step per wait: {n} steps for 20 waits"
         );
-
-        let steps = Rc::new(Cell::new(0u32));
-        lp.block_on({
-            let steps = Rc::clone(&steps);
-            async move {
-                let done = Rc::clone(&steps);
-                set_idle_work(|| true, move || done.set(done.get() + 1));
-                // Busy: a task that yields but never waits for I/O or time.
-                let busy = spawn_joinable(async {
-                    for _ in 0..1000 {
-                        yield_now().await;
-                    }
-                });
-                busy.join().await;
-                clear_idle_work();
-            }
+        // Busy: a task that yields but never waits for I/O or time.
+        let n = steps_while(&lp, |_| true, async {
+            spawn_joinable(async {
+                for _ in 0..1000 {
+                    yield_now().await;
+                }
+            })
+            .join()
+            .await;
         });
         // 1000 turns with a ready task: none idle, except the one after it ends.
-        assert!(
-            steps.get() <= 1,
-            "{} idle steps while a task was ready",
-            steps.get()
-        );
+        assert!(n <= 1, "{n} idle steps while a task was ready");
     }
 }

@@ -393,12 +393,10 @@ fn durable_log_bytes_behind_the_kept_window_are_released() {
     assert_eq!(disk.released().len(), released.len());
 }
 
-/// A pull in released bytes asks for the next stretch of them to be read back, once per
-/// half window as the reader moves on, never past the released end; pulls in the kept
-/// window ask for nothing.
-#[test]
-fn a_reader_in_released_bytes_has_them_read_ahead() {
-    use super::commitlog::cache::READ_AHEAD_BYTES;
+/// A store with 64 MiB segments and an 8 MiB kept window, `mib` MiB of 256 KiB records on
+/// queue T/0 appended and synced (so all but the last ~8 MiB released), and the records'
+/// physical offsets.
+fn released_log(mib: u64) -> (FaultDisk, Store<FaultDisk>, Vec<u64>) {
     const MIB: u64 = 1 << 20;
     let disk = FaultDisk::new();
     let mut cfg = small_config("/s");
@@ -407,10 +405,21 @@ fn a_reader_in_released_bytes_has_them_read_ahead() {
     let mut store = Store::open(disk.clone(), cfg).unwrap();
     let body = vec![7u8; 256 << 10];
     let mut phys = Vec::new();
-    while store.write_offset() < 100 * MIB {
+    while store.write_offset() < mib * MIB {
         phys.push(append_one(&mut store, "T", 0, &body, 1).physical_offset);
     }
     store.sync().unwrap();
+    (disk, store, phys)
+}
+
+/// A pull in released bytes asks for the next stretch of them to be read back, once per
+/// half window as the reader moves on, never past the released end; pulls in the kept
+/// window ask for nothing.
+#[test]
+fn a_reader_in_released_bytes_has_them_read_ahead() {
+    use super::commitlog::cache::READ_AHEAD_BYTES;
+    const MIB: u64 = 1 << 20;
+    let (disk, store, phys) = released_log(100);
     let released = store.cache_released();
     assert!(released > 80 * MIB);
     let pull = |q: u64| store.get("T", 0, q, 4, u64::MAX, |_| true).unwrap();
@@ -565,17 +574,7 @@ fn no_zeros_ahead_unless_asked() {
 fn what_a_catch_up_reader_read_back_is_released_behind_it() {
     use super::commitlog::cache::{self, READ_AHEAD_BYTES};
     const MIB: u64 = 1 << 20;
-    let disk = FaultDisk::new();
-    let mut cfg = small_config("/s");
-    cfg.segment_bytes = 64 * MIB;
-    cfg.cache_keep_bytes = 8 * MIB;
-    let mut store = Store::open(disk.clone(), cfg).unwrap();
-    let body = vec![7u8; 256 << 10];
-    let mut phys = Vec::new();
-    while store.write_offset() < 200 * MIB {
-        phys.push(append_one(&mut store, "T", 0, &body, 1).physical_offset);
-    }
-    store.sync().unwrap();
+    let (disk, store, phys) = released_log(200);
     let released = store.cache_released();
     assert!(released > 180 * MIB);
     let first_release = disk.released().len();
