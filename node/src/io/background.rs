@@ -9,19 +9,22 @@
 //! time, the release thread 4.8 ms). So each helper, as it starts ([`lower_this_thread`]):
 //! - may run on every core the process may use (the main thread's affinity), not only the
 //!   shard's;
-//! - runs at nice 19 when no request or reader waits for its work (preparation ahead of
+//! - runs at nice 10 when no request or reader waits for its work (preparation ahead of
 //!   need, releases, ASYNC_FLUSH's sync): where it shares a core with a shard (a broker
-//!   confined to one core), a shard that wakes takes the core from it at once, and it gets
-//!   the time the shard leaves idle. Read-ahead keeps normal priority: a catch-up reader that
-//!   keeps its shard busy would starve it, and fault in page by page what it did not read
-//!   ahead (measured: one catch-up consumer fell from ~780k to 435k-640k msgs/s).
+//!   confined to one core), a shard that wakes mostly takes the core from it, and it gets
+//!   the time the shard leaves idle. Not nice 19: with every core busy at normal priority a
+//!   nice-19 release thread got ~1.5 % of a core and fell behind (the page cache grew to 7 GB
+//!   where it stays under 5 GB at nice 10; docs/perf.md, "Helpers and a saturated machine").
+//!   Read-ahead keeps normal priority: a catch-up reader that keeps its shard busy would
+//!   starve it, and fault in page by page what it did not read ahead (measured: one catch-up
+//!   consumer fell from ~780k to 435k-640k msgs/s).
 
 use std::fs::File;
 use std::io;
 use std::sync::mpsc;
 
 /// Nice value of the helper threads.
-pub const HELPER_NICE: i32 = 19;
+pub const HELPER_NICE: i32 = 10;
 
 /// Lets the calling thread run on every core the process may use (the main thread's
 /// affinity) at nice [`HELPER_NICE`]. Best effort: a refusal leaves the thread as it was.

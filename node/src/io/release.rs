@@ -42,7 +42,7 @@ pub enum Advice {
 /// The background threads of one disk: releases on one (a helper at the lowest priority,
 /// see [`super::background`]: nothing waits for a release), read-ahead on another (free to
 /// leave the shard's core but at normal priority: a catch-up reader is faulting in what it
-/// has not read ahead, and would starve a nice-19 thread on a core they share). Dropping it
+/// has not read ahead, and would starve a lowered thread on a core they share). Dropping it
 /// stops the threads and waits for them.
 pub struct Releaser {
     release: Helper<(File, u64, u64, Advice)>,
