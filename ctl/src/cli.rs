@@ -667,7 +667,8 @@ pub struct ConsumeArgs {
     /// Topic.
     pub topic: String,
     /// Read from this group's committed offsets (the earliest message where none) and
-    /// commit what was printed. Without it: read from the earliest message, commit nothing.
+    /// commit what was printed. Without it: read from the earliest message, commit nothing
+    /// and leave nothing on the broker. A queue that cannot be read fails the command.
     #[arg(short = 'g', long)]
     pub group: Option<String>,
     /// Stop after this many messages.

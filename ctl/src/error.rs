@@ -28,14 +28,16 @@ impl CtlError {
     }
 
     /// The one line printed after `ringmq-ctl: `. A failure to reach one of
-    /// `name_servers` says so and names the option that sets them.
+    /// `name_servers` says so and names the option that sets them; a failure to reach any
+    /// other address (a broker the name servers list, a controller) names it unreachable.
     pub fn line(&self, name_servers: &[SocketAddr]) -> String {
         let text = match self {
             CtlError::Client { doing, source } => match unreachable_addr(source) {
                 Some(addr) if name_servers.contains(&addr) => format!(
                     "{doing}: name server {addr} is unreachable ({source}); set -n/--namesrv or RINGMQ_NAMESRV"
                 ),
-                _ => self.to_string(),
+                Some(addr) => format!("{doing}: {addr} is unreachable ({source})"),
+                None => self.to_string(),
             },
             _ => self.to_string(),
         };
@@ -52,13 +54,14 @@ impl fmt::Display for CtlError {
     }
 }
 
-/// The address a connection-level failure concerns.
+/// The address a connection-level failure concerns (of a send's last attempt too).
 fn unreachable_addr(e: &ClientError) -> Option<SocketAddr> {
     match e {
         ClientError::Connect { addr, .. }
         | ClientError::Backoff { addr, .. }
         | ClientError::Timeout { addr, .. }
         | ClientError::ConnectionClosed { addr, .. } => Some(*addr),
+        ClientError::RetriesExhausted { last, .. } => unreachable_addr(last),
         _ => None,
     }
 }

@@ -84,3 +84,22 @@ fn consume_sql_on_a_broker_without_the_filter_is_refused() {
     let line = out.failed_one_line(&args);
     assert!(line.contains("enablePropertyFilter=false"), "{line}");
 }
+
+/// `consume --sql` without `-g` reads as a throwaway group that leaves nothing behind: no
+/// `%RETRY%ringmq-ctl-...` topic on the broker (issue #36).
+#[test]
+fn consume_sql_without_a_group_leaves_no_retry_topic() {
+    let node = Node::start_with(&["enablePropertyFilter=true"]);
+    node.json(&["topic", "create", "Filtered", "--queues", "1"]);
+    node.json(&["send", "Filtered", "x", "--property", "n=1"]);
+    let j = node.json(&["consume", "Filtered", "--sql", "n = 1", "--wait", "1s"]);
+    assert_eq!(j["messages"].as_array().unwrap().len(), 1, "{j}");
+    // The broker registers a topic it creates with the name server at once; give it time.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let topics = node.json(&["topic", "list"]).to_string();
+    assert!(!topics.contains("%RETRY%ringmq-ctl-"), "{topics}");
+    // With -g the group is real: its retry topic is the broker's to keep.
+    node.json(&[
+        "consume", "Filtered", "--sql", "n = 1", "-g", "kept", "--wait", "1s",
+    ]);
+}

@@ -3,12 +3,12 @@
 //! schedule its message (a delay level, a delay or a delivery time; clap lets through at
 //! most one) and prints the due time the broker set and the handle `msg recall` takes.
 
-use std::collections::BTreeMap;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use ringmq_client::{
-    Admin, ClientConfig, Message, MessageQueue, MessageSelector, Producer, PullConsumer,
-    ReceivedMessage, SendStatus, StartPosition,
+    Admin, ClientConfig, Message, MessageModel, MessageQueue, MessageSelector, Producer,
+    PullConsumer, ReceivedMessage, SendStatus,
 };
 use serde_json::{json, Value};
 
@@ -296,6 +296,16 @@ pub async fn recall(cfg: &ClientConfig, a: &RecallArgs) -> Result<Report> {
     )))
 }
 
+/// Pause between rounds of pulls when no queue had a message.
+const CONSUME_IDLE_PAUSE: Duration = Duration::from_millis(20);
+
+/// `consume TOPIC [-g G]`: pulls every readable queue directly from its position (the
+/// group's committed offset, else the first stored message; `--from-time`: the first
+/// stored at or after it) until `--count` messages or `--wait` without one. A queue that
+/// cannot be read (its broker unreachable, a refused pull) fails the command: an empty
+/// table means the queues were read and held nothing. With `-g`, commits each queue's
+/// offset exactly through the last message printed. Without it the group is a throwaway
+/// broadcasting one: no retry topic, nothing committed.
 pub async fn consume(admin: &Admin, cfg: &ClientConfig, a: &ConsumeArgs) -> Result<Report> {
     let commit = a.group.is_some();
     let group = a.group.clone().unwrap_or_else(|| {
@@ -324,78 +334,144 @@ pub async fn consume(admin: &Admin, cfg: &ClientConfig, a: &ConsumeArgs) -> Resu
         .topic_route(&a.topic)
         .await
         .doing(|| format!("reading the route of {}", a.topic))?;
+    // A clustering member makes its broker create `%RETRY%<group>` when it registers (the
+    // SQL filter registers it); a throwaway group must leave nothing behind.
+    let model = if commit {
+        MessageModel::Clustering
+    } else {
+        MessageModel::Broadcasting
+    };
     let consumer = PullConsumer::builder()
         .client_config(cfg.clone())
         .group(&group)
-        .start_position(StartPosition::First)
-        .poll_batch_max(a.count.clamp(1, CONSUME_BATCH_MAX))
+        .message_model(model)
         .start()
         .await
         .doing(|| "starting a consumer".into())?;
-    consumer.assign(route.read_queues.clone());
-    if let Some(s) = selector {
-        if let Err(e) = consumer.select(&a.topic, s).await {
-            consumer.shutdown().await;
-            return Err(e).doing(|| format!("filtering {} with --sql", a.topic));
-        }
-    }
-    if let Some(t) = from_ms {
-        for mq in &route.read_queues {
-            let at = consumer
-                .offset_for_timestamp(mq, t)
-                .await
-                .doing(|| format!("finding the offset of {mq} at {t} ms"))?;
-            consumer
-                .seek(mq, at)
-                .doing(|| format!("moving {mq} to offset {at}"))?;
-        }
-    }
-    let mut got: Vec<ReceivedMessage> = Vec::new();
-    let mut poll_error = None;
-    while (got.len() as u32) < a.count {
-        match consumer.poll(a.wait).await {
-            Ok(batch) if batch.is_empty() => break,
-            Ok(batch) => {
-                let room = a.count as usize - got.len();
-                got.extend(batch.into_iter().take(room));
-            }
-            Err(e) => {
-                poll_error = Some(e);
-                break;
-            }
-        }
-    }
-    let mut commit_error = None;
-    if commit {
-        let mut next: BTreeMap<MessageQueue, u64> = BTreeMap::new();
-        for m in &got {
-            // The queue read, whatever topic the message presents (a retry or dead-letter
-            // copy may present its original topic).
-            let mq = MessageQueue::new(&a.topic, &m.broker_name, m.queue_id);
-            let e = next.entry(mq).or_insert(0);
-            *e = (*e).max(m.queue_offset + 1);
-        }
-        for (mq, offset) in next {
-            if let Err(e) = consumer.commit(&mq, offset).await {
-                commit_error.get_or_insert((mq, e));
-            }
-        }
-    }
+    let result = pull_queues(&consumer, a, &route.read_queues, selector, from_ms).await;
+    let result = match result {
+        Ok(read) if commit => commit_read(&consumer, &read, &group).await.map(|()| read),
+        other => other,
+    };
     consumer.shutdown().await;
-    if let Some(e) = poll_error {
-        return Err(e).doing(|| format!("consuming {}", a.topic));
-    }
-    if let Some((mq, e)) = commit_error {
-        return Err(e).doing(|| format!("committing the offset of {mq} for group {group}"));
-    }
-    let mut report = messages_report(&got);
+    let read = result?;
+    let mut report = messages_report(&read.messages);
     if commit {
         report.notes.push(format!(
             "{} message(s); offsets committed for group {group}",
-            got.len()
+            read.messages.len()
         ));
     }
     Ok(report)
+}
+
+/// What `consume` read: the messages, and per queue the offset after the last one taken.
+struct Read {
+    messages: Vec<ReceivedMessage>,
+    next: BTreeMap<MessageQueue, u64>,
+    moved: BTreeSet<MessageQueue>,
+}
+
+async fn pull_queues(
+    consumer: &PullConsumer,
+    a: &ConsumeArgs,
+    queues: &[MessageQueue],
+    selector: Option<MessageSelector>,
+    from_ms: Option<i64>,
+) -> Result<Read> {
+    if let Some(s) = &selector {
+        consumer
+            .select(&a.topic, s)
+            .await
+            .doing(|| format!("filtering {} with --sql", a.topic))?;
+    }
+    let selector = selector.unwrap_or_else(MessageSelector::all);
+    let mut read = Read {
+        messages: Vec::new(),
+        next: BTreeMap::new(),
+        moved: BTreeSet::new(),
+    };
+    for mq in queues {
+        let at = start_offset(consumer, mq, from_ms, a.group.is_some()).await?;
+        read.next.insert(mq.clone(), at);
+    }
+    let mut last_message = Instant::now();
+    let count = a.count as usize;
+    while read.messages.len() < count {
+        let mut got_any = false;
+        for mq in queues {
+            let room = count - read.messages.len();
+            if room == 0 {
+                break;
+            }
+            let offset = read.next.get(mq).copied().unwrap_or(0);
+            let want = u32::try_from(room).map_or(CONSUME_BATCH_MAX, |r| r.min(CONSUME_BATCH_MAX));
+            let r = consumer
+                .pull(mq, offset, want, &selector)
+                .await
+                .doing(|| format!("consuming {mq} from offset {offset}"))?;
+            let taken = r.messages.len().min(room);
+            let next = if taken == r.messages.len() {
+                r.next_offset
+            } else {
+                r.messages[taken - 1].queue_offset + 1
+            };
+            if next != offset {
+                read.moved.insert(mq.clone());
+                read.next.insert(mq.clone(), next);
+            }
+            got_any |= taken > 0;
+            read.messages.extend(r.messages.into_iter().take(taken));
+        }
+        if got_any {
+            last_message = Instant::now();
+        } else if last_message.elapsed() >= a.wait {
+            break;
+        } else {
+            tokio::time::sleep(CONSUME_IDLE_PAUSE.min(a.wait)).await;
+        }
+    }
+    Ok(read)
+}
+
+/// Where `consume` starts reading a queue.
+async fn start_offset(
+    consumer: &PullConsumer,
+    mq: &MessageQueue,
+    from_ms: Option<i64>,
+    group: bool,
+) -> Result<u64> {
+    if let Some(t) = from_ms {
+        return consumer
+            .offset_for_timestamp(mq, t)
+            .await
+            .doing(|| format!("finding the offset of {mq} at {t} ms"));
+    }
+    if group {
+        let committed = consumer
+            .committed_offset(mq)
+            .await
+            .doing(|| format!("reading the committed offset of {mq}"))?;
+        if let Some(o) = committed {
+            return Ok(o);
+        }
+    }
+    consumer
+        .min_offset(mq)
+        .await
+        .doing(|| format!("reading the first offset of {mq}"))
+}
+
+/// Commits each queue `consume` moved through, exactly past the last message it took.
+async fn commit_read(consumer: &PullConsumer, read: &Read, group: &str) -> Result<()> {
+    for mq in &read.moved {
+        let offset = read.next.get(mq).copied().unwrap_or(0);
+        consumer
+            .commit(mq, offset)
+            .await
+            .doing(|| format!("committing the offset of {mq} for group {group}"))?;
+    }
+    Ok(())
 }
 
 fn messages_report(msgs: &[ReceivedMessage]) -> Report {
