@@ -196,6 +196,11 @@ crate::wire_enum! {
         /// Orderly POP: the invisible time of `offsets` ended; the group's position in the
         /// queue goes back to the first of them, to be delivered again with `counts`.
         Rewound = 5 => "REWOUND",
+        /// The group's position in the queue is `start_offset`: set where the group first
+        /// pops the queue (by its init mode), or moved past messages its filter skips or
+        /// retention removed. Written before any later record of the queue, so a log
+        /// that keeps a later message keeps the position too.
+        Position = 6 => "POSITION",
     }
 }
 

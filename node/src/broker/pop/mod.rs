@@ -386,7 +386,18 @@ fn try_pop(
             });
         }
     }
+    // A position the group takes without popping (its first pop of a queue, a skip past
+    // messages the filter does not match) is recorded in the log like a checkpoint: the
+    // consumer offsets file is saved only every few seconds, and a position lost in a crash
+    // would be taken again by the init mode (`Max`: past every message sent meanwhile).
+    let positions: Vec<PopOp> = moved
+        .iter()
+        .map(|(t, q, o)| position_op(&h.consumer_group, t, *q, *o))
+        .collect();
     if taken.is_empty() {
+        if !positions.is_empty() {
+            append_ops(shard, &positions, now)?;
+        }
         let mut offsets = shard.offsets.borrow_mut();
         for (t, q, o) in moved {
             offsets.set(&h.consumer_group, &t, q, o);
@@ -394,7 +405,7 @@ fn try_pop(
         return Ok(None);
     }
     // The checkpoints first: nothing is handed out before the log says it is in flight.
-    let ops: Vec<PopOp> = taken
+    let mut ops: Vec<PopOp> = taken
         .iter()
         .map(|t| PopOp {
             kind: PopOpKind::Checkpoint,
@@ -409,7 +420,10 @@ fn try_pop(
             counts: t.counts.clone(),
         })
         .collect();
+    let checkpoints = ops.len();
+    ops.extend(positions);
     let (end, cq) = append_ops(shard, &ops, now)?;
+    ops.truncate(checkpoints);
     {
         let mut st = shard.pop.borrow_mut();
         let mut offsets = shard.offsets.borrow_mut();
@@ -486,6 +500,22 @@ fn with_body(out: Outcome, body: Vec<u8>) -> Outcome {
     match out {
         Outcome::Now(r) => Outcome::Now(attach(r)),
         Outcome::Later(f) => Outcome::later(async move { attach(f.await) }),
+    }
+}
+
+/// The record of a group's position in a queue (see [`PopOpKind::Position`]).
+fn position_op(group: &str, topic: &str, queue_id: u32, offset: u64) -> PopOp {
+    PopOp {
+        kind: PopOpKind::Position,
+        group: group.to_string(),
+        topic: topic.to_string(),
+        queue_id,
+        start_offset: offset,
+        pop_time_ms: 0,
+        invisible_time_ms: 0,
+        offsets: Vec::new(),
+        order: false,
+        counts: Vec::new(),
     }
 }
 
@@ -907,20 +937,25 @@ fn watermark_path(shard: &Shard) -> PathBuf {
         .join(format!("popState.{}.offset", shard.id))
 }
 
-/// The watermark to save after the consumer offsets (see [`save_watermark`]).
-pub fn watermark(shard: &Shard) -> u64 {
+/// The watermark to save after the consumer offsets (see [`save_watermark`]); `None` while
+/// this shard's POP state was not rebuilt from the log (a slave): its state is empty, and a
+/// watermark at the queue's end would make a later promotion skip the checkpoints of the
+/// messages the old master had in flight.
+pub fn watermark(shard: &Shard) -> Option<u64> {
     let end = shard
         .store
         .borrow()
         .queue_range(POP_STATE_TOPIC, u32::from(shard.id))
         .map_or(0, |(_, max)| max);
-    shard.pop.borrow().watermark(end)
+    let st = shard.pop.borrow();
+    st.opened.then(|| st.watermark(end))
 }
 
 /// Saves `mark`, taken before the consumer offsets that were saved since: every checkpoint
 /// below it was popped before those offsets were taken, so they are past its messages, and a
 /// rebuild from here loses no position.
-pub async fn save_watermark(shard: &Shard, mark: u64) {
+pub async fn save_watermark(shard: &Shard, mark: Option<u64>) {
+    let Some(mark) = mark else { return };
     let path = watermark_path(shard);
     let bytes = format!("{mark}\n").into_bytes();
     let res = rt::blocking(move || crate::broker::topics::write_atomically(&path, &bytes)).await;
@@ -948,6 +983,7 @@ pub fn open(shard: &Shard) -> Result<(), String> {
     let q = u32::from(shard.id);
     let store = shard.store.borrow();
     let Some((min, _)) = store.queue_range(POP_STATE_TOPIC, q) else {
+        shard.pop.borrow_mut().opened = true;
         return Ok(());
     };
     let mut at = from.max(min);
@@ -1013,6 +1049,9 @@ pub fn open(shard: &Shard) -> Result<(), String> {
                 PopOpKind::Moved => {
                     st.mark(&key, &op.offsets, Mark::Moved);
                 }
+                PopOpKind::Position => {
+                    offsets.set(&op.group, &op.topic, op.queue_id, op.start_offset);
+                }
                 PopOpKind::Rewound => {
                     st.mark(&key, &op.offsets, Mark::Revived);
                     let counts = op.offsets.iter().copied().zip(op.counts.iter().copied());
@@ -1029,6 +1068,7 @@ pub fn open(shard: &Shard) -> Result<(), String> {
         }
         at = r.next_offset;
     }
+    st.opened = true;
     let open: u64 = st.in_flight().values().sum();
     if ops > 0 {
         log::info!(

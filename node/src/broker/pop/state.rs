@@ -122,6 +122,9 @@ pub struct PopState {
     pub counts: BTreeMap<String, GroupCounts>,
     /// Pops served (rotates the queue a pop starts with).
     pub turn: u64,
+    /// Rebuilt from the log (`super::open`): this shard serves POP as a master, and its
+    /// watermark means something.
+    pub opened: bool,
     /// Orderly: queues held by an open checkpoint.
     busy: HashSet<GroupQueue>,
     /// Orderly: queues rewound, not yet popped again in full.

@@ -427,8 +427,13 @@ async fn stop(shard: &Rc<Shard>) {
             .note_synced(shard.store.borrow().synced_offset()),
         Err(e) => log::error!("shard {}: closing the store: {e}", shard.id),
     }
+    // The watermark before the offsets it goes with (see `pop::save_watermark`); the log is
+    // durable through both now.
+    let pop_mark = crate::broker::pop::watermark(shard);
     if let Err(e) = shard.offsets.borrow_mut().persist() {
         log::error!("shard {}: saving consumer offsets: {e}", shard.id);
+    } else {
+        crate::broker::pop::save_watermark(shard, pop_mark).await;
     }
     if shard.id == 0 {
         // Flushed and checkpointed: now leave the name servers' routes.

@@ -15,6 +15,10 @@ use crate::io::clock;
 use crate::io::node_disk::FileHandle;
 use crate::io::rt;
 
+/// Longest a consumer offsets save waits for the log to be durable through the records
+/// behind the offsets (one fdatasync, normally well under a second).
+const OFFSETS_WAIT_FOR_LOG: Duration = Duration::from_secs(10);
+
 /// How often a shard publishes its metrics view (`crate::metrics::shard`), ms.
 pub const METRICS_PUBLISH_MS: u64 = 1_000;
 
@@ -177,8 +181,13 @@ async fn flush_index(shard: &Shard) {
 }
 
 /// Consumer offsets to disk on a helper thread (write, fsync, rename, directory fsync).
+/// Writes the consumer offsets that changed. A POP consumer's offset moves with a record in
+/// the log (a checkpoint, a position): the file is written only once the log is durable
+/// through every record appended before the snapshot, so it never claims a position whose
+/// record a crash (a power loss under either flush mode) could take back.
 async fn save_offsets(shard: &Shard) {
     let snapshot = shard.offsets.borrow_mut().snapshot();
+    let log_end = shard.store.borrow().write_offset();
     let (path, bytes) = match snapshot {
         Ok(Some(s)) => s,
         Ok(None) => return,
@@ -187,6 +196,19 @@ async fn save_offsets(shard: &Shard) {
             return;
         }
     };
+    if !shard
+        .flusher
+        .wait_synced(log_end, OFFSETS_WAIT_FOR_LOG)
+        .await
+    {
+        log::warn!(
+            "shard {}: consumer offsets not saved: the log was not durable through {log_end} \
+             within {OFFSETS_WAIT_FOR_LOG:?}; trying again at the next save",
+            shard.id
+        );
+        shard.offsets.borrow_mut().mark_dirty();
+        return;
+    }
     let res = rt::blocking(move || crate::broker::topics::write_atomically(&path, &bytes)).await;
     let failed = match res {
         Some(Ok(())) => None,
