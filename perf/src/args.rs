@@ -17,6 +17,13 @@ use crate::security::SecurityArgs;
 /// per second and the latency distribution. Every result names the durability the broker acknowledged with ("acked
 /// from page cache", "acked after fdatasync", "acked after slave").
 ///
+/// Exit codes: 0 the run did what was asked; 1 it could not run, or did not do what was
+/// asked (fewer than --count sent, no message sent at all, e2e: fewer messages delivered
+/// than sent, consume: fewer than --count consumed), the last stderr line saying why; 3
+/// --verify found acknowledged messages lost; 4 --flush-check saw sends stored without the
+/// promised durability. A --duration run that sent messages counts failed sends in the
+/// report ("errors") and exits 0.
+///
 /// With TLS on the servers, give --ca (the CA bundle; implies --tls) and, for mutual TLS,
 /// --tls-cert and --tls-key; they apply to both protocols. With ACL on, give --access-key
 /// and the secret key in RINGMQ_SECRET_KEY (rather than --secret-key, which stays in the

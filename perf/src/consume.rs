@@ -12,6 +12,7 @@
 //!
 //! With `--protocol remoting` the group is perf's remoting pull loops instead
 //! ([`crate::remoting::pull`]): no listener calls, deliveries counted and timed in bulk.
+//! With `consume --count N` it is pull consumers that take exactly N ([`crate::counted`]).
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -25,6 +26,7 @@ use ringmq_client::{
     StartPosition,
 };
 
+use crate::counted::Counted;
 use crate::fail::FailPlan;
 use crate::payload;
 use crate::pop::Poppers;
@@ -60,6 +62,9 @@ pub struct RecvPlan {
     pub remoting: Option<SerializeType>,
     /// POP consumption with this invisible time (`--pop`): simple consumers.
     pub pop: Option<Duration>,
+    /// `consume --count N`: exactly N consumed and committed, by pull consumers
+    /// ([`crate::counted`]).
+    pub count: Option<u64>,
 }
 
 /// What the listener sees, shared by every consumer of the run.
@@ -414,6 +419,10 @@ pub struct Consumers {
     pullers: Option<Pullers>,
     /// `--pop`: simple consumers instead of push consumers.
     pub poppers: Option<Poppers>,
+    /// `consume --count N`: pull consumers that take exactly N.
+    counted: Option<Counted>,
+    /// What the counted consumers' shutdown reported (a failed poll or commit).
+    counted_error: Mutex<Option<String>>,
     /// Index of the next consumer's instance name.
     next: AtomicU32,
     /// Consumers stopped by churn: cleanly, and aborted.
@@ -428,12 +437,16 @@ impl Consumers {
         let mut list = Vec::new();
         let mut pullers = None;
         let mut poppers = None;
-        match (plan.remoting, plan.pop) {
-            (Some(st), _) => pullers = Some(Pullers::start(plan, st, Arc::clone(&sink)).await?),
-            (None, Some(invisible)) => {
+        let mut counted = None;
+        match (plan.remoting, plan.pop, plan.count) {
+            (Some(st), _, _) => pullers = Some(Pullers::start(plan, st, Arc::clone(&sink)).await?),
+            (None, Some(invisible), _) => {
                 poppers = Some(Poppers::start(plan, invisible, Arc::clone(&sink)).await?)
             }
-            (None, None) => {
+            (None, None, Some(n)) => {
+                counted = Some(Counted::start(plan, n, Arc::clone(&sink)).await?)
+            }
+            (None, None, None) => {
                 for i in 0..plan.consumers {
                     list.push(start_one(plan, &sink, i).await?);
                 }
@@ -445,6 +458,8 @@ impl Consumers {
             list: Mutex::new(list),
             pullers,
             poppers,
+            counted,
+            counted_error: Mutex::new(None),
             next: AtomicU32::new(plan.consumers),
             stopped_clean: AtomicU64::new(0),
             aborted: AtomicU64::new(0),
@@ -511,9 +526,18 @@ impl Consumers {
         Ok(())
     }
 
+    /// Why the counted consumers stopped short (a failed poll or commit), after shutdown.
+    pub fn counted_error(&self) -> Option<String> {
+        self.counted_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     /// Queues assigned across the group.
     pub fn queues(&self) -> usize {
-        let pulled = self.pullers.as_ref().map_or(0, Pullers::queues);
+        let pulled = self.pullers.as_ref().map_or(0, Pullers::queues)
+            + self.counted.as_ref().map_or(0, Counted::queues);
         pulled
             + self
                 .lock()
@@ -529,6 +553,9 @@ impl Consumers {
         }
         if let Some(p) = &self.poppers {
             p.shutdown().await;
+        }
+        if let Some(c) = &self.counted {
+            *self.counted_error.lock().unwrap_or_else(|p| p.into_inner()) = c.shutdown().await;
         }
         let list: Vec<PushConsumer> = std::mem::take(&mut *self.lock());
         for c in &list {

@@ -10,6 +10,7 @@
 mod args;
 mod broker_info;
 mod consume;
+mod counted;
 mod dead;
 mod embedded;
 mod fail;

@@ -1,9 +1,11 @@
 //! The three modes, each: set up (topic, brokers and their durability, Ctrl-C), start the
 //! clients, measure, report (table, JSON), and choose the exit code.
 //!
-//! Exit codes: 0 done; 1 could not run (bad address, no topic, verify log unwritable);
-//! 3 `--verify` found acknowledged messages lost; 4 `--flush-check` saw sends stored without
-//! the promised durability.
+//! Exit codes: 0 done; 1 could not run (bad address, no topic, verify log unwritable) or did
+//! not do what was asked (fewer than `--count` sent, or no message sent at all; e2e: fewer
+//! messages delivered or dead-lettered than sent; consume: fewer than `--count` consumed),
+//! with one last stderr line saying why; 3 `--verify` found acknowledged messages lost;
+//! 4 `--flush-check` saw sends stored without the promised durability.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -260,7 +262,34 @@ async fn produce_mode(a: ProduceArgs, target: Target, embedded: bool) -> Result<
     if a.send.flush_check && outcome.not_durable > 0 {
         return Ok(EXIT_NOT_DURABLE);
     }
+    if let Some(why) = send_shortfall(&outcome, meter.counts().messages, plan.count) {
+        eprintln!("ringmq-perf: {why}");
+        return Ok(EXIT_FAILED);
+    }
     Ok(0)
+}
+
+/// Why the sends did not do what was asked: fewer than `--count` sent, or none at all
+/// (every send failed); `None` when they did. A `--duration` run that sent messages counts
+/// its failed sends in the report and passes.
+fn send_shortfall(o: &SendOutcome, sent: u64, count: Option<u64>) -> Option<String> {
+    let failed: u64 = o.error_kinds.values().sum();
+    let kinds = o
+        .error_kinds
+        .iter()
+        .map(|(k, n)| format!("{k}: {n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let why = if kinds.is_empty() {
+        "the run was stopped".to_string()
+    } else {
+        format!("{failed} failed ({kinds})")
+    };
+    match count {
+        Some(n) if sent < n => Some(format!("sent {sent} of {n} messages: {why}")),
+        None if sent == 0 => Some(format!("sent no message: {why}")),
+        _ => None,
+    }
 }
 
 async fn consume_mode(a: ConsumeArgs, target: Target, embedded: bool) -> Result<i32, String> {
@@ -269,6 +298,7 @@ async fn consume_mode(a: ConsumeArgs, target: Target, embedded: bool) -> Result<
         remoting::check_supported(c, None, Some(&a.recv))?;
     }
     check_pop(&a.recv)?;
+    check_count(&a)?;
     let setup = Setup::new(c, &target, false).await?;
     let from = match a.recv.from {
         FromArg::First => StartPosition::First,
@@ -276,6 +306,7 @@ async fn consume_mode(a: ConsumeArgs, target: Target, embedded: bool) -> Result<
     };
     let mut plan = recv_plan(&a.recv, &target, c, from, setup.run_id);
     plan.remoting = a.protocol.remoting();
+    plan.count = a.length.count;
     let meter = Arc::new(Meter::default());
     let sink = Arc::new(Deliveries::new(
         Arc::clone(&meter),
@@ -348,13 +379,62 @@ async fn consume_mode(a: ConsumeArgs, target: Target, embedded: bool) -> Result<
         &timelines,
         &[("recv", &meter)],
     )?;
-    Ok(if verdict.is_some_and(|v| v.total.lost > 0) {
-        EXIT_LOST
-    } else if churn_error.is_some() || pop_redelivered(&consumers) {
+    if verdict.is_some_and(|v| v.total.lost > 0) {
+        return Ok(EXIT_LOST);
+    }
+    if let Some(e) = consumers.counted_error() {
+        eprintln!("ringmq-perf: {e}");
+        return Ok(EXIT_FAILED);
+    }
+    let consumed = meter.counts().messages;
+    if let Some(n) = a.length.count.filter(|&n| consumed < n) {
+        let why = if setup.stop.load(Ordering::Relaxed) {
+            "interrupted".to_string()
+        } else if sink.idle() >= a.idle_exit {
+            format!("no message came for --idle-exit {:?}", a.idle_exit)
+        } else {
+            format!(
+                "--duration {:?} ended",
+                a.length.duration.unwrap_or_default()
+            )
+        };
+        eprintln!("ringmq-perf: consumed {consumed} of {n} messages: {why}");
+        return Ok(EXIT_FAILED);
+    }
+    Ok(if churn_error.is_some() || pop_redelivered(&consumers) {
         EXIT_FAILED
     } else {
         0
     })
+}
+
+/// `consume --count N` takes exactly N with pull consumers ([`crate::counted`]): not with
+/// the options that need the push consumers' listener, the remoting pull loops or POP.
+fn check_count(a: &ConsumeArgs) -> Result<(), String> {
+    if a.length.count.is_none() {
+        return Ok(());
+    }
+    let r = &a.recv;
+    let mut refused = Vec::new();
+    for (on, flag) in [
+        (r.orderly, "--orderly"),
+        (r.fail_ratio.is_some(), "--fail-ratio"),
+        (r.consumer_churn.is_some(), "--consumer-churn"),
+        (r.pop, "--pop"),
+        (a.protocol.remoting().is_some(), "--protocol remoting"),
+    ] {
+        if on {
+            refused.push(flag);
+        }
+    }
+    if refused.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "consume --count (exactly N consumed and committed) does not take {}; use --duration",
+            refused.join(", ")
+        ))
+    }
 }
 
 async fn e2e_mode(a: E2eArgs, target: Target, embedded: bool) -> Result<i32, String> {
@@ -416,10 +496,24 @@ async fn e2e_mode(a: E2eArgs, target: Target, embedded: bool) -> Result<i32, Str
     // nothing arrived for idle_exit (retries keep the consumers busy). Verify mode counts
     // distinct messages, so duplicates (churn) do not end the wait early.
     let drain_until = due_end.max(Instant::now()) + a.idle_exit;
+    // POP: a message popped and not acked (its answer lost in a broker crash) comes back
+    // once its invisible time ends. After any failed pop or ack call, wait until nothing
+    // arrived for that long (and the broker's revive tick), so such a message counts as
+    // delivered, not as lost; the deliveries counted may reach `sent` early with sends that
+    // were stored but never acknowledged.
+    let pop_quiet = a.recv.invisible_time + POP_REVIVE_MARGIN;
+    let pop_until = drain_until + pop_quiet;
+    let pop_waits = |idle: Duration| {
+        a.recv.pop
+            && pop_failed_calls(&consumers) > 0
+            && idle < pop_quiet
+            && Instant::now() < pop_until
+    };
     let mut dead_now = 0u64;
     let mut dead_polled = Instant::now();
-    while sink.delivered() + dead_now < sent
-        && (Instant::now() < drain_until || (dead0.is_some() && sink.idle() < a.idle_exit))
+    while ((sink.delivered() + dead_now < sent
+        && (Instant::now() < drain_until || (dead0.is_some() && sink.idle() < a.idle_exit)))
+        || pop_waits(sink.idle()))
         && !setup.stop.load(Ordering::Relaxed)
     {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -498,6 +592,19 @@ async fn e2e_mode(a: E2eArgs, target: Target, embedded: bool) -> Result<i32, Str
     }
     if a.send.flush_check && outcome.not_durable > 0 {
         return Ok(EXIT_NOT_DURABLE);
+    }
+    if let Some(why) = send_shortfall(&outcome, sent, plan.count) {
+        eprintln!("ringmq-perf: {why}");
+        return Ok(EXIT_FAILED);
+    }
+    let delivered = sink.delivered();
+    if delivered + dead_now < sent {
+        eprintln!(
+            "ringmq-perf: {delivered} of {sent} sent messages delivered{} within --idle-exit {:?} of the last one",
+            if dead_now > 0 { format!(" ({dead_now} more dead-lettered)") } else { String::new() },
+            a.idle_exit
+        );
+        return Ok(EXIT_FAILED);
     }
     Ok(
         if outcome.verify_error.is_some()
@@ -707,6 +814,7 @@ fn recv_plan(
         single: r.fail_ratio.is_some(),
         remoting: None,
         pop: r.pop.then_some(r.invisible_time),
+        count: None,
     }
 }
 
@@ -721,6 +829,18 @@ fn add_stages(
         extra.insert("broker_stages".into(), json);
     }
 }
+
+/// POP: calls of the members that failed (connection lost, broker error).
+fn pop_failed_calls(consumers: &Consumers) -> u64 {
+    consumers
+        .poppers
+        .as_ref()
+        .map_or(0, |p| p.counts.errors.load(Ordering::Relaxed))
+}
+
+/// POP: how long past a message's invisible time the broker may take to deliver it again
+/// (its revive loop looks every 200 ms; the copy goes to the retry topic, then to a pop).
+const POP_REVIVE_MARGIN: Duration = Duration::from_secs(3);
 
 /// `--pop` with an option it cannot honour: the error naming them.
 fn check_pop(r: &RecvOpts) -> Result<(), String> {

@@ -263,6 +263,7 @@ fn recv_plan(a: &TxnArgs, target: &Target, run_id: u64) -> RecvPlan {
         single: false,
         remoting: None,
         pop: None,
+        count: None,
     }
 }
 

@@ -1,0 +1,214 @@
+//! `consume --count N`: exactly N messages consumed, and the group's offsets committed
+//! exactly through them. A push consumer hands its listener whole batches and commits what
+//! the listener finished, so a run stopped at N by the listener's count still consumed (and
+//! committed) the batches in flight past it. Here the group's `consumers` are pull consumers
+//! instead (subscribed, queues balanced across them as the push consumers' are): each poll
+//! takes no more than what is left of N (a shared count claimed atomically), and each queue
+//! is committed just past the last message taken before the next poll. Messages polled past
+//! N are neither counted nor committed: the group's next reader gets them.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ringmq_client::{MessageQueue, PullConsumer, ReceivedMessage};
+use tokio::task::JoinHandle;
+
+use crate::consume::{Deliveries, RecvPlan};
+
+/// How long one poll waits for messages before the task looks at the stop flag again.
+const POLL_WAIT: Duration = Duration::from_millis(200);
+/// How long perf waits for the group's queues to be spread over its consumers.
+const BALANCE_WAIT: Duration = Duration::from_secs(15);
+
+/// The group's pull consumers and their polling tasks.
+#[derive(Debug)]
+pub struct Counted {
+    consumers: Vec<PullConsumer>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+    done: Arc<AtomicBool>,
+    error: Arc<Mutex<Option<String>>>,
+}
+
+impl Counted {
+    /// Starts `plan.consumers` pull consumers of the group, waits until its queues are
+    /// spread over them, then polls until `count` messages are taken or [`Counted::shutdown`].
+    pub async fn start(
+        plan: &RecvPlan,
+        count: u64,
+        sink: Arc<Deliveries>,
+    ) -> Result<Counted, String> {
+        let mut consumers = Vec::new();
+        for i in 0..plan.consumers {
+            let c = PullConsumer::builder()
+                .group(&plan.group)
+                .client_config(plan.target.client_config())
+                .instance_name(format!("perf-{:012x}-c{i}", plan.run_id))
+                .start_position(plan.from)
+                .poll_batch_max(plan.pull_batch)
+                .rebalance_interval(Duration::from_secs(2))
+                .heartbeat_interval(Duration::from_secs(5))
+                .start()
+                .await
+                .map_err(|e| format!("starting consumer {i} of group {}: {e}", plan.group))?;
+            c.subscribe(&plan.topic, "*")
+                .await
+                .map_err(|e| format!("subscribing consumer {i} to {}: {e}", plan.topic))?;
+            consumers.push(c);
+        }
+        balance(&consumers, &plan.topic).await;
+        let remaining = Arc::new(AtomicU64::new(count));
+        let done = Arc::new(AtomicBool::new(false));
+        let error = Arc::new(Mutex::new(None));
+        let tasks = consumers
+            .iter()
+            .map(|c| {
+                tokio::spawn(poll_loop(Loop {
+                    consumer: c.clone(),
+                    topic: plan.topic.clone(),
+                    remaining: Arc::clone(&remaining),
+                    done: Arc::clone(&done),
+                    error: Arc::clone(&error),
+                    sink: Arc::clone(&sink),
+                }))
+            })
+            .collect();
+        Ok(Counted {
+            consumers,
+            tasks: Mutex::new(tasks),
+            done,
+            error,
+        })
+    }
+
+    /// Queues assigned across the group.
+    pub fn queues(&self) -> usize {
+        self.consumers.iter().map(|c| c.assignment().len()).sum()
+    }
+
+    /// Stops polling (a poll in progress takes nothing more), waits for the last commits,
+    /// leaves the group. The first poll or commit error, if any.
+    pub async fn shutdown(&self) -> Option<String> {
+        self.done.store(true, Ordering::Relaxed);
+        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
+        for t in tasks {
+            let _ = t.await;
+        }
+        for c in &self.consumers {
+            c.shutdown().await;
+        }
+        self.error.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// What one polling task shares with the run.
+struct Loop {
+    consumer: PullConsumer,
+    topic: String,
+    remaining: Arc<AtomicU64>,
+    done: Arc<AtomicBool>,
+    error: Arc<Mutex<Option<String>>>,
+    sink: Arc<Deliveries>,
+}
+
+impl Loop {
+    /// Claims up to `n` of what is left of the count.
+    fn claim(&self, n: usize) -> usize {
+        let mut cur = self.remaining.load(Ordering::Relaxed);
+        loop {
+            let take = cur.min(n as u64);
+            if take == 0 {
+                return 0;
+            }
+            match self.remaining.compare_exchange_weak(
+                cur,
+                cur - take,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return take as usize,
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    fn fail(&self, e: String) {
+        self.error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(e);
+        self.done.store(true, Ordering::Relaxed);
+    }
+}
+
+async fn poll_loop(l: Loop) {
+    while !l.done.load(Ordering::Relaxed) {
+        let batch = match l.consumer.poll(POLL_WAIT).await {
+            Ok(b) => b,
+            Err(e) => return l.fail(format!("polling {}: {e}", l.topic)),
+        };
+        if batch.is_empty() || l.done.load(Ordering::Relaxed) {
+            continue;
+        }
+        let k = l.claim(batch.len());
+        if k == 0 {
+            return;
+        }
+        let taken = &batch[..k];
+        let begin = l.sink.begin_call();
+        l.sink.record(taken, begin, true, false);
+        for (mq, offset) in next_offsets(&l.topic, taken) {
+            if let Err(e) = l.consumer.commit(&mq, offset).await {
+                return l.fail(format!("committing offset {offset} of {mq}: {e}"));
+            }
+        }
+        if k < batch.len() {
+            return;
+        }
+    }
+}
+
+/// Per queue, the offset just past the last message taken.
+fn next_offsets(topic: &str, taken: &[ReceivedMessage]) -> BTreeMap<MessageQueue, u64> {
+    let mut next = BTreeMap::new();
+    for m in taken {
+        let e = next
+            .entry(MessageQueue::new(topic, &m.broker_name, m.queue_id))
+            .or_insert(0);
+        *e = (*e).max(m.queue_offset + 1);
+    }
+    next
+}
+
+/// Waits until every queue has one owner and every member owns some (two or more members).
+async fn balance(consumers: &[PullConsumer], topic: &str) {
+    if consumers.len() < 2 {
+        return;
+    }
+    let deadline = Instant::now() + BALANCE_WAIT;
+    loop {
+        let mut all: Vec<MessageQueue> = consumers.iter().flat_map(|c| c.assignment()).collect();
+        let n = all.len();
+        all.sort();
+        all.dedup();
+        let spread = consumers
+            .iter()
+            .filter(|c| !c.assignment().is_empty())
+            .count();
+        if n > 0 && n == all.len() && spread == consumers.len().min(n) {
+            return;
+        }
+        if Instant::now() >= deadline {
+            eprintln!("ringmq-perf: the group's queues did not settle within {BALANCE_WAIT:?}");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        for c in consumers {
+            // Subscribing again runs a rebalance now instead of at the next tick.
+            if let Err(e) = c.subscribe(topic, "*").await {
+                log::warn!("rebalancing: {e}");
+            }
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! ringmq-perf says when it did not do what was asked (issue #36): a produce run whose
+//! every send is refused (NO_PERMISSION from the ACL) exits 1 with one line saying so,
+//! never "0 sent, exit 0"; `consume --count N` consumes and commits exactly N.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::{perf, perf_env, read_json, Node};
+
+const ROOT_SECRET: &str = "root-secret-truth";
+const READER_SECRET: &str = "reader-secret-truth";
+
+/// ACL: `root` is the admin; `reader` may only subscribe to `Refused`.
+fn acl_yaml() -> String {
+    format!(
+        "accounts:\n\
+         \x20 - accessKey: root\n\
+         \x20   secretKey: {ROOT_SECRET}\n\
+         \x20   admin: true\n\
+         \x20 - accessKey: reader\n\
+         \x20   secretKey: {READER_SECRET}\n\
+         \x20   admin: false\n\
+         \x20   defaultTopicPerm: DENY\n\
+         \x20   defaultGroupPerm: SUB\n\
+         \x20   topicPerms:\n\
+         \x20     - Refused=SUB\n"
+    )
+}
+
+/// The last stderr line, which must start `ringmq-perf: `.
+fn last_line(stderr: &str) -> &str {
+    let line = stderr.lines().last().unwrap_or_default();
+    assert!(line.starts_with("ringmq-perf: "), "{stderr}");
+    line
+}
+
+#[test]
+fn produce_with_every_send_refused_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let acl = dir.path().join("plain_acl.yml");
+    std::fs::write(&acl, acl_yaml()).unwrap();
+    let acl_set = format!("aclFilePath={}", acl.display());
+    let node = Node::start_with(
+        &dir.path().join("data"),
+        &[
+            "aclEnable=true",
+            &acl_set,
+            "innerAccessKey=root",
+            &format!("innerSecretKey={ROOT_SECRET}"),
+        ],
+    );
+    let base = [
+        "produce",
+        "-n",
+        &node.namesrv,
+        "--topic",
+        "Refused",
+        "--size",
+        "64",
+    ];
+    // The topic, made by the admin.
+    let mut args = base.to_vec();
+    args.extend(["--count", "1", "--access-key", "root", "--quiet"]);
+    let run = perf_env(&args, &[("RINGMQ_SECRET_KEY", ROOT_SECRET)]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+
+    // Every send refused: --count 10 and --duration both fail, saying why.
+    let json = dir.path().join("refused.json");
+    for length in [["--count", "10"], ["--duration", "1s"]] {
+        let mut args = base.to_vec();
+        args.extend(length);
+        args.extend(["--access-key", "reader", "--quiet"]);
+        args.extend(["--json", json.to_str().unwrap()]);
+        let run = perf_env(&args, &[("RINGMQ_SECRET_KEY", READER_SECRET)]);
+        assert_eq!(run.code, 1, "{length:?}: {}", run.stderr);
+        let line = last_line(&run.stderr);
+        assert!(line.contains("NO_PERMISSION"), "{line}");
+        let want = if length[0] == "--count" {
+            "sent 0 of 10 messages"
+        } else {
+            "sent no message"
+        };
+        assert!(line.contains(want), "{line}");
+        let doc = read_json(&json);
+        assert_eq!(doc["messages"], 0, "{doc}");
+        assert!(doc["errors"].as_u64().unwrap() > 0, "{doc}");
+    }
+}
+
+/// `consume --count N` consumes exactly N and commits exactly through them: the group's
+/// next reader gets the rest, no more and no fewer; a count that cannot be reached fails.
+#[test]
+fn consume_count_is_exact_and_so_is_the_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = Node::start(&dir.path().join("data"));
+    let ns = node.namesrv.as_str();
+    let topic = ["--topic", "Counted", "--queues", "4"];
+    let mut args = vec!["produce", "-n", ns, "--size", "64", "--count", "6000"];
+    args.extend(topic);
+    args.extend(["--batch", "16", "--quiet"]);
+    let run = perf(&args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+
+    let consume = |extra: &[&str], json: &str| {
+        let path = dir.path().join(json);
+        let mut args = vec![
+            "consume", "-n", ns, "--topic", "Counted", "--group", "exact",
+        ];
+        args.extend([
+            "--idle-exit",
+            "2s",
+            "--quiet",
+            "--json",
+            path.to_str().unwrap(),
+        ]);
+        args.extend(extra);
+        let run = perf(&args);
+        (run, read_json(&path))
+    };
+    for (consumers, n) in [("1", "4000"), ("2", "1500")] {
+        let (run, doc) = consume(&["--count", n, "--consumers", consumers], "counted.json");
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        assert_eq!(doc["messages"].to_string(), n, "{doc}");
+    }
+    // The rest, exactly: 6000 - 4000 - 1500.
+    let (run, doc) = consume(&[], "rest.json");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(doc["messages"], 500, "{doc}");
+    // Nothing left: --count 10 cannot be met.
+    let (run, doc) = consume(&["--count", "10"], "short.json");
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(doc["messages"], 0, "{doc}");
+    let line = last_line(&run.stderr);
+    assert!(line.contains("consumed 0 of 10 messages"), "{line}");
+}
