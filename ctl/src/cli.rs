@@ -660,6 +660,12 @@ pub struct SendArgs {
     /// key goes to the same queue).
     #[arg(long, value_name = "KEY")]
     pub sharding_key: Option<String>,
+    /// Trace the send: the producer writes its trace record (RocketMQ's format) to the
+    /// trace topic RMQ_SYS_TRACE_TOPIC, for `msg trace UNIQ_KEY`. The broker creates that
+    /// topic at the first trace when autoCreateTopicEnable is on; otherwise create it first.
+    /// A trace the broker did not store fails the command (the message itself was sent).
+    #[arg(long)]
+    pub trace: bool,
 }
 
 #[derive(Args, Debug)]

@@ -154,3 +154,45 @@ fn trace_until(node: &Node, id: &str, done: impl Fn(&[Value]) -> bool) -> Value 
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// `send --trace` writes the send's trace, which `msg trace` reads back; before any trace
+/// exists, `msg trace` says what to do instead of "no route for topic"; with topic
+/// auto-creation off and no trace topic, `send --trace` fails, naming the fix (issue #36).
+#[test]
+fn send_trace_is_read_back_and_a_missing_trace_topic_says_what_to_do() {
+    let node = Node::start();
+    node.json(&["topic", "create", "Traced", "--queues", "1"]);
+    let sent = node.json(&["send", "Traced", "hello"]);
+    let untraced = sent["sent"]["unique_key"].as_str().unwrap().to_string();
+    let args = ["msg", "trace", &untraced];
+    let out = node.ctl(&args);
+    let line = out.failed_one_line(&args);
+    assert!(line.contains("send --trace"), "{line}");
+    assert!(line.contains("topic create RMQ_SYS_TRACE_TOPIC"), "{line}");
+
+    let sent = node.json(&["send", "Traced", "traced", "--trace"]);
+    let id = sent["sent"]["unique_key"].as_str().unwrap().to_string();
+    let j = trace_until(&node, &id, |events| {
+        events.iter().any(|e| e["event"] == "send")
+    });
+    let send = j["trace"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["event"] == "send")
+        .unwrap()
+        .clone();
+    assert_eq!(send["status"], "success", "{j}");
+    assert_eq!(send["topic"], "Traced", "{j}");
+
+    let strict = Node::start_with(&["autoCreateTopicEnable=false"]);
+    strict.json(&["topic", "create", "Traced", "--queues", "1"]);
+    let args = ["send", "Traced", "x", "--trace"];
+    let out = strict.ctl(&args);
+    let line = out.failed_one_line(&args);
+    assert!(
+        line.contains("did not store its trace")
+            && line.contains("topic create RMQ_SYS_TRACE_TOPIC"),
+        "{line}"
+    );
+}

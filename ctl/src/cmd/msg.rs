@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use ringmq_client::trace::TRACE_TOPIC_DEFAULT;
 use ringmq_client::{
     Admin, ClientConfig, Message, MessageModel, MessageQueue, MessageSelector, Producer,
     PullConsumer, ReceivedMessage, SendStatus,
@@ -183,6 +184,7 @@ pub async fn send(cfg: &ClientConfig, a: &SendArgs) -> Result<Report> {
         .client_config(cfg.clone())
         .group(TOOLS_PRODUCER_GROUP)
         .send_timeout(cfg.request_timeout)
+        .trace(a.trace)
         .start()
         .await
         .doing(|| "starting a producer".into())?;
@@ -216,8 +218,19 @@ pub async fn send(cfg: &ClientConfig, a: &SendArgs) -> Result<Report> {
             }
         }
     };
+    // Shutting down flushes the trace record (when tracing), so its count is final after.
     producer.shutdown().await;
     let r = result.doing(|| format!("sending to {}", a.topic))?;
+    if let Some(stats) = producer.trace_stats() {
+        if stats.sent < stats.recorded {
+            return Err(CtlError::Refused(format!(
+                "sent {} (UNIQ_KEY {}) but the broker did not store its trace in {TRACE_TOPIC_DEFAULT}: \
+                 create the topic (ringmq-ctl topic create {TRACE_TOPIC_DEFAULT}) or turn \
+                 autoCreateTopicEnable on, then send again",
+                r.msg_id, r.unique_key
+            )));
+        }
+    }
     let status = match r.status {
         SendStatus::Ok => "SEND_OK",
         SendStatus::FlushDiskTimeout => "FLUSH_DISK_TIMEOUT",

@@ -5,11 +5,11 @@
 //! from the trace topic by key = the message id (`Admin::message_trace`).
 
 use ringmq_client::trace::{MessageTrace, TRACE_TOPIC_DEFAULT};
-use ringmq_client::Admin;
+use ringmq_client::{Admin, Error as ClientError};
 use serde_json::{json, Value};
 
 use crate::cli::MsgTraceArgs;
-use crate::error::{Context, Result};
+use crate::error::{Context, CtlError, Result};
 use crate::output::{int, text, time, Column, Report, Section};
 
 pub async fn trace(admin: &Admin, a: &MsgTraceArgs) -> Result<Report> {
@@ -18,10 +18,12 @@ pub async fn trace(admin: &Admin, a: &MsgTraceArgs) -> Result<Report> {
             .or_else(|| a.id_opt.clone())
             .unwrap_or_default();
     let topic = a.trace_topic.as_deref().unwrap_or(TRACE_TOPIC_DEFAULT);
-    let t = admin
-        .message_trace(&id, topic)
-        .await
-        .doing(|| format!("reading the trace of {id} from {topic}"))?;
+    let t = match admin.message_trace(&id, topic).await {
+        Err(ClientError::NoRoute { topic: t, .. }) if t == topic => {
+            return Err(CtlError::Refused(no_trace_topic(&id, topic)))
+        }
+        r => r.doing(|| format!("reading the trace of {id} from {topic}"))?,
+    };
     let mut report = Report::one(timeline(&t));
     if t.sends.is_empty() && t.consumes.is_empty() {
         report.notes.push(format!(
@@ -29,6 +31,17 @@ pub async fn trace(admin: &Admin, a: &MsgTraceArgs) -> Result<Report> {
         ));
     }
     Ok(report)
+}
+
+/// The trace topic has no route: no traced client has written to it yet (the broker
+/// creates it at the first trace when autoCreateTopicEnable is on), or it is another one.
+fn no_trace_topic(id: &str, topic: &str) -> String {
+    format!(
+        "no trace of {id}: no broker has the trace topic {topic} yet, so no traced client has \
+         written one; send with tracing on (ringmq-ctl send --trace, ringmq-perf --trace, a \
+         client with .trace(true)); with autoCreateTopicEnable=false create it first \
+         (ringmq-ctl topic create {topic}); a client writing to another trace topic: -t TOPIC"
+    )
 }
 
 fn columns() -> Vec<Column> {
