@@ -141,9 +141,11 @@ impl Conn {
         matches!(self, Conn::Tls(_))
     }
 
-    /// Adopts a connection handed over from another shard.
+    /// Adopts a connection handed over from another shard. The socket keeps the blocking
+    /// mode the loop's driver gave it (compio makes it non-blocking for an epoll loop only):
+    /// on io_uring a non-blocking socket makes a splice into it fail with EAGAIN whenever its
+    /// send buffer is full, instead of waiting.
     pub fn from_std(h: Handed) -> io::Result<Self> {
-        h.stream.set_nonblocking(true)?;
         let c = TcpStream::from_std(h.stream)?;
         let _ = c.set_nodelay(true);
         Ok(match h.tls {
@@ -311,7 +313,21 @@ impl SplicePipe {
                         "splice to a simulated connection",
                     ));
                 };
-                let m = compio::fs::pipe::splice(&self.rx, sock, n - out).await?;
+                let m = match compio::fs::pipe::splice(&self.rx, sock, n - out).await {
+                    Ok(m) => m,
+                    // A non-blocking socket with a full send buffer: io_uring returns the
+                    // EAGAIN of the splice instead of waiting, so wait here.
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        let fd = sock.as_fd().try_clone_to_owned()?;
+                        let op = compio::driver::op::PollOnce::new(
+                            fd,
+                            compio::driver::op::Interest::Writable,
+                        );
+                        compio::runtime::submit(op).await.0?;
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                };
                 if m == 0 {
                     return Err(io::Error::new(
                         io::ErrorKind::WriteZero,
@@ -398,4 +414,56 @@ pub unsafe fn stream_from_raw(fd: i32) -> std::net::TcpStream {
 /// The descriptor number (for logs).
 pub fn raw_fd(s: &std::net::TcpStream) -> i32 {
     s.as_raw_fd()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+    use std::time::Duration;
+
+    use super::*;
+
+    /// A connection handed to another shard (`to_std` / `from_std`) takes a zero-copy send
+    /// larger than what the socket buffers hold while its peer is not reading yet: the splice
+    /// waits for room instead of failing with EAGAIN (a replication link handed to the shard
+    /// it subscribes to broke on every catch-up larger than its buffers).
+    #[test]
+    fn a_handed_off_connection_takes_a_splice_larger_than_its_socket_buffers() {
+        const LEN: usize = 16 << 20;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("segment");
+        std::fs::write(&path, vec![7u8; LEN]).unwrap();
+        let std_listener = bind_reuseport(SocketAddr::from(([127, 0, 0, 1], 0))).unwrap();
+        let addr = std_listener.local_addr().unwrap();
+        let lp = super::super::rt::EventLoop::new(None, false).unwrap();
+        lp.block_on(async move {
+            let listener = Listener::from_std(std_listener).unwrap();
+            let reader = std::thread::spawn(move || {
+                let mut s = std::net::TcpStream::connect(addr).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+                // Not reading for a while lets the sender fill both socket buffers.
+                std::thread::sleep(Duration::from_millis(300));
+                let mut buf = vec![0u8; 1 << 16];
+                let mut got = 0usize;
+                loop {
+                    match s.read(&mut buf).expect("reading the spliced bytes") {
+                        0 => return got,
+                        n => got += n,
+                    }
+                }
+            });
+            let (conn, _) = listener.accept().await.unwrap();
+            let handed = conn.to_std().unwrap();
+            drop(conn);
+            let conn = Conn::from_std(handed).unwrap();
+            let file = SharedFile::dup(&File::open(&path).unwrap()).unwrap();
+            let pipe = SplicePipe::new().await.unwrap();
+            pipe.send_file(&file, 0, LEN, &conn)
+                .await
+                .expect("the splice waits for the peer instead of failing");
+            conn.shutdown().await;
+            drop(conn);
+            assert_eq!(reader.join().unwrap(), LEN);
+        });
+    }
 }
