@@ -403,6 +403,13 @@ pub struct SendOpts {
     /// broker's default messageDelayLevel). Needs --batch 1.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
     pub delay_level: Option<u32>,
+    /// Message trace: the producers write every stored send's trace record (RocketMQ's
+    /// format) to the trace topic RMQ_SYS_TRACE_TOPIC, as a client with `.trace(true)` does;
+    /// read one back with `ringmq-ctl msg trace UNIQ_KEY`. The broker creates the topic at
+    /// the first trace when autoCreateTopicEnable is on; otherwise create it first. A run
+    /// whose trace records the broker did not all store exits 1. Native protocol only.
+    #[arg(long)]
+    pub trace: bool,
     /// With --delay: give the messages delivery times that fall due at this many messages
     /// per second in total, starting --delay after the run starts, whatever the send rate
     /// (fill a schedule first, then measure delivery alone).

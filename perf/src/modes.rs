@@ -266,7 +266,23 @@ async fn produce_mode(a: ProduceArgs, target: Target, embedded: bool) -> Result<
         eprintln!("ringmq-perf: {why}");
         return Ok(EXIT_FAILED);
     }
+    if let Some(why) = trace_shortfall(&producers) {
+        eprintln!("ringmq-perf: {why}");
+        return Ok(EXIT_FAILED);
+    }
     Ok(0)
+}
+
+/// `--trace`: why the broker did not store every trace record the producers made.
+fn trace_shortfall(producers: &Producers) -> Option<String> {
+    let (made, stored) = producers.traces()?;
+    (stored < made).then(|| {
+        format!(
+            "the broker stored {stored} of {made} trace records in RMQ_SYS_TRACE_TOPIC: create \
+             the topic (ringmq-ctl topic create RMQ_SYS_TRACE_TOPIC) or turn \
+             autoCreateTopicEnable on"
+        )
+    })
 }
 
 /// Why the sends did not do what was asked: fewer than `--count` sent, or none at all
@@ -593,7 +609,9 @@ async fn e2e_mode(a: E2eArgs, target: Target, embedded: bool) -> Result<i32, Str
     if a.send.flush_check && outcome.not_durable > 0 {
         return Ok(EXIT_NOT_DURABLE);
     }
-    if let Some(why) = send_shortfall(&outcome, sent, plan.count) {
+    if let Some(why) =
+        send_shortfall(&outcome, sent, plan.count).or_else(|| trace_shortfall(&producers))
+    {
         eprintln!("ringmq-perf: {why}");
         return Ok(EXIT_FAILED);
     }
@@ -650,6 +668,7 @@ fn send_plan(
         remoting: None,
         random_payload: s.payload == crate::args::Payload::Random,
         compress: s.compress_over.map(|over| (over, s.compression.kind())),
+        trace: s.trace,
     }
 }
 
@@ -675,6 +694,7 @@ fn send_config(s: &SendOpts, c: &Common, plan: &SendPlan) -> Value {
         "due_rate": s.due_rate, "payload": s.payload.name(),
         "compress_over": s.compress_over,
         "compression": s.compress_over.map(|_| s.compression.name()),
+        "trace": s.trace,
     })
 }
 

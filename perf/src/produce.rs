@@ -69,6 +69,8 @@ pub struct SendPlan {
     pub random_payload: bool,
     /// The producers compress bodies longer than this, this way (`None`: never).
     pub compress: Option<(usize, ringmq_client::wire::record::Compression)>,
+    /// Message trace on (native producers).
+    pub trace: bool,
 }
 
 /// What the sends came to (besides the meter).
@@ -128,6 +130,7 @@ impl Producers {
                     plan.compress
                         .map_or(ringmq_client::wire::record::Compression::Zlib, |(_, k)| k),
                 )
+                .trace(plan.trace)
                 .start()
                 .await
                 .map_err(|e| format!("starting producer {i}: {e}"))?;
@@ -139,12 +142,29 @@ impl Producers {
         Ok(Producers { list })
     }
 
+    /// Stops the producers (flushing their trace records when tracing).
     pub async fn shutdown(&self) {
         for (_, p) in &self.list {
             if let Sender::Native(p) = p {
                 p.shutdown().await;
             }
         }
+    }
+
+    /// With tracing, after [`Producers::shutdown`]: trace records made and stored by the
+    /// broker, over every producer.
+    pub fn traces(&self) -> Option<(u64, u64)> {
+        let mut out: Option<(u64, u64)> = None;
+        for (_, p) in &self.list {
+            if let Sender::Native(p) = p {
+                if let Some(s) = p.trace_stats() {
+                    let o = out.get_or_insert((0, 0));
+                    o.0 += s.recorded;
+                    o.1 += s.sent;
+                }
+            }
+        }
+        out
     }
 }
 

@@ -133,3 +133,74 @@ fn consume_count_is_exact_and_so_is_the_commit() {
     let line = last_line(&run.stderr);
     assert!(line.contains("consumed 0 of 10 messages"), "{line}");
 }
+
+/// `produce --trace` writes each send's trace record, which reads back as the message's
+/// send (what `ringmq-ctl msg trace` prints); with topic auto-creation off and no trace
+/// topic, the run fails saying the traces were not stored and how to fix it.
+#[test]
+fn produce_trace_is_read_back_and_an_unstored_trace_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = Node::start(&dir.path().join("data"));
+    let ns = node.namesrv.clone();
+    let args = [
+        "produce",
+        "-n",
+        &ns,
+        "--topic",
+        "PerfTraced",
+        "--queues",
+        "1",
+    ];
+    let mut traced = args.to_vec();
+    traced.extend(["--count", "3", "--size", "64", "--trace", "--quiet"]);
+    let run = perf(&traced);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let admin = ringmq_client::Admin::with_config(ringmq_client::ClientConfig {
+            name_servers: vec![ns.clone()],
+            ..ringmq_client::ClientConfig::default()
+        })
+        .await
+        .unwrap();
+        let route = admin.topic_route("PerfTraced").await.unwrap();
+        let msgs = admin
+            .read_messages(&route.read_queues[0], 0, 3)
+            .await
+            .unwrap();
+        assert_eq!(msgs.len(), 3);
+        let id = msgs[0].unique_key().unwrap().to_string();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let t = admin
+                .message_trace(&id, ringmq_client::trace::TRACE_TOPIC_DEFAULT)
+                .await
+                .unwrap();
+            if let Some(s) = t.sends.first() {
+                assert_eq!(s.topic, "PerfTraced", "{t:?}");
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "no trace of {id}");
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        admin.close();
+    });
+
+    let strict = Node::start_with(&dir.path().join("strict"), &["autoCreateTopicEnable=false"]);
+    let mut args = vec!["produce", "-n", &strict.namesrv, "--topic", "PerfTraced"];
+    args.extend(["--count", "3", "--size", "64", "--quiet"]);
+    let run = perf(&args);
+    assert_eq!(run.code, 0, "creating the topic: {}", run.stderr);
+    args.push("--trace");
+    let run = perf(&args);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let line = last_line(&run.stderr);
+    assert!(
+        line.contains("of 3 trace records") && line.contains("topic create RMQ_SYS_TRACE_TOPIC"),
+        "{line}"
+    );
+}

@@ -36,6 +36,9 @@ pub fn check_supported(
         if s.compress_over.is_some() {
             refused.push("--compress-over");
         }
+        if s.trace {
+            refused.push("--trace");
+        }
     }
     if let Some(r) = recv {
         if r.fail_ratio.is_some() {
