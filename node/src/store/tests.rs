@@ -638,3 +638,22 @@ fn what_a_catch_up_reader_read_back_is_released_behind_it() {
     // Every record still reads back.
     assert_eq!(bodies(&store, "T", 0, 0).len(), phys.len().min(1000));
 }
+
+#[test]
+fn a_larger_segment_size_is_refused_and_removes_no_record() {
+    let disk = FaultDisk::new();
+    let mut store = Store::open(disk.clone(), small_config("/s")).unwrap();
+    append_one(&mut store, "T", 0, b"kept", 10);
+    store.shutdown().unwrap();
+    drop(store);
+    let mut bigger = small_config("/s");
+    bigger.segment_bytes = 8192;
+    let err = Store::open(disk.clone(), bigger).err().expect("refused");
+    assert!(
+        err.to_string().contains("was the segment size changed?"),
+        "{err}"
+    );
+    let mut store = Store::open(disk, small_config("/s")).unwrap();
+    assert_eq!(bodies(&store, "T", 0, 0), vec![b"kept".to_vec()]);
+    store.shutdown().unwrap();
+}

@@ -99,6 +99,17 @@ pub struct CommitLog<D: Disk> {
     prewritten_to: u64,
 }
 
+/// Whether a segment file of `len` bytes starts with a record (a non-zero TOTALSIZE): the
+/// store appends from a segment's start, so one that does not holds none.
+fn holds_a_record<D: Disk>(disk: &D, file: &D::File, len: u64) -> std::io::Result<bool> {
+    if len < 4 {
+        return Ok(false);
+    }
+    let mut head = [0u8; 4];
+    disk.read_at(file, 0, &mut head)?;
+    Ok(head != [0u8; 4])
+}
+
 impl<D: Disk + Clone> CommitLog<D> {
     /// Opens the segments in `dir` (no recovery: see [`recover`]). `write_offset` starts at
     /// the first segment's start until recovery sets it.
@@ -143,6 +154,16 @@ impl<D: Disk + Clone> CommitLog<D> {
                 // A crash (or ENOSPC) while the next segment was being prepared. The store
                 // writes only into fully prepared segments, so it holds nothing: remove it
                 // instead of allocating on open, which fails while the disk is still full.
+                // One that starts with a record is a segment of a smaller size (the
+                // operator changed `mappedFileSizeCommitLog`): refused, never removed.
+                if holds_a_record(disk, &file, len).map_err(|e| StoreError::io(&path, e))? {
+                    return Err(StoreError::Layout {
+                        detail: format!(
+                            "{}: {len} bytes holding records, expected {segment_bytes} (was the segment size changed? set mappedFileSizeCommitLog back to the size the log was written with)",
+                            path.display()
+                        ),
+                    });
+                }
                 drop(file);
                 disk.remove_file(&path)
                     .map_err(|e| StoreError::io(&path, e))?;
