@@ -212,6 +212,9 @@ fn recall_here(shard: &Shard, handle: &RecallHandle, physical_offset: u64) -> Re
     );
     drop(store);
     shard.log_appended.notify(usize::MAX);
+    // The delivery loop publishes the schedule's counts: wake it, so `delay status` stops
+    // counting the message now rather than at its next wake.
+    shard.schedule_kick.notify(usize::MAX);
     Ok(out.end_offset)
 }
 

@@ -40,6 +40,13 @@ pub struct Recalls {
     recalled: HashSet<u64>,
 }
 
+impl Recalls {
+    /// Whether the message at timer queue offset `cq_offset` is recalled.
+    pub(super) fn contains(&self, cq_offset: u64) -> bool {
+        self.recalled.contains(&cq_offset)
+    }
+}
+
 /// Where a scheduled message stands, for a recall.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RecallState {
@@ -87,9 +94,11 @@ impl<D: Disk + Clone> Store<D> {
             .filter_map(|u| unpack_tag(u.tag_hash))
             .collect();
         for target in targets {
-            if let Some(due_ms) = self.timer_due_ms(target)? {
-                if (due_ms, target) >= self.schedule.pending_key_floor() {
-                    self.schedule.recalls.recalled.insert(target);
+            if let Some((due_ms, level)) = self.timer_due(target)? {
+                if (due_ms, target) >= self.schedule.pending_key_floor()
+                    && self.schedule.recalls.recalled.insert(target)
+                {
+                    self.schedule.count_recall(target, due_ms, level);
                 }
             }
         }
@@ -194,7 +203,15 @@ impl<D: Disk + Clone> Store<D> {
         Ok((!unit.is_empty()).then(|| (unit.physical_offset, unpack_due(unit.tag_hash).0)))
     }
 
-    fn timer_due_ms(&self, offset: u64) -> Result<Option<i64>> {
-        Ok(self.schedule_timer_unit(offset)?.map(|(_, due)| due))
+    /// The due time and level of the timer queue's unit at `offset`.
+    fn timer_due(&self, offset: u64) -> Result<Option<(i64, u32)>> {
+        let Some(cq) = self.queue(TIMER_TOPIC, u32::from(self.cfg.shard)) else {
+            return Ok(None);
+        };
+        if offset < cq.min_offset() || offset >= cq.max_offset() {
+            return Ok(None);
+        }
+        let unit = cq.unit(offset)?;
+        Ok((!unit.is_empty()).then(|| unpack_due(unit.tag_hash)))
     }
 }

@@ -18,7 +18,9 @@
 //! - pending counts per 1,024 ConsumeQueue offsets, which give the low watermark.
 //!
 //! Recalled messages (a set rebuilt from the recall queue) are in `recall.rs`; indexing reads
-//! the recalls first, and the delivery loop skips a recalled message it takes.
+//! the recalls first, and the delivery loop skips a recalled message it takes. A recalled
+//! message stays in the wheel until its slot passes, but it is not pending: the per-level
+//! counts leave it out, and `recalled_in_slots` lets the next due time skip it.
 //!
 //! Invariants: messages are delivered in (due_ms, cq_offset) order; `progress` says every
 //! message before `(delivered_below_ms, delivered_below_cq)` in that order is delivered and
@@ -119,7 +121,10 @@ pub struct Schedule<F> {
     progress: Progress,
     chunk_base: u64,
     chunks: VecDeque<u32>,
+    /// Pending messages per level: indexed, not taken for delivery, not recalled.
     per_level: Vec<u64>,
+    /// Recalled messages still in a slot of `slots` (slot -> how many).
+    recalled_in_slots: BTreeMap<i64, u64>,
     /// Messages delivered since open.
     delivered_since_open: u64,
     /// Recalled messages not yet passed by delivery (see `recall.rs`).
@@ -146,6 +151,8 @@ impl<F> Schedule<F> {
         )
     }
 
+    /// Counts `d` in (or out of) the schedule: its chunk (the low watermark: a recalled
+    /// message is still in the wheel) and, unless it is recalled, its level.
     fn add_pending(&mut self, d: &Due, delta: i64) {
         let chunk = d.cq_offset / PENDING_CHUNK_UNITS;
         if chunk < self.chunk_base {
@@ -158,12 +165,32 @@ impl<F> Schedule<F> {
         }
         let c = &mut self.chunks[i];
         *c = (i64::from(*c) + delta).max(0) as u32;
-        let level = d.level as usize;
+        if !self.recalls.contains(d.cq_offset) {
+            self.add_level(d.level, delta);
+        }
+    }
+
+    fn add_level(&mut self, level: u32, delta: i64) {
+        let level = level as usize;
         if self.per_level.len() <= level {
             self.per_level.resize(level + 1, 0);
         }
         let l = &mut self.per_level[level];
         *l = (*l as i64 + delta).max(0) as u64;
+    }
+
+    /// The message at `cq_offset` (due at `due_ms`, at `level`) was just added to the
+    /// recalled set: once indexed it was counted as pending, and no longer is. Messages not
+    /// indexed yet are left out of the counts when they are.
+    pub(super) fn count_recall(&mut self, cq_offset: u64, due_ms: i64, level: u32) {
+        if cq_offset >= self.indexed {
+            return;
+        }
+        self.add_level(level, -1);
+        let slot = due_ms.div_euclid(SLOT_MS);
+        if slot > self.loaded_until {
+            *self.recalled_in_slots.entry(slot).or_insert(0) += 1;
+        }
     }
 
     /// Lowest ConsumeQueue offset that may still be pending.
@@ -232,6 +259,7 @@ impl<D: Disk + Clone> Store<D> {
             chunk_base: indexed / PENDING_CHUNK_UNITS,
             chunks: VecDeque::new(),
             per_level: Vec::new(),
+            recalled_in_slots: BTreeMap::new(),
             delivered_since_open: 0,
             recalls: Default::default(),
         };
@@ -295,6 +323,9 @@ impl<D: Disk + Clone> Store<D> {
             };
             head.last = cq_offset + 1;
             head.count += 1;
+            if self.schedule.recalls.contains(cq_offset) {
+                *self.schedule.recalled_in_slots.entry(slot).or_insert(0) += 1;
+            }
             let file = Schedule::<D::File>::chain_file_of(cq_offset);
             let at = (cq_offset - file) * CHAIN_UNIT_BYTES as u64;
             match writes.last_mut() {
@@ -414,10 +445,23 @@ impl<D: Disk + Clone> Store<D> {
         }
     }
 
-    /// Pending counts and the next due time.
+    /// Pending counts and the next due time, recalled messages left out.
     pub fn schedule_counts(&self) -> ScheduleCounts {
-        let heap = self.schedule.heap.peek().map(|Reverse(d)| d.due_ms);
-        let slot = self.schedule.slots.keys().next().map(|s| s * SLOT_MS);
+        let sched = &self.schedule;
+        let heap = match sched.heap.peek() {
+            Some(Reverse(d)) if sched.recalls.contains(d.cq_offset) => sched
+                .heap
+                .iter()
+                .filter(|Reverse(d)| !sched.recalls.contains(d.cq_offset))
+                .map(|Reverse(d)| d.due_ms)
+                .min(),
+            top => top.map(|Reverse(d)| d.due_ms),
+        };
+        let slot = sched
+            .slots
+            .iter()
+            .find(|(s, head)| sched.recalled_in_slots.get(s).copied().unwrap_or(0) < head.count)
+            .map(|(s, _)| s * SLOT_MS);
         let next_due_ms = match (heap, slot) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -476,6 +520,7 @@ impl<D: Disk + Clone> Store<D> {
                 loaded += 1;
             }
             self.schedule.slots.remove(&slot);
+            self.schedule.recalled_in_slots.remove(&slot);
             self.schedule.loaded_until = self.schedule.loaded_until.max(slot);
         }
         Ok(())
@@ -514,6 +559,7 @@ pub(super) fn empty<F>(root: &Path) -> Schedule<F> {
         chunk_base: 0,
         chunks: VecDeque::new(),
         per_level: Vec::new(),
+        recalled_in_slots: BTreeMap::new(),
         delivered_since_open: 0,
         recalls: Default::default(),
     }
