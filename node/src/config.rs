@@ -6,9 +6,10 @@
 //! unless a field says otherwise), value checks, and the report of what was not applied.
 //!
 //! Invariants:
-//! - every key in a file is either applied, or reported in `LoadedConfig::ignored` (a key
-//!   RocketMQ knows that ringmq does not implement yet), or an error naming the key (a
-//!   typo; a near match is suggested). Nothing is dropped silently.
+//! - every key in a file or a command-line override (`--set`, [`BrokerConfig::apply_overrides`])
+//!   is either applied, or reported in `LoadedConfig::ignored` (a key RocketMQ knows that
+//!   ringmq does not implement yet), or an error naming the key (a typo; a near match is
+//!   suggested). Nothing is dropped silently, and a key is judged the same on both paths.
 //! - a config returned by `load*` has passed `validate()`; fields are `pub` so command-line
 //!   overrides can be applied afterwards, and then `validate()` must be called again.
 //!
@@ -320,11 +321,29 @@ impl BrokerConfig {
         Self::parse(text, Format::Toml, origin)
     }
 
-    /// Sets one key as a file line would, for command-line overrides (`origin` names the
-    /// flag in errors, e.g. `--namesrv`). Returns `Ok(false)` when the key is a RocketMQ key
-    /// ringmq ignores. Call `validate()` after the last override.
+    /// Sets one key as a file line would (`origin` names the flag in errors, e.g.
+    /// `--namesrv`). Returns `Ok(false)` when the key is a RocketMQ key ringmq ignores: the
+    /// caller reports it. Command-line `--set` lists go through [`Self::apply_overrides`],
+    /// which reports for them. Call `validate()` after the last override.
     pub fn set(&mut self, key: &str, value: &str, origin: &str) -> Result<bool, ConfigError> {
         keys::apply_one(self, &keys::BROKER, key, value, origin, 0)
+    }
+
+    /// Applies command-line overrides (`KEY=VALUE` each, `origin` names the flag: `--set`)
+    /// onto this config exactly as the same lines at the end of a file are applied: a
+    /// RocketMQ key ringmq ignores is reported in `ignored`, an unknown key or a bad value is
+    /// an error naming it, a key given twice keeps the last value with a warning, and the
+    /// adjustments RocketMQ makes (clamped ratios, a master's brokerId) are made and reported.
+    /// Call `validate()` afterwards (after any other change).
+    pub fn apply_overrides(
+        self,
+        sets: &[String],
+        origin: &str,
+    ) -> Result<LoadedConfig<BrokerConfig>, ConfigError> {
+        let entries = source::overrides(sets, origin)?;
+        let mut loaded = keys::apply_all(self, &keys::BROKER, entries, origin)?;
+        keys::clamp_broker(&mut loaded);
+        Ok(loaded)
     }
 
     /// Cross-field checks; called by `load*`, and again by whoever changes fields after.
@@ -557,10 +576,21 @@ impl NamesrvConfig {
         Self::parse(text, Format::Toml, origin)
     }
 
-    /// Sets one key as a file line would, for command-line overrides (`--set`); see
-    /// [`BrokerConfig::set`]. Call `validate()` after the last override.
+    /// Sets one key as a file line would; see [`BrokerConfig::set`]. Call `validate()` after
+    /// the last override.
     pub fn set(&mut self, key: &str, value: &str, origin: &str) -> Result<bool, ConfigError> {
         keys::apply_one(self, &keys::NAMESRV, key, value, origin, 0)
+    }
+
+    /// Applies command-line overrides (`--set KEY=VALUE`) as the same lines at the end of a
+    /// file; see [`BrokerConfig::apply_overrides`]. Call `validate()` afterwards.
+    pub fn apply_overrides(
+        self,
+        sets: &[String],
+        origin: &str,
+    ) -> Result<LoadedConfig<NamesrvConfig>, ConfigError> {
+        let entries = source::overrides(sets, origin)?;
+        keys::apply_all(self, &keys::NAMESRV, entries, origin)
     }
 
     /// Cross-field checks.
@@ -622,9 +652,9 @@ pub struct LoadedConfig<C> {
 /// A RocketMQ key present in the file that ringmq does not implement yet.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IgnoredKey {
-    /// Where: `file:line`.
+    /// Where: the file, or the flag (`--set`).
     pub origin: String,
-    /// Line of the key (1-based).
+    /// Line of the key (1-based); 0 for a command-line override.
     pub line: usize,
     /// The key as written.
     pub key: String,
@@ -634,8 +664,9 @@ impl fmt::Display for IgnoredKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{}:{}: {} ignored (not implemented)",
-            self.origin, self.line, self.key
+            "{}: {} ignored (not implemented)",
+            at(&self.origin, &self.line),
+            self.key
         )
     }
 }

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use ringmq_node::broker::shard::start::{self as run, StartOptions};
-use ringmq_node::config::{BrokerConfig, FlushDiskType, MetricsConfig, NamesrvConfig, TlsMode};
+use ringmq_node::config::{
+    BrokerConfig, FlushDiskType, IgnoredKey, MetricsConfig, NamesrvConfig, TlsMode,
+};
 use ringmq_node::metrics::{self, Sources};
 use ringmq_node::net::namesrv;
 
@@ -151,14 +153,14 @@ fn force_fallback(flag: bool) -> bool {
     flag || std::env::var("RINGMQ_IO").is_ok_and(|v| v == "epoll" || v == "fallback")
 }
 
+/// Applies `--set` overrides as file lines are applied (what is ignored or adjusted is
+/// logged the same way), then the environment's inner secret, then validates.
 fn apply_sets(cfg: &mut BrokerConfig, sets: &[String]) -> Result<(), String> {
-    for s in sets {
-        let (k, v) = s
-            .split_once('=')
-            .ok_or_else(|| format!("--set {s}: expected KEY=VALUE"))?;
-        cfg.set(k.trim(), v.trim(), "--set")
-            .map_err(|e| e.to_string())?;
-    }
+    let loaded = std::mem::take(cfg)
+        .apply_overrides(sets, "--set")
+        .map_err(|e| e.to_string())?;
+    report(&loaded.ignored, &loaded.warnings);
+    *cfg = loaded.config;
     // The inner secret may come from the environment, so it stays out of `ps` and the shell's
     // history; a key in the file or --set wins.
     if cfg.acl.inner_secret_key.is_none() {
@@ -169,6 +171,16 @@ fn apply_sets(cfg: &mut BrokerConfig, sets: &[String]) -> Result<(), String> {
         }
     }
     cfg.validate().map_err(|e| e.to_string())
+}
+
+/// Logs what a config file or `--set` list carried that was not applied as written.
+fn report(ignored: &[IgnoredKey], warnings: &[String]) {
+    for ig in ignored {
+        log::warn!("{ig}");
+    }
+    for w in warnings {
+        log::warn!("{w}");
+    }
 }
 
 /// Environment variable read for `innerSecretKey` when the config does not set it.
@@ -251,9 +263,7 @@ fn namesrv_cmd(a: NamesrvArgs, signals: &ringmq_node::io::signal::Signals) -> Re
     let mut cfg = match &a.config {
         Some(path) => {
             let loaded = NamesrvConfig::load(path).map_err(|e| e.to_string())?;
-            for ig in &loaded.ignored {
-                log::warn!("{ig}");
-            }
+            report(&loaded.ignored, &loaded.warnings);
             loaded.config
         }
         None => NamesrvConfig::default(),
@@ -268,13 +278,11 @@ fn namesrv_cmd(a: NamesrvArgs, signals: &ringmq_node::io::signal::Signals) -> Re
     if let Some(ms) = a.broker_expiry_ms {
         cfg.broker_channel_expired_time_ms = ms;
     }
-    for s in &a.set {
-        let (k, v) = s
-            .split_once('=')
-            .ok_or_else(|| format!("--set {s}: expected KEY=VALUE"))?;
-        cfg.set(k.trim(), v.trim(), "--set")
-            .map_err(|e| e.to_string())?;
-    }
+    let loaded = cfg
+        .apply_overrides(&a.set, "--set")
+        .map_err(|e| e.to_string())?;
+    report(&loaded.ignored, &loaded.warnings);
+    let cfg = loaded.config;
     cfg.validate().map_err(|e| e.to_string())?;
     log::info!(
         "ringmq {} name server; brokers silent for {} ms are dropped (scan every {} ms)",
@@ -319,12 +327,7 @@ fn namesrv_cmd(a: NamesrvArgs, signals: &ringmq_node::io::signal::Signals) -> Re
 
 fn broker_cmd(a: BrokerArgs, signals: &ringmq_node::io::signal::Signals) -> Result<(), String> {
     let loaded = BrokerConfig::load(&a.config).map_err(|e| e.to_string())?;
-    for ig in &loaded.ignored {
-        log::warn!("{ig}");
-    }
-    for w in &loaded.warnings {
-        log::warn!("{w}");
-    }
+    report(&loaded.ignored, &loaded.warnings);
     let mut cfg = loaded.config;
     if let Some(ns) = &a.namesrv {
         cfg.set("namesrvAddr", ns, "--namesrv")

@@ -366,10 +366,17 @@ pub(super) fn apply_all<C>(
     let mut first_line: HashMap<String, usize> = HashMap::new();
     for entry in entries {
         if let Some(first) = first_line.get(&entry.key) {
-            loaded.warnings.push(format!(
-                "{origin}:{}: {} set again; the value from line {first} is overridden",
-                entry.line, entry.key
-            ));
+            loaded.warnings.push(if entry.line == 0 {
+                format!(
+                    "{origin}: {} set again; the earlier value is overridden",
+                    entry.key
+                )
+            } else {
+                format!(
+                    "{origin}:{}: {} set again; the value from line {first} is overridden",
+                    entry.line, entry.key
+                )
+            });
         } else {
             first_line.insert(entry.key.clone(), entry.line);
         }

@@ -36,6 +36,23 @@ pub(super) fn read(text: &str, format: Format, origin: &str) -> Result<Vec<Entry
     }
 }
 
+/// Command-line overrides (`--set KEY=VALUE`, one per item) as entries, in order. They carry
+/// no line (0): errors and reports name `origin` (the flag) alone. Key and value are trimmed,
+/// as a properties line's are; the value is taken as written (no escapes: the shell already
+/// had its turn).
+pub(super) fn overrides(sets: &[String], origin: &str) -> Result<Vec<Entry>, ConfigError> {
+    sets.iter()
+        .map(|s| match s.split_once('=') {
+            Some((key, value)) if !key.trim().is_empty() => Ok(Entry {
+                key: key.trim().to_owned(),
+                value: Value::Text(value.trim().to_owned()),
+                line: 0,
+            }),
+            _ => Err(syntax(origin, 0, format!("expected KEY=VALUE, got {s:?}"))),
+        })
+        .collect()
+}
+
 fn syntax(origin: &str, line: usize, detail: impl Into<String>) -> ConfigError {
     ConfigError::Syntax {
         origin: origin.to_owned(),

@@ -492,3 +492,105 @@ fn every_applied_key_is_read_by_something() {
          (make them take effect, or move their keys to ignored.rs)"
     );
 }
+
+/// Values tried for every key: enough that each key meets a value it takes and one it
+/// refuses.
+const PROBE_VALUES: &[&str] = &[
+    "true",
+    "0",
+    "1",
+    "99",
+    "x",
+    "",
+    "ASYNC_MASTER",
+    "SLAVE",
+    "SYNC_FLUSH",
+    "127.0.0.1:9876",
+    "/tmp/ringmq-probe",
+    "PROM",
+];
+
+/// What a key's fate looks like, without where it came from (a file line or `--set`).
+fn fate<C: std::fmt::Debug + PartialEq>(
+    r: Result<LoadedConfig<C>, ConfigError>,
+) -> Result<(C, Vec<String>, usize), std::mem::Discriminant<ConfigError>> {
+    r.map(|l| {
+        let ignored = l.ignored.iter().map(|i| i.key.clone()).collect();
+        (l.config, ignored, l.warnings.len())
+    })
+    .map_err(|e| std::mem::discriminant(&e))
+}
+
+#[test]
+fn a_key_given_with_set_is_judged_as_in_a_file() {
+    let table = &keys::BROKER;
+    let names = table
+        .keys
+        .iter()
+        .map(|k| k.name)
+        .chain(table.ignored.iter().flat_map(|l| l.iter().copied()));
+    let mut checked = 0;
+    for key in names.chain(["checkCRCOnRecover", "noSuchKey"]) {
+        for v in PROBE_VALUES {
+            let line = format!("{key}={v}");
+            let file = fate(BrokerConfig::from_properties_str(&line, "f"));
+            let set = fate(
+                BrokerConfig::default()
+                    .apply_overrides(std::slice::from_ref(&line), "--set")
+                    .and_then(|l| l.config.validate().map(|()| l)),
+            );
+            assert_eq!(file, set, "{line}: file and --set disagree");
+            checked += 1;
+        }
+    }
+    assert!(checked > 1000, "{checked}");
+    let table = &keys::NAMESRV;
+    let names = table
+        .keys
+        .iter()
+        .map(|k| k.name)
+        .chain(table.ignored.iter().flat_map(|l| l.iter().copied()));
+    for key in names {
+        for v in PROBE_VALUES {
+            let line = format!("{key}={v}");
+            let file = fate(NamesrvConfig::from_properties_str(&line, "f"));
+            let set = fate(
+                NamesrvConfig::default()
+                    .apply_overrides(std::slice::from_ref(&line), "--set")
+                    .and_then(|l| l.config.validate().map(|()| l)),
+            );
+            assert_eq!(file, set, "namesrv {line}: file and --set disagree");
+        }
+    }
+}
+
+#[test]
+fn set_reports_an_ignored_key_and_adjustments_as_a_file_does() {
+    let sets = [
+        "checkCRCOnRecover=true".to_string(),
+        "diskMaxUsedSpaceRatio=5".to_string(),
+        "brokerName=a".to_string(),
+        "brokerName=b".to_string(),
+    ];
+    let loaded = BrokerConfig::default()
+        .apply_overrides(&sets, "--set")
+        .unwrap();
+    assert_eq!(
+        loaded
+            .ignored
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        vec!["--set: checkCRCOnRecover ignored (not implemented)"]
+    );
+    assert_eq!(loaded.config.disk_max_used_space_ratio, 10);
+    assert_eq!(loaded.config.broker_name, "b");
+    assert_eq!(loaded.warnings.len(), 2, "{:?}", loaded.warnings);
+    assert_eq!(
+        BrokerConfig::default()
+            .apply_overrides(&["checkCRCOnRecover".to_string()], "--set")
+            .unwrap_err()
+            .to_string(),
+        "--set: expected KEY=VALUE, got \"checkCRCOnRecover\""
+    );
+}

@@ -1,0 +1,95 @@
+//! A node refuses to start, with one line and a non-zero exit, when it cannot do what was
+//! asked; and `--set` reports a key as a config file does. Real processes on loopback.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+
+/// `ringmq standalone` on `data` with the given ports and extra args.
+fn standalone_on(data: &Path, namesrv_port: u16, broker_port: u16, extra: &[&str]) -> Launch {
+    let mut args: Vec<String> = vec![
+        "standalone".into(),
+        "--data".into(),
+        data.display().to_string(),
+        "--host".into(),
+        "127.0.0.1".into(),
+        "--namesrv-port".into(),
+        namesrv_port.to_string(),
+        "--broker-port".into(),
+        broker_port.to_string(),
+        "--shards".into(),
+        "1".into(),
+        "--set".into(),
+        SEGMENT_SET.into(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    Launch {
+        args,
+        ..Launch::default()
+    }
+}
+
+/// Asserts a refused start: non-zero exit and `needle` in what it printed.
+#[track_caller]
+fn refused(dir: &Path, launch: Launch, needle: &str) -> String {
+    let (status, stderr) = Node::start_expect_exit("refused", dir, launch);
+    assert!(!status.success(), "exited with success: {stderr}");
+    let last = stderr
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("ringmq: "))
+        .unwrap_or_else(|| panic!("no `ringmq: ` error line in:\n{stderr}"))
+        .to_string();
+    assert!(last.contains(needle), "want {needle:?} in {last:?}");
+    last
+}
+
+#[test]
+fn a_key_given_with_set_is_reported_as_in_a_file() {
+    let dir = tempdir("set-as-file");
+    let node = Node::standalone(
+        &dir.path().join("data"),
+        &["--shards", "1", "--set", "checkCRCOnRecover=true"],
+    );
+    let log = node.log();
+    assert_eq!(
+        log_lines_containing(&log, "checkCRCOnRecover ignored (not implemented)").len(),
+        1,
+        "--set checkCRCOnRecover=true is not reported as ignored:\n{log}"
+    );
+    let conf = dir.path().join("broker.properties");
+    std::fs::write(
+        &conf,
+        format!(
+            "brokerName=b\nlistenPort=0\nstorePathRootDir={}\ncheckCRCOnRecover=true\n",
+            dir.path().join("b").display()
+        ),
+    )
+    .unwrap();
+    let broker = Node::broker(
+        dir.path(),
+        &conf,
+        &[node.namesrv_addr()],
+        &["--shards", "1"],
+    );
+    let blog = broker.log();
+    assert_eq!(
+        log_lines_containing(&blog, "checkCRCOnRecover ignored (not implemented)").len(),
+        1,
+        "{blog}"
+    );
+    // A typo is refused on both paths, naming the key.
+    refused(
+        dir.path(),
+        standalone_on(
+            &dir.path().join("c"),
+            0,
+            0,
+            &["--set", "checkCRCOnRecovr=true"],
+        ),
+        "unknown key \"checkCRCOnRecovr\"",
+    );
+}
