@@ -37,7 +37,7 @@ enum Command {
 
 #[derive(clap::Args, Debug)]
 struct StandaloneArgs {
-    /// Data directory (the store root).
+    /// Data directory (the store root; one process at a time, locked by its `lock` file).
     #[arg(long, default_value = "./ringmq-data")]
     data: PathBuf,
     /// Address to listen on and publish.

@@ -1,5 +1,6 @@
 //! A node refuses to start, with one line and a non-zero exit, when it cannot do what was
-//! asked; and `--set` reports a key as a config file does. Real processes on loopback.
+//! asked: a second process on a data directory or on a port a live node serves. And `--set`
+//! reports a key as a config file does. Real processes on loopback.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -92,4 +93,52 @@ fn a_key_given_with_set_is_reported_as_in_a_file() {
         ),
         "unknown key \"checkCRCOnRecovr\"",
     );
+}
+
+#[test]
+fn one_process_per_data_directory_and_per_port() {
+    let dir = tempdir("one-per-dir");
+    let data = dir.path().join("data");
+    let mut first = Node::start("first", dir.path(), standalone_on(&data, 0, 0, &[]));
+    let (ns_port, broker_port) = (
+        first.namesrv_addr().port().to_string(),
+        first.broker_addr().port(),
+    );
+    // Same directory, other ports.
+    let line = refused(
+        dir.path(),
+        standalone_on(&data, 0, 0, &[]),
+        "is in use by another process",
+    );
+    assert!(line.contains(&format!("(pid {})", first.pid())), "{line}");
+    // Same ports, other directories: the name server's, then the broker's.
+    let ns_port: u16 = ns_port.parse().unwrap();
+    refused(
+        dir.path(),
+        standalone_on(&dir.path().join("d2"), ns_port, 0, &[]),
+        "in use",
+    );
+    refused(
+        dir.path(),
+        standalone_on(&dir.path().join("d3"), 0, broker_port, &[]),
+        "in use",
+    );
+    refused(
+        dir.path(),
+        Launch {
+            args: vec![
+                "namesrv".into(),
+                "--host".into(),
+                "127.0.0.1".into(),
+                "--port".into(),
+                ns_port.to_string(),
+            ],
+            ..Launch::default()
+        },
+        "in use",
+    );
+    // The lock goes with the process, kill -9 included.
+    first.kill9();
+    let again = Node::start("again", dir.path(), standalone_on(&data, 0, 0, &[]));
+    assert!(again.pid() > 0);
 }

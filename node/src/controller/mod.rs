@@ -70,6 +70,15 @@ pub struct ControllerConfig {
 }
 
 impl ControllerConfig {
+    /// This controller's directory: `<controllerStorePath>/n<id>` (several controllers may
+    /// share one `controllerStorePath`).
+    pub fn dir(&self) -> PathBuf {
+        self.store_path
+            .clone()
+            .unwrap_or_default()
+            .join(format!("n{}", self.self_id.unwrap_or(0)))
+    }
+
     /// Parses `controllerDLegerPeers`.
     pub fn parse_peers(v: &str) -> Result<BTreeMap<u64, SocketAddr>, String> {
         let mut out = BTreeMap::new();
@@ -167,11 +176,7 @@ impl Controller {
         cfg.validate()?;
         let id = cfg.self_id.unwrap_or(0);
         let addr = cfg.peers[&id];
-        let dir = cfg
-            .store_path
-            .clone()
-            .unwrap_or_default()
-            .join(format!("n{id}"));
+        let dir = cfg.dir();
         let log = LogStore::open(disk.clone(), &dir)
             .map_err(|e| format!("controller log in {}: {e}", dir.display()))?;
         let sm = StateMachine::open(disk, &dir)

@@ -7,6 +7,7 @@
 
 pub mod background;
 pub mod clock;
+pub mod dir_lock;
 pub mod disk;
 pub mod memory;
 pub mod net;

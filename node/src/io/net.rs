@@ -25,8 +25,59 @@ pub const LISTEN_BACKLOG: i32 = 1024;
 /// Pipe size used for splicing log bytes to sockets.
 pub const SPLICE_PIPE_BYTES: usize = 1 << 20;
 
-/// A std listener bound with SO_REUSEPORT so each shard can have its own on one port.
-pub fn bind_reuseport(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
+/// `count` std listeners on one port, each bound with SO_REUSEPORT so each shard accepts on
+/// its own (port 0: any free port, the same for all). SO_REUSEPORT would also let another
+/// process of the same user join the port and take a share of its connections, so a port
+/// already served is refused first ([`ensure_port_free`]).
+pub fn bind_shared(addr: SocketAddr, count: usize) -> io::Result<Vec<std::net::TcpListener>> {
+    ensure_port_free(addr)?;
+    let first = bind_reuseport(addr)?;
+    let addr = SocketAddr::new(addr.ip(), first.local_addr()?.port());
+    let mut out = vec![first];
+    for _ in 1..count {
+        out.push(bind_reuseport(addr)?);
+    }
+    Ok(out)
+}
+
+/// A std listener of its own on `addr` (no SO_REUSEPORT): refused while anything listens on
+/// the port.
+pub fn bind_exclusive(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into()).map_err(in_use)?;
+    socket.listen(LISTEN_BACKLOG)?;
+    Ok(socket.into())
+}
+
+/// Fails with `AddrInUse` when a socket listens on `addr`'s port: a bind without
+/// SO_REUSEPORT (SO_REUSEADDR only, so connections of an earlier run in TIME_WAIT do not
+/// count) conflicts with every listener there, SO_REUSEPORT ones included. Two processes
+/// starting on one port in the same instant can both pass; the data directory's lock
+/// (`dir_lock`) still keeps two nodes off one store.
+fn ensure_port_free(addr: SocketAddr) -> io::Result<()> {
+    if addr.port() == 0 {
+        return Ok(());
+    }
+    let probe = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    probe.set_reuse_address(true)?;
+    probe.bind(&addr.into()).map_err(in_use)
+}
+
+/// Says what EADDRINUSE means for a node.
+fn in_use(e: io::Error) -> io::Error {
+    if e.kind() == io::ErrorKind::AddrInUse {
+        io::Error::new(
+            io::ErrorKind::AddrInUse,
+            "the port is in use: another process listens on it",
+        )
+    } else {
+        e
+    }
+}
+
+fn bind_reuseport(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     socket.set_reuse_address(true)?;
     socket.set_reuse_port(true)?;

@@ -20,6 +20,7 @@ use crate::acl::{Acl, AclSettings, Caller};
 use crate::config::{NamesrvConfig, TlsMode};
 use crate::controller::Controller;
 use crate::io::clock;
+use crate::io::dir_lock;
 use crate::io::net::{self as ionet, Listener};
 use crate::io::node_disk::NodeDisk;
 use crate::io::rt::{self, EventLoop};
@@ -41,6 +42,8 @@ pub struct NamesrvHandle {
     pub counts: Arc<NamesrvCounts>,
     stop: flume::Sender<()>,
     thread: std::thread::JoinHandle<()>,
+    /// The controller directory's lock (`enableControllerInNamesrv`), released on stop.
+    _dir_lock: Option<dir_lock::DirLock>,
 }
 
 impl NamesrvHandle {
@@ -109,8 +112,17 @@ pub fn start(
     let counts_state = Arc::clone(&counts);
     let tls_mode = NodeTls::load(&cfg.tls, false, "name server")?;
     let tls = tls_mode.server.clone();
+    // The controller's Raft log and snapshots: one process per directory.
+    let dir_lock = if cfg.controller.enable {
+        Some(dir_lock::lock(
+            &cfg.controller.dir(),
+            "controller directory",
+        )?)
+    } else {
+        None
+    };
     let std_listener =
-        ionet::bind_reuseport(listen).map_err(|e| format!("binding {listen}: {e}"))?;
+        ionet::bind_exclusive(listen).map_err(|e| format!("binding {listen}: {e}"))?;
     let addr = std_listener.local_addr().map_err(|e| e.to_string())?;
     let (stop_tx, stop_rx) = flume::bounded::<()>(1);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<String, String>>();
@@ -152,6 +164,7 @@ pub fn start(
         counts,
         stop: stop_tx,
         thread,
+        _dir_lock: dir_lock,
     })
 }
 

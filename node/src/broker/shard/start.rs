@@ -1,8 +1,9 @@
-//! Starting a broker: the topic table, the shared [`Broker`], and its shards. For real, one
-//! pinned thread per shard, each opening its store (recovery happens here), binding its
-//! SO_REUSEPORT listener and running its loop ([`super::run`]); `BrokerHandle::stop` is the
-//! graceful shutdown. In the simulator ([`start_sim`]), the same shards on the simulated
-//! world's executor, disk and network.
+//! Starting a broker: the topic table, the shared [`Broker`], and its shards. For real: the
+//! store root's lock first (`io::dir_lock`: one process per store), listeners on ports no
+//! other process serves, then one pinned thread per shard, each opening its store (recovery
+//! happens here) and running its loop ([`super::run`]) on its SO_REUSEPORT listener;
+//! `BrokerHandle::stop` is the graceful shutdown. In the simulator ([`start_sim`]), the same
+//! shards on the simulated world's executor, disk and network.
 
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -16,6 +17,7 @@ use crate::broker::shard::Shard;
 use crate::broker::{Broker, ConsumerGroups, MasterAddrs, Runtime, ShardCounters, Topics};
 use crate::config::BrokerConfig;
 use crate::io::clock;
+use crate::io::dir_lock;
 use crate::io::disk::RealDisk;
 use crate::io::net::{self as ionet, Listener};
 use crate::io::node_disk::{NodeDisk, SimDisk};
@@ -43,6 +45,8 @@ pub struct BrokerHandle {
     pub broker: Arc<Broker>,
     pub addr: SocketAddr,
     threads: Vec<std::thread::JoinHandle<()>>,
+    /// The store root's lock, released when the handle goes (after the shards stopped).
+    _dir_lock: dir_lock::DirLock,
 }
 
 /// What a shard reports once started.
@@ -53,16 +57,13 @@ pub fn start(config: BrokerConfig, opts: StartOptions) -> Result<BrokerHandle, S
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let shard_count = config.shards.unwrap_or(cores).clamp(1, limits::SHARDS_MAX) as u16;
     let root = config.store_path_root_dir.clone();
+    // Before anything under the root is read or written: one process per store.
+    let dir_lock = dir_lock::lock(&root, "data directory")?;
     check_shard_count(&root, shard_count)?;
     let topics = Topics::load(&root, shard_count).map_err(|e| format!("loading topics: {e}"))?;
-    let first =
-        ionet::bind_reuseport(opts.listen).map_err(|e| format!("binding {}: {e}", opts.listen))?;
-    let port = first.local_addr().map_err(|e| e.to_string())?.port();
-    let mut listeners = vec![first];
-    for _ in 1..shard_count {
-        let addr = SocketAddr::new(opts.listen.ip(), port);
-        listeners.push(ionet::bind_reuseport(addr).map_err(|e| format!("binding {addr}: {e}"))?);
-    }
+    let listeners = ionet::bind_shared(opts.listen, usize::from(shard_count))
+        .map_err(|e| format!("binding {}: {e}", opts.listen))?;
+    let port = listeners[0].local_addr().map_err(|e| e.to_string())?.port();
     let ha_listeners = bind_ha(&config, opts.listen, shard_count)?;
     let addr = SocketAddr::new(opts.publish_host, port);
     let ha_addr = ha_listeners
@@ -117,6 +118,7 @@ pub fn start(config: BrokerConfig, opts: StartOptions) -> Result<BrokerHandle, S
         broker,
         addr,
         threads,
+        _dir_lock: dir_lock,
     };
     if !errors.is_empty() {
         handle.stop();
@@ -164,8 +166,9 @@ impl BrokerHandle {
     }
 }
 
-/// One SO_REUSEPORT listener per shard on the HA port (masters only). With an ephemeral
-/// broker port the HA port is ephemeral too.
+/// One SO_REUSEPORT listener per shard on the HA port (masters and brokers in controller
+/// mode), refused when another process serves the port. With an ephemeral broker port the
+/// HA port is ephemeral too.
 fn bind_ha(
     config: &BrokerConfig,
     listen: SocketAddr,
@@ -175,17 +178,8 @@ fn bind_ha(
         return Ok(Vec::new());
     }
     let port = config.ha_listen_port().unwrap_or(0);
-    let first = ionet::bind_reuseport(SocketAddr::new(listen.ip(), port))
-        .map_err(|e| format!("binding the HA port {port}: {e}"))?;
-    let port = first.local_addr().map_err(|e| e.to_string())?.port();
-    let mut out = vec![first];
-    for _ in 1..shards {
-        out.push(
-            ionet::bind_reuseport(SocketAddr::new(listen.ip(), port))
-                .map_err(|e| format!("binding the HA port {port}: {e}"))?,
-        );
-    }
-    Ok(out)
+    ionet::bind_shared(SocketAddr::new(listen.ip(), port), usize::from(shards))
+        .map_err(|e| format!("binding the HA port {port}: {e}"))
 }
 
 fn check_shard_count(root: &std::path::Path, shards: u16) -> Result<(), String> {
