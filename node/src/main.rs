@@ -27,7 +27,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Name server and one master broker in one process (the embedded default).
+    /// Name server and one master broker in one process (the embedded default). Ready once
+    /// the broker is registered with the name server; exits 1 when it cannot register.
     Standalone(StandaloneArgs),
     /// A name server.
     Namesrv(NamesrvArgs),
@@ -183,6 +184,10 @@ fn report(ignored: &[IgnoredKey], warnings: &[String]) {
     }
 }
 
+/// How long a standalone node waits for its broker's registration with its own name server
+/// before it gives up starting (a refusal ends the wait at once).
+const STANDALONE_REGISTER_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Environment variable read for `innerSecretKey` when the config does not set it.
 const INNER_SECRET_ENV: &str = "RINGMQ_INNER_SECRET_KEY";
 
@@ -223,6 +228,13 @@ fn standalone(a: StandaloneArgs, signals: &ringmq_node::io::signal::Signals) -> 
         force_fallback: fallback,
         transfer_msg_by_heap: a.common.transfer_msg_by_heap,
     };
+    let acl_hint = (cfg.acl.enable && cfg.acl.inner_access_key.is_none()).then(|| {
+        format!(
+            "; with aclEnable=true the broker signs its registration with innerAccessKey and \
+             innerSecretKey (or {INNER_SECRET_ENV}): set them to an admin account of {}",
+            cfg.acl.file_path(None).display()
+        )
+    });
     let broker = match run::start(cfg, opts) {
         Ok(b) => b,
         Err(e) => {
@@ -230,6 +242,15 @@ fn standalone(a: StandaloneArgs, signals: &ringmq_node::io::signal::Signals) -> 
             return Err(e);
         }
     };
+    // Ready means clients find the broker: its own name server must have its registration.
+    if let Err(e) = broker.wait_registered(STANDALONE_REGISTER_WAIT) {
+        broker.stop();
+        ns.stop();
+        return Err(format!(
+            "the broker could not register with this standalone's name server: {e}{}",
+            acl_hint.unwrap_or_default()
+        ));
+    }
     let sources = Sources {
         broker: Some(broker.broker.clone()),
         namesrv_acl: ns.acl.clone(),

@@ -1,6 +1,7 @@
-//! A node refuses to start, with one line and a non-zero exit, when it cannot do what was
-//! asked: a second process on a data directory or on a port a live node serves. And `--set`
-//! reports a key as a config file does. Real processes on loopback.
+//! A node says `ready` only when it can serve, and refuses to start, with one line and a
+//! non-zero exit, when it cannot: a standalone node whose broker cannot register with its
+//! own name server, a second process on a data directory or on a port a live node serves.
+//! And `--set` reports a key as a config file does. Real processes on loopback.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -8,6 +9,13 @@ mod common;
 use std::path::Path;
 
 use common::*;
+
+const ACL: &str = "\
+accounts:
+  - accessKey: root
+    secretKey: rootsecret1
+    admin: true
+";
 
 /// `ringmq standalone` on `data` with the given ports and extra args.
 fn standalone_on(data: &Path, namesrv_port: u16, broker_port: u16, extra: &[&str]) -> Launch {
@@ -92,6 +100,51 @@ fn a_key_given_with_set_is_reported_as_in_a_file() {
             &["--set", "checkCRCOnRecovr=true"],
         ),
         "unknown key \"checkCRCOnRecovr\"",
+    );
+}
+
+#[test]
+fn a_standalone_whose_broker_cannot_register_refuses_to_start() {
+    let dir = tempdir("standalone-acl");
+    let acl = dir.path().join("plain_acl.yml");
+    std::fs::write(&acl, ACL).unwrap();
+    let acl_set = format!("aclFilePath={}", acl.display());
+    let mut launch = standalone_on(
+        &dir.path().join("data"),
+        0,
+        0,
+        &["--set", "aclEnable=true", "--set", &acl_set],
+    );
+    launch
+        .env
+        .push(("RINGMQ_INNER_SECRET_KEY".into(), String::new()));
+    let line = refused(
+        dir.path(),
+        launch,
+        "could not register with this standalone's name server",
+    );
+    assert!(line.contains("innerAccessKey"), "{line}");
+    // With the inner account it starts, and is ready only once registered.
+    let launch = standalone_on(
+        &dir.path().join("data"),
+        0,
+        0,
+        &[
+            "--set",
+            "aclEnable=true",
+            "--set",
+            &acl_set,
+            "--set",
+            "innerAccessKey=root",
+            "--set",
+            "innerSecretKey=rootsecret1",
+        ],
+    );
+    let node = Node::start("standalone", dir.path(), launch);
+    assert!(
+        !log_lines_containing(&node.log(), "registered at").is_empty(),
+        "ready before the registration:\n{}",
+        node.log()
     );
 }
 

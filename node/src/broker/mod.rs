@@ -136,6 +136,9 @@ pub struct Broker {
     pub shutting_down: AtomicBool,
     /// At least one name server accepted a registration (the ready line waits for it).
     pub registered: AtomicBool,
+    /// The last refusal of a registration by a name server (status and remark), for the
+    /// start to report ([`Broker::registration_refusal`]).
+    pub registration_refused: Mutex<Option<String>>,
     /// Woken when the topic table changes, so registration runs at once.
     pub topics_changed: event_listener::Event,
     pub started_ms: i64,
@@ -210,5 +213,13 @@ impl Broker {
 
     pub fn is_shutting_down(&self) -> bool {
         self.shutting_down.load(Ordering::Relaxed)
+    }
+
+    /// Why a name server refused this broker's registration, when one did.
+    pub fn registration_refusal(&self) -> Option<String> {
+        self.registration_refused
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 }

@@ -137,10 +137,14 @@ pub async fn register_all(shard: &Shard) {
                 let remark = ringmq_wire::command::read_remark(&header)
                     .map(|(r, _)| r.to_string())
                     .unwrap_or_default();
-                log::warn!(
+                let refusal = format!(
                     "name server {ns} refused the registration: {} {remark}",
                     status.name()
                 );
+                log::warn!("{refusal}");
+                *b.registration_refused
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner()) = Some(refusal);
             }
             Err(e) => log::warn!("registering with name server {ns}: {e}"),
         }

@@ -142,18 +142,38 @@ pub fn start(config: BrokerConfig, opts: StartOptions) -> Result<BrokerHandle, S
     // Routes name this broker only once a name server has its registration: wait a moment
     // for the first one, so "ready" means clients can find it.
     if !handle.broker.config.namesrv_addr.is_empty() {
-        let deadline = clock::Instant::now() + Duration::from_secs(3);
-        while !handle.broker.registered.load(Ordering::SeqCst) && clock::Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        if !handle.broker.registered.load(Ordering::SeqCst) {
-            log::warn!("no name server accepted the registration yet; retrying in the background");
+        if let Err(e) = handle.wait_registered(Duration::from_secs(3)) {
+            log::warn!("{e}; retrying in the background");
         }
     }
     Ok(handle)
 }
 
 impl BrokerHandle {
+    /// Waits, at most `limit`, until a name server has taken this broker's registration.
+    /// Returns at once when a name server refused it and none took it: a refusal (ACL,
+    /// credentials) stays a refusal for this process.
+    pub fn wait_registered(&self, limit: Duration) -> Result<(), String> {
+        let b = &self.broker;
+        let deadline = clock::Instant::now() + limit;
+        loop {
+            if b.registered.load(Ordering::SeqCst) {
+                return Ok(());
+            }
+            if let Some(refusal) = b.registration_refusal() {
+                return Err(refusal);
+            }
+            if clock::Instant::now() >= deadline {
+                return Err(format!(
+                    "no name server ({}) took the registration within {} ms",
+                    b.config.namesrv_addr.join(";"),
+                    limit.as_millis()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// Graceful stop: refuse new work, finish in-flight requests, flush, checkpoint, close.
     pub fn stop(self) {
         self.broker.shutting_down.store(true, Ordering::SeqCst);
@@ -285,6 +305,7 @@ fn build_broker(
         connections: Default::default(),
         shutting_down: Default::default(),
         registered: Default::default(),
+        registration_refused: Default::default(),
         topics_changed: event_listener::Event::new(),
         started_ms: Broker::now_ms(),
         master: Mutex::new(master),
