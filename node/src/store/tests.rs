@@ -648,7 +648,9 @@ fn a_larger_segment_size_is_refused_and_removes_no_record() {
     drop(store);
     let mut bigger = small_config("/s");
     bigger.segment_bytes = 8192;
-    let err = Store::open(disk.clone(), bigger).err().expect("refused");
+    let Err(err) = Store::open(disk.clone(), bigger) else {
+        panic!("a larger segment size was accepted");
+    };
     assert!(
         err.to_string().contains("was the segment size changed?"),
         "{err}"

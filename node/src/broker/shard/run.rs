@@ -430,10 +430,10 @@ async fn stop(shard: &Rc<Shard>) {
     // The watermark before the offsets it goes with (see `pop::save_watermark`); the log is
     // durable through both now.
     let pop_mark = crate::broker::pop::watermark(shard);
-    if let Err(e) = shard.offsets.borrow_mut().persist() {
-        log::error!("shard {}: saving consumer offsets: {e}", shard.id);
-    } else {
-        crate::broker::pop::save_watermark(shard, pop_mark).await;
+    let persisted = shard.offsets.borrow_mut().persist();
+    match persisted {
+        Ok(()) => crate::broker::pop::save_watermark(shard, pop_mark).await,
+        Err(e) => log::error!("shard {}: saving consumer offsets: {e}", shard.id),
     }
     if shard.id == 0 {
         // Flushed and checkpointed: now leave the name servers' routes.
