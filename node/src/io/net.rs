@@ -10,6 +10,7 @@ use std::fs::File;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::time::Duration;
 
 use compio::buf::BufResult;
 use compio::io::{AsyncReadExt, AsyncWriteExt};
@@ -30,7 +31,7 @@ pub const SPLICE_PIPE_BYTES: usize = 1 << 20;
 /// process of the same user join the port and take a share of its connections, so a port
 /// already served is refused first ([`ensure_port_free`]).
 pub fn bind_shared(addr: SocketAddr, count: usize) -> io::Result<Vec<std::net::TcpListener>> {
-    ensure_port_free(addr)?;
+    while_port_busy(|| ensure_port_free(addr))?;
     let first = bind_reuseport(addr)?;
     let addr = SocketAddr::new(addr.ip(), first.local_addr()?.port());
     let mut out = vec![first];
@@ -43,12 +44,36 @@ pub fn bind_shared(addr: SocketAddr, count: usize) -> io::Result<Vec<std::net::T
 /// A std listener of its own on `addr` (no SO_REUSEPORT): refused while anything listens on
 /// the port.
 pub fn bind_exclusive(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-    socket.set_reuse_address(true)?;
-    socket.set_nonblocking(true)?;
-    socket.bind(&addr.into()).map_err(in_use)?;
+    let socket = while_port_busy(|| {
+        let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+        socket.set_reuse_address(true)?;
+        socket.set_nonblocking(true)?;
+        socket.bind(&addr.into()).map_err(in_use)?;
+        Ok(socket)
+    })?;
     socket.listen(LISTEN_BACKLOG)?;
     Ok(socket.into())
+}
+
+/// How long a start waits for a port in use to be let go. A process killed with SIGKILL
+/// keeps its listeners for a moment after it exits: the kernel closes sockets that its
+/// io_uring still references (a pending accept) when it tears the ring down, after the
+/// process is gone, so a restart right after a kill -9 finds the port still taken.
+pub const PORT_BUSY_WAIT: Duration = Duration::from_secs(5);
+
+/// Runs `bind` until it does not fail with `AddrInUse`, for at most [`PORT_BUSY_WAIT`].
+fn while_port_busy<T>(mut bind: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+    let deadline = std::time::Instant::now() + PORT_BUSY_WAIT;
+    loop {
+        match bind() {
+            Err(e)
+                if e.kind() == io::ErrorKind::AddrInUse && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Fails with `AddrInUse` when a socket listens on `addr`'s port: a bind without

@@ -142,6 +142,49 @@ pub fn pop(shard: &Rc<Shard>, h: PopRequest, frame: Vec<u8>, origin: Origin) -> 
         Ok(f) => f,
         Err(reply) => return reply.into(),
     };
+    // Any queue, several shards: one pop in (shards) starts here; the others first take
+    // what another shard has ready (it answers at once), so a consumer whose connection
+    // landed on one shard is not fed only that shard's queues while they have messages.
+    if !others.is_empty() {
+        let turn = {
+            let mut st = shard.pop.borrow_mut();
+            st.spread = st.spread.wrapping_add(1);
+            st.spread
+        };
+        let slot = (turn % (others.len() as u64 + 1)) as usize;
+        if slot > 0 {
+            if let Some(first) = no_wait_frame(&h, &frame) {
+                let asked = forward_or_refuse(shard, others[slot - 1], first, origin);
+                let shard = Rc::clone(shard);
+                return Outcome::later(async move {
+                    let r = match asked {
+                        Outcome::Now(r) => r,
+                        Outcome::Later(f) => f.await,
+                    };
+                    if r.status != Status::PullNotFound {
+                        return r;
+                    }
+                    match pop_here(&shard, h, queues, filter, others, frame, origin) {
+                        Outcome::Now(r) => r,
+                        Outcome::Later(f) => f.await,
+                    }
+                });
+            }
+        }
+    }
+    pop_here(shard, h, queues, filter, others, frame, origin)
+}
+
+/// The pop of `queues` (this shard's), then of another shard's, then long polling here.
+fn pop_here(
+    shard: &Rc<Shard>,
+    h: PopRequest,
+    queues: Vec<(String, u32)>,
+    filter: Filter,
+    others: Vec<u16>,
+    frame: Vec<u8>,
+    origin: Origin,
+) -> Outcome {
     match try_pop(shard, &h, &queues, &filter) {
         Err(reply) => return reply.into(),
         Ok(Some(found)) => return found,
@@ -188,6 +231,27 @@ pub fn pop(shard: &Rc<Shard>, h: PopRequest, frame: Vec<u8>, origin: Origin) -> 
             Outcome::Later(f) => f.await,
         }
     })
+}
+
+/// The request of `frame` again with no long polling, for a shard asked first (see
+/// [`pop`]); `None` when it cannot be built (then no shard is asked first).
+fn no_wait_frame(h: &PopRequest, frame: &[u8]) -> Option<Vec<u8>> {
+    let parsed = ringmq_wire::frame::parse(frame).ok()?;
+    let header = PopRequest {
+        poll_time_ms: 0,
+        ..h.clone()
+    };
+    let mut out = Vec::new();
+    ringmq_wire::frame::encode_request(
+        &mut out,
+        ringmq_wire::code::RequestCode::PopMessage,
+        false,
+        parsed.request_id,
+        &header,
+        &[],
+    )
+    .ok()?;
+    Some(out)
 }
 
 fn not_found(shard: &Shard, h: &PopRequest) -> Outcome {

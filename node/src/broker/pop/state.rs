@@ -122,6 +122,8 @@ pub struct PopState {
     pub counts: BTreeMap<String, GroupCounts>,
     /// Pops served (rotates the queue a pop starts with).
     pub turn: u64,
+    /// Any-queue pops received (which shard is asked first: `super::pop`).
+    pub spread: u64,
     /// Rebuilt from the log (`super::open`): this shard serves POP as a master, and its
     /// watermark means something.
     pub opened: bool,
