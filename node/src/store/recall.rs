@@ -24,7 +24,6 @@ use ringmq_wire::schedule::{unpack_tag as unpack_due, TIMER_TOPIC};
 
 use super::consume_queue::{CqUnit, CQ_UNIT_BYTES};
 use super::disk::Disk;
-use super::schedule::Due;
 use super::{Result, Store};
 
 /// Most recall queue units read to tell a recalled message from a delivered one after its
@@ -175,13 +174,14 @@ impl<D: Disk + Clone> Store<D> {
         self.schedule.recalls.recalled.contains(&timer_cq_offset)
     }
 
-    /// The append carrying the progress past `due` succeeded: their recalls are spent.
-    pub fn schedule_forget_recalls(&mut self, due: &[Due]) {
+    /// The append carrying the progress past the messages at these timer queue offsets
+    /// succeeded: their recalls are spent.
+    pub fn schedule_forget_recalls(&mut self, timer_cq_offsets: impl IntoIterator<Item = u64>) {
         if self.schedule.recalls.recalled.is_empty() {
             return;
         }
-        for d in due {
-            self.schedule.recalls.recalled.remove(&d.cq_offset);
+        for offset in timer_cq_offsets {
+            self.schedule.recalls.recalled.remove(&offset);
         }
     }
 

@@ -164,7 +164,7 @@ fn deliver(shard: &Shard, due: Vec<Due>, now: i64) -> Result<(), StoreError> {
                     m.delivered_late(u64::try_from(now - d.due_ms).unwrap_or(0), 1);
                 }
                 store.schedule_commit(progress, delivered);
-                store.schedule_forget_recalls(&due);
+                store.schedule_forget_recalls(due.iter().map(|d| d.cq_offset));
             }
             targets.sort();
             targets.dedup();
