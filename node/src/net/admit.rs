@@ -29,8 +29,8 @@ use crate::config::TlsMode;
 use crate::io::net::Conn;
 use crate::io::rt;
 use crate::io::tls::{self, TlsServer};
-use crate::net::connection::READ_CHUNK_BYTES;
 use crate::net::reply::Reply;
+use crate::net::service::READ_CHUNK_BYTES;
 
 /// The remark of the answer to plaintext on an enforcing listener.
 pub const ENFORCING_REMARK: &str = "this listener accepts TLS only (tls.server.mode=enforcing)";

@@ -1,6 +1,7 @@
 //! One client connection: a read loop that checks each frame's length against the limit
-//! before buffering it, hands whole frames to the service, and a write loop that drains a
-//! bounded queue of replies (coalescing small ones into one write, splicing log runs).
+//! before buffering it, hands whole frames to the service ([`Service`]), and a write loop
+//! that drains a bounded queue of replies ([`OutQueue`], `out_queue.rs`). A connection whose
+//! first frame is a remoting one is read by `remoting/` instead.
 //!
 //! Limits (see `limits`): requests in flight per connection (past it: SYSTEM_BUSY), bytes
 //! queued for writing (past it the read loop stops reading until the writer drains),
@@ -8,86 +9,23 @@
 //! connection kept). A frame that is not a frame at all (bad flags, impossible lengths) gets
 //! MALFORMED_REQUEST and the connection is closed: that client only.
 
-use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
+use std::cell::Cell;
 use std::rc::Rc;
 
-use event_listener::Event;
 use ringmq_wire::code::Status;
-use ringmq_wire::command::pull::FilterType;
-use ringmq_wire::frame::{self, Flags, PREFIX_BYTES};
+use ringmq_wire::frame::{self, Flags};
 
-use crate::acl::{Acl, Caller, ConnGuard, GuardState};
-use crate::io::net::{Conn, SplicePipe};
+use crate::acl::{Caller, ConnGuard, GuardState};
+use crate::io::net::Conn;
 use crate::io::rt;
 use crate::limits;
 use crate::metrics::shard::{Protocol as Via, Stage};
+pub use crate::net::out_queue::OutQueue;
+use crate::net::out_queue::{answer_later, micros, write_loop};
 use crate::net::remoting;
-use crate::net::reply::{Body, Outcome, Reply};
+use crate::net::reply::{Outcome, Reply};
+pub use crate::net::service::{Service, READ_CHUNK_BYTES};
 use ringmq_wire::remoting::Protocol;
-
-/// Bytes requested from the socket per read.
-pub const READ_CHUNK_BYTES: usize = 64 * 1024;
-/// Small replies are coalesced into one write up to this size.
-pub const WRITE_COALESCE_BYTES: usize = 256 * 1024;
-
-/// What serves the frames of a connection (the broker's shards, the name server).
-pub trait Service {
-    /// Largest frame accepted.
-    fn frame_bytes_max(&self) -> usize;
-    /// Handles one request frame (the whole frame, prefix included) from `caller` (already
-    /// authenticated; the service authorizes).
-    fn handle(&self, frame: Vec<u8>, caller: &Caller) -> Outcome;
-    /// The ACL, when on: requests are authenticated before [`Service::handle`].
-    fn acl(&self) -> Option<&Acl> {
-        None
-    }
-    /// If this frame is a HELLO asking for another shard, that shard.
-    fn handoff_target(&self, _frame: &[u8]) -> Option<u16> {
-        None
-    }
-    /// Whether [`Service::served`] wants to hear about requests (metrics on).
-    fn timing(&self) -> bool {
-        false
-    }
-    /// A request with native code `code` was answered `status`, its reply queued `since`
-    /// the connection handed its frame over (request latency metrics).
-    fn served(
-        &self,
-        _code: u16,
-        _status: Status,
-        _protocol: Via,
-        _since: crate::io::clock::Instant,
-    ) {
-    }
-    /// A request's frame waited `micros` µs from the read that completed it to its handler
-    /// (frames of one read are handled in turn), and a reply waited `micros` µs from being
-    /// queued to its write completing (request stage metrics; only when [`Service::timing`]).
-    fn stage(&self, _stage: crate::metrics::shard::Stage, _micros: u64) {}
-    /// Connection opened / closed (counters).
-    fn opened(&self) {}
-    fn closed(&self) {}
-    /// The connection's queue of outgoing frames, for requests the server sends to the
-    /// client on its own (broker -> client notifications).
-    fn attached(&self, _out: &Rc<OutQueue>) {}
-    /// The subscription of `group` to `topic` from the group's last heartbeat (a remoting
-    /// pull without the subscription bit uses it).
-    fn subscription(&self, _group: &str, _topic: &str) -> Option<(FilterType, String)> {
-        None
-    }
-    /// The broker's name (`brokerName`), for the recall handle of a scheduled remoting send;
-    /// `None` where no broker serves.
-    fn broker_name(&self) -> Option<String> {
-        None
-    }
-
-    /// The broker's cluster (`brokerClusterName`): a remoting request message (one with
-    /// `CORRELATION_ID` and `REPLY_TO_CLIENT`) gets it as its `CLUSTER` property, which a
-    /// RocketMQ replier needs to name the reply topic.
-    fn cluster_name(&self) -> Option<&str> {
-        None
-    }
-}
 
 /// How a read loop ended.
 #[derive(Debug)]
@@ -101,127 +39,6 @@ pub enum ReadEnd {
         /// The connection's authentication state (ACL on), rewound to before the HELLO.
         guard: Option<GuardState>,
     },
-}
-
-/// Something to write: a reply to a request, or a whole frame the server sends on its own.
-pub(crate) enum Item {
-    Reply(u64, Reply),
-    Frame(Vec<u8>),
-    /// A frame of another codec (remoting): its encoded prefix and header, then the body.
-    Head(Vec<u8>, Body),
-}
-
-impl Item {
-    fn bytes(&self) -> usize {
-        match self {
-            Item::Reply(_, r) => PREFIX_BYTES + r.header.len() + r.body.len(),
-            Item::Frame(f) => f.len(),
-            Item::Head(h, b) => h.len() + b.len(),
-        }
-    }
-
-    fn is_log(&self) -> bool {
-        match self {
-            Item::Reply(_, r) => matches!(r.body, Body::Log { .. }),
-            Item::Head(_, b) => matches!(b, Body::Log { .. }),
-            Item::Frame(_) => false,
-        }
-    }
-}
-
-/// Replies waiting to be written, bounded by bytes.
-#[derive(Default)]
-pub struct OutQueue {
-    items: RefCell<VecDeque<Item>>,
-    bytes: Cell<usize>,
-    closed: Cell<bool>,
-    ready: Event,
-    drained: Event,
-    /// Set on a remoting connection: frames the server sends on its own are translated.
-    remoting: RefCell<Option<remoting::PushCodec>>,
-    /// When each queued item was queued, front first (kept only when timing: metrics on).
-    stamps: RefCell<VecDeque<crate::io::clock::Instant>>,
-    timing: Cell<bool>,
-}
-
-impl OutQueue {
-    fn push(&self, request_id: u64, reply: Reply) {
-        self.push_item(Item::Reply(request_id, reply));
-    }
-
-    pub(crate) fn push_item(&self, item: Item) {
-        if self.closed.get() {
-            return;
-        }
-        self.bytes.set(self.bytes.get() + item.bytes());
-        self.items.borrow_mut().push_back(item);
-        if self.timing.get() {
-            self.stamps
-                .borrow_mut()
-                .push_back(crate::io::clock::Instant::now());
-        }
-        self.ready.notify(1);
-    }
-
-    /// Queues a whole frame the server sends on its own (a oneway request to the client).
-    /// Refused (false) when the connection is closed or its queue is over
-    /// `CONNECTION_QUEUED_BYTES_MAX`: a notification is not worth unbounded memory for a
-    /// client that does not read.
-    pub fn push_frame(&self, frame: Vec<u8>) -> bool {
-        if self.closed.get() || self.bytes.get() > limits::CONNECTION_QUEUED_BYTES_MAX {
-            return false;
-        }
-        let translated = match &mut *self.remoting.borrow_mut() {
-            None => Some(frame),
-            Some(codec) => codec.translate(&frame),
-        };
-        match translated {
-            Some(f) => {
-                self.push_item(Item::Frame(f));
-                true
-            }
-            None => false,
-        }
-    }
-
-    pub fn is_closed(&self) -> bool {
-        self.closed.get()
-    }
-
-    /// Marks the connection as a remoting one (set before any frame is read).
-    pub(crate) fn set_remoting(&self, codec: remoting::PushCodec) {
-        *self.remoting.borrow_mut() = Some(codec);
-    }
-
-    /// Waits while more than the queued-bytes limit waits to be written.
-    pub(crate) async fn wait_below_limit(&self) {
-        while self.bytes.get() > limits::CONNECTION_QUEUED_BYTES_MAX && !self.closed.get() {
-            let l = self.drained.listen();
-            if self.bytes.get() <= limits::CONNECTION_QUEUED_BYTES_MAX {
-                break;
-            }
-            l.await;
-        }
-    }
-
-    fn pop(&self) -> Option<Item> {
-        self.items.borrow_mut().pop_front()
-    }
-
-    /// When the item [`OutQueue::pop`] just took was queued (timing only).
-    fn pop_stamp(&self) -> Option<crate::io::clock::Instant> {
-        self.stamps.borrow_mut().pop_front()
-    }
-
-    pub(crate) fn close(&self) {
-        self.closed.set(true);
-        self.ready.notify(usize::MAX);
-        self.drained.notify(usize::MAX);
-    }
-
-    fn is_idle(&self) -> bool {
-        self.items.borrow().is_empty() && self.bytes.get() == 0
-    }
 }
 
 /// Serves a connection until it closes or is handed to another shard.
@@ -407,13 +224,7 @@ async fn read_loop<S: Service + 'static>(
             buf.drain(..start);
             start = 0;
         }
-        while out.bytes.get() > limits::CONNECTION_QUEUED_BYTES_MAX && !out.closed.get() {
-            let l = out.drained.listen();
-            if out.bytes.get() <= limits::CONNECTION_QUEUED_BYTES_MAX {
-                break;
-            }
-            l.await;
-        }
+        out.wait_below_limit().await;
         // Large frames are read to their exact end into a buffer that holds only them, so
         // they are handed over without a copy: the frame under way once its length is known,
         // else (nothing buffered) the length of the last large frame as a guess.
@@ -576,197 +387,4 @@ fn handle_frame<S: Service + 'static>(
         }
     }
     true
-}
-
-/// Runs a reply that comes later as a task of the connection, counted in flight until
-/// `deliver` has queued it (whatever the codec).
-pub(crate) fn answer_later(
-    out: &Rc<OutQueue>,
-    inflight: &Rc<Cell<usize>>,
-    fut: impl std::future::Future<Output = Reply> + 'static,
-    deliver: impl FnOnce(&OutQueue, Reply) + 'static,
-) {
-    inflight.set(inflight.get() + 1);
-    let out = Rc::clone(out);
-    let inflight = Rc::clone(inflight);
-    rt::spawn(async move {
-        let reply = fut.await;
-        inflight.set(inflight.get() - 1);
-        deliver(&out, reply);
-        out.drained.notify(usize::MAX);
-    });
-}
-
-/// Writes queued items until the queue closes. `written_note` (timing on) hears, per item, how
-/// long it waited from being queued to its bytes being written.
-async fn write_loop(conn: Conn, out: Rc<OutQueue>, written_note: Option<Box<dyn Fn(u64)>>) {
-    let mut buf: Vec<u8> = Vec::with_capacity(WRITE_COALESCE_BYTES);
-    let mut pipe: Option<SplicePipe> = None;
-    let mut stamps: Vec<crate::io::clock::Instant> = Vec::new();
-    loop {
-        let Some(first) = next_item(&out).await else {
-            return;
-        };
-        stamps.extend(out.pop_stamp());
-        let mut batch = vec![first];
-        while buf_len(&batch) < WRITE_COALESCE_BYTES && !batch.last().is_some_and(Item::is_log) {
-            match out.pop() {
-                Some(item) => {
-                    stamps.extend(out.pop_stamp());
-                    batch.push(item)
-                }
-                None => break,
-            }
-        }
-        let mut written = 0usize;
-        for item in batch {
-            written += item.bytes();
-            let body = match item {
-                Item::Frame(f) => {
-                    buf.extend_from_slice(&f);
-                    continue;
-                }
-                Item::Head(h, body) => {
-                    buf.extend_from_slice(&h);
-                    body
-                }
-                Item::Reply(request_id, reply) => {
-                    if encode_head(&mut buf, request_id, &reply).is_err() {
-                        buf.clear();
-                        let fallback =
-                            Reply::error(Status::SystemError, "reply too large to encode");
-                        if encode_head(&mut buf, request_id, &fallback).is_err() {
-                            out.close();
-                            return;
-                        }
-                        continue;
-                    }
-                    reply.body
-                }
-            };
-            match body {
-                Body::Empty => {}
-                Body::Bytes(b) => buf.extend_from_slice(&b),
-                Body::Log { runs, .. } if conn.is_tls() => {
-                    // Splice cannot pass through a user-space TLS session: the runs are read
-                    // from the log file (io_uring reads, so a cold page does not stall the
-                    // shard) into the write buffer and encrypted with the rest.
-                    for run in runs {
-                        let mut done = 0usize;
-                        while done < run.len {
-                            let want = (run.len - done).min(WRITE_COALESCE_BYTES);
-                            let at = run.offset + done as u64;
-                            let (res, b) =
-                                run.file.read_at(std::mem::take(&mut buf), at, want).await;
-                            buf = b;
-                            match res {
-                                Ok(n) if n > 0 => done += n,
-                                Ok(_) => {
-                                    log::warn!("a log run ended early at {at} (of {} bytes from {}); closing the connection", run.len, run.offset);
-                                    out.close();
-                                    return;
-                                }
-                                Err(e) => {
-                                    log::warn!("reading a log run at {at} for a TLS connection: {e}; closing it");
-                                    out.close();
-                                    return;
-                                }
-                            }
-                            if buf.len() >= WRITE_COALESCE_BYTES {
-                                let (res, b) = conn.write_all(std::mem::take(&mut buf)).await;
-                                buf = b;
-                                buf.clear();
-                                if res.is_err() {
-                                    out.close();
-                                    return;
-                                }
-                            }
-                        }
-                    }
-                }
-                Body::Log { runs, .. } => {
-                    let (res, b) = conn.write_all(std::mem::take(&mut buf)).await;
-                    buf = b;
-                    buf.clear();
-                    if res.is_err() {
-                        out.close();
-                        return;
-                    }
-                    if pipe.is_none() {
-                        pipe = SplicePipe::new().await.ok();
-                    }
-                    let Some(p) = &pipe else {
-                        out.close();
-                        return;
-                    };
-                    for run in runs {
-                        if p.send_file(&run.file, run.offset, run.len, &conn)
-                            .await
-                            .is_err()
-                        {
-                            out.close();
-                            return;
-                        }
-                    }
-                }
-            }
-        }
-        if !buf.is_empty() {
-            let (res, b) = conn.write_all(std::mem::take(&mut buf)).await;
-            buf = b;
-            buf.clear();
-            if res.is_err() {
-                out.close();
-                return;
-            }
-        }
-        out.bytes.set(out.bytes.get().saturating_sub(written));
-        out.drained.notify(usize::MAX);
-        if let Some(note) = &written_note {
-            for t in stamps.drain(..) {
-                note(micros(t.elapsed()));
-            }
-        }
-    }
-}
-
-fn micros(d: std::time::Duration) -> u64 {
-    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
-}
-
-async fn next_item(out: &OutQueue) -> Option<Item> {
-    loop {
-        if let Some(item) = out.pop() {
-            return Some(item);
-        }
-        if out.closed.get() {
-            return None;
-        }
-        let l = out.ready.listen();
-        if !out.items.borrow().is_empty() || out.closed.get() {
-            continue;
-        }
-        l.await;
-    }
-}
-
-fn buf_len(batch: &[Item]) -> usize {
-    batch.iter().map(Item::bytes).sum()
-}
-
-fn encode_head(
-    buf: &mut Vec<u8>,
-    request_id: u64,
-    reply: &Reply,
-) -> Result<(), ringmq_wire::WireError> {
-    frame::encode_prefix(
-        buf,
-        reply.status,
-        Flags::RESPONSE,
-        request_id,
-        reply.header.len(),
-        reply.body.len(),
-    )?;
-    buf.extend_from_slice(&reply.header);
-    Ok(())
 }

@@ -7,5 +7,7 @@ pub mod admit;
 pub mod connection;
 pub mod frames;
 pub mod namesrv;
+pub mod out_queue;
 pub mod remoting;
 pub mod reply;
+pub mod service;

@@ -44,8 +44,8 @@ use ringmq_wire::remoting::frame::Command;
 use ringmq_wire::remoting::headers::{self as h, message_sys_flag as sys};
 
 use super::Peer;
-use crate::net::connection::Service;
 use crate::net::reply::Body;
+use crate::net::service::Service;
 
 /// Largest pull body asked of the broker: rocketmq-client-rust refuses bodies over 4 MiB.
 pub const PULL_BODY_BYTES_MAX: u32 = 4 * 1024 * 1024 - 64 * 1024;
