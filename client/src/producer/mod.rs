@@ -24,6 +24,7 @@ mod retry;
 mod send;
 mod transaction;
 mod transaction_check;
+mod transaction_end;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -48,9 +49,10 @@ pub use request::REQUESTS_PENDING_MAX;
 use send::Form;
 pub use send::{SendResult, SendStatus};
 pub use transaction::{
-    EndOutcome, HalfMessage, TransactionCheck, TransactionProducer, TransactionProducerBuilder,
-    TransactionSendResult, TransactionState, CHECKS_IN_FLIGHT_MAX_DEFAULT, CHECKS_QUEUED_MAX,
+    EndOutcome, HalfMessage, TransactionProducer, TransactionProducerBuilder,
+    TransactionSendResult, CHECKS_IN_FLIGHT_MAX_DEFAULT, CHECKS_QUEUED_MAX,
 };
+pub use transaction_end::{TransactionCheck, TransactionState};
 
 /// Largest message body by default (RocketMQ's `maxMessageSize`, 4 MiB).
 pub const MESSAGE_BYTES_MAX_DEFAULT: usize = ringmq_wire::record::BODY_BYTES_MAX;

@@ -13,7 +13,7 @@ use ringmq_wire::command::{RecallRequest, RecallResponse};
 use ringmq_wire::recall::RecallHandle;
 use tokio::time::Instant;
 
-use super::send::BUSY_RETRY_PAUSE;
+use super::retry::BUSY_RETRY_PAUSE;
 use super::Inner;
 use crate::error::{Error, Result};
 

@@ -18,7 +18,8 @@ use std::time::Duration;
 use crate::error::{Error, Outcome};
 use crate::route::{MessageQueue, TopicRouteInfo};
 
-use super::send::BUSY_RETRY_PAUSE;
+/// Pause before retrying after SYSTEM_BUSY and similar refusals.
+pub const BUSY_RETRY_PAUSE: Duration = Duration::from_millis(50);
 
 /// May a send that failed with `e` be sent again (attempts and time allowing)?
 pub(super) fn may_resend(e: &Error, retry_unknown_outcome: bool) -> bool {

@@ -22,8 +22,6 @@ use crate::route::MessageQueue;
 /// Room reserved per record for its properties block (unique key and a few more; the
 /// buffer grows when a record needs more).
 const PROPS_BYTES_GUESS: usize = 64;
-/// Pause before retrying after SYSTEM_BUSY and similar refusals.
-pub const BUSY_RETRY_PAUSE: Duration = Duration::from_millis(50);
 
 /// How the broker stored a message (every variant means *stored*).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -26,21 +26,21 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use ringmq_wire::code::RequestCode;
-use ringmq_wire::command::transaction::{EndTransactionRequest, TransactionResolution};
+use ringmq_wire::command::transaction::EndTransactionRequest;
 use ringmq_wire::command::HeartbeatData;
 use tokio::sync::mpsc;
-use tokio::time::Instant;
 
-use super::send::{self, Form, BUSY_RETRY_PAUSE};
-use super::{Inner, Pick, Producer, ProducerBuilder, ProducerConfig};
-use crate::error::{Error, Outcome, Result};
+use super::send::{self, Form};
+use super::transaction_end::{
+    end_transaction, Checker, TransactionCheck, TransactionFuture, TransactionState,
+};
+use super::{Pick, Producer, ProducerBuilder, ProducerConfig};
+use crate::error::{Error, Result};
 use crate::instance::{client_setters, encode_heartbeat, ClientConfig};
-use crate::message::{Message, ReceivedMessage};
+use crate::message::Message;
 use crate::net::Connection;
 use crate::route::MessageQueue;
 use crate::SendResult;
@@ -51,32 +51,7 @@ pub const CHECKS_QUEUED_MAX: usize = 4096;
 /// Checker calls running at once, by default.
 pub const CHECKS_IN_FLIGHT_MAX_DEFAULT: usize = 32;
 
-/// How a local transaction ended (RocketMQ's `LocalTransactionState`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TransactionState {
-    /// Deliver the message.
-    Commit,
-    /// Never deliver it.
-    Rollback,
-    /// Not known yet: the broker checks back later and the checker decides.
-    Unknown,
-}
-
-impl From<TransactionState> for TransactionResolution {
-    fn from(s: TransactionState) -> Self {
-        match s {
-            TransactionState::Commit => TransactionResolution::Commit,
-            TransactionState::Rollback => TransactionResolution::Rollback,
-            TransactionState::Unknown => TransactionResolution::Unknown,
-        }
-    }
-}
-
-/// What an executor or checker returns.
-pub type TransactionFuture = Pin<Box<dyn Future<Output = TransactionState> + Send>>;
 type Executor<A> = Arc<dyn Fn(HalfMessage, A) -> TransactionFuture + Send + Sync>;
-pub(super) type Checker = Arc<dyn Fn(TransactionCheck) -> TransactionFuture + Send + Sync>;
-
 /// A stored half message, handed to the executor.
 #[derive(Debug, Clone)]
 pub struct HalfMessage {
@@ -86,19 +61,6 @@ pub struct HalfMessage {
     /// How the broker stored the half: `queue` is the real queue, `queue_offset` the
     /// half's offset in the hidden half queue.
     pub half: SendResult,
-}
-
-/// A broker's question about an undecided half, handed to the checker.
-#[derive(Debug, Clone)]
-pub struct TransactionCheck {
-    /// The id [`HalfMessage::transaction_id`] had.
-    pub transaction_id: String,
-    /// The broker that asked (and gets the answer).
-    pub broker: SocketAddr,
-    /// The half as stored, with its real `topic` and `queue_id` (`broker_name` is empty:
-    /// the broker is named by address). Its properties include the broker's `REAL_TOPIC`,
-    /// `REAL_QID` and `PGROUP`.
-    pub message: ReceivedMessage,
 }
 
 /// What became of a transaction's END_TRANSACTION.
@@ -410,55 +372,4 @@ impl<A: Send + 'static> TransactionProducer<A> {
 /// The half's CommitLog offset, from its offset message id.
 fn half_physical_offset(half: &SendResult) -> u64 {
     ringmq_wire::record::parse_message_id(&half.msg_id).map_or(0, |(_, off)| off)
-}
-
-/// Sends END_TRANSACTION to `addr` and waits for the answer; retried (within the send
-/// timeout) unless the broker refused it: a decision that may have arrived is safe to send
-/// again, as the broker answers the same decision "already committed / rolled back".
-pub(super) async fn end_transaction(
-    inner: &Inner,
-    addr: SocketAddr,
-    shard: Option<u16>,
-    req: &EndTransactionRequest,
-) -> Result<()> {
-    let deadline = Instant::now() + inner.cfg.send_timeout;
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        let result = async {
-            let answer = inner
-                .inst
-                .broker_call(
-                    addr,
-                    shard,
-                    RequestCode::EndTransaction,
-                    req,
-                    &[],
-                    inner.inst.cfg.request_timeout,
-                )
-                .await?;
-            let status = answer.status()?;
-            if status.message_stored() {
-                Ok(())
-            } else {
-                Err(answer.error(status))
-            }
-        }
-        .await;
-        let e = match result {
-            Ok(()) => return Ok(()),
-            Err(e) => e,
-        };
-        if e.outcome() == Outcome::Rejected
-            || attempt > inner.cfg.retries
-            || Instant::now() >= deadline
-        {
-            return Err(e);
-        }
-        let pause = match &e {
-            Error::Backoff { retry_in, .. } => *retry_in,
-            _ => BUSY_RETRY_PAUSE,
-        };
-        tokio::time::sleep_until((Instant::now() + pause).min(deadline)).await;
-    }
 }

@@ -14,7 +14,7 @@ use ringmq_wire::properties::keys;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::transaction::{end_transaction, Checker, TransactionCheck, TransactionState};
+use super::transaction_end::{end_transaction, Checker, TransactionCheck, TransactionState};
 use super::Inner;
 use crate::error::{Error, Result};
 use crate::message::ReceivedMessage;
