@@ -31,7 +31,8 @@ use ringmq_wire::command::{
 use crate::error::{Error, Result};
 use crate::net::{Answer, BrokerHello, Connection, Endpoint, Peer, Pool, PoolConfig};
 use crate::route::{MessageQueue, TopicRouteInfo};
-use crate::security::{Credentials, Security, TlsOptions};
+use crate::security::{Credentials, Security};
+use crate::tls::TlsOptions;
 
 /// The body of a heartbeat; `None` (logged) if it cannot be encoded.
 pub fn encode_heartbeat(heartbeat: &HeartbeatData) -> Option<Vec<u8>> {

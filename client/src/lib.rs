@@ -302,4 +302,5 @@ pub use producer::{
     TransactionSendResult, TransactionState,
 };
 pub use route::MessageQueue;
-pub use security::{Credentials, TlsOptions};
+pub use security::Credentials;
+pub use tls::TlsOptions;

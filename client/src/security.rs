@@ -5,7 +5,7 @@
 //! Invariants:
 //! - The secret key is never formatted: `Debug` and `Display` of [`Credentials`] show the
 //!   access key and `<redacted>`, and no error message of this crate carries it.
-//! - TLS needs a CA bundle ([`TlsOptions::ca_path`]): this client does not read the
+//! - TLS needs a CA bundle ([`TlsOptions::ca_path`], in `tls.rs`): this client does not read the
 //!   system's trust store, so which CAs it trusts is always written down by the caller.
 //! - A setting that cannot take effect is refused, not ignored: a CA, certificate or server
 //!   name with TLS off, a certificate without its key.
@@ -13,102 +13,10 @@
 //!   the start with its path in the message.
 
 use std::fmt;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::tls::TlsConnector;
-
-/// TLS settings of a client.
-///
-/// ```
-/// use ringmq_client::TlsOptions;
-/// let tls = TlsOptions::with_ca("/etc/ringmq/ca.pem");
-/// assert!(tls.enabled);
-/// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TlsOptions {
-    /// Speak TLS on every connection (default: plaintext).
-    pub enabled: bool,
-    /// The CAs that may sign the servers' certificates: a PEM file of one or more
-    /// certificates. Required when `enabled`.
-    pub ca_path: Option<PathBuf>,
-    /// This client's certificate chain (PEM), for servers that ask for one (mutual TLS).
-    /// Needs `key_path`.
-    pub cert_path: Option<PathBuf>,
-    /// The private key of `cert_path` (PEM: PKCS#8, PKCS#1 or SEC1).
-    pub key_path: Option<PathBuf>,
-    /// The name the servers' certificates must carry. Default: the IP address connected to
-    /// (a certificate then needs that address as an IP subject alternative name).
-    pub server_name: Option<String>,
-}
-
-impl TlsOptions {
-    /// TLS on, trusting the CAs in the PEM file at `ca_path`.
-    pub fn with_ca(ca_path: impl Into<PathBuf>) -> Self {
-        TlsOptions {
-            enabled: true,
-            ca_path: Some(ca_path.into()),
-            ..TlsOptions::default()
-        }
-    }
-
-    /// Adds a client certificate chain and its key (mutual TLS).
-    pub fn client_cert(
-        mut self,
-        cert_path: impl Into<PathBuf>,
-        key_path: impl Into<PathBuf>,
-    ) -> Self {
-        self.cert_path = Some(cert_path.into());
-        self.key_path = Some(key_path.into());
-        self
-    }
-
-    /// Sets the name the servers' certificates must carry.
-    pub fn server_name(mut self, name: impl Into<String>) -> Self {
-        self.server_name = Some(name.into());
-        self
-    }
-
-    /// Checks that the settings fit together (the files are read by [`Security::load`]).
-    pub fn validate(&self) -> Result<()> {
-        if !self.enabled {
-            let set: Vec<&str> = [
-                ("a CA bundle", self.ca_path.is_some()),
-                ("a client certificate", self.cert_path.is_some()),
-                ("a client key", self.key_path.is_some()),
-                ("a server name", self.server_name.is_some()),
-            ]
-            .iter()
-            .filter(|(_, set)| *set)
-            .map(|(what, _)| *what)
-            .collect();
-            if !set.is_empty() {
-                return Err(Error::Config(format!(
-                    "TLS is off but {} is set: turn TLS on (TlsOptions::enabled) or leave them out",
-                    set.join(", ")
-                )));
-            }
-            return Ok(());
-        }
-        if self.ca_path.is_none() {
-            return Err(Error::Config(
-                "TLS needs a CA bundle (a PEM file of the CAs that sign the servers' \
-                 certificates): this client does not use the system's trust store"
-                    .into(),
-            ));
-        }
-        match (&self.cert_path, &self.key_path) {
-            (Some(_), None) => Err(Error::Config(
-                "a TLS client certificate needs its private key as well".into(),
-            )),
-            (None, Some(_)) => Err(Error::Config(
-                "a TLS client key needs its certificate as well".into(),
-            )),
-            _ => Ok(()),
-        }
-    }
-}
+use crate::tls::{TlsConnector, TlsOptions};
 
 /// An access key and its secret key (RocketMQ's `accessKey` / `secretKey`).
 ///
