@@ -14,7 +14,7 @@
 use std::sync::{Arc, Weak};
 
 use super::listener::{Called, ConsumeContext};
-use super::push::Inner;
+use super::push_state::Inner;
 use super::queue_state::QueueState;
 use super::send_back::{send_back, SendBack, DELAY_LEVEL_BROKER};
 use super::MessageModel;

@@ -11,18 +11,16 @@
 //! level -1) and counts as consumed, and the queue goes on. If that send-back fails, the
 //! message stays and is retried in place after the suspension.
 
-use std::collections::{BTreeSet, VecDeque};
-use std::sync::{Arc, Mutex, Weak};
+use std::collections::BTreeSet;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use tokio::sync::Notify;
-
 use super::listener::{Called, ConsumeContext};
-use super::locks::QueueLock;
-use super::push::Inner;
+use super::orderly_queue::OrderlyQueue;
+use super::push_state::Inner;
 use super::queue_state::QueueState;
 use super::send_back::{send_back, SendBack, DELAY_LEVEL_DLQ};
-use crate::batch::{MessageBatch, RawMessage};
+use crate::batch::MessageBatch;
 
 /// The limit an orderly consumer applies when `max_reconsume_times` is 0 (RocketMQ's
 /// default `retryMaxTimes`; the client does not ask the broker for the group's value).
@@ -30,50 +28,6 @@ pub const ORDERLY_RECONSUME_TIMES_DEFAULT: u32 = 16;
 
 /// How often a queue waiting for its lock looks again.
 const LOCK_WAIT_PAUSE: Duration = Duration::from_millis(100);
-
-/// What an orderly queue holds besides its [`QueueState`]: the pulled messages not yet
-/// consumed, in offset order, and its lock.
-#[derive(Debug, Default)]
-pub(crate) struct OrderlyQueue {
-    pub lock: QueueLock,
-    pending: Mutex<VecDeque<RawMessage>>,
-    arrived: Notify,
-}
-
-impl OrderlyQueue {
-    /// Appends pulled messages (pulls come in offset order).
-    pub fn push(&self, messages: Vec<RawMessage>) {
-        if messages.is_empty() {
-            return;
-        }
-        self.lock_pending().extend(messages);
-        self.arrived.notify_one();
-    }
-
-    /// The first `n` pending messages (shared with the pull, not copied).
-    fn front(&self, n: usize) -> MessageBatch {
-        MessageBatch::from_raw(self.lock_pending().iter().take(n).cloned().collect())
-    }
-
-    /// Forgets the pending messages at `offsets` (consumed or dead-lettered).
-    fn remove(&self, offsets: &BTreeSet<u64>) {
-        self.lock_pending()
-            .retain(|m| !offsets.contains(&m.queue_offset));
-    }
-
-    /// Counts one more failed delivery of the pending messages at `offsets`.
-    fn failed(&self, offsets: &BTreeSet<u64>) {
-        for m in self.lock_pending().iter_mut() {
-            if offsets.contains(&m.queue_offset) {
-                m.redelivered = m.redelivered.saturating_add(1);
-            }
-        }
-    }
-
-    fn lock_pending(&self) -> std::sync::MutexGuard<'_, VecDeque<RawMessage>> {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
 
 /// The consuming task of one orderly queue; ends when the queue is released or the consumer
 /// stops.

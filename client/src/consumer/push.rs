@@ -20,19 +20,16 @@
 //! the master again once it is back.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use tokio::sync::{watch, Semaphore};
-use tokio::task::JoinHandle;
 
-use super::group::Group;
 use super::listener::{BatchListener, DynListener, MessageListener, Wrap, WrapBatch};
-use super::offsets::OffsetStore;
-use super::orderly::OrderlyQueue;
-use super::push_queues::{commit_queue, rebalance, release_all, renew_locks};
+use super::push_queues::{rebalance, release_all, renew_locks};
+pub use super::push_state::PushConfig;
+use super::push_state::{commit_queue, Inner, Running};
 use super::queue_state::QueueState;
 use super::send_back::retry_topic;
 use super::{
@@ -40,59 +37,13 @@ use super::{
 };
 use crate::background::{ticker, Background};
 use crate::error::{Error, Result};
-use crate::instance::{client_setters, ClientConfig, Instance};
+use crate::instance::{client_setters, ClientConfig};
 use crate::route::MessageQueue;
 use crate::trace::{TraceConfig, TraceStats, Tracer};
 
 /// While a rebalance leaves queues untaken (locked by another member, an unreadable route
 /// or member list), the next one comes this soon, doubling up to `rebalance_interval`.
 pub const UNSETTLED_REBALANCE_PAUSE: Duration = Duration::from_millis(200);
-
-/// Settings of a push consumer.
-#[derive(Debug, Clone)]
-pub struct PushConfig {
-    pub group: String,
-    pub model: MessageModel,
-    pub start: StartPosition,
-    pub subscriptions: Vec<(String, MessageSelector)>,
-    /// Listener calls running at once across all queues (default 16).
-    pub consume_concurrency: usize,
-    /// Most messages per listener call (default 32).
-    pub consume_batch_max: usize,
-    /// Most messages per pull (default 32).
-    pub pull_batch_max: u32,
-    /// Most bytes per pull (default 4 MiB).
-    pub pull_bytes_max: u32,
-    /// How long the broker may hold a pull with nothing to return (default 15 s).
-    pub long_poll: Duration,
-    /// A queue stops pulling while this many of its messages are unacknowledged (default 1000).
-    pub queue_outstanding_max: usize,
-    /// Pause before a failed batch is handed over again (default 1 s).
-    pub redeliver_backoff: Duration,
-    /// Pause after a failed pull (default 1 s).
-    pub pull_error_backoff: Duration,
-    pub heartbeat_interval: Duration,
-    pub rebalance_interval: Duration,
-    pub commit_interval: Duration,
-    /// While a broker is read from its slave, how often its master is tried again
-    /// (default 5 s).
-    pub master_probe_interval: Duration,
-    /// How long releasing a queue waits for its running listener calls (default 5 s).
-    pub release_wait: Duration,
-    /// Retries a message gets before it goes to the dead-letter topic; 0 (the default):
-    /// the group's limit on the broker (16 unless configured), for an orderly consumer 16.
-    pub max_reconsume_times: u32,
-    /// One listener call per queue at a time, in queue-offset order, under a broker lock
-    /// per queue in clustering mode (default false).
-    pub orderly: bool,
-    /// How long an orderly queue pauses after a failed call (default 1 s).
-    pub suspend_current_queue: Duration,
-    /// How often an orderly clustering consumer renews its queue locks (default 20 s; keep
-    /// it well below the broker's `rebalanceLockMaxLiveTime`, 60 s by default).
-    pub lock_renew_interval: Duration,
-    /// Folder of broadcasting offset files.
-    pub offset_dir: PathBuf,
-}
 
 /// Builds a [`PushConsumer`].
 #[derive(Debug, Clone)]
@@ -296,59 +247,6 @@ impl PushConsumerBuilder {
         }
         inner.background.push(tokio::spawn(commit_timer(weak)));
         Ok(PushConsumer { inner })
-    }
-}
-
-/// An owned queue: its state, its orderly buffer and lock (orderly consumers), and its
-/// tasks (the pull loop, and the orderly consuming task).
-pub(crate) struct Running {
-    pub state: Arc<QueueState>,
-    pub orderly: Option<Arc<OrderlyQueue>>,
-    pub tasks: Vec<JoinHandle<()>>,
-}
-
-pub(crate) struct Inner {
-    pub group: Group,
-    pub cfg: PushConfig,
-    pub listener: Arc<dyn DynListener>,
-    pub offsets: OffsetStore,
-    queues: Mutex<BTreeMap<MessageQueue, Running>>,
-    pub permits: Arc<Semaphore>,
-    shut: AtomicBool,
-    /// Set by [`PushConsumer::abort`]: running listener calls are dropped.
-    pub aborted: watch::Sender<bool>,
-    /// The last rebalance left queues of the assignment untaken: rebalance again soon.
-    unsettled: AtomicBool,
-    pub rebalancing: tokio::sync::Mutex<()>,
-    background: Background,
-    /// Records listener calls when tracing is on.
-    pub trace: Option<Arc<Tracer>>,
-}
-
-impl Inner {
-    pub fn inst(&self) -> &Instance {
-        &self.group.inst
-    }
-
-    pub fn queues(&self) -> std::sync::MutexGuard<'_, BTreeMap<MessageQueue, Running>> {
-        self.queues.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    pub fn is_shut(&self) -> bool {
-        self.shut.load(Ordering::Acquire)
-    }
-
-    /// True for an orderly clustering consumer: it consumes a queue only under its lock.
-    pub fn uses_locks(&self) -> bool {
-        self.cfg.orderly && self.cfg.model == MessageModel::Clustering
-    }
-
-    pub fn set_unsettled(&self, unsettled: bool) {
-        self.unsettled.store(unsettled, Ordering::Release);
-    }
-
-    fn is_unsettled(&self) -> bool {
-        self.unsettled.load(Ordering::Acquire)
     }
 }
 

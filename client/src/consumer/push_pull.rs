@@ -8,9 +8,8 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use super::concurrent::dispatch;
-use super::orderly::OrderlyQueue;
-use super::push::Inner;
-use super::push_queues::commit_queue;
+use super::orderly_queue::OrderlyQueue;
+use super::push_state::{commit_queue, Inner};
 use super::queue_state::QueueState;
 use super::send_back::retry_topic;
 use super::{pull_via, MessageModel, PullStatus};

@@ -6,7 +6,7 @@
 //! committed, then, for an orderly consumer, the broker lock released), then new queues are
 //! taken. An orderly clustering consumer takes a queue only once the broker has granted it
 //! the queue's lock; a queue another member still holds is skipped and asked for again at
-//! the next rebalance, which comes soon (see [`Inner::unsettled`]) rather than a whole
+//! the next rebalance, which comes soon (see [`Inner::is_unsettled`](super::push_state::Inner::is_unsettled)) rather than a whole
 //! `rebalance_interval` later. A released queue whose listener call is still running after
 //! `release_wait` is not unlocked: its lock expires on the broker instead, so no other member
 //! can consume it while the call runs.
@@ -22,9 +22,10 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use super::locks::{client_lock_live, lock_queues, unlock_queues};
-use super::orderly::{consume_orderly, OrderlyQueue};
-use super::push::{Inner, Running};
+use super::orderly::consume_orderly;
+use super::orderly_queue::OrderlyQueue;
 use super::push_pull::pull_loop;
+use super::push_state::{commit_queue, Inner, Running};
 use super::queue_state::QueueState;
 use super::{start_offset, StartPosition};
 use crate::error::Result;
@@ -166,18 +167,6 @@ pub(crate) async fn release_all(inner: &Arc<Inner>, mqs: Vec<MessageQueue>, unlo
     }
     if unlock && inner.uses_locks() && !idle.is_empty() {
         unlock_queues(inner.inst(), &inner.group.name, &idle).await;
-    }
-}
-
-/// Commits a queue's offset if it moved since the last commit.
-pub(crate) async fn commit_queue(inner: &Inner, state: &QueueState) {
-    let switches = inner.group.reads.switches();
-    let Some(offset) = state.commit_due(switches) else {
-        return;
-    };
-    match inner.offsets.write(&state.mq, offset).await {
-        Ok(()) => state.mark_committed(offset, switches),
-        Err(e) => log::warn!("committing {} at {offset}: {e}", state.mq),
     }
 }
 

@@ -3,7 +3,7 @@
 //! Without tracing it is [`call_listener`] itself.
 
 use super::listener::{call_listener, Called, ConsumeContext};
-use super::push::Inner;
+use super::push_state::Inner;
 use crate::batch::MessageBatch;
 use crate::trace::{consume_begin, consume_end};
 
