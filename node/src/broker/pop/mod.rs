@@ -468,33 +468,32 @@ fn try_pop(
         }
         return Ok(None);
     }
-    // The checkpoints first: nothing is handed out before the log says it is in flight.
-    let mut ops: Vec<PopOp> = taken
-        .iter()
-        .map(|t| PopOp {
-            kind: PopOpKind::Checkpoint,
-            group: h.consumer_group.clone(),
-            topic: t.topic.clone(),
-            queue_id: t.queue_id,
-            start_offset: t.offsets[0],
-            pop_time_ms: now,
-            invisible_time_ms: h.invisible_time_ms,
-            offsets: t.offsets.clone(),
-            order: h.order,
-            counts: t.counts.clone(),
-        })
-        .collect();
-    let checkpoints = ops.len();
-    ops.extend(positions);
+    // The checkpoints first: nothing is handed out before the log says it is in flight. The
+    // positions the pop started from go before them, in the order the replay must apply
+    // them (a position after a checkpoint of its queue would take the queue back).
+    let first_ck = positions.len();
+    let mut ops: Vec<PopOp> = positions;
+    ops.extend(taken.iter().map(|t| PopOp {
+        kind: PopOpKind::Checkpoint,
+        group: h.consumer_group.clone(),
+        topic: t.topic.clone(),
+        queue_id: t.queue_id,
+        start_offset: t.offsets[0],
+        pop_time_ms: now,
+        invisible_time_ms: h.invisible_time_ms,
+        offsets: t.offsets.clone(),
+        order: h.order,
+        counts: t.counts.clone(),
+    }));
     let (end, cq) = append_ops(shard, &ops, now)?;
-    ops.truncate(checkpoints);
+    let (ops, cq) = (&ops[first_ck..], &cq[first_ck..]);
     {
         let mut st = shard.pop.borrow_mut();
         let mut offsets = shard.offsets.borrow_mut();
         for (t, q, o) in moved {
             offsets.set(&h.consumer_group, &t, q, o);
         }
-        for ((t, op), cq) in taken.iter().zip(&ops).zip(&cq) {
+        for ((t, op), cq) in taken.iter().zip(ops).zip(cq) {
             if h.order {
                 st.insert_orderly(key_of(op), h.invisible_time_ms, *cq, &t.offsets, &t.counts);
             } else {
@@ -503,6 +502,9 @@ fn try_pop(
             st.note_pop(&h.consumer_group, &t.topic, t.queue_id, now);
             st.count(&h.consumer_group).popped += t.offsets.len() as u64;
             offsets.set(&h.consumer_group, &t.topic, t.queue_id, t.next);
+        }
+        if crate::planted::is(crate::planted::Bug::PopOffsetBeforeCheckpoint) {
+            let _ = offsets.persist();
         }
     }
     let c = shard.counters();
@@ -731,6 +733,9 @@ pub fn ack(shard: &Rc<Shard>, h: AckRequest, frame: Vec<u8>, origin: Origin) -> 
             if orderly {
                 // The queue may be free for the next orderly pop.
                 shard.wake_queue(&key.topic, key.queue_id);
+            }
+            if crate::planted::is(crate::planted::Bug::PopAckBeforeDurable) {
+                return Reply::ok(Empty).into();
             }
             acknowledge(shard, end, Empty)
         }
