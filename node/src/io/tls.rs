@@ -1,6 +1,7 @@
 //! TLS (rustls, ring provider) over the loop's TCP sockets: the server and client contexts
-//! built from a node's `tls.*` keys ([`NodeTls`]), and [`TlsStream`], one session driven
-//! with owned buffers on the shard's loop.
+//! ([`NodeTls`]), built from plain paths and choices ([`ServerTlsFiles`], [`ClientTlsFiles`]:
+//! the caller reads them from the node's `tls.*` keys, `net::tls_load`; this module names no
+//! config type), and [`TlsStream`], one session driven with owned buffers on the shard's loop.
 //!
 //! A connection's reader and writer tasks share one [`TlsStream`] (clones share the
 //! session). Invariants:
@@ -20,7 +21,7 @@
 use std::cell::{Cell, RefCell};
 use std::io::{self, BufRead};
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,7 +39,6 @@ use rustls::{ClientConfig, ClientConnection, Connection, RootCertStore, ServerCo
 use rustls::{DigitallySignedStruct, ServerConnection, SignatureScheme};
 
 use super::rt;
-use crate::config::{ClientAuth, TlsConfig, TlsMode};
 
 /// Longest a TLS handshake may take, from the first byte read to the last written: a peer
 /// that never finishes cannot hold a connection (or its task) longer.
@@ -80,28 +80,6 @@ impl std::fmt::Debug for NodeTls {
 }
 
 impl NodeTls {
-    /// Reads the certificates and keys `cfg` names. `client` = this node makes outgoing
-    /// connections (a broker); a name server passes false. Logs what it will do.
-    pub fn load(cfg: &TlsConfig, client: bool, node: &str) -> Result<NodeTls, String> {
-        for key in cfg.unused(client) {
-            log::warn!("{node}: {key} is set but not used: TLS is off for that side (tls.server.mode=disabled / tls.enable=false)");
-        }
-        let server = match cfg.server_mode() {
-            TlsMode::Disabled => None,
-            mode => Some(Arc::new(TlsServer::load(cfg, mode)?)),
-        };
-        let client = if client && cfg.client_enable {
-            let c = TlsClient::load(cfg)?;
-            if !c.verifies {
-                log::warn!("{node}: tls.client.authServer=false: outgoing TLS connections accept any server certificate; this is insecure (anyone on the path can impersonate a name server or master)");
-            }
-            Some(Arc::new(c))
-        } else {
-            None
-        };
-        Ok(NodeTls { server, client })
-    }
-
     /// What the node's listeners do, for the start log.
     pub fn listener_mode(&self) -> String {
         match &self.server {
@@ -111,43 +89,78 @@ impl NodeTls {
     }
 }
 
+/// What a listener's TLS context is made of (`tls.server.*`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerTlsFiles {
+    /// TLS only (a plaintext connection is refused); else TLS and plaintext on one port.
+    pub enforcing: bool,
+    /// The certificate chain (PEM).
+    pub cert_path: PathBuf,
+    /// Its private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    pub key_path: PathBuf,
+    pub client_certs: ClientCerts,
+}
+
+/// Whether a listener asks its clients for certificates, and the CAs (PEM) they must chain to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClientCerts {
+    NotAsked,
+    /// Asked for; a client without one is served, one with an untrusted one is refused.
+    Optional {
+        trust_cert_path: PathBuf,
+    },
+    /// Mutual TLS: a client without a trusted certificate is refused.
+    Required {
+        trust_cert_path: PathBuf,
+    },
+}
+
+/// What the context of outgoing connections is made of (`tls.client.*`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientTlsFiles {
+    /// The CAs (PEM) a server's certificate must chain to; `None`: any server certificate is
+    /// accepted (insecure).
+    pub trust_cert_path: Option<PathBuf>,
+    /// A certificate chain and its key, for servers that ask for one.
+    pub cert_and_key: Option<(PathBuf, PathBuf)>,
+}
+
 /// A listener's TLS context and mode (permissive or enforcing).
 pub struct TlsServer {
     config: Arc<ServerConfig>,
-    pub mode: TlsMode,
-    pub client_auth: ClientAuth,
+    /// TLS only: a plaintext connection gets one refusal and is closed.
+    pub enforcing: bool,
+    /// `none`, `optional` or `require`, for the start log.
+    client_auth: &'static str,
 }
 
 impl TlsServer {
-    fn load(cfg: &TlsConfig, mode: TlsMode) -> Result<TlsServer, String> {
-        let (Some(cert_path), Some(key_path)) = (&cfg.server_cert_path, &cfg.server_key_path)
-        else {
-            return Err(format!(
-                "tls.server.mode={} needs tls.server.certPath and tls.server.keyPath",
-                mode.as_str()
-            ));
-        };
+    /// Reads the files `files` names and builds the listener's context.
+    pub fn load(files: &ServerTlsFiles) -> Result<TlsServer, String> {
+        let (cert_path, key_path) = (&files.cert_path, &files.key_path);
         let chain = read_certs(cert_path, "tls.server.certPath")?;
         let key = read_key(key_path, "tls.server.keyPath")?;
         let provider = provider();
-        let verifier = match (cfg.server_need_client_auth, &cfg.server_trust_cert_path) {
-            (ClientAuth::None, _) => WebPkiClientVerifier::no_client_auth(),
-            (auth, Some(path)) => {
+        let (verifier, client_auth) = match &files.client_certs {
+            ClientCerts::NotAsked => (WebPkiClientVerifier::no_client_auth(), "none"),
+            ClientCerts::Optional {
+                trust_cert_path: path,
+            }
+            | ClientCerts::Required {
+                trust_cert_path: path,
+            } => {
+                let optional = matches!(files.client_certs, ClientCerts::Optional { .. });
                 let roots = Arc::new(read_roots(path, "tls.server.trustCertPath")?);
                 let b = WebPkiClientVerifier::builder_with_provider(roots, Arc::clone(&provider));
-                let b = if auth == ClientAuth::Optional {
+                let b = if optional {
                     b.allow_unauthenticated()
                 } else {
                     b
                 };
-                b.build()
-                    .map_err(|e| format!("tls.server.trustCertPath {}: {e}", path.display()))?
-            }
-            (auth, None) => {
-                return Err(format!(
-                    "tls.server.need.client.auth={} needs tls.server.trustCertPath",
-                    auth.as_str()
-                ))
+                let verifier = b
+                    .build()
+                    .map_err(|e| format!("tls.server.trustCertPath {}: {e}", path.display()))?;
+                (verifier, if optional { "optional" } else { "require" })
             }
         };
         let config = ServerConfig::builder_with_provider(provider)
@@ -164,8 +177,8 @@ impl TlsServer {
             })?;
         Ok(TlsServer {
             config: Arc::new(config),
-            mode,
-            client_auth: cfg.server_need_client_auth,
+            enforcing: files.enforcing,
+            client_auth,
         })
     }
 
@@ -173,8 +186,12 @@ impl TlsServer {
     pub fn describe(&self) -> String {
         format!(
             "TLS {} (client certificates: {})",
-            self.mode.as_str(),
-            self.client_auth.as_str()
+            if self.enforcing {
+                "enforcing"
+            } else {
+                "permissive"
+            },
+            self.client_auth
         )
     }
 
@@ -198,26 +215,22 @@ pub struct TlsClient {
 }
 
 impl TlsClient {
-    fn load(cfg: &TlsConfig) -> Result<TlsClient, String> {
+    /// Reads the files `files` names and builds the context of outgoing connections.
+    pub fn load(files: &ClientTlsFiles) -> Result<TlsClient, String> {
         let provider = provider();
         let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
             .with_safe_default_protocol_versions()
             .map_err(|e| format!("TLS client: {e}"))?;
-        let builder = if cfg.client_auth_server {
-            let Some(path) = &cfg.client_trust_cert_path else {
-                return Err(
-                    "tls.enable with tls.client.authServer=true needs tls.client.trustCertPath"
-                        .to_owned(),
-                );
-            };
-            builder.with_root_certificates(read_roots(path, "tls.client.trustCertPath")?)
-        } else {
-            builder
+        let builder = match &files.trust_cert_path {
+            Some(path) => {
+                builder.with_root_certificates(read_roots(path, "tls.client.trustCertPath")?)
+            }
+            None => builder
                 .dangerous()
-                .with_custom_certificate_verifier(Arc::new(AnyServer(provider)))
+                .with_custom_certificate_verifier(Arc::new(AnyServer(provider))),
         };
-        let config = match (&cfg.client_cert_path, &cfg.client_key_path) {
-            (Some(cert_path), Some(key_path)) => {
+        let config = match &files.cert_and_key {
+            Some((cert_path, key_path)) => {
                 let chain = read_certs(cert_path, "tls.client.certPath")?;
                 let key = read_key(key_path, "tls.client.keyPath")?;
                 builder.with_client_auth_cert(chain, key).map_err(|e| {
@@ -228,11 +241,11 @@ impl TlsClient {
                     )
                 })?
             }
-            _ => builder.with_no_client_auth(),
+            None => builder.with_no_client_auth(),
         };
         Ok(TlsClient {
             config: Arc::new(config),
-            verifies: cfg.client_auth_server,
+            verifies: files.trust_cert_path.is_some(),
         })
     }
 

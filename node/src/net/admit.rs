@@ -25,7 +25,6 @@ use ringmq_wire::remoting::code::response;
 use ringmq_wire::remoting::frame as rframe;
 use ringmq_wire::remoting::Protocol;
 
-use crate::config::TlsMode;
 use crate::io::net::Conn;
 use crate::io::rt;
 use crate::io::tls::{self, TlsServer};
@@ -56,7 +55,7 @@ pub async fn admit(
     let peer = conn
         .peer_addr()
         .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
-    let enforcing = server.mode == TlsMode::Enforcing;
+    let enforcing = server.enforcing;
     let first = if enforcing {
         rt::timeout(tls::HANDSHAKE_TIMEOUT, first_bytes(&conn))
             .await

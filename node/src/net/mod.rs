@@ -11,3 +11,4 @@ pub mod out_queue;
 pub mod remoting;
 pub mod reply;
 pub mod service;
+pub mod tls_load;

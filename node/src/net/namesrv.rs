@@ -24,7 +24,7 @@ use crate::io::dir_lock;
 use crate::io::net::{self as ionet, Listener};
 use crate::io::node_disk::NodeDisk;
 use crate::io::rt::{self, EventLoop};
-use crate::io::tls::{NodeTls, TlsServer};
+use crate::io::tls::TlsServer;
 use crate::limits;
 use crate::metrics::NamesrvCounts;
 use crate::namesrv::{KvStore, RouteTable};
@@ -110,7 +110,7 @@ pub fn start(
     let acl_handle = acl.clone();
     let counts = Arc::new(NamesrvCounts::default());
     let counts_state = Arc::clone(&counts);
-    let tls_mode = NodeTls::load(&cfg.tls, false, "name server")?;
+    let tls_mode = crate::net::tls_load::node_tls(&cfg.tls, false, "name server")?;
     let tls = tls_mode.server.clone();
     // The controller's Raft log and snapshots: one process per directory.
     let dir_lock = if cfg.controller.enable {

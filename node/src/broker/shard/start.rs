@@ -235,7 +235,7 @@ fn build_broker(
     ha_addr: Option<SocketAddr>,
     transfer_msg_by_heap: bool,
 ) -> Result<(Arc<Broker>, Vec<flume::Receiver<Mail>>), String> {
-    let tls = crate::io::tls::NodeTls::load(&config.tls, true, "broker")?;
+    let tls = crate::net::tls_load::node_tls(&config.tls, true, "broker")?;
     crate::broker::request_reply::ensure_reply_topic(&topics, &config.broker_cluster_name)?;
     let mut mailboxes = Vec::new();
     let mut inboxes = Vec::new();
