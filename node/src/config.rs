@@ -18,6 +18,7 @@
 //! `config/ignored.rs`.
 
 mod acl;
+mod controller;
 mod ignored;
 mod keys;
 mod metrics;
@@ -32,7 +33,8 @@ use thiserror::Error;
 use crate::limits;
 
 pub use acl::{AclConfig, ACL_FILE_NAME};
-pub use metrics::{MetricsConfig, MetricsExporter, PROM_PORT_DEFAULT};
+pub use controller::{parse_self_id, ControllerConfig};
+pub use metrics::{MetricsConfig, MetricsExporter, PROM_PORT_DEFAULT, SERIES_MAX_DEFAULT};
 pub use ringmq_wire::command::route::{perm, BrokerRole};
 pub use tls::{ClientAuth, TlsConfig, TlsMode};
 
@@ -271,7 +273,7 @@ impl Default for BrokerConfig {
             long_polling_enable: true,
             ha_send_heartbeat_interval_ms: 5_000,
             ha_housekeeping_interval_ms: 20_000,
-            ha_transfer_batch_size_bytes: crate::broker::shard::ha::TRANSFER_BYTES_MAX as usize,
+            ha_transfer_batch_size_bytes: limits::HA_TRANSFER_BATCH_BYTES_DEFAULT,
             ha_max_gap_not_in_sync_bytes: 256 * 1024 * 1024,
             slave_read_enable: false,
             access_message_in_memory_max_ratio: 40,
@@ -497,7 +499,7 @@ pub struct NamesrvConfig {
     pub metrics: MetricsConfig,
     /// `enableControllerInNamesrv`, `controllerDLegerPeers`, `controllerDLegerSelfId`,
     /// `controllerStorePath`, `enableElectUncleanMaster`.
-    pub controller: crate::controller::ControllerConfig,
+    pub controller: ControllerConfig,
 }
 
 /// A broker's controller-mode settings.

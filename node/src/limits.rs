@@ -1,5 +1,5 @@
 //! Every maximum the node enforces, in one place, with compile-time assertions that relate
-//! them to each other and to the codec's hard limits in `ringmq_wire` (STYLE rule 1: bound
+//! them to each other and to the codec's hard limits in `ringmq_wire` (bound
 //! everything; when full, answer "busy", never grow).
 //!
 //! Invariants asserted below, so that no limit can be raised into a contradiction:
@@ -150,6 +150,8 @@ pub const COMMIT_LOG_PREWRITE_BYTES_MAX: u64 = 64 * MIB as u64;
 pub const CONSUME_QUEUE_FILE_BYTES_MAX: u64 = GIB;
 /// Largest replication batch (`haTransferBatchSize`; 32 KiB by default).
 pub const HA_TRANSFER_BATCH_BYTES_MAX: usize = FRAME_BODY_BYTES_MAX;
+/// Most log bytes in one HA_TRANSFER when `haTransferBatchSize` is not set.
+pub const HA_TRANSFER_BATCH_BYTES_DEFAULT: usize = 1 << 20;
 /// Delay levels (`messageDelayLevel`; RocketMQ ships 18).
 pub const DELAY_LEVELS_MAX: usize = 64;
 /// Recalled scheduled messages one shard holds before their due times pass (8 bytes of
@@ -159,6 +161,7 @@ pub const RECALLS_PENDING_PER_SHARD_MAX: usize = 1_000_000;
 const _: () = assert!(SEGMENT_BYTES_MIN < SEGMENT_BYTES_MAX);
 const _: () = assert!(1 << 30 >= SEGMENT_BYTES_MIN, "the 1 GiB default is allowed");
 const _: () = assert!(HA_TRANSFER_BATCH_BYTES_MAX >= record::RECORD_BYTES_MAX);
+const _: () = assert!(HA_TRANSFER_BATCH_BYTES_DEFAULT <= HA_TRANSFER_BATCH_BYTES_MAX);
 
 // ---------------------------------------------------------------------------------------
 // Name server

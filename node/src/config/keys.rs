@@ -264,9 +264,9 @@ const NAMESRV_KEYS: &[Key<NamesrvConfig>] = &[
     key!("enableControllerInNamesrv", |c, v| c.controller.enable =
         boolean(v)?),
     key!("controllerDLegerPeers", |c, v| c.controller.peers =
-        crate::controller::ControllerConfig::parse_peers(v)?),
+        super::ControllerConfig::parse_peers(v)?),
     key!("controllerDLegerSelfId", |c, v| c.controller.self_id =
-        Some(crate::controller::parse_self_id(v)?)),
+        Some(super::parse_self_id(v)?)),
     key!("controllerStorePath", |c, v| c.controller.store_path =
         Some(path(v)?)),
     key!("enableElectUncleanMaster", |c, v| c

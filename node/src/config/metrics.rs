@@ -6,6 +6,9 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 /// RocketMQ 5's default `metricsPromExporterPort`.
 pub const PROM_PORT_DEFAULT: u16 = 5557;
+/// Default of `metricsSeriesMax`: topics (and groups, and (group, topic) pairs) with their own
+/// series.
+pub const SERIES_MAX_DEFAULT: usize = 10_000;
 
 /// `metricsExporterType`: RocketMQ's values; only `DISABLE` and `PROM` are implemented.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -37,7 +40,7 @@ impl Default for MetricsConfig {
             exporter: MetricsExporter::Disable,
             prom_port: PROM_PORT_DEFAULT,
             prom_host: None,
-            series_max: crate::metrics::shard::SERIES_MAX_DEFAULT,
+            series_max: SERIES_MAX_DEFAULT,
         }
     }
 }

@@ -23,9 +23,8 @@ use super::hist::{Hist, LATENESS_BOUNDS_MS, SIZE_BOUNDS_BYTES};
 /// The label value that stands for every topic or group past the cap.
 pub const OVERFLOW: &str = "_overflow";
 
-/// Default of `metricsSeriesMax`: topics (and groups, and (group, topic) pairs) with their own
-/// series.
-pub const SERIES_MAX_DEFAULT: usize = 10_000;
+/// Default of `metricsSeriesMax` (a config key: the default lives with it).
+pub use crate::config::SERIES_MAX_DEFAULT;
 
 /// Something kept per group, then topic (looked up by `&str` at each level, no allocation).
 pub type ByGroupTopic<T> = HashMap<String, HashMap<String, T>>;

@@ -47,12 +47,8 @@ use crate::shard::mailbox::Mail;
 use crate::store::commitlog::shard_base;
 use crate::store::epoch::EpochEntry;
 
-/// Default most log bytes in one HA_TRANSFER (`haTransferBatchSize`).
-pub const TRANSFER_BYTES_MAX: u64 = 1 << 20;
 /// Wait between attempts to reach the master.
 pub const RECONNECT_MS: u64 = 1_000;
-
-const _: () = assert!(TRANSFER_BYTES_MAX as usize <= limits::FRAME_BODY_BYTES_MAX);
 
 /// Accepts replication links on this shard's HA listener.
 pub async fn accept_loop(shard: Rc<Shard>, listener: Listener) {
