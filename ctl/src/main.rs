@@ -100,12 +100,19 @@ fn print(report: &Report, json: bool) -> i32 {
         report.to_table()
     };
     let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+    let written = match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Ok(()) => 0,
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
         Err(e) => {
             eprintln!("ringmq-ctl: writing the output: {e}");
             1
         }
+    };
+    match &report.failed {
+        Some(why) => {
+            eprintln!("ringmq-ctl: {why}");
+            1
+        }
+        None => written,
     }
 }

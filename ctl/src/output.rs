@@ -174,6 +174,9 @@ pub struct Report {
     pub sections: Vec<Section>,
     /// Lines for stderr (warnings, hints).
     pub notes: Vec<String>,
+    /// The command did part of what was asked (the report says what): the one line why it
+    /// exits non-zero after printing.
+    pub failed: Option<String>,
 }
 
 impl Report {
@@ -181,6 +184,7 @@ impl Report {
         Report {
             sections: vec![section],
             notes: Vec::new(),
+            failed: None,
         }
     }
 

@@ -299,3 +299,23 @@ fn now_ms() -> i64 {
         .unwrap()
         .as_millis() as i64
 }
+
+/// A dead letter whose original topic is unknown (no RETRY_TOPIC property: here one sent
+/// straight to the DLQ topic) cannot be resent: `resend-dlq` prints what it did and exits
+/// non-zero, its last line saying how many it could not resend.
+#[test]
+fn resend_dlq_that_skips_a_dead_letter_fails() {
+    let node = Node::start();
+    let dlq = format!("%DLQ%{GROUP}");
+    node.json(&["topic", "create", &dlq, "--queues", "1"]);
+    node.json(&["send", &dlq, "orphan"]);
+    let out = node.ctl(&["group", "resend-dlq", GROUP]);
+    assert_ne!(out.code, 0, "resend-dlq succeeded:\n{}", out.stdout);
+    let last = out.stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("1 dead letter(s) of group") && last.contains("could not be resent"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stdout.contains("SKIPPED"), "{}", out.stdout);
+}

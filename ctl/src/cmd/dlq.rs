@@ -207,10 +207,16 @@ pub async fn resend(admin: &Admin, cfg: &ClientConfig, a: &ResendDlqArgs) -> Res
         vec![json!(group), json!(resent), json!(run.skipped.len())],
     );
     let mut report = Report::one(run.section).with(summary);
+    let skipped = run.skipped.len();
     for (id, why) in run.skipped {
         report
             .notes
             .push(format!("skipped dead letter {id}: {why}"));
+    }
+    if skipped > 0 {
+        report.failed = Some(format!(
+            "{skipped} dead letter(s) of group {group} could not be resent ({resent} resent)"
+        ));
     }
     Ok(report)
 }
