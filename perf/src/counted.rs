@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use ringmq_client::{MessageQueue, PullConsumer, ReceivedMessage};
 use tokio::task::JoinHandle;
 
-use crate::consume::{Deliveries, RecvPlan};
+use crate::deliveries::{Deliveries, RecvPlan};
 
 /// How long one poll waits for messages before the task looks at the stop flag again.
 const POLL_WAIT: Duration = Duration::from_millis(200);

@@ -18,7 +18,7 @@
 //! the data directory and logs are kept and their ends printed; 3 when an acknowledged
 //! message was lost.
 
-mod args;
+pub(crate) mod args;
 mod deploy;
 mod load;
 mod report;

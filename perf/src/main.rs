@@ -12,6 +12,7 @@ mod broker_info;
 mod consume;
 mod counted;
 mod dead;
+mod deliveries;
 mod embedded;
 mod fail;
 mod failover;
@@ -30,11 +31,13 @@ mod stats;
 mod threads;
 mod timeline;
 mod txn;
+mod units;
 mod verify;
 
 use clap::Parser;
 
 use crate::args::{Cli, Mode};
+use crate::security::Target;
 
 fn main() {
     let cli = Cli::parse();
@@ -94,9 +97,26 @@ fn main() {
             std::process::exit(modes::EXIT_FAILED);
         }
     };
-    let code = rt.block_on(modes::run(cli.mode, target, node.is_some()));
+    let code = rt.block_on(run(cli.mode, target, node.is_some()));
     // Clients first (their connections close), then the node (a graceful stop).
     rt.shutdown_timeout(std::time::Duration::from_secs(2));
     drop(node);
     std::process::exit(code);
+}
+
+/// Runs a mode against `target`; returns the exit code.
+async fn run(mode: Mode, target: Target, embedded: bool) -> i32 {
+    let r = match mode {
+        Mode::Produce(a) => modes::produce_mode(a, target, embedded).await,
+        Mode::Consume(a) => modes::consume_mode(a, target, embedded).await,
+        Mode::E2e(a) => modes::e2e_mode(a, target, embedded).await,
+        Mode::Txn(a) => txn::run(a, target, embedded).await,
+        Mode::Request(a) => request::run(a, target, embedded).await,
+        // It starts its own deployment and runtime (failover::main).
+        Mode::Failover(_) => Err("failover is not run against a target".to_string()),
+    };
+    r.unwrap_or_else(|e| {
+        eprintln!("ringmq-perf: {e}");
+        modes::EXIT_FAILED
+    })
 }

@@ -16,7 +16,7 @@ use ringmq_client::{Admin, StartPosition};
 use serde_json::{json, Value};
 
 use crate::args::{
-    Common, ConsumeArgs, E2eArgs, FromArg, Mode, ProduceArgs, ProtocolOpts, RecvOpts, SendOpts,
+    Common, ConsumeArgs, E2eArgs, FromArg, ProduceArgs, ProtocolOpts, RecvOpts, SendOpts,
 };
 use crate::broker_info::{self, BrokerView, LagSampler};
 use crate::consume::{self, Consumers, Deliveries, RecvPlan, StopWhen};
@@ -43,23 +43,6 @@ const DLQ_POLL: Duration = Duration::from_millis(500);
 pub const EXIT_FAILED: i32 = 1;
 pub const EXIT_LOST: i32 = 3;
 pub const EXIT_NOT_DURABLE: i32 = 4;
-
-/// Runs a mode against `target`; returns the exit code.
-pub async fn run(mode: Mode, target: Target, embedded: bool) -> i32 {
-    let r = match mode {
-        Mode::Produce(a) => produce_mode(a, target, embedded).await,
-        Mode::Consume(a) => consume_mode(a, target, embedded).await,
-        Mode::E2e(a) => e2e_mode(a, target, embedded).await,
-        Mode::Txn(a) => crate::txn::run(a, target, embedded).await,
-        Mode::Request(a) => crate::request::run(a, target, embedded).await,
-        // It starts its own deployment and runtime (crate::failover::main).
-        Mode::Failover(_) => Err("failover is not run against a target".to_string()),
-    };
-    r.unwrap_or_else(|e| {
-        eprintln!("ringmq-perf: {e}");
-        EXIT_FAILED
-    })
-}
 
 /// What every mode starts with.
 pub(crate) struct Setup {
@@ -197,7 +180,11 @@ impl Setup {
     }
 }
 
-async fn produce_mode(a: ProduceArgs, target: Target, embedded: bool) -> Result<i32, String> {
+pub(crate) async fn produce_mode(
+    a: ProduceArgs,
+    target: Target,
+    embedded: bool,
+) -> Result<i32, String> {
     check_schedule(&a.send)?;
     let c = &a.common;
     if a.protocol.remoting().is_some() {
@@ -308,7 +295,11 @@ fn send_shortfall(o: &SendOutcome, sent: u64, count: Option<u64>) -> Option<Stri
     }
 }
 
-async fn consume_mode(a: ConsumeArgs, target: Target, embedded: bool) -> Result<i32, String> {
+pub(crate) async fn consume_mode(
+    a: ConsumeArgs,
+    target: Target,
+    embedded: bool,
+) -> Result<i32, String> {
     let c = &a.common;
     if a.protocol.remoting().is_some() {
         remoting::check_supported(c, None, Some(&a.recv))?;
@@ -453,7 +444,7 @@ fn check_count(a: &ConsumeArgs) -> Result<(), String> {
     }
 }
 
-async fn e2e_mode(a: E2eArgs, target: Target, embedded: bool) -> Result<i32, String> {
+pub(crate) async fn e2e_mode(a: E2eArgs, target: Target, embedded: bool) -> Result<i32, String> {
     check_schedule(&a.send)?;
     let c = &a.common;
     if a.protocol.remoting().is_some() {

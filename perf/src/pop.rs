@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use ringmq_client::{PoppedMessage, ReceivedMessage, SimpleConsumer, StartPosition};
 
-use crate::consume::{Deliveries, RecvPlan};
+use crate::deliveries::{Deliveries, RecvPlan};
 use crate::payload;
 
 /// The popping members of a run.

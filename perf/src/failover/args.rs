@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::args::{parse_duration, parse_size};
+use crate::units::{parse_duration, parse_size};
 
 /// Segment size perf gives the brokers unless `--broker-set mappedFileSizeCommitLog=...`
 /// says otherwise (the node's default, 1 GiB, would be pre-allocated three times).

@@ -19,7 +19,7 @@ use ringmq_client::StartPosition;
 use super::conn::Conn;
 use super::route;
 use super::send::code_name;
-use crate::consume::{Deliveries, RecvPlan};
+use crate::deliveries::{Deliveries, RecvPlan};
 use crate::payload;
 
 /// How long the broker may hold a pull that found nothing (RocketMQ's push consumer asks
