@@ -415,6 +415,14 @@ pub struct SendOpts {
     /// (fill a schedule first, then measure delivery alone).
     #[arg(long, value_name = "MSGS_PER_S", requires = "delay")]
     pub due_rate: Option<f64>,
+    /// With --delay or --delay-level and --verify: recall about this share of the scheduled
+    /// sends (chosen from producer id and sequence) right after each one's acknowledgement.
+    /// The verify log notes each recall sent and each one the broker acknowledged; the check
+    /// counts an acknowledged recall as a message that must not be delivered (delivered
+    /// anyway: `recalled_delivered`, exit 1), and a recall without an answer as neither lost
+    /// nor expected. Native protocol only.
+    #[arg(long, value_name = "R", value_parser = parse_ratio, requires = "verify")]
+    pub recall_ratio: Option<f64>,
 }
 
 impl SendOpts {

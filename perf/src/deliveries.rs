@@ -250,6 +250,16 @@ impl Deliveries {
         }
     }
 
+    /// Verify mode: how many of `keys` (producer, sequence) no listener call took
+    /// successfully yet (0 without verify).
+    pub fn undelivered<'a>(&self, keys: impl Iterator<Item = &'a (u64, u64)>) -> u64 {
+        let Some(set) = &self.delivered else {
+            return 0;
+        };
+        let set = set.lock().unwrap_or_else(|p| p.into_inner());
+        keys.filter(|k| !set.contains(k)).count() as u64
+    }
+
     /// Time since the last delivery (since the start when none came).
     pub fn idle(&self) -> Duration {
         let last = Duration::from_micros(self.last_us.load(Ordering::Relaxed));

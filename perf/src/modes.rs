@@ -231,6 +231,7 @@ pub(crate) async fn produce_mode(
         extra.insert("replication".into(), report::lag_json(l));
     }
     add_stages(stages, &mut notes, &mut extra);
+    trace_extra(&producers, &mut notes, &mut extra);
     print!(
         "{}",
         report::table(&ctx, &[("send", &summary)], &summary, &notes)
@@ -260,16 +261,95 @@ pub(crate) async fn produce_mode(
     Ok(0)
 }
 
-/// `--trace`: why the broker did not store every trace record the producers made.
-fn trace_shortfall(producers: &Producers) -> Option<String> {
-    let (made, stored) = producers.traces()?;
-    (stored < made).then(|| {
+/// e2e with `--verify`, while it waits for the last deliveries: how many listed messages
+/// (acknowledged, no recall sent for them) were not delivered yet, from the log read again
+/// at most every [`LISTED_POLL`] (0 without a log, or when it cannot be read: the verify
+/// check reports that).
+struct ListedWait<'a> {
+    path: Option<&'a Path>,
+    polled: Option<Instant>,
+    missing: u64,
+}
+
+/// How often e2e reads its verify log again while it waits for the last deliveries.
+const LISTED_POLL: Duration = Duration::from_millis(250);
+
+impl<'a> ListedWait<'a> {
+    fn new(path: Option<&'a Path>) -> ListedWait<'a> {
+        ListedWait {
+            path,
+            polled: None,
+            missing: 0,
+        }
+    }
+
+    fn missing(&mut self, sink: &Deliveries) -> u64 {
+        let Some(path) = self.path else {
+            return 0;
+        };
+        if self.polled.is_some_and(|t| t.elapsed() < LISTED_POLL) {
+            return self.missing;
+        }
+        self.polled = Some(Instant::now());
+        self.missing = Acked::load(path).map_or(0, |acked| {
+            let must = acked
+                .by_msg
+                .keys()
+                .filter(|k| !acked.recall_sent.contains(k));
+            sink.undelivered(must)
+        });
+        self.missing
+    }
+}
+
+/// `--verify` with recalls: why the check fails although nothing was lost.
+fn recalled_delivered(v: &verify::Report) -> Option<String> {
+    let n = v.total.recalled_delivered;
+    (n > 0).then(|| {
         format!(
-            "the broker stored {stored} of {made} trace records in RMQ_SYS_TRACE_TOPIC: create \
-             the topic (ringmq-ctl topic create RMQ_SYS_TRACE_TOPIC) or turn \
-             autoCreateTopicEnable on"
+            "{n} messages whose recall the broker acknowledged were delivered (of {} recalled)",
+            n + v.total.recalled
         )
     })
+}
+
+/// `--trace`: why the broker did not store every trace record the producers made (none
+/// stored: most likely no trace topic; some: trace sends failed, e.g. the broker went away).
+fn trace_shortfall(producers: &Producers) -> Option<String> {
+    let t = producers.traces()?;
+    let (made, stored) = (t.recorded, t.sent);
+    (stored < made).then(|| {
+        let fix = if stored == 0 {
+            ": create the topic (ringmq-ctl topic create RMQ_SYS_TRACE_TOPIC) or turn \
+             autoCreateTopicEnable on"
+        } else {
+            ""
+        };
+        format!(
+            "the broker stored {stored} of {made} trace records in RMQ_SYS_TRACE_TOPIC ({} in \
+             trace sends that failed, {} dropped with the tracer's queue full){fix}",
+            t.failed, t.dropped
+        )
+    })
+}
+
+/// `--trace`: the tracers' counters for the report (`None` without tracing).
+fn trace_extra(
+    producers: &Producers,
+    notes: &mut Vec<String>,
+    extra: &mut serde_json::Map<String, Value>,
+) {
+    let Some(t) = producers.traces() else {
+        return;
+    };
+    notes.push(format!(
+        "trace records: {} made, {} stored by the broker (acknowledged), {} in failed trace sends, {} dropped (queue full)",
+        t.recorded, t.sent, t.failed, t.dropped
+    ));
+    extra.insert(
+        "trace".into(),
+        json!({"made": t.recorded, "stored": t.sent, "failed": t.failed, "dropped": t.dropped}),
+    );
 }
 
 /// Why the sends did not do what was asked: fewer than `--count` sent, or none at all
@@ -386,8 +466,12 @@ pub(crate) async fn consume_mode(
         &timelines,
         &[("recv", &meter)],
     )?;
-    if verdict.is_some_and(|v| v.total.lost > 0) {
+    if verdict.as_ref().is_some_and(|v| v.total.lost > 0) {
         return Ok(EXIT_LOST);
+    }
+    if let Some(why) = verdict.as_ref().and_then(recalled_delivered) {
+        eprintln!("ringmq-perf: {why}");
+        return Ok(EXIT_FAILED);
     }
     if let Some(e) = consumers.counted_error() {
         eprintln!("ringmq-perf: {e}");
@@ -493,7 +577,10 @@ pub(crate) async fn e2e_mode(a: E2eArgs, target: Target, embedded: bool) -> Resu
     )
     .await;
     // The last deliveries: until everything sent arrived, or nothing arrived for idle_exit.
+    // Acknowledged recalls are not to arrive; one without an answer may or may not.
     let sent = send_meter.counts().messages;
+    let expected = sent.saturating_sub(outcome.recalled);
+    let maybe_recalled = outcome.recalls_sent - outcome.recalled;
     let due_end = match (a.send.due_rate, a.send.delay) {
         // The last message is due `sent / due_rate` s after the first, `delay` after the start.
         (Some(r), Some(d)) if r > 0.0 => send_start + d + Duration::from_secs_f64(sent as f64 / r),
@@ -518,7 +605,11 @@ pub(crate) async fn e2e_mode(a: E2eArgs, target: Target, embedded: bool) -> Resu
     };
     let mut dead_now = 0u64;
     let mut dead_polled = Instant::now();
-    while ((sink.delivered() + dead_now < sent
+    // Verify mode: the count of distinct deliveries also holds sends stored but never
+    // acknowledged (answer lost in a broker crash), so it may reach `expected` while listed
+    // messages are still on their way; the log says which must come.
+    let mut listed = ListedWait::new(c.verify.as_deref());
+    while (((sink.delivered() + dead_now < expected || listed.missing(&sink) > dead_now)
         && (Instant::now() < drain_until || (dead0.is_some() && sink.idle() < a.idle_exit)))
         || pop_waits(sink.idle()))
         && !setup.stop.load(Ordering::Relaxed)
@@ -582,6 +673,7 @@ pub(crate) async fn e2e_mode(a: E2eArgs, target: Target, embedded: bool) -> Resu
     }
     extra.extend(as_map(report::verify_json(verdict.as_ref())));
     add_stages(stages, &mut notes, &mut extra);
+    trace_extra(&producers, &mut notes, &mut extra);
     print!(
         "{}",
         report::table(&ctx, &[("send", &send), ("e2e", &e2e)], &e2e, &notes)
@@ -594,8 +686,12 @@ pub(crate) async fn e2e_mode(a: E2eArgs, target: Target, embedded: bool) -> Resu
         &timelines,
         &[("send", &send_meter), ("e2e", &recv_meter)],
     )?;
-    if verdict.is_some_and(|v| v.total.lost > 0) {
+    if verdict.as_ref().is_some_and(|v| v.total.lost > 0) {
         return Ok(EXIT_LOST);
+    }
+    if let Some(why) = verdict.as_ref().and_then(recalled_delivered) {
+        eprintln!("ringmq-perf: {why}");
+        return Ok(EXIT_FAILED);
     }
     if a.send.flush_check && outcome.not_durable > 0 {
         return Ok(EXIT_NOT_DURABLE);
@@ -607,10 +703,11 @@ pub(crate) async fn e2e_mode(a: E2eArgs, target: Target, embedded: bool) -> Resu
         return Ok(EXIT_FAILED);
     }
     let delivered = sink.delivered();
-    if delivered + dead_now < sent {
+    if delivered + dead_now + maybe_recalled < expected {
         eprintln!(
-            "ringmq-perf: {delivered} of {sent} sent messages delivered{} within --idle-exit {:?} of the last one",
+            "ringmq-perf: {delivered} of {expected} sent messages delivered{}{} within --idle-exit {:?} of the last one",
             if dead_now > 0 { format!(" ({dead_now} more dead-lettered)") } else { String::new() },
+            if outcome.recalled > 0 { format!(" ({} more recalled)", outcome.recalled) } else { String::new() },
             a.idle_exit
         );
         return Ok(EXIT_FAILED);
@@ -660,6 +757,7 @@ fn send_plan(
         random_payload: s.payload == crate::args::Payload::Random,
         compress: s.compress_over.map(|over| (over, s.compression.kind())),
         trace: s.trace,
+        recall_ratio: s.recall_ratio,
     }
 }
 
@@ -670,6 +768,9 @@ fn check_schedule(s: &SendOpts) -> Result<(), String> {
             "--delay and --delay-level need --batch 1: scheduled messages are sent one by one"
                 .into(),
         );
+    }
+    if s.recall_ratio.is_some() && !s.scheduled() {
+        return Err("--recall-ratio needs --delay or --delay-level: only a scheduled message can be recalled".into());
     }
     Ok(())
 }
@@ -685,7 +786,7 @@ fn send_config(s: &SendOpts, c: &Common, plan: &SendPlan) -> Value {
         "due_rate": s.due_rate, "payload": s.payload.name(),
         "compress_over": s.compress_over,
         "compression": s.compress_over.map(|_| s.compression.name()),
-        "trace": s.trace,
+        "trace": s.trace, "recall_ratio": s.recall_ratio,
     })
 }
 
@@ -709,6 +810,21 @@ fn send_notes(o: &SendOutcome) -> Vec<String> {
     if let Some(e) = &o.verify_error {
         notes.push(format!("verify log: {e} (the run stopped)"));
     }
+    if o.recalls_sent > 0 {
+        notes.push(format!(
+            "recalls: {} sent, {} acknowledged (these must never be delivered){}",
+            o.recalls_sent,
+            o.recalled,
+            if o.recall_errors.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", failed {:?} (may or may not have been recalled)",
+                    o.recall_errors
+                )
+            }
+        ));
+    }
     notes
 }
 
@@ -716,6 +832,10 @@ fn send_extra(o: &SendOutcome) -> serde_json::Map<String, Value> {
     let mut m = serde_json::Map::new();
     m.insert("not_durable".into(), json!(o.not_durable));
     m.insert("error_kinds".into(), json!(o.error_kinds));
+    m.insert(
+        "recalls".into(),
+        json!({"sent": o.recalls_sent, "acknowledged": o.recalled, "errors": o.recall_errors}),
+    );
     m.insert(
         "start_lag_us".into(),
         o.start_lag_us

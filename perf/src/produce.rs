@@ -10,6 +10,12 @@
 //! a lane started the send: every in-flight slot busy, or the generator behind schedule) is
 //! reported apart as `start_lag`.
 //!
+//! With `--recall-ratio R` (scheduled sends, native protocol, `--verify`), about R of the
+//! acknowledged sends, chosen from producer id and sequence, are recalled by their lane
+//! right after the acknowledgement: a `recall` line goes to the verify log before the
+//! recall is sent and a `recalled` line once the broker acknowledged it (see
+//! [`crate::verify`]); the lane's next send waits for the recall.
+//!
 //! Only sends answered SEND_OK are "acknowledged" (written to the verify log). A send the
 //! broker stored but could not make durable in time (FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT,
 //! SLAVE_NOT_AVAILABLE) is counted in `not_durable`, and as an error under `--flush-check`.
@@ -24,6 +30,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hdrhistogram::Histogram;
+use ringmq_client::trace::TraceStats;
 use ringmq_client::wire::remoting::SerializeType;
 use ringmq_client::{Error, Message, Producer, SendResult, SendStatus};
 
@@ -71,6 +78,8 @@ pub struct SendPlan {
     pub compress: Option<(usize, ringmq_client::wire::record::Compression)>,
     /// Message trace on (native producers).
     pub trace: bool,
+    /// Recall this share of the acknowledged scheduled sends (`--recall-ratio`).
+    pub recall_ratio: Option<f64>,
 }
 
 /// What the sends came to (besides the meter).
@@ -85,6 +94,11 @@ pub struct SendOutcome {
     /// The verify log could not be written (the run stopped).
     pub verify_error: Option<String>,
     pub elapsed: Duration,
+    /// `--recall-ratio`: recalls sent, and acknowledged by the broker.
+    pub recalls_sent: u64,
+    pub recalled: u64,
+    /// Recalls that failed, by kind (the message may or may not have been recalled).
+    pub recall_errors: BTreeMap<String, u64>,
 }
 
 /// Started producers.
@@ -151,16 +165,18 @@ impl Producers {
         }
     }
 
-    /// With tracing, after [`Producers::shutdown`]: trace records made and stored by the
-    /// broker, over every producer.
-    pub fn traces(&self) -> Option<(u64, u64)> {
-        let mut out: Option<(u64, u64)> = None;
+    /// With tracing, after [`Producers::shutdown`]: the tracers' counters summed over
+    /// every producer (`recorded`: made; `sent`: in trace messages the broker stored).
+    pub fn traces(&self) -> Option<TraceStats> {
+        let mut out: Option<TraceStats> = None;
         for (_, p) in &self.list {
             if let Sender::Native(p) = p {
                 if let Some(s) = p.trace_stats() {
-                    let o = out.get_or_insert((0, 0));
-                    o.0 += s.recorded;
-                    o.1 += s.sent;
+                    let o = out.get_or_insert_with(TraceStats::default);
+                    o.recorded += s.recorded;
+                    o.sent += s.sent;
+                    o.dropped += s.dropped;
+                    o.failed += s.failed;
                 }
             }
         }
@@ -192,6 +208,9 @@ struct Run {
     /// `due_rate`: messages given a due time so far, and the run's start (ms since the epoch).
     due_seq: AtomicU64,
     start_ms: i64,
+    recalls_sent: AtomicU64,
+    recalled: AtomicU64,
+    recall_errors: Mutex<BTreeMap<String, u64>>,
 }
 
 impl Run {
@@ -247,6 +266,9 @@ pub async fn run(
         errors: Mutex::new(BTreeMap::new()),
         start_lag: Mutex::new(new_histogram()),
         verify_error: Mutex::new(None),
+        recalls_sent: AtomicU64::new(0),
+        recalled: AtomicU64::new(0),
+        recall_errors: Mutex::new(BTreeMap::new()),
     });
     let mut lanes = Vec::new();
     let mut pacer = None;
@@ -290,12 +312,20 @@ pub async fn run(
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .clone();
+    let recall_errors = run
+        .recall_errors
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
     SendOutcome {
         not_durable: run.not_durable.load(Ordering::Relaxed),
         error_kinds,
         start_lag_us,
         verify_error,
         elapsed,
+        recalls_sent: run.recalls_sent.load(Ordering::Relaxed),
+        recalled: run.recalled.load(Ordering::Relaxed),
+        recall_errors,
     }
 }
 
@@ -483,7 +513,11 @@ async fn send_native(
     let n64 = u64::from(n);
     let bytes = n64 * run.maker.size() as u64;
     match result {
-        Ok(r) => on_stored(run, id, seq0, n64, bytes, us_since(origin), &Ack::of(&r)),
+        Ok(r) => {
+            let ack = Ack::of(&r);
+            on_stored(run, id, seq0, n64, bytes, us_since(origin), &ack)
+                && (!ack.durable || recall_if_chosen(run, id, seq0, p, &r).await)
+        }
         Err(e) => {
             run.meter.error(n64);
             note_error(run, error_kind(&e), n64, &e.to_string());
@@ -530,6 +564,58 @@ fn on_stored(run: &Run, id: u64, seq0: u64, n: u64, bytes: u64, lat: u64, r: &Ac
         return true;
     };
     if let Err(e) = acks.append(id, seq0, n, r.broker_name, r.queue_id, r.queue_offset) {
+        let mut v = run.verify_error.lock().unwrap_or_else(|p| p.into_inner());
+        if v.is_none() {
+            eprintln!("ringmq-perf: writing the verify log: {e}; stopping");
+            *v = Some(e.to_string());
+        }
+        run.stop.store(true, Ordering::Relaxed);
+        return false;
+    }
+    true
+}
+
+/// `--recall-ratio`: recalls the acknowledged (and logged) send `seq` of producer `id` if
+/// it is one of the chosen share, logging the recall before and, once acknowledged, after.
+/// False when the run must stop (the verify log could not be written).
+async fn recall_if_chosen(run: &Run, id: u64, seq: u64, p: &Producer, r: &SendResult) -> bool {
+    let (Some(ratio), Some(acks), Some(handle)) =
+        (run.plan.recall_ratio, &run.acks, r.recall_handle.as_deref())
+    else {
+        return true;
+    };
+    let x = (crate::fail::mix(id ^ crate::fail::mix(seq ^ RECALL_SALT)) >> 11) as f64
+        / (1u64 << 53) as f64;
+    if x >= ratio {
+        return true;
+    }
+    if !log_recall(run, acks, id, seq, false) {
+        return false;
+    }
+    run.recalls_sent.fetch_add(1, Ordering::Relaxed);
+    match p.recall(handle).await {
+        Ok(_) => {
+            run.recalled.fetch_add(1, Ordering::Relaxed);
+            log_recall(run, acks, id, seq, true)
+        }
+        Err(e) => {
+            let kind = error_kind(&e);
+            let mut m = run.recall_errors.lock().unwrap_or_else(|p| p.into_inner());
+            let slot = m.entry(kind.clone()).or_insert(0);
+            if *slot == 0 {
+                eprintln!("ringmq-perf: recall failed ({kind}): {e}");
+            }
+            *slot += 1;
+            true
+        }
+    }
+}
+
+/// Mixed into the recall choice, so it does not pick the messages --fail-ratio picks.
+const RECALL_SALT: u64 = 0x7265_6361_6c6c;
+
+fn log_recall(run: &Run, acks: &AckLog, id: u64, seq: u64, acknowledged: bool) -> bool {
+    if let Err(e) = acks.append_recall(id, seq, acknowledged) {
         let mut v = run.verify_error.lock().unwrap_or_else(|p| p.into_inner());
         if v.is_none() {
             eprintln!("ringmq-perf: writing the verify log: {e}; stopping");

@@ -242,6 +242,12 @@ pub fn verify_lines(r: &verify::Report) -> Vec<String> {
         r.unlisted,
         if r.torn_tail { "; the log's torn last line was skipped" } else { "" }
     )];
+    if t.recalled + t.recalled_delivered + t.recall_unsure > 0 {
+        out.push(format!(
+            "  recalls: recalled {} (recall acknowledged, not delivered) recalled_delivered {} (recall acknowledged, delivered: must be 0) recall_unsure {} (recall sent, no answer, not delivered)",
+            t.recalled, t.recalled_delivered, t.recall_unsure
+        ));
+    }
     for (q, v) in &r.per_queue {
         if v.notable() {
             out.push(format!(
@@ -374,6 +380,7 @@ pub fn verify_json(r: Option<&verify::Report>) -> Value {
         return json!({
             "acked": null, "received": null, "lost": null, "duplicates": null,
             "out_of_order": null, "dead_lettered": null, "concurrent": null, "per_queue": null,
+            "recalled": null, "recalled_delivered": null, "recall_unsure": null,
         });
     };
     let per: serde_json::Map<String, Value> = r
@@ -396,6 +403,8 @@ fn verdict_json(v: &verify::Verdict) -> Value {
         "acked": v.acked, "received": v.received, "lost": v.lost,
         "duplicates": v.duplicates, "out_of_order": v.out_of_order, "misplaced": v.misplaced,
         "dead_lettered": v.dead_lettered, "concurrent": v.concurrent, "failed": v.failed,
+        "recalled": v.recalled, "recalled_delivered": v.recalled_delivered,
+        "recall_unsure": v.recall_unsure,
     })
 }
 

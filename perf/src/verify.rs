@@ -11,7 +11,16 @@
 //! ```
 //!
 //! `producer` is 16 hex digits (the id in every perf message's head), `offset` the queue
-//! offset the broker acknowledged. The check ([`check`]) compares the deliveries a consumer
+//! offset the broker acknowledged. With `--recall-ratio`, two more kinds of line name a
+//! scheduled message already listed: `producer sequence recall`, written before its recall
+//! is sent, and `producer sequence recalled`, once the broker acknowledged the recall:
+//!
+//! ```text
+//! 5f3a9c0100000000 7 recall
+//! 5f3a9c0100000000 7 recalled
+//! ```
+//!
+//! The check ([`check`]) compares the deliveries a consumer
 //! saw (every listener call, successful or failed on purpose, with its place in time) and
 //! the messages found in the group's dead-letter queue at the end with the log, listed
 //! messages only (others are sent-but-unacknowledged messages or other runs, and are only
@@ -31,7 +40,13 @@
 //! - `concurrent`: listener calls on one queue (of the topic, or of the retry topic) that
 //!   began while another call on that queue, by the same member or another, had not ended;
 //! - `misplaced`: delivered from the topic at another queue or offset than the one
-//!   acknowledged.
+//!   acknowledged;
+//! - `recalled`: acknowledged, its recall acknowledged, never delivered (as it must be);
+//!   `recalled_delivered`: the same but delivered (a broken recall: the run fails);
+//!   `recall_unsure`: acknowledged, a recall sent without an answer (the broker may or may
+//!   not have stored it), never delivered: neither lost nor recalled. Such a message that
+//!   was delivered counts as `received`. None of the three counts as `lost` or `received`
+//!   otherwise.
 //!
 //! "Began" and "ended" are positions in one sequence of events every listener call of the
 //! run draws from (an atomic counter), not clock readings, so overlap is exact.
@@ -58,6 +73,17 @@ impl AckLog {
         Ok(AckLog {
             file: Mutex::new(file),
         })
+    }
+
+    /// Appends a recall line for a listed message: `recall` before the recall is sent,
+    /// `recalled` once the broker acknowledged it. One `write` call.
+    pub fn append_recall(&self, producer: u64, seq: u64, acknowledged: bool) -> io::Result<()> {
+        let word = if acknowledged { "recalled" } else { "recall" };
+        let line = format!("{producer:016x} {seq} {word}\n");
+        self.file
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .write_all(line.as_bytes())
     }
 
     /// Appends `n` messages acknowledged together: sequences `seq0..seq0+n` of `producer`
@@ -125,6 +151,10 @@ pub struct Ack {
 pub struct Acked {
     pub by_msg: HashMap<(u64, u64), Ack>,
     pub queues: QueueNames,
+    /// Messages whose recall was sent (`recall` lines).
+    pub recall_sent: HashSet<(u64, u64)>,
+    /// Messages whose recall the broker acknowledged (`recalled` lines).
+    pub recalled: HashSet<(u64, u64)>,
     /// A torn last line (a crash mid-write) that was skipped.
     pub torn_tail: bool,
 }
@@ -147,14 +177,20 @@ impl Acked {
             if line.starts_with('#') || line.is_empty() {
                 continue;
             }
-            match parse_line(&line) {
-                Some((p, s, broker, q, off)) => {
+            match (parse_line(&line), parse_recall_line(&line)) {
+                (Some((p, s, broker, q, off)), _) => {
                     let queue = out.queues.intern(broker, q);
                     out.by_msg
                         .entry((p, s))
                         .or_insert(Ack { queue, offset: off });
                 }
-                None => bad = Some((n, line)),
+                (None, Some((key, acknowledged))) => {
+                    out.recall_sent.insert(key);
+                    if acknowledged {
+                        out.recalled.insert(key);
+                    }
+                }
+                (None, None) => bad = Some((n, line)),
             }
         }
         out.torn_tail = bad.is_some();
@@ -173,6 +209,19 @@ fn parse_line(line: &str) -> Option<(u64, u64, &str, u32, u64)> {
         return None;
     }
     Some((p, s, broker, q, off))
+}
+
+/// A recall line: (producer, sequence) and whether the recall was acknowledged.
+fn parse_recall_line(line: &str) -> Option<((u64, u64), bool)> {
+    let mut it = line.split(' ');
+    let p = u64::from_str_radix(it.next()?, 16).ok()?;
+    let s = it.next()?.parse().ok()?;
+    let acknowledged = match it.next()? {
+        "recall" => false,
+        "recalled" => true,
+        _ => return None,
+    };
+    it.next().is_none().then_some(((p, s), acknowledged))
 }
 
 /// One delivery a consumer saw: one message of one listener call.
@@ -208,6 +257,12 @@ pub struct Verdict {
     pub concurrent: u64,
     /// Deliveries whose listener call failed (on purpose: --fail-ratio).
     pub failed: u64,
+    /// Recall acknowledged, never delivered.
+    pub recalled: u64,
+    /// Recall acknowledged, delivered all the same.
+    pub recalled_delivered: u64,
+    /// Recall sent without an answer, never delivered.
+    pub recall_unsure: u64,
 }
 
 impl Verdict {
@@ -221,11 +276,20 @@ impl Verdict {
         self.dead_lettered += o.dead_lettered;
         self.concurrent += o.concurrent;
         self.failed += o.failed;
+        self.recalled += o.recalled;
+        self.recalled_delivered += o.recalled_delivered;
+        self.recall_unsure += o.recall_unsure;
     }
 
     /// Anything worth a per-queue line.
     pub fn notable(&self) -> bool {
-        self.lost + self.duplicates + self.out_of_order + self.misplaced + self.concurrent > 0
+        self.lost
+            + self.duplicates
+            + self.out_of_order
+            + self.misplaced
+            + self.concurrent
+            + self.recalled_delivered
+            > 0
     }
 }
 
@@ -293,8 +357,17 @@ pub fn check(
             .entry(acked.queues.name(ack.queue).to_string())
             .or_default();
         v.acked += 1;
-        match times.get(key).copied().unwrap_or(0) {
+        let delivered = times.get(key).copied().unwrap_or(0);
+        if acked.recalled.contains(key) {
+            match delivered {
+                0 => v.recalled += 1,
+                _ => v.recalled_delivered += 1,
+            }
+            continue;
+        }
+        match delivered {
             0 if dead.contains(key) => v.dead_lettered += 1,
+            0 if acked.recall_sent.contains(key) => v.recall_unsure += 1,
             0 => {
                 v.lost += 1;
                 if lost_examples.len() < LOST_EXAMPLES_MAX {
@@ -624,6 +697,36 @@ mod tests {
         ];
         let r = check(&a, &names, &batch, &none(), Consumption::Orderly);
         assert_eq!(r.total.out_of_order, 0);
+    }
+
+    #[test]
+    fn recalled_messages_must_not_be_delivered_and_unanswered_recalls_are_not_lost() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("acks");
+        let log = AckLog::create(&path).unwrap();
+        log.append(1, 0, 5, "b", 0, 0).unwrap();
+        for (seq, acknowledged) in [(1, false), (1, true), (2, false), (2, true)] {
+            log.append_recall(1, seq, acknowledged).unwrap();
+        }
+        // 1/3: recall sent, no answer; 1/4: the same, but the message came anyway.
+        log.append_recall(1, 3, false).unwrap();
+        log.append_recall(1, 4, false).unwrap();
+        let a = Acked::load(&path).unwrap();
+        assert_eq!(a.by_msg.len(), 5);
+        assert_eq!(a.recalled.len(), 2);
+        assert_eq!(a.recall_sent.len(), 4);
+        let mut names = QueueNames::default();
+        let q0 = names.intern("b", 0);
+        // 1/1 recalled and not delivered; 1/2 recalled and delivered (wrong).
+        let deliveries = vec![d(1, 0, q0, 0), d(1, 2, q0, 2), d(1, 4, q0, 4)];
+        let r = check(&a, &names, &deliveries, &none(), Consumption::Concurrent);
+        let t = r.total;
+        assert_eq!((t.acked, t.received, t.lost), (5, 2, 0));
+        assert_eq!(
+            (t.recalled, t.recalled_delivered, t.recall_unsure),
+            (1, 1, 1)
+        );
+        assert!(r.per_queue["b:0"].notable());
     }
 
     #[test]
