@@ -38,8 +38,9 @@ pub mod sample;
 pub const STRING_BYTES_MAX: usize = u16::MAX as usize;
 /// Most items in one list or map.
 pub const LIST_ITEMS_MAX: usize = 1 << 20;
-/// Longest byte blob (the largest frame; a blob never outgrows its frame).
-pub const BLOB_BYTES_MAX: usize = crate::frame::FRAME_BYTES_MAX;
+/// Longest byte blob: the largest frame (`frame::FRAME_BYTES_MAX`, asserted equal there; a
+/// blob never outgrows its frame).
+pub const BLOB_BYTES_MAX: usize = 16 * 1024 * 1024;
 /// Most items a decoder reserves room for up front; beyond this a list grows as items decode.
 pub const PREALLOC_ITEMS_MAX: usize = 1024;
 

@@ -36,6 +36,7 @@ pub const HEADER_BYTES_MAX: usize = 64 * 1024;
 const _: () = assert!(PREFIX_BYTES == 4 + 2 + 2 + 8 + 4);
 const _: () = assert!(LENGTH_MIN == 16);
 const _: () = assert!(FRAME_BYTES_MAX <= u32::MAX as usize);
+const _: () = assert!(crate::codec::BLOB_BYTES_MAX == FRAME_BYTES_MAX);
 const _: () = assert!(HEADER_BYTES_MAX + PREFIX_BYTES < FRAME_BYTES_MAX);
 const _: () =
     assert!(crate::record::RECORD_BYTES_MAX + PREFIX_BYTES + HEADER_BYTES_MAX <= FRAME_BYTES_MAX);

@@ -35,6 +35,7 @@
 
 use std::collections::BTreeMap;
 
+pub use super::command::{Command, Language, EXT_FIELDS_MAX, FLAG_ONEWAY, FLAG_RESPONSE, VERSION};
 use crate::error::{Result, WireError};
 
 /// Bytes of the `length` field.
@@ -45,19 +46,12 @@ pub const PREFIX_BYTES: usize = 8;
 pub const FRAME_BYTES_MAX: usize = 16 * 1024 * 1024;
 /// The header length is a 24-bit field.
 pub const HEADER_BYTES_MAX: usize = (1 << 24) - 1;
-/// Most extFields one header may carry (RocketMQ's largest custom header has about 20).
-pub const EXT_FIELDS_MAX: usize = 1024;
 /// Bytes of a binary header with no remark and no ext fields.
 pub const BINARY_HEADER_FIXED_BYTES: usize = 2 + 1 + 2 + 4 + 4 + 4 + 4;
 
 const _: () = assert!(PREFIX_BYTES == LENGTH_FIELD_BYTES + 4);
 const _: () = assert!(FRAME_BYTES_MAX <= u32::MAX as usize);
 const _: () = assert!(BINARY_HEADER_FIXED_BYTES == 21);
-
-/// `flag` bit 0: a response (`RPC_TYPE`).
-pub const FLAG_RESPONSE: i32 = 1;
-/// `flag` bit 1: a request that expects no response (`RPC_ONEWAY`).
-pub const FLAG_ONEWAY: i32 = 2;
 
 /// How the header is serialized (the frame's byte 4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -85,131 +79,6 @@ impl SerializeType {
         }
     }
 }
-
-/// RocketMQ's `LanguageCode`: the peer's implementation language. Unknown codes and names
-/// are kept as [`Language::Other`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Language {
-    Java,
-    Cpp,
-    DotNet,
-    Python,
-    Delphi,
-    Erlang,
-    Ruby,
-    Other,
-    Http,
-    Go,
-    Php,
-    Oms,
-    Rust,
-    NodeJs,
-}
-
-const LANGUAGES: [(Language, &str); 14] = [
-    (Language::Java, "JAVA"),
-    (Language::Cpp, "CPP"),
-    (Language::DotNet, "DOTNET"),
-    (Language::Python, "PYTHON"),
-    (Language::Delphi, "DELPHI"),
-    (Language::Erlang, "ERLANG"),
-    (Language::Ruby, "RUBY"),
-    (Language::Other, "OTHER"),
-    (Language::Http, "HTTP"),
-    (Language::Go, "GO"),
-    (Language::Php, "PHP"),
-    (Language::Oms, "OMS"),
-    (Language::Rust, "RUST"),
-    (Language::NodeJs, "NODE_JS"),
-];
-
-impl Language {
-    pub fn code(self) -> u8 {
-        LANGUAGES
-            .iter()
-            .position(|(l, _)| *l == self)
-            .and_then(|i| u8::try_from(i).ok())
-            .unwrap_or(7)
-    }
-
-    pub fn from_code(c: u8) -> Self {
-        LANGUAGES
-            .get(usize::from(c))
-            .map_or(Language::Other, |(l, _)| *l)
-    }
-
-    pub fn name(self) -> &'static str {
-        LANGUAGES[usize::from(self.code())].1
-    }
-
-    pub fn from_name(n: &str) -> Self {
-        LANGUAGES
-            .iter()
-            .find(|(_, name)| *name == n)
-            .map_or(Language::Other, |(l, _)| *l)
-    }
-}
-
-/// One remoting command: the header's fields (the body travels beside it).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Command {
-    /// Request code in a request, response code in a response.
-    pub code: i32,
-    pub language: Language,
-    pub version: i32,
-    /// Matches a response to its request.
-    pub opaque: i32,
-    /// [`FLAG_RESPONSE`], [`FLAG_ONEWAY`].
-    pub flag: i32,
-    pub remark: Option<String>,
-    /// The custom header, every value as text.
-    pub ext_fields: BTreeMap<String, String>,
-}
-
-impl Command {
-    /// A request with `code` and `ext_fields`.
-    pub fn request(code: i32, opaque: i32, ext_fields: BTreeMap<String, String>) -> Self {
-        Command {
-            code,
-            language: Language::Java,
-            version: VERSION,
-            opaque,
-            flag: 0,
-            remark: None,
-            ext_fields,
-        }
-    }
-
-    /// A response to the request with `opaque`.
-    pub fn response(code: i32, opaque: i32, remark: Option<String>) -> Self {
-        Command {
-            code,
-            language: Language::Java,
-            version: VERSION,
-            opaque,
-            flag: FLAG_RESPONSE,
-            remark,
-            ext_fields: BTreeMap::new(),
-        }
-    }
-
-    pub fn is_response(&self) -> bool {
-        self.flag & FLAG_RESPONSE != 0
-    }
-
-    pub fn is_oneway(&self) -> bool {
-        self.flag & FLAG_ONEWAY != 0
-    }
-
-    /// The ext field `key`, if present.
-    pub fn ext(&self, key: &str) -> Option<&str> {
-        self.ext_fields.get(key).map(String::as_str)
-    }
-}
-
-/// The `version` ringmq puts in what it sends: RocketMQ 5.3.1's `MQVersion` ordinal, recent
-/// enough that clients send SQL92 subscriptions to it.
-pub const VERSION: i32 = 483;
 
 /// The prefix fields, unvalidated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -622,15 +491,5 @@ mod tests {
         let ext_len_at = PREFIX_BYTES + BINARY_HEADER_FIXED_BYTES - 4 + "é remark".len();
         good[ext_len_at..ext_len_at + 4].copy_from_slice(&u32::MAX.to_be_bytes());
         assert!(parse(&good).is_err());
-    }
-
-    #[test]
-    fn languages_map_both_ways() {
-        for (i, (l, n)) in LANGUAGES.iter().enumerate() {
-            assert_eq!(usize::from(l.code()), i);
-            assert_eq!(Language::from_name(n), *l);
-            assert_eq!(l.name(), *n);
-        }
-        assert_eq!(Language::from_code(200), Language::Other);
     }
 }

@@ -14,7 +14,7 @@ use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
-use super::frame::{Command, Language, EXT_FIELDS_MAX};
+use super::command::{Command, Language, EXT_FIELDS_MAX};
 use crate::error::{Result, WireError};
 
 /// Longest serde_json message kept in an error, in characters.

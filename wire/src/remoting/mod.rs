@@ -17,6 +17,7 @@
 pub mod batch;
 pub mod body;
 pub mod code;
+pub mod command;
 pub mod ext;
 pub mod frame;
 pub mod headers;
