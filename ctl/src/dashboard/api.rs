@@ -1,6 +1,7 @@
 //! The dashboard's routes: the page's three files, and a JSON API under `/api/` whose every
 //! answer comes from the command functions of `ringmq-ctl` ([`crate::cmd`]) rendered with
-//! [`Report::to_json`], plus what the [`sampler`](super::sampler) computed. Errors are
+//! [`Report::to_json`](crate::output::Report::to_json), plus what the
+//! [`sampler`](super::sampler) computed. Errors are
 //! `{"error": "..."}` with a 4xx/5xx status; a broker's NO_PERMISSION is 403 with
 //! `"not_allowed": true`. Only `POST` changes anything (login, logout, resending dead
 //! letters); a `POST` whose `Origin` is not this server is refused.
@@ -9,24 +10,19 @@
 //! ([`super::session`]) and runs with its `Admin`; lists keep only what that account's
 //! requests are answered for (the brokers refuse the rest).
 
-use std::cell::RefCell;
-use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use ringmq_client::wire::code::Status;
-use ringmq_client::{Admin, ClientConfig, Credentials, Error as ClientError};
+use ringmq_client::{Admin, ClientConfig, Credentials};
 use serde_json::{json, Value};
 
+use super::answer::{group_arg, param, report};
 use super::http::{Request, Response};
-use super::sampler::{rows, Samples};
-use super::session::{self, Sessions};
+use super::sampler::rows;
+use super::session;
+pub use super::state::{Ctx, State};
 use super::views;
-use crate::cli::{
-    AclTargetArgs, DelayStatusArgs, DlqArgs, GroupArg, MsgIdArgs, MsgKeyArgs, MsgTimeArgs,
-};
+use crate::cli::{AclTargetArgs, DelayStatusArgs, DlqArgs, MsgIdArgs, MsgKeyArgs, MsgTimeArgs};
 use crate::cmd::{acl, broker, delay, dlq, msg, txn};
-use crate::error::CtlError;
-use crate::output::Report;
 
 const INDEX_HTML: &str = include_str!("index.html");
 const APP_JS: &str = include_str!("app.js");
@@ -62,27 +58,6 @@ const ROUTES: &[(&str, &str)] = &[
     ("/api/delay", "GET"),
     ("/api/txn", "GET"),
 ];
-
-/// What every request shares.
-pub struct State {
-    /// Built with the credentials ringmq-ctl was started with (the sampler's too).
-    pub admin: Admin,
-    pub cfg: ClientConfig,
-    pub sessions: RefCell<Sessions>,
-    pub samples: Rc<RefCell<Samples>>,
-    pub refresh: Duration,
-    pub history: Duration,
-}
-
-/// Who a request runs as.
-pub struct Ctx {
-    pub admin: Admin,
-    pub cfg: ClientConfig,
-    /// The session's access key; `None` without ACL.
-    pub access_key: Option<String>,
-}
-
-pub type Answer = Result<Value, Response>;
 
 /// Answers one request.
 pub async fn handle(state: &State, req: &Request, body: &[u8]) -> Response {
@@ -184,63 +159,6 @@ pub async fn handle(state: &State, req: &Request, body: &[u8]) -> Response {
             Response::json(200, &v)
         }
         Err(r) => r,
-    }
-}
-
-/// Whether a command's failure is the brokers refusing this account.
-pub fn not_allowed(e: &CtlError) -> bool {
-    match e {
-        CtlError::Client {
-            source: ClientError::Broker { status, .. },
-            ..
-        } => *status == Status::NoPermission,
-        other => other.to_string().contains("NO_PERMISSION"),
-    }
-}
-
-/// The answer for a failed command.
-pub fn failure(e: &CtlError) -> Response {
-    let text = e.to_string();
-    if not_allowed(e) {
-        return Response::json(
-            403,
-            &json!({ "error": format!("not allowed: {text}"), "not_allowed": true }),
-        );
-    }
-    let status = match e {
-        CtlError::Usage(_) => 400,
-        CtlError::Refused(_) => 409,
-        CtlError::Client { source, .. } => match source {
-            ClientError::NotFound { .. } | ClientError::NoRoute { .. } => 404,
-            ClientError::Broker { .. } | ClientError::UnknownStatus { .. } => 409,
-            ClientError::InvalidMessage(_) | ClientError::Encode(_) => 400,
-            _ => 502,
-        },
-    };
-    Response::error(status, &text)
-}
-
-/// A report as JSON, with its notes.
-pub fn report(r: Result<Report, CtlError>) -> Answer {
-    let r = r.map_err(|e| failure(&e))?;
-    let mut v = r.to_json();
-    if let Some(o) = v.as_object_mut() {
-        o.insert("notes".into(), json!(r.notes));
-    }
-    Ok(v)
-}
-
-pub fn param<'a>(req: &'a Request, name: &str) -> Result<&'a str, Response> {
-    match req.param(name) {
-        Some(v) if !v.is_empty() => Ok(v),
-        _ => Err(Response::error(400, &format!("give ?{name}=..."))),
-    }
-}
-
-pub fn group_arg(g: &str) -> GroupArg {
-    GroupArg {
-        group: Some(g.to_string()),
-        group_opt: None,
     }
 }
 
@@ -377,13 +295,5 @@ mod tests {
                 "external URL"
             );
         }
-    }
-
-    #[test]
-    fn no_permission_is_403() {
-        let e = CtlError::Refused("asking who this client is: NO_PERMISSION from x".into());
-        assert!(not_allowed(&e));
-        assert_eq!(failure(&e).status, 403);
-        assert_eq!(failure(&CtlError::Usage("x".into())).status, 400);
     }
 }

@@ -14,11 +14,13 @@
 //! requests and the sampler take turns, so the shared state is `Rc`/`RefCell`, borrowed
 //! only between awaits.
 
+mod answer;
 mod api;
 mod http;
 mod sampler;
 mod server;
 mod session;
+mod state;
 mod views;
 
 use std::cell::RefCell;

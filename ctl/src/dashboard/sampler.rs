@@ -154,7 +154,7 @@ async fn sample_brokers(admin: &Admin, s: &mut Samples, now: Instant, errors: &m
         let st = match broker::status(admin, addr).await {
             Ok(r) => r.to_json(),
             Err(e) => {
-                acl |= super::api::not_allowed(&e);
+                acl |= super::answer::not_allowed(&e);
                 errors.push(format!("broker status {addr}: {e}"));
                 continue;
             }

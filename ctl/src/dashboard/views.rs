@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
-use super::api::{failure, group_arg, not_allowed, param, report, Answer, Ctx, State};
+use super::answer::{failure, group_arg, not_allowed, param, report, Answer};
 use super::http::{Request, Response};
 use super::sampler::{queue_offsets, rows, Samples};
+use super::state::{Ctx, State};
 use crate::cli::{ClusterListArgs, ResendDlqArgs};
 use crate::cmd::{cluster, dlq, group, topic};
 
