@@ -21,9 +21,9 @@ pub mod ready;
 mod run;
 pub mod wait;
 
-pub use proc::{Proc, Spawn, TEST_BROKER_SETS};
+pub use proc::{Output, Proc, Spawn, TEST_BROKER_SETS};
 pub use ready::{parse_ready, Ready};
-pub use run::{run, Output};
+pub use run::run;
 pub use wait::{poll_until, poll_until_async, wait_for, wait_until, wait_until_async};
 
 /// A fresh temp dir for one test, removed on drop.

@@ -15,7 +15,18 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 
 use crate::ready::{parse_ready, Ready};
-use crate::run::Output;
+
+/// What a finished process did.
+#[derive(Debug, Clone)]
+pub struct Output {
+    pub status: ExitStatus,
+    /// The exit code; -1 when a signal ended the process.
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    /// From the spawn to the exit (never asserted on: speed is not tested).
+    pub elapsed: Duration,
+}
 
 /// Stderr lines a failing test prints of each of its processes.
 const TAIL_LINES: usize = 80;
