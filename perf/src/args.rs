@@ -114,7 +114,8 @@ pub struct RequestArgs {
     /// Replying consumers, in one group (each its own client).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub repliers: u32,
-    /// A request without its reply after this long fails (counted as `timeout`).
+    /// A request without its reply after this long fails (counted as `no_reply` when the
+    /// broker stored it, else by its send's error).
     #[arg(long, value_parser = parse_duration, default_value = "3s")]
     pub timeout: Duration,
 }
@@ -278,6 +279,8 @@ pub struct Common {
     /// Verify file. produce: every acknowledged message (producer, sequence, queue, offset)
     /// is appended as its acknowledgement arrives. consume: check delivery against it (lost,
     /// duplicates, out of order; exit code 3 if anything acknowledged was lost). e2e: both.
+    /// request: each request's outcome as it is known (requester, sequence, `replied`,
+    /// `no_reply` or `failed`).
     #[arg(long, value_name = "FILE")]
     pub verify: Option<PathBuf>,
     /// Write the result as JSON to FILE as well.

@@ -6,11 +6,19 @@
 //! time, so a stall is not hidden) to its reply's arrival.
 //!
 //! The repliers start from the end of each queue and the run starts once they own every
-//! queue, so no request waits for a rebalance. A request without its reply within
-//! `--timeout` counts as an error (`timeout`); CPU per message is per answered request,
-//! which is one request stored, one reply pushed and (by default) stored.
+//! queue, so no request waits for a rebalance. Every request carries a body of its own (the
+//! requester and a sequence in the perf head); a reply counts as the answer only when it
+//! carries that body (else `wrong_reply`). A request that got no answer is counted by why:
+//! `no_reply` (the broker stored it, no reply within `--timeout`: the client's
+//! `RequestTimeout`), or its send's error kind (not stored, or no answer to the send:
+//! `Timeout`). The run exits 1 when any request went unanswered, with one line counting
+//! them. With `--verify FILE` each request's outcome is appended to FILE as it is known,
+//! `requester sequence outcome` (`replied`, `no_reply`, `failed`); CPU per message is per
+//! answered request, which is one request stored, one reply pushed and (by default) stored.
 
 use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -42,7 +50,16 @@ struct Run {
     remaining: Option<AtomicU64>,
     deadline: Option<Instant>,
     errors: Mutex<BTreeMap<String, u64>>,
+    /// Sequence of the next request (over every requester).
+    seq: AtomicU64,
+    /// Replies whose body was not their request's.
+    wrong_replies: AtomicU64,
+    /// `--verify`: one line per request outcome.
+    log: Option<Mutex<File>>,
 }
+
+/// First line of the `--verify` file of `request`.
+const LOG_HEADER: &str = "# ringmq-perf request v1: requester sequence outcome\n";
 
 impl Run {
     fn claim(&self) -> bool {
@@ -57,10 +74,11 @@ impl Run {
         }
     }
 
-    fn error(&self, e: &Error) {
-        let kind = match e {
-            Error::RequestTimeout { .. } => "timeout".to_string(),
-            other => crate::produce::error_kind(other),
+    /// Counts an unanswered request by why; returns its outcome word for the log.
+    fn error(&self, e: &Error) -> &'static str {
+        let (kind, outcome) = match e {
+            Error::RequestTimeout { .. } => ("no_reply".to_string(), "no_reply"),
+            other => (crate::produce::error_kind(other), "failed"),
         };
         *self
             .errors
@@ -68,6 +86,23 @@ impl Run {
             .unwrap_or_else(|p| p.into_inner())
             .entry(kind)
             .or_default() += 1;
+        outcome
+    }
+
+    /// `--verify`: appends one outcome line (one `write`). A failed write stops the run.
+    fn log(&self, requester: u64, seq: u64, outcome: &str) {
+        let Some(f) = &self.log else {
+            return;
+        };
+        let line = format!("{requester:016x} {seq} {outcome}\n");
+        if let Err(e) = f
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .write_all(line.as_bytes())
+        {
+            eprintln!("ringmq-perf: writing the verify log: {e}; stopping");
+            self.stop.store(true, Ordering::Relaxed);
+        }
     }
 }
 
@@ -80,6 +115,15 @@ pub async fn run(a: RequestArgs, target: Target, embedded: bool) -> Result<i32, 
     if a.rate.is_some_and(|r| r.is_nan() || r <= 0.0) {
         return Err("--rate must be above 0".into());
     }
+    let log = match &c.verify {
+        Some(p) => {
+            let mut f = File::create(p).map_err(|e| format!("verify log {}: {e}", p.display()))?;
+            f.write_all(LOG_HEADER.as_bytes())
+                .map_err(|e| format!("verify log {}: {e}", p.display()))?;
+            Some(Mutex::new(f))
+        }
+        None => None,
+    };
     let mut setup = Setup::new(c, &target, true).await?;
     let group = format!("perf-reply-{:012x}", setup.run_id);
     let repliers = start_repliers(&a, &target, &group).await?;
@@ -124,6 +168,9 @@ pub async fn run(a: RequestArgs, target: Target, embedded: bool) -> Result<i32, 
             (Some(_), None) => None,
         },
         errors: Mutex::new(BTreeMap::new()),
+        seq: AtomicU64::new(0),
+        wrong_replies: AtomicU64::new(0),
+        log,
     });
     drive(&a, &run, &requesters).await;
     let elapsed = started.elapsed();
@@ -144,17 +191,30 @@ pub async fn run(a: RequestArgs, target: Target, embedded: bool) -> Result<i32, 
     }
     let summary = meter.summary(elapsed);
     let errors = run.errors.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let wrong = run.wrong_replies.load(Ordering::Relaxed);
+    let issued = run.seq.load(Ordering::Relaxed);
+    let no_reply = errors.get("no_reply").copied().unwrap_or(0);
     let mut notes = vec![
         "round trip: request sent (its intended time under --rate) to its reply received; \
          one request = a request stored, a reply pushed and stored"
             .to_string(),
     ];
     if !errors.is_empty() {
-        notes.push(format!("errors by kind: {errors:?}"));
+        notes.push(format!(
+            "unanswered requests by kind: {errors:?} (no_reply: stored by the broker, no reply \
+             within --timeout; the rest: not stored, or the send got no answer)"
+        ));
     }
     let rows = [("request", &summary)];
     print!("{}", report::table(&ctx, &rows, &summary, &notes));
-    let extra = json!({ "errors_by_kind": errors });
+    let extra = json!({
+        "errors_by_kind": errors,
+        "requests": {
+            "issued": issued, "answered": summary.messages, "no_reply": no_reply,
+            "send_failed": summary.errors.saturating_sub(no_reply + wrong),
+            "wrong_replies": wrong,
+        },
+    });
     modes::write_json(c, report::document(&ctx, &summary, extra))?;
     modes::write_html(
         c,
@@ -163,11 +223,20 @@ pub async fn run(a: RequestArgs, target: Target, embedded: bool) -> Result<i32, 
         &timelines,
         &[("request", &meter)],
     )?;
-    Ok(if summary.errors > 0 {
-        modes::EXIT_FAILED
-    } else {
-        0
-    })
+    if wrong > 0 {
+        eprintln!("ringmq-perf: {wrong} replies did not carry their request's body");
+        return Ok(modes::EXIT_FAILED);
+    }
+    if summary.errors > 0 {
+        eprintln!(
+            "ringmq-perf: {} of {issued} requests got no reply: {no_reply} stored without a reply \
+             within --timeout, {} not stored or without an answer to the send",
+            summary.errors,
+            summary.errors - no_reply
+        );
+        return Ok(modes::EXIT_FAILED);
+    }
+    Ok(0)
 }
 
 /// Starts the replying consumers (one group, from the end of each queue).
@@ -322,20 +391,30 @@ fn pace(run: &Run, rate: f64, txs: &[flume::Sender<Instant>]) {
 
 /// One request; its round trip counted from `since`.
 async fn one(run: &Run, p: &Producer, requester: u64, since: Instant) {
+    let seq = run.seq.fetch_add(1, Ordering::Relaxed);
     let body = run.maker.body(Head {
         producer: requester,
-        seq: 0,
+        seq,
         send_us: payload::now_us(),
     });
     let bytes = body.len() as u64;
-    match p
-        .request(Message::new(run.topic.as_str(), body), run.timeout)
+    let outcome = match p
+        .request(Message::new(run.topic.as_str(), body.clone()), run.timeout)
         .await
     {
-        Ok(_) => run.meter.record(1, bytes, us_since(since)),
+        Ok(reply) if reply.body == body => {
+            run.meter.record(1, bytes, us_since(since));
+            "replied"
+        }
+        Ok(_) => {
+            run.meter.error(1);
+            run.wrong_replies.fetch_add(1, Ordering::Relaxed);
+            "wrong_reply"
+        }
         Err(e) => {
             run.meter.error(1);
-            run.error(&e);
+            run.error(&e)
         }
-    }
+    };
+    run.log(requester, seq, outcome);
 }

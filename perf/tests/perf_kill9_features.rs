@@ -288,3 +288,124 @@ fn traced_sends_survive_three_kills_sync_flush() {
 fn traced_sends_survive_three_kills_async_flush() {
     trace_across_three_kills("ASYNC_FLUSH");
 }
+
+/// Requests with a given outcome in a `request --verify` file.
+fn request_lines(path: &Path, outcome: &str) -> usize {
+    std::fs::read_to_string(path).map_or(0, |t| {
+        t.lines()
+            .filter(|l| l.split_whitespace().nth(2) == Some(outcome))
+            .count()
+    })
+}
+
+/// Request-reply across three kills: every reply that comes carries its own request's
+/// body; a request without a reply is counted by why (`no_reply`: stored by the broker, no
+/// reply within --timeout; else its send's error) and the run exits 1 with one line saying
+/// how many; requests are answered again after each restart.
+fn request_reply_across_three_kills(flush: &str) {
+    const ANSWERED_AT: [usize; 3] = [300, 900, 1_500];
+    let started = Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let flush_set = format!("flushDiskType={flush}");
+    let sets = [flush_set.as_str()];
+    let log = dir.path().join("requests");
+    let json = dir.path().join("request.json");
+    let ports = free_ports();
+    let mut node = Node::start_at(&data, ports, &sets);
+    let namesrv = node.namesrv.clone();
+    let args = [
+        "request",
+        "-n",
+        &namesrv,
+        "--topic",
+        "RequestKill9",
+        "--queues",
+        "4",
+        "--duration",
+        "7s",
+        "--rate",
+        "300",
+        "--timeout",
+        "2s",
+        "-q",
+        "--verify",
+        log.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    let run = spawn_perf(&args);
+    for (round, at) in ANSWERED_AT.into_iter().enumerate() {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while request_lines(&log, "replied") < at {
+            assert!(
+                Instant::now() < deadline,
+                "kill {}: fewer than {at} answered requests within 30 s ({} so far)",
+                round + 1,
+                request_lines(&log, "replied")
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        node.kill();
+        node = Node::start_at(&data, ports, &sets);
+    }
+    let run = finish(run, &args, Duration::from_secs(90));
+    let doc = read_json(&json);
+    let r = |f: &str| count(&doc, &["requests", f]);
+    assert_eq!(
+        r("wrong_replies"),
+        0,
+        "a reply with another request's body: {doc}"
+    );
+    let answered = request_lines(&log, "replied") as u64;
+    assert_eq!(r("answered"), answered, "{doc}");
+    assert_eq!(count(&doc, &["messages"]), answered, "{doc}");
+    assert!(
+        answered > ANSWERED_AT[2] as u64,
+        "no request answered after the last restart: {doc}"
+    );
+    let (no_reply, failed) = (
+        request_lines(&log, "no_reply") as u64,
+        request_lines(&log, "failed") as u64,
+    );
+    assert_eq!(r("no_reply"), no_reply, "{doc}");
+    assert_eq!(r("send_failed"), failed, "{doc}");
+    assert_eq!(
+        answered + no_reply + failed,
+        r("issued"),
+        "every request issued is answered or counted unanswered: {doc}"
+    );
+    assert!(
+        no_reply + failed > 0,
+        "three kills and no request lost its reply: {doc}"
+    );
+    // Unanswered requests make the run fail, saying how many and why.
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    let last = run.stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.contains(&format!(
+            "{} of {} requests got no reply: {no_reply} stored without a reply",
+            no_reply + failed,
+            r("issued")
+        )),
+        "{last}"
+    );
+    eprintln!(
+        "request-reply, {flush}, 3 x kill -9: {} issued, {answered} answered, {no_reply} stored \
+         without a reply, {failed} not stored or unanswered sends ({}); test {:?}",
+        r("issued"),
+        doc["errors_by_kind"],
+        started.elapsed()
+    );
+    node.stop();
+}
+
+#[test]
+fn request_reply_across_three_kills_sync_flush() {
+    request_reply_across_three_kills("SYNC_FLUSH");
+}
+
+#[test]
+fn request_reply_across_three_kills_async_flush() {
+    request_reply_across_three_kills("ASYNC_FLUSH");
+}

@@ -474,9 +474,10 @@ impl Producer {
 
     /// Request-reply: sends `msg` as a request and waits for its reply, at most `timeout`
     /// (the send included). A replier consuming the topic answers with
-    /// [`Producer::send_reply`]; the broker pushes the reply to this client. When no reply
-    /// comes in time the call fails with [`Error::RequestTimeout`] (the request itself may
-    /// have been stored and consumed) and nothing of it stays behind. Requests from many
+    /// [`Producer::send_reply`]; the broker pushes the reply to this client. When the
+    /// broker stored the request but no reply came in time, the call fails with
+    /// [`Error::RequestTimeout`] (the request may have been consumed); when the send itself
+    /// got no answer in time, with [`Error::Timeout`]. Nothing of it stays behind. Requests from many
     /// tasks run at once, each matched to its reply by its `CORRELATION_ID`; see
     /// `docs/consumers.md`, "Request-reply".
     pub async fn request(&self, msg: Message, timeout: Duration) -> Result<ReceivedMessage> {

@@ -12,9 +12,11 @@
 //!    ms) and `CLUSTER` (the broker's cluster: where the reply topic is);
 //! 4. the inbox hands the pushed reply with that correlation id to the waiting request.
 //!
-//! The timeout covers the whole: the send and the wait. When it passes, the request fails
-//! with [`Error::RequestTimeout`] and its inbox entry is removed (also when the caller drops
-//! the request's future), so a late reply is dropped and nothing stays behind. At most
+//! The timeout covers the whole: the send and the wait. When it passes while the send is
+//! unanswered, the request fails with [`Error::Timeout`] (it may or may not be stored);
+//! when it passes after the broker stored the request, with [`Error::RequestTimeout`] (no
+//! reply). Either way its inbox entry is removed (also when the caller drops the request's
+//! future), so a late reply is dropped and nothing stays behind. At most
 //! [`REQUESTS_PENDING_MAX`] requests of one producer wait at once.
 
 use std::collections::HashMap;
@@ -142,7 +144,14 @@ pub(super) async fn request(
     match sent {
         Ok(Ok(_)) => {}
         Ok(Err(e)) => return Err(e),
-        Err(_) => return Err(timed_out()),
+        // Not answered: RequestTimeout would say the request was stored.
+        Err(_) => {
+            return Err(Error::Timeout {
+                addr,
+                request: "SEND_MESSAGE (request)",
+                after: timeout,
+            })
+        }
     }
     match tokio::time::timeout_at(deadline, pending.reply()).await {
         Ok(Some(reply)) => Ok(reply),
