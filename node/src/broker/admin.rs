@@ -11,7 +11,7 @@ use ringmq_wire::command::{
     DeleteSubscriptionGroupRequest, HelloRequest, HelloResponse, SubscriptionGroupConfig,
 };
 
-use crate::broker::dispatch::store_error;
+use crate::broker::shard::route::store_error;
 use crate::broker::shard::Shard;
 use crate::broker::Broker;
 use crate::net::reply::{Body, Reply};

@@ -15,7 +15,7 @@ use ringmq_wire::code::Status;
 use ringmq_wire::command::route::perm;
 use ringmq_wire::command::{SendRequest, SendResponse};
 
-use crate::broker::dispatch::store_error;
+use crate::broker::shard::route::store_error;
 use crate::broker::shard::Shard;
 use crate::broker::{schedule, Broker};
 use crate::config::{BrokerRole, FlushDiskType};

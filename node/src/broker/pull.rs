@@ -19,8 +19,8 @@ use ringmq_wire::command::route::{self, perm};
 use ringmq_wire::command::{PullRequest, PullResponse};
 use ringmq_wire::record;
 
-use crate::broker::dispatch::store_error;
 use crate::broker::filter::Filter;
+use crate::broker::shard::route::store_error;
 use crate::broker::shard::Shard;
 use crate::io::rt;
 use crate::limits;

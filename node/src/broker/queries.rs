@@ -9,7 +9,7 @@ use ringmq_wire::command::{
     UpdateConsumerOffsetRequest,
 };
 
-use crate::broker::dispatch::store_error;
+use crate::broker::shard::route::store_error;
 use crate::broker::shard::Shard;
 use crate::net::reply::Reply;
 

@@ -8,7 +8,7 @@ use ringmq_wire::code::Status;
 use ringmq_wire::command::{QueryMessageRequest, QueryMessageResponse};
 use ringmq_wire::record;
 
-use crate::broker::dispatch::Origin;
+use crate::broker::shard::route::Origin;
 use crate::broker::shard::Shard;
 use crate::broker::Broker;
 use crate::limits;

@@ -23,8 +23,8 @@ use ringmq_wire::recall::{Recall, RecallHandle, RECALL_TOPIC};
 use ringmq_wire::record;
 use ringmq_wire::schedule::TIMER_TOPIC;
 
-use crate::broker::dispatch::{forward_or_refuse, store_error, Origin};
 use crate::broker::produce::acknowledge;
+use crate::broker::shard::route::{forward_or_refuse, store_error, Origin};
 use crate::broker::shard::Shard;
 use crate::broker::Broker;
 use crate::net::reply::{Outcome, Reply};

@@ -28,7 +28,8 @@ use ringmq_wire::properties::{self, keys};
 use ringmq_wire::record::{self, Entry, Message, RecordView};
 use ringmq_wire::schedule::SCHEDULE_KEYS;
 
-use crate::broker::dispatch::{dispatch, forward_or_refuse, store_error, Origin};
+use crate::broker::dispatch::dispatch;
+use crate::broker::shard::route::{forward_or_refuse, store_error, Origin};
 use crate::broker::shard::Shard;
 use crate::broker::Broker;
 use crate::limits;

@@ -45,9 +45,9 @@ use ringmq_wire::command::{
 };
 use ringmq_wire::record;
 
-use crate::broker::dispatch::{forward_or_refuse, route, store_error, NotLocal, Origin};
 use crate::broker::filter::Filter;
 use crate::broker::produce::acknowledge;
+use crate::broker::shard::route::{forward_or_refuse, route, store_error, NotLocal, Origin};
 use crate::broker::shard::Shard;
 use crate::broker::Broker;
 use crate::io::clock::Instant;

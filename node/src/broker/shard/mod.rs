@@ -10,6 +10,7 @@
 pub mod flusher;
 pub mod ha;
 pub mod metrics;
+pub mod route;
 pub mod run;
 pub mod schedule;
 pub mod start;

@@ -6,8 +6,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::acl::{Acl, Caller};
-use crate::broker::dispatch::{dispatch, Origin};
+use crate::broker::dispatch::dispatch;
 use crate::broker::register;
+use crate::broker::shard::route::Origin;
 use crate::broker::shard::{ha, schedule, timers, Flusher, Shard};
 use crate::io::net::{Conn, Listener};
 use crate::io::rt;
