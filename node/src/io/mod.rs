@@ -16,5 +16,4 @@ pub mod release;
 pub mod rt;
 pub mod signal;
 pub mod sim;
-pub mod sim_net;
 pub mod tls;

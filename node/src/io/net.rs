@@ -4,7 +4,7 @@
 //! connection to another shard's thread. A TLS connection ([`Conn::Tls`], see [`super::tls`])
 //! carries its session along when handed off, and its log bytes are read from the file and
 //! encrypted instead of spliced ([`Conn::write_file`]). Inside a simulated world, listeners
-//! and connections are [`super::sim_net`]'s (no zero copy, no hand-off, no TLS).
+//! and connections are [`super::sim::net`]'s (no zero copy, no hand-off, no TLS).
 
 use std::fs::File;
 use std::io;
@@ -18,7 +18,7 @@ use compio::net::{TcpListener, TcpStream};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use super::sim;
-use super::sim_net::{SimConn, SimListener};
+use super::sim::net::{SimConn, SimListener};
 use super::tls::{TlsClient, TlsServer, TlsStream};
 
 /// Backlog of each listener.

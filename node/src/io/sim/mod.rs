@@ -16,6 +16,12 @@
 //!
 //! Fail-stop in the simulator: [`crate::fail_stop`] panics with [`FailStop`] instead of
 //! exiting; the executor catches it and kills the node. Any other panic is recorded as a bug.
+//!
+//! The world owns its network ([`net`]: simulated TCP): it resets a node's connections when the
+//! node dies or a partition cuts them, and keeps the listeners' backlogs; so the network is a
+//! child of this module, not a file beside it.
+
+pub mod net;
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -130,7 +136,7 @@ struct WorldInner {
     listeners: BTreeMap<SocketAddr, Listening>,
     /// Pairs of nodes that cannot reach each other.
     partitions: BTreeSet<(NodeId, NodeId)>,
-    pipes: Vec<std::rc::Weak<super::sim_net::SimPipe>>,
+    pipes: Vec<std::rc::Weak<net::SimPipe>>,
     net: NetConfig,
     /// Tasks polled so far.
     polls: u64,
@@ -144,7 +150,7 @@ struct WorldInner {
 
 pub(crate) struct Listening {
     pub node: NodeId,
-    pub backlog: VecDeque<super::sim_net::SimConn>,
+    pub backlog: VecDeque<net::SimConn>,
     pub waker: Option<Waker>,
 }
 
@@ -367,7 +373,7 @@ impl World {
     }
 
     fn reset_pipes(&self, hit: impl Fn(NodeId, NodeId) -> bool) {
-        let pipes: Vec<Rc<super::sim_net::SimPipe>> = {
+        let pipes: Vec<Rc<net::SimPipe>> = {
             let mut inner = self.inner.borrow_mut();
             inner.pipes.retain(|p| p.strong_count() > 0);
             inner.pipes.iter().filter_map(|p| p.upgrade()).collect()
@@ -380,7 +386,7 @@ impl World {
         }
     }
 
-    pub(crate) fn register_pipe(&self, p: &Rc<super::sim_net::SimPipe>) {
+    pub(crate) fn register_pipe(&self, p: &Rc<net::SimPipe>) {
         self.inner.borrow_mut().pipes.push(Rc::downgrade(p));
     }
 

@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::task::{Poll, Waker};
 
-use super::sim::{NodeId, World};
+use super::{NodeId, World};
 
 /// Bytes handed out by one read at most (a socket read is bounded too).
 pub const SIM_READ_BYTES_MAX: usize = 256 << 10;
