@@ -708,51 +708,6 @@ pub fn too_few_in_sync(b: &Broker) -> Option<String> {
     })
 }
 
-/// Controller mode, SYNC_MASTER: may a send ending at `end` be acknowledged. With
-/// `allAckInSyncStateSet`, once every other member of the SyncStateSet and every slave
-/// joining it has it; otherwise once `minInSyncReplicas - 1` members do. A member without a
-/// link counts with what it acknowledged last.
-pub fn sync_decision(shard: &Shard, end: u64) -> crate::ha::master::SyncDecision {
-    use crate::ha::master::SyncDecision;
-    let b = &shard.broker;
-    let cfg = &b.config.controller;
-    let me = b.config.broker_id;
-    let Some((members, _)) = b.role.sync_state_set() else {
-        return SyncDecision::NotAvailable;
-    };
-    let replicas = shard.replicas.borrow();
-    if cfg.all_ack_in_sync_state_set {
-        let waited = if crate::planted::is(crate::planted::Bug::JoinUnfenced) {
-            members.into_iter().filter(|m| *m != me).collect()
-        } else {
-            b.role.waited_on(me).unwrap_or_default()
-        };
-        if replicas.all_acked(&waited, end) {
-            SyncDecision::Acked
-        } else {
-            SyncDecision::Wait
-        }
-    } else {
-        let others: Vec<u64> = members.into_iter().filter(|m| *m != me).collect();
-        let need = (cfg.min_in_sync_replicas as usize).saturating_sub(1);
-        let have = others
-            .iter()
-            .filter(|id| {
-                replicas
-                    .iter()
-                    .any(|r| r.broker_id == **id && r.acked >= end)
-            })
-            .count();
-        if have >= need {
-            SyncDecision::Acked
-        } else if others.len() < need {
-            SyncDecision::NotAvailable
-        } else {
-            SyncDecision::Wait
-        }
-    }
-}
-
 /// A master's confirmOffset on this shard (controller mode): what every other member of the
 /// SyncStateSet, and every slave waiting to join it, has acknowledged; no cap while the
 /// SyncStateSet is this master alone and no slave is joining (no clean election could pick a

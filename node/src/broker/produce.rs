@@ -9,18 +9,15 @@
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use ringmq_wire::code::Status;
 use ringmq_wire::command::route::perm;
 use ringmq_wire::command::{SendRequest, SendResponse};
 
+use crate::broker::shard::ack::{acknowledge, micros};
 use crate::broker::shard::route::store_error;
 use crate::broker::shard::Shard;
 use crate::broker::{schedule, Broker};
-use crate::config::{BrokerRole, FlushDiskType};
-use crate::ha::master::SyncDecision;
-use crate::io::rt;
 use crate::limits;
 use crate::net::reply::{Outcome, Reply};
 use crate::store::{CheckedBatch, RecordMeta};
@@ -299,115 +296,4 @@ pub fn send(shard: &Rc<Shard>, h: SendRequest, body: &mut [u8], checked: &Checke
         deliver_at_ms,
     };
     acknowledge(shard, out.end_offset, resp)
-}
-
-/// Acknowledges what was appended up to `end` by the flush and replication policy, with
-/// `fields` in every answer that says it is stored: at once for ASYNC_FLUSH on a master
-/// without SYNC_MASTER; after the fdatasync (FLUSH_DISK_TIMEOUT past `syncFlushTimeout`);
-/// after a slave has it under SYNC_MASTER (SLAVE_NOT_AVAILABLE, FLUSH_SLAVE_TIMEOUT).
-pub fn acknowledge<T: ringmq_wire::codec::Encode + 'static>(
-    shard: &Rc<Shard>,
-    end: u64,
-    fields: T,
-) -> Outcome {
-    let broker = &shard.broker;
-    let sync_disk = broker.rt.flush == FlushDiskType::SyncFlush;
-    let sync_slave = broker.effective_role() == BrokerRole::SyncMaster;
-    if !sync_disk && !sync_slave {
-        return Reply::ok(fields).into();
-    }
-    let shard = Rc::clone(shard);
-    let timeout = Duration::from_millis(broker.live.sync_flush_timeout_ms());
-    let epoch = shard.serving_epoch.get();
-    Outcome::later(async move {
-        let planted_early = crate::planted::is(crate::planted::Bug::AckBeforeFsync);
-        if sync_disk && !planted_early && !shard.flusher.wait_synced(end, timeout).await {
-            return Reply::status_fields(
-                Status::FlushDiskTimeout,
-                format!(
-                    "stored, but fdatasync did not complete within {} ms",
-                    timeout.as_millis()
-                ),
-                fields,
-            );
-        }
-        if sync_slave {
-            return wait_slave(&shard, end, timeout, epoch, fields).await;
-        }
-        ok_if_master(&shard, epoch, fields)
-    })
-}
-
-/// After a wait (fdatasync, slaves), controller mode: the answer is OK only while this
-/// broker still serves `epoch` (the one it stored in) within its lease; a lease that ran out
-/// during the wait means the controllers may already have replaced it, so the record stays
-/// stored but unacknowledged (the client retries at the new master). Found by the failover
-/// simulation: a master cut off from the controllers acknowledged after a slow fdatasync,
-/// once a new master was elected.
-fn ok_if_master<T: ringmq_wire::codec::Encode>(shard: &Shard, epoch: u32, fields: T) -> Reply {
-    if shard.broker.config.controller.enable {
-        if let Some((status, why)) = shard.broker.write_refusal(epoch) {
-            return Reply::status_fields(
-                status,
-                format!("stored, not acknowledged: {why}"),
-                fields,
-            );
-        }
-    }
-    Reply::ok(fields)
-}
-
-/// SYNC_MASTER: OK only once a slave has the record; SLAVE_NOT_AVAILABLE when none is
-/// connected (or close enough), FLUSH_SLAVE_TIMEOUT when none acknowledged in time. The record
-/// stays stored on the master either way: never a false OK.
-async fn wait_slave<T: ringmq_wire::codec::Encode>(
-    shard: &Rc<Shard>,
-    end: u64,
-    timeout: Duration,
-    epoch: u32,
-    resp: T,
-) -> Reply {
-    if crate::planted::is(crate::planted::Bug::AckBeforeSlave) {
-        return Reply::ok(resp);
-    }
-    let max_gap = shard.broker.config.ha_max_gap_not_in_sync_bytes;
-    let controller_mode = shard.broker.config.controller.enable;
-    let wait = async {
-        loop {
-            let listener = shard.ha_acked.listen();
-            let log_end = shard.store.borrow().write_offset();
-            let decision = if controller_mode {
-                crate::broker::controller::sync_decision(shard, end)
-            } else {
-                shard.replicas.borrow().sync_decision(end, log_end, max_gap)
-            };
-            match decision {
-                SyncDecision::Acked => return Ok(()),
-                SyncDecision::NotAvailable => return Err(()),
-                SyncDecision::Wait => {}
-            }
-            listener.await;
-        }
-    };
-    match rt::timeout(timeout, wait).await {
-        Some(Ok(())) => ok_if_master(shard, epoch, resp),
-        Some(Err(())) => Reply::status_fields(
-            Status::SlaveNotAvailable,
-            "stored on the master; no slave is connected or in sync",
-            resp,
-        ),
-        None => Reply::status_fields(
-            Status::FlushSlaveTimeout,
-            format!(
-                "stored on the master; no slave acknowledged within {} ms",
-                timeout.as_millis()
-            ),
-            resp,
-        ),
-    }
-}
-
-/// A duration in whole µs (saturating).
-pub fn micros(d: std::time::Duration) -> u64 {
-    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }

@@ -5,7 +5,7 @@
 //!
 //! - not delivered, not recalled: a recall record is appended (it is what makes the recall
 //!   durable and replicated) and the schedule skips the message from then on; the answer
-//!   follows the flush and replication policy of a send (`produce::acknowledge`);
+//!   follows the flush and replication policy of a send (`shard::ack::acknowledge`);
 //! - already recalled: SUCCESS, with a remark saying so (a retried recall is harmless);
 //! - already delivered (or dropped at its due time): RECALL_TOO_LATE.
 //!
@@ -23,7 +23,7 @@ use ringmq_wire::recall::{Recall, RecallHandle, RECALL_TOPIC};
 use ringmq_wire::record;
 use ringmq_wire::schedule::TIMER_TOPIC;
 
-use crate::broker::produce::acknowledge;
+use crate::broker::shard::ack::acknowledge;
 use crate::broker::shard::route::{forward_or_refuse, store_error, Origin};
 use crate::broker::shard::Shard;
 use crate::broker::Broker;

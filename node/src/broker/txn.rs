@@ -23,8 +23,8 @@ use ringmq_wire::properties::{self, keys};
 use ringmq_wire::record::{self, sys_flag, Message, RecordView};
 use ringmq_wire::transaction::{Decision, Op, CHECK_MAX_TOPIC, HALF_TOPIC, OP_TOPIC};
 
-use crate::broker::produce::acknowledge;
 use crate::broker::schedule::Rerouted;
+use crate::broker::shard::ack::acknowledge;
 use crate::broker::shard::route::{forward_or_refuse, store_error, Origin};
 use crate::broker::shard::Shard;
 use crate::broker::Broker;

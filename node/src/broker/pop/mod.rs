@@ -46,7 +46,7 @@ use ringmq_wire::command::{
 use ringmq_wire::record;
 
 use crate::broker::filter::Filter;
-use crate::broker::produce::acknowledge;
+use crate::broker::shard::ack::acknowledge;
 use crate::broker::shard::route::{forward_or_refuse, route, store_error, NotLocal, Origin};
 use crate::broker::shard::Shard;
 use crate::broker::Broker;

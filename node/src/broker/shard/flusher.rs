@@ -116,7 +116,7 @@ pub async fn sync_log(shard: &Shard, background: bool) -> u64 {
         shard
             .metrics
             .borrow_mut()
-            .synced(crate::broker::produce::micros(t0.elapsed()));
+            .synced(crate::broker::shard::ack::micros(t0.elapsed()));
         if let Err(e) = synced {
             crate::fail_stop(&format!(
                 "shard {}: fdatasync of segment {seg}: {e}",

@@ -62,7 +62,7 @@ pub fn publish(shard: &Shard) {
             members,
         });
     }
-    view.build_us = crate::broker::produce::micros(t0.elapsed());
+    view.build_us = crate::broker::shard::ack::micros(t0.elapsed());
     if let Some(slot) = shard.broker.metric_views.get(usize::from(shard.id)) {
         let fresh = Arc::new(view);
         let old = std::mem::replace(&mut *slot.lock().unwrap_or_else(|p| p.into_inner()), fresh);

@@ -7,6 +7,7 @@
 //! SYNC_FLUSH, checkpoint every `flushIntervalCommitLog` for ASYNC_FLUSH), offset
 //! persistence, retention, counters.
 
+pub mod ack;
 pub mod flusher;
 pub mod ha;
 pub mod metrics;

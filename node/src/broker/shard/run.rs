@@ -345,7 +345,7 @@ impl Service for ShardService {
         protocol: crate::metrics::shard::Protocol,
         since: crate::io::clock::Instant,
     ) {
-        let micros = crate::broker::produce::micros(since.elapsed());
+        let micros = crate::broker::shard::ack::micros(since.elapsed());
         self.0
             .metrics
             .borrow_mut()
