@@ -21,20 +21,10 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{finish, free_ports, read_json, spawn_perf, Node};
+use common::{acked_lines, finish, free_ports, read_json, spawn_perf, Node};
 
 /// Acknowledged sends logged before each of the three kills.
 const KILL_AT: [usize; 3] = [500, 1_400, 2_300];
-
-/// Acknowledged messages in a verify log (its five-field lines: not the header, not the
-/// recall lines, not a torn last line).
-fn acked_lines(path: &Path) -> usize {
-    std::fs::read_to_string(path).map_or(0, |t| {
-        t.lines()
-            .filter(|l| !l.starts_with('#') && l.split_whitespace().count() == 5)
-            .count()
-    })
-}
 
 /// Starts `ringmq-perf args` against a node with `sets`, kills the node at [`KILL_AT`]
 /// (acknowledged lines of `acks`) and restarts it; returns the finished run and the node.

@@ -15,7 +15,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{finish, free_ports, perf_env, read_json, spawn_perf_env, Node};
+use common::{acked_lines, finish, free_ports, perf_env, read_json, spawn_perf_env, Node};
 use ringmq_testkit::certs::TestPki;
 
 const TOPIC: &str = "Kill9Tls";
@@ -73,16 +73,6 @@ fn node_sets(pki: &TestPki, acl: &Path) -> Vec<String> {
 fn start(data: &Path, ports: (u16, u16), sets: &[String]) -> Node {
     let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
     Node::start_at(data, ports, &sets)
-}
-
-/// Acknowledged messages in a verify log (its lines but the header; a torn last line, had
-/// there been one, would not parse as five fields).
-fn acked_lines(path: &Path) -> usize {
-    std::fs::read_to_string(path).map_or(0, |t| {
-        t.lines()
-            .filter(|l| !l.starts_with('#') && l.split_whitespace().count() == 5)
-            .count()
-    })
 }
 
 fn n(doc: &serde_json::Value, field: &str) -> u64 {

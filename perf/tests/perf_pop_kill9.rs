@@ -10,10 +10,9 @@
 
 mod common;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{finish, free_ports, read_json, spawn_perf, Node};
+use common::{acked_lines, finish, free_ports, read_json, spawn_perf, Node};
 
 /// How long the producer sends, at what rate (msgs/s): a run by duration, so the sends that
 /// fail while the node is down do not make it exit non-zero.
@@ -21,14 +20,6 @@ const DURATION: &str = "7s";
 const RATE: &str = "1000";
 /// Acknowledged sends logged before each of the three kills.
 const KILL_AT: [usize; 3] = [600, 1_800, 3_000];
-
-fn acked_lines(path: &Path) -> usize {
-    std::fs::read_to_string(path).map_or(0, |t| {
-        t.lines()
-            .filter(|l| !l.starts_with('#') && l.split_whitespace().count() == 5)
-            .count()
-    })
-}
 
 fn pop_across_three_kills(flush: &str, queues: u32) {
     let started = Instant::now();

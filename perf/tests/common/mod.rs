@@ -199,3 +199,13 @@ pub fn check_stable_fields(doc: &serde_json::Value) -> (u64, u64) {
     }
     (messages, doc["errors"].as_u64().unwrap())
 }
+
+/// Acknowledged messages in a verify log: its lines but the header (a torn last line would
+/// not parse as five fields).
+pub fn acked_lines(path: &Path) -> usize {
+    std::fs::read_to_string(path).map_or(0, |t| {
+        t.lines()
+            .filter(|l| !l.starts_with('#') && l.split_whitespace().count() == 5)
+            .count()
+    })
+}
