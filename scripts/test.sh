@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# The one test command (README, CI): formatting, clippy with warnings denied, every test.
+# The one test command (README, CI): the import arrows, formatting, clippy with warnings
+# denied, every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+echo "== arrows point down (no import circle, nothing above the ground floor)"
+scripts/check-arrows.sh
 echo "== cargo fmt --check"
 cargo fmt --all --check
 echo "== cargo clippy (warnings denied)"
