@@ -32,10 +32,18 @@ pub enum Bug {
     /// cap, without first making acknowledgements wait for it: records acknowledged while
     /// the change is decided may be missing on the slave it makes electable.
     JoinUnfenced,
+    /// POP: a pop saves the group's consume offset (past what it hands out) at once, before
+    /// its checkpoint record is durable.
+    PopOffsetBeforeCheckpoint,
+    /// POP: the revive loop records an expired offset revived without storing its copy in
+    /// the pop retry topic.
+    PopReviveSkips,
+    /// POP: an ack is answered before its ack record is durable (SYNC_FLUSH).
+    PopAckBeforeDurable,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 10] = [
+    pub const ALL: [Bug; 13] = [
         Bug::AckBeforeFsync,
         Bug::AckBeforeSlave,
         Bug::SkipCqWrite,
@@ -46,6 +54,9 @@ impl Bug {
         Bug::TruncateTooLittle,
         Bug::ElectOutOfSync,
         Bug::JoinUnfenced,
+        Bug::PopOffsetBeforeCheckpoint,
+        Bug::PopReviveSkips,
+        Bug::PopAckBeforeDurable,
     ];
 
     pub fn name(self) -> &'static str {
@@ -60,6 +71,9 @@ impl Bug {
             Bug::TruncateTooLittle => "truncate-too-little",
             Bug::ElectOutOfSync => "elect-out-of-sync",
             Bug::JoinUnfenced => "join-unfenced",
+            Bug::PopOffsetBeforeCheckpoint => "pop-offset-before-checkpoint",
+            Bug::PopReviveSkips => "pop-revive-skips",
+            Bug::PopAckBeforeDurable => "pop-ack-before-durable",
         }
     }
 
@@ -68,6 +82,14 @@ impl Bug {
         matches!(
             self,
             Bug::NoFencing | Bug::TruncateTooLittle | Bug::ElectOutOfSync | Bug::JoinUnfenced
+        )
+    }
+
+    /// Whether the POP scenario (`sim::pop_crash`) is the one that finds it.
+    pub fn is_pop(self) -> bool {
+        matches!(
+            self,
+            Bug::PopOffsetBeforeCheckpoint | Bug::PopReviveSkips | Bug::PopAckBeforeDurable
         )
     }
 

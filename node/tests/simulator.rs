@@ -33,10 +33,21 @@ fn first_seed(bug: Bug) -> u64 {
 const FAILOVER_VIRTUAL_SECS: u64 = 20;
 const FAILOVER_CLEAN_SEEDS: u64 = 6;
 
-/// A run of the scenario that finds `bug`: the failover one for the failover bugs.
+/// The POP scenario (a master crashed at random points under POP producers and consumers,
+/// `sim::pop_crash`): virtual seconds of faults per run, and the clean seeds CI runs. Seeds
+/// 47, 50, 76, 109, 142 and 194 of 1-200 fail on an open finding (docs/simulation.md, "Open
+/// findings": a torn invisible-time change); the range below stays clear of them.
+const POP_VIRTUAL_SECS: u64 = 20;
+const POP_CLEAN_SEEDS: u64 = 6;
+
+/// A run of the scenario that finds `bug`: the failover one for the failover bugs, the POP
+/// one for the POP bugs.
 fn run(seed: u64, bug: Option<Bug>, dir: &std::path::Path) -> Report {
     if bug.is_some_and(Bug::is_failover) {
         return run_failover(seed, bug, dir);
+    }
+    if bug.is_some_and(Bug::is_pop) {
+        return run_pop(seed, bug, dir);
     }
     run_one(&Options {
         seed,
@@ -44,6 +55,52 @@ fn run(seed: u64, bug: Option<Bug>, dir: &std::path::Path) -> Report {
         virtual_secs: VIRTUAL_SECS,
         scratch_dir: dir.to_path_buf(),
     })
+}
+
+fn run_pop(seed: u64, bug: Option<Bug>, dir: &std::path::Path) -> Report {
+    ringmq_node::sim::pop_crash::run_one(&Options {
+        seed,
+        bug,
+        virtual_secs: POP_VIRTUAL_SECS,
+        scratch_dir: dir.to_path_buf(),
+    })
+}
+
+/// POP under crashes at random points (kill -9, power loss, torn writes, a dying disk) with
+/// pops, acks, batch acks, invisible-time changes, expiries and orderly pops: nothing
+/// acknowledged to a producer is lost to the group, nothing acked comes back (outside the
+/// documented window), on a fixed seed set; and a seed replays exactly.
+#[test]
+fn pop_seeds_run_clean_and_replay_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut crashes, mut retried, mut changed, mut orderly) = (0, 0, 0, 0);
+    for seed in 1..=POP_CLEAN_SEEDS {
+        let r = run_pop(seed, None, dir.path());
+        assert!(
+            r.failure.is_none(),
+            "POP seed {seed} ({}) failed: {}\nfaults: {:#?}\nreplay: scripts/sim.sh --scenario pop --seed {seed} --runs 1 --virtual-secs {POP_VIRTUAL_SECS}",
+            r.mode,
+            r.failure.unwrap(),
+            r.faults
+        );
+        let p = r.pop.unwrap();
+        assert!(p.acks_ok > 0, "seed {seed}: nothing was acked: {p:?}");
+        crashes += r.crashes;
+        retried += p.retry_deliveries;
+        changed += p.changes_ok;
+        orderly += p.orderly_deliveries;
+    }
+    assert!(
+        crashes > POP_CLEAN_SEEDS as u32 && retried > 0 && changed > 0 && orderly > 0,
+        "the POP runs did not reach every path: {crashes} crashes, {retried} deliveries from \
+         the retry topic, {changed} invisible-time changes, {orderly} orderly deliveries"
+    );
+    let (a, b) = (run_pop(2, None, dir.path()), run_pop(2, None, dir.path()));
+    assert_eq!(
+        (a.digest, a.events),
+        (b.digest, b.events),
+        "POP seed 2 is not deterministic"
+    );
 }
 
 fn run_failover(seed: u64, bug: Option<Bug>, dir: &std::path::Path) -> Report {
@@ -119,7 +176,7 @@ fn fixed_seeds_run_clean_and_replay_exactly() {
 #[test]
 fn every_planted_bug_is_found() {
     let dir = tempfile::tempdir().unwrap();
-    for bug in Bug::ALL {
+    for bug in Bug::ALL.into_iter().filter(|b| !b.is_pop()) {
         let from = first_seed(bug);
         let found = (from..from + BUG_SEEDS_MAX).find_map(|seed| {
             let r = run(seed, Some(bug), dir.path());
@@ -128,6 +185,26 @@ fn every_planted_bug_is_found() {
         let (seed, failure) = found.unwrap_or_else(|| {
             panic!(
                 "planted bug {} not found in {BUG_SEEDS_MAX} seeds from {from}",
+                bug.name()
+            )
+        });
+        eprintln!("{} found at seed {seed}: {failure}", bug.name());
+    }
+}
+
+/// The POP scenario finds each planted POP bug within the seeds that run clean without it
+/// (so what it finds is the planted bug, not the open finding those seeds avoid).
+#[test]
+fn every_planted_pop_bug_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    for bug in Bug::ALL.into_iter().filter(|b| b.is_pop()) {
+        let found = (1..=POP_CLEAN_SEEDS).find_map(|seed| {
+            let r = run_pop(seed, Some(bug), dir.path());
+            r.failure.map(|f| (seed, f))
+        });
+        let (seed, failure) = found.unwrap_or_else(|| {
+            panic!(
+                "planted bug {} not found in POP seeds 1-{POP_CLEAN_SEEDS}",
                 bug.name()
             )
         });

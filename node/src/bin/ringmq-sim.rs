@@ -24,7 +24,9 @@ struct Args {
     runs: u64,
     /// Plant a known bug the simulator must find: ack-before-fsync, ack-before-slave,
     /// skip-cq-write, deliver-early, progress-ahead, namesrv-no-expiry; with
-    /// `--scenario failover`: no-fencing, truncate-too-little, elect-out-of-sync.
+    /// `--scenario failover`: no-fencing, truncate-too-little, elect-out-of-sync,
+    /// join-unfenced; with `--scenario pop`: pop-offset-before-checkpoint, pop-revive-skips,
+    /// pop-ack-before-durable.
     #[arg(long, value_name = "NAME")]
     inject_bug: Option<String>,
     /// Virtual seconds of load and faults per run.
@@ -36,9 +38,10 @@ struct Args {
     /// Print one line per run.
     #[arg(long)]
     verbose: bool,
-    /// What each seed deploys: `deploy` (a name server, a master, by the seed a slave) or
-    /// `failover` (three controllers, a broker set of three in controller mode).
-    #[arg(long, default_value = "deploy", value_parser = ["deploy", "failover"])]
+    /// What each seed deploys: `deploy` (a name server, a master, by the seed a slave),
+    /// `failover` (three controllers, a broker set of three in controller mode) or `pop` (a
+    /// master crashed at random points under POP producers and consumers).
+    #[arg(long, default_value = "deploy", value_parser = ["deploy", "failover", "pop"])]
     scenario: String,
 }
 
@@ -78,6 +81,7 @@ fn main() {
         },
     };
     let failover = args.scenario == "failover";
+    let pop = args.scenario == "pop";
     let started = Instant::now();
     let mut last_progress = Instant::now();
     let (mut events, mut failed, mut ran) = (0u64, 0u64, 0u64);
@@ -93,6 +97,8 @@ fn main() {
         };
         let report = if failover {
             sim::failover::run_one(&opts)
+        } else if pop {
+            sim::pop_crash::run_one(&opts)
         } else {
             sim::run_one(&opts)
         };
@@ -102,7 +108,7 @@ fn main() {
         digest = (digest ^ report.digest).wrapping_mul(0x0100_0000_01b3);
         if args.verbose {
             eprintln!(
-                "seed {seed}: {} | {} events, {} ms virtual, {} crashes, {} sends ok, {} records pulled, {} long polls woken, {}/{} scheduled delivered, {} fuzzed requests answered, {} routes fetched, {} brokers expired, {} name server restarts, {} slave pulls, {} sends to a slave refused, {} epochs acknowledged{}",
+                "seed {seed}: {} | {} events, {} ms virtual, {} crashes, {} sends ok, {} records pulled, {} long polls woken, {}/{} scheduled delivered, {} fuzzed requests answered, {} routes fetched, {} brokers expired, {} name server restarts, {} slave pulls, {} sends to a slave refused, {} epochs acknowledged{}{}",
                 report.mode,
                 report.events,
                 report.virtual_ms,
@@ -119,6 +125,7 @@ fn main() {
                 report.slave_pulls,
                 report.misrouted_sends,
                 report.epochs_acked,
+                report.pop.map(|p| format!(" | POP: {p:?}")).unwrap_or_default(),
                 report
                     .failure
                     .as_ref()
@@ -131,7 +138,10 @@ fn main() {
             let replay = format!(
                 "scripts/sim.sh --seed {seed} --runs 1 --virtual-secs {}{}{}",
                 args.virtual_secs,
-                if failover { " --scenario failover" } else { "" },
+                match args.scenario.as_str() {
+                    "deploy" => String::new(),
+                    s => format!(" --scenario {s}"),
+                },
                 bug.map(|b| format!(" --inject-bug {}", b.name()))
                     .unwrap_or_default()
             );

@@ -492,6 +492,7 @@ pub fn run_one(opts: &Options) -> Report {
         slave_pulls: 0,
         misrouted_sends: 0,
         epochs_acked: 0,
+        pop: None,
         faults: Vec::new(),
     };
     match Failover::new(&world, &dir, flush) {

@@ -17,6 +17,8 @@ pub mod failover;
 pub mod long_delay;
 pub mod namesrv;
 pub mod pop;
+pub mod pop_client;
+pub mod pop_crash;
 pub mod retry;
 pub mod txn;
 
@@ -79,6 +81,8 @@ pub struct Report {
     pub misrouted_sends: u64,
     /// Failover scenario: master epochs in which sends were acknowledged.
     pub epochs_acked: u32,
+    /// POP scenario: what its clients did and saw.
+    pub pop: Option<pop_client::PopCounts>,
     pub faults: Vec<String>,
 }
 
@@ -114,6 +118,7 @@ pub fn run_one(opts: &Options) -> Report {
         slave_pulls: checks.slave_pulls,
         misrouted_sends: checks.misrouted_sends,
         epochs_acked: 0,
+        pop: None,
         faults: sim.faults.clone(),
     };
     drop(checks);
@@ -160,7 +165,10 @@ pub fn mode_for(seed: u64, bug: Option<Bug>) -> Mode {
             | Bug::NoFencing
             | Bug::TruncateTooLittle
             | Bug::ElectOutOfSync
-            | Bug::JoinUnfenced,
+            | Bug::JoinUnfenced
+            | Bug::PopOffsetBeforeCheckpoint
+            | Bug::PopReviveSkips
+            | Bug::PopAckBeforeDurable,
         )
         | None => {}
     }

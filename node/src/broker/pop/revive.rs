@@ -115,6 +115,10 @@ async fn revive(shard: &Rc<Shard>, key: &CkKey, open: &[u64]) {
                 continue;
             }
         };
+        if crate::planted::is(crate::planted::Bug::PopReviveSkips) {
+            revived.push(offset);
+            continue;
+        }
         let reply = match store_copy(shard, topic, copy) {
             Outcome::Now(r) => r,
             Outcome::Later(f) => f.await,
