@@ -158,6 +158,17 @@ impl Error {
     }
 
     /// The broker's remark, if the broker answered.
+    /// NO_ROUTE from a name server's TOPIC_NOT_EXIST answer. Its remark names the topic
+    /// itself ("no route for topic T: why"): only the why is kept, which the error's own
+    /// text follows.
+    pub(crate) fn no_route_answer(topic: &str, remark: &str) -> Error {
+        let prefix = format!("no route for topic {topic}: ");
+        Error::NoRoute {
+            topic: topic.to_string(),
+            detail: remark.strip_prefix(&prefix).unwrap_or(remark).to_string(),
+        }
+    }
+
     pub fn remark(&self) -> Option<&str> {
         match self {
             Error::Broker { remark, .. } | Error::UnknownStatus { remark, .. } => Some(remark),

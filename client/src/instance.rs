@@ -326,10 +326,7 @@ impl Instance {
             .await?;
         let status = answer.status()?;
         if status == Status::TopicNotExist {
-            return Err(Error::NoRoute {
-                topic: topic.to_string(),
-                detail: answer.remark().to_string(),
-            });
+            return Err(Error::no_route_answer(topic, answer.remark()));
         }
         let answer = answer.expect(&[Status::Success])?;
         let route: TopicRoute = answer.decode_body()?;

@@ -250,3 +250,17 @@ fn now_ms() -> i64 {
         .unwrap()
         .as_millis() as i64
 }
+
+/// A topic no broker has: one line that names it once (the name server's own remark is not
+/// repeated after the client's).
+#[test]
+fn a_missing_topic_is_named_once() {
+    let node = Node::start();
+    let out = node.ctl(&["topic", "route", "NoSuchTopic"]);
+    let line = out.failed_one_line(&["topic", "route"]);
+    assert_eq!(
+        line.matches("no route for topic NoSuchTopic").count(),
+        1,
+        "{line}"
+    );
+}

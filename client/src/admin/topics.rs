@@ -87,10 +87,7 @@ impl Admin {
             )
             .await?;
         if answer.status()? == Status::TopicNotExist {
-            return Err(Error::NoRoute {
-                topic: topic.to_string(),
-                detail: answer.remark().to_string(),
-            });
+            return Err(Error::no_route_answer(topic, answer.remark()));
         }
         answer.expect(&[Status::Success])?.decode_body()
     }
