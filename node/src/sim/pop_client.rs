@@ -111,15 +111,35 @@ pub struct PopOracle {
     /// The quiet period: producers stop, consumers ack everything they get.
     pub quiet: bool,
     /// [`GROUP`] starts from each queue's end (`PopInitMode::Max`, by the seed), not from
-    /// its start: it is owed only what was sent after its first pop was answered.
+    /// its start: it is owed only what was sent after a pop of it was answered.
     pub init_max: bool,
-    /// When [`GROUP`]'s first pop was answered (SUCCESS or PULL_NOT_FOUND): from then on the
+    /// When [`GROUP`]'s pops were answered (SUCCESS or PULL_NOT_FOUND): after the first the
     /// broker holds a position for the group in every queue of [`TOPIC`].
-    pub first_answer_ns: Option<u64>,
+    pub answers_ns: Vec<u64>,
+    /// Queues of [`TOPIC`] whose position for [`GROUP`] a power loss took (ASYNC_FLUSH: no
+    /// position or checkpoint record left, none in the offsets file), and when: from then on
+    /// the group is owed only what was sent after its next answered pop.
+    pub positions_forgotten_ns: BTreeMap<u32, u64>,
     pub counts: PopCounts,
 }
 
 pub type OracleRef = Rc<RefCell<PopOracle>>;
+
+impl PopOracle {
+    /// Whether [`GROUP`] (starting from the end) is owed a record of `queue` of [`TOPIC`]
+    /// whose send started at `started_ns`: a pop was answered after the queue's position was
+    /// last forgotten and before the send started.
+    pub fn owed_from_end(&self, queue: u32, started_ns: u64) -> bool {
+        let since = self
+            .positions_forgotten_ns
+            .get(&queue)
+            .copied()
+            .unwrap_or(0);
+        self.answers_ns
+            .iter()
+            .any(|&a| a >= since && a < started_ns)
+    }
+}
 
 fn master() -> SocketAddr {
     SocketAddr::from(MASTER_ADDR)
@@ -308,7 +328,7 @@ async fn pop(
     if let Ok(a) = &answer {
         if group == GROUP && matches!(a.status, Status::Success | Status::PullNotFound) {
             let now = now_ns(shared);
-            oracle.borrow_mut().first_answer_ns.get_or_insert(now);
+            oracle.borrow_mut().answers_ns.push(now);
         }
     }
     let a = match answer {

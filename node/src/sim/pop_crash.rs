@@ -328,6 +328,18 @@ impl PopSim {
             check::forget_lost(&store, &mut self.shared.oracle.borrow_mut());
         }
         let in_log = acks_in_log(&store)?;
+        if !promised && self.oracle.borrow().init_max {
+            // Offsets as loaded from the file (the POP state rebuild has not run yet).
+            let offsets = shard.offsets.borrow();
+            let kept = queues_positioned(&store)?;
+            let now = self.world.now_ns();
+            let mut o = self.oracle.borrow_mut();
+            for q in 0..8 {
+                if !kept.contains(&q) && offsets.get(GROUP, TOPIC, q).is_none() {
+                    o.positions_forgotten_ns.insert(q, now);
+                }
+            }
+        }
         let mut o = self.oracle.borrow_mut();
         let crash_no = o.crashes;
         for a in o.acks.iter_mut() {
@@ -390,10 +402,11 @@ impl PopSim {
             if o.acks_of.contains_key(b) || o.unknown.contains(b) || dead.contains(b) {
                 continue;
             }
-            // Sent before the group surely had a position there (its first pop answered
-            // before the send started): not owed to a group that starts from the end.
+            // Sent before the group surely had a position there (a pop answered before the
+            // send started, after a power loss last took the position): not owed to a group
+            // that starts from the end.
             let started = o.send_started.get(b).copied().unwrap_or(0);
-            if topic == TOPIC && o.init_max && o.first_answer_ns.is_none_or(|t| started <= t) {
+            if topic == TOPIC && o.init_max && !o.owed_from_end(*q, started) {
                 continue;
             }
             let group = if topic == FIFO_TOPIC {
@@ -492,6 +505,19 @@ fn acks_in_log(store: &Store<NodeDisk>) -> Result<HashSet<AckId>, String> {
                 op.pop_time_ms,
                 o,
             ));
+        }
+    }
+    Ok(out)
+}
+
+/// Queues of [`TOPIC`] with a position or checkpoint record of [`GROUP`] in the log.
+fn queues_positioned(store: &Store<NodeDisk>) -> Result<BTreeSet<u32>, String> {
+    let mut out = BTreeSet::new();
+    for (body, _) in records(store, POP_STATE_TOPIC)? {
+        let op = PopOp::decode(&body).map_err(|e| format!("a POP state record: {e}"))?;
+        let positions = matches!(op.kind, PopOpKind::Position | PopOpKind::Checkpoint);
+        if positions && op.group == GROUP && op.topic == TOPIC {
+            out.insert(op.queue_id);
         }
     }
     Ok(out)
