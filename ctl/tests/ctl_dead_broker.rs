@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::Split;
+use common::{Split, SplitCtl};
 
 #[test]
 fn consume_from_a_killed_broker_fails_with_one_line() {

@@ -492,6 +492,13 @@ pub(crate) async fn consume_mode(
         eprintln!("ringmq-perf: consumed {consumed} of {n} messages: {why}");
         return Ok(EXIT_FAILED);
     }
+    if consumed == 0 {
+        // The consumers' pulls retry quietly; a run that read nothing says whether it could.
+        if let Some(why) = unreachable_broker(&setup.admin, &plan.topic).await {
+            eprintln!("ringmq-perf: consumed no message: {why}");
+            return Ok(EXIT_FAILED);
+        }
+    }
     Ok(if churn_error.is_some() || pop_redelivered(&consumers) {
         EXIT_FAILED
     } else {
@@ -959,6 +966,27 @@ fn add_stages(
         notes.extend(lines);
         extra.insert("broker_stages".into(), json);
     }
+}
+
+/// The first master of `topic`'s route that does not answer, said as the reason a run that
+/// consumed nothing failed; `None` when every one answers (the topic was just empty).
+async fn unreachable_broker(admin: &Admin, topic: &str) -> Option<String> {
+    let route = match admin.topic_route_data(topic).await {
+        Ok(r) => r,
+        Err(e) => return Some(format!("reading the route of {topic}: {e}")),
+    };
+    for b in &route.brokers {
+        let Some(addr) = b.master().and_then(|m| m.address.parse().ok()) else {
+            continue;
+        };
+        if let Err(e) = admin.runtime_info(addr).await {
+            return Some(format!(
+                "broker {} at {addr} does not answer: {e}",
+                b.broker_name
+            ));
+        }
+    }
+    None
 }
 
 /// POP: calls of the members that failed (connection lost, broker error).

@@ -204,3 +204,42 @@ fn produce_trace_is_read_back_and_an_unstored_trace_fails() {
         "{line}"
     );
 }
+
+/// `consume` (by duration, no `--count`) from a broker killed with SIGKILL while the name
+/// server still lists it: it consumed nothing because it could not, so it exits 1 naming the
+/// broker, never "0 messages, exit 0". From a live broker with nothing to read it exits 0.
+#[test]
+fn consume_from_a_killed_broker_fails_with_one_line() {
+    let mut split = ringmq_testkit::split::Split::start();
+    let namesrv = split.namesrv.clone();
+    let made = perf(&[
+        "produce", "-n", &namesrv, "--topic", "Gone", "--queues", "2", "--count", "1", "-q",
+    ]);
+    assert_eq!(made.code, 0, "{}", made.stderr);
+    let args = [
+        "consume",
+        "-n",
+        &namesrv,
+        "--topic",
+        "Gone",
+        "--from",
+        "last",
+        "--idle-exit",
+        "1s",
+        "-q",
+    ];
+    let empty = perf(&args);
+    assert_eq!(
+        empty.code, 0,
+        "nothing new to read is no failure:\n{}",
+        empty.stderr
+    );
+    split.kill_broker();
+    let run = perf(&args);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    let line = last_line(&run.stderr);
+    assert!(
+        line.contains("consumed no message") && line.contains(&split.broker),
+        "{line}"
+    );
+}

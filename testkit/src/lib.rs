@@ -9,6 +9,7 @@
 //! - [`ready`]: the ready lines `ringmq` prints and the addresses in them.
 //! - [`wait`]: polling a condition under a deadline instead of sleeping a fixed time.
 //! - [`certs`]: a throwaway CA with server and client certificates, for TLS tests.
+//! - [`split`]: a name server and a broker as two processes, to kill the broker alone.
 //!
 //! Every wait here is bounded and every timeout panics with what was awaited and the
 //! process's recent stderr, so a hung process fails its test instead of hanging the suite.
@@ -19,6 +20,7 @@ pub mod certs;
 mod proc;
 pub mod ready;
 mod run;
+pub mod split;
 pub mod wait;
 
 pub use proc::{Output, Proc, Spawn, TEST_BROKER_SETS};

@@ -82,72 +82,16 @@ impl Node {
     }
 }
 
-/// A `ringmq namesrv` and a `ringmq broker` as separate processes, so the broker can be
-/// killed while the name server still lists it (until its lease runs out, 120 s).
-pub struct Split {
-    pub namesrv_proc: Proc,
-    pub broker_proc: Proc,
-    pub dir: tempfile::TempDir,
-    pub namesrv: String,
-    pub broker: String,
+pub use ringmq_testkit::split::Split;
+
+/// `ringmq-ctl` against a [`Split`]'s name server.
+pub trait SplitCtl {
+    /// Runs `ringmq-ctl -n <this name server> args...`.
+    fn ctl(&self, args: &[&str]) -> Out;
 }
 
-impl Split {
-    pub fn start() -> Split {
-        let dir = tempfile::tempdir().unwrap();
-        let mut namesrv_proc = Spawn::new("namesrv", server_binary())
-            .args(["namesrv", "--host", "127.0.0.1", "--port", "0"])
-            .log(dir.path().join("namesrv.log"))
-            .start();
-        let namesrv = namesrv_proc
-            .wait_ready(START_TIMEOUT)
-            .namesrv_addr()
-            .to_string();
-        let conf = dir.path().join("broker.properties");
-        std::fs::write(
-            &conf,
-            format!(
-                "brokerClusterName=DefaultCluster\nbrokerName=broker-a\nbrokerId=0\n\
-                 listenPort=0\nstorePathRootDir={}\nhaListenPort=0\n\
-                 mappedFileSizeCommitLog=8388608\n",
-                dir.path().join("store").display()
-            ),
-        )
-        .unwrap();
-        let mut broker_proc = Spawn::new("broker", server_binary())
-            .arg("broker")
-            .arg("-c")
-            .arg(&conf)
-            .args([
-                "--namesrv",
-                &namesrv,
-                "--host",
-                "127.0.0.1",
-                "--shards",
-                "2",
-            ])
-            .log(dir.path().join("broker.log"))
-            .start();
-        let broker = broker_proc
-            .wait_ready(START_TIMEOUT)
-            .broker_addr()
-            .to_string();
-        Split {
-            namesrv_proc,
-            broker_proc,
-            dir,
-            namesrv,
-            broker,
-        }
-    }
-
-    /// SIGKILL of the broker; the name server keeps its route until the lease runs out.
-    pub fn kill_broker(&mut self) {
-        self.broker_proc.kill9();
-    }
-
-    /// Runs `ringmq-ctl -n <this name server> args...`.
-    pub fn ctl(&self, args: &[&str]) -> Out {
+impl SplitCtl for Split {
+    fn ctl(&self, args: &[&str]) -> Out {
         let mut all = vec!["-n", self.namesrv.as_str()];
         all.extend_from_slice(args);
         ctl(&all)
