@@ -201,6 +201,10 @@ crate::wire_enum! {
         /// retention removed. Written before any later record of the queue, so a log
         /// that keeps a later message keeps the position too.
         Position = 6 => "POSITION",
+        /// A checkpoint made by an invisible-time change: like CHECKPOINT, and its
+        /// `offsets` leave whatever other checkpoint of the queue held them open (so a
+        /// torn write that kept it and lost the MOVED record after it still moves them).
+        Changed = 7 => "CHANGED",
     }
 }
 

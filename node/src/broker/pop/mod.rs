@@ -850,8 +850,9 @@ pub fn batch_ack(
     }
 }
 
-/// CHANGE_MESSAGE_INVISIBLETIME: a new checkpoint for the one message, invisible from now,
-/// and an ack of it in the old one, in one append.
+/// CHANGE_MESSAGE_INVISIBLETIME: a new checkpoint for the one message, invisible from now
+/// (a CHANGED record, which by itself takes the message out of the old checkpoint when
+/// replayed), and a MOVED record of it in the old one, in one append.
 pub fn change_invisible_time(
     shard: &Rc<Shard>,
     h: ChangeInvisibleTimeRequest,
@@ -906,7 +907,7 @@ pub fn change_invisible_time(
     }
     let ops = [
         PopOp {
-            kind: PopOpKind::Checkpoint,
+            kind: PopOpKind::Changed,
             group: new_key.group.clone(),
             topic: new_key.topic.clone(),
             queue_id: new_key.queue_id,
@@ -1108,6 +1109,11 @@ pub fn open(shard: &Shard) -> Result<(), String> {
                             offsets.set(&op.group, &op.topic, op.queue_id, last + 1);
                         }
                     }
+                }
+                PopOpKind::Changed => {
+                    st.move_out(&key, &op.offsets);
+                    st.insert(key, op.invisible_time_ms, rec.queue_offset, &op.offsets);
+                    cks += 1;
                 }
                 PopOpKind::Ack => {
                     st.mark(&key, &op.offsets, Mark::Acked);

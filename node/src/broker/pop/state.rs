@@ -278,6 +278,30 @@ impl PopState {
         changed
     }
 
+    /// An invisible-time change made `key`: `offsets` still open in another checkpoint of
+    /// its queue are marked moved there (an offset is open in one checkpoint at a time).
+    pub fn move_out(&mut self, key: &CkKey, offsets: &[u64]) {
+        let holders: Vec<(CkKey, u64)> = self
+            .cks
+            .iter()
+            .filter(|(k, _)| {
+                *k != key
+                    && k.group == key.group
+                    && k.topic == key.topic
+                    && k.queue_id == key.queue_id
+            })
+            .flat_map(|(k, ck)| {
+                offsets
+                    .iter()
+                    .filter(|o| ck.marks.get(o) == Some(&Mark::Open))
+                    .map(move |o| (k.clone(), *o))
+            })
+            .collect();
+        for (k, o) in holders {
+            self.mark(&k, &[o], Mark::Moved);
+        }
+    }
+
     /// Whether `offset` of `key` may be acked at `now_ms`: `Ok(true)` when open, `Ok(false)`
     /// when already acked (nothing to do).
     pub fn check_ack(&self, key: &CkKey, offset: u64, now_ms: i64) -> Result<bool, Refusal> {
@@ -419,6 +443,28 @@ mod tests {
             start_offset: start,
             pop_time_ms: at,
         }
+    }
+
+    /// A CHANGED checkpoint replayed without the MOVED record after it (a torn write) still
+    /// takes its offset out of the old checkpoint: an ack of the new handle is the last word,
+    /// and the old checkpoint never revives the message.
+    #[test]
+    fn a_change_replayed_alone_moves_the_offset_out_of_the_old_checkpoint() {
+        let mut s = PopState::default();
+        s.insert(key(10, 1000), 500, 3, &[10, 11]);
+        s.move_out(&key(11, 1200), &[11]);
+        s.insert(key(11, 1200), 60_000, 4, &[11]);
+        assert_eq!(s.check_ack(&key(10, 1000), 11, 1300), Err(Refusal::Moved));
+        assert_eq!(s.mark(&key(11, 1200), &[11], Mark::Acked), 1);
+        assert_eq!(s.mark(&key(10, 1000), &[10], Mark::Acked), 1);
+        assert_eq!(s.take_due(i64::MAX, 10), vec![]);
+        assert_eq!(s.in_flight().get("g"), None);
+        // Another queue's checkpoint holding the same offset number is not touched.
+        let mut other = key(11, 900);
+        other.queue_id = 1;
+        s.insert(other.clone(), 500, 5, &[11]);
+        s.move_out(&key(11, 1500), &[11]);
+        assert_eq!(s.check_ack(&other, 11, 1000), Ok(true));
     }
 
     #[test]
