@@ -34,9 +34,8 @@ const FAILOVER_VIRTUAL_SECS: u64 = 20;
 const FAILOVER_CLEAN_SEEDS: u64 = 6;
 
 /// The POP scenario (a master crashed at random points under POP producers and consumers,
-/// `sim::pop_crash`): virtual seconds of faults per run, and the clean seeds CI runs. Seeds
-/// 47, 50, 76, 109, 142 and 194 of 1-200 fail on an open finding (docs/simulation.md, "Open
-/// findings": a torn invisible-time change); the range below stays clear of them.
+/// `sim::pop_crash`): virtual seconds of faults per run, and the clean seeds CI runs (the
+/// sweep of seeds 1-2000 in docs/simulation.md runs clean too).
 const POP_VIRTUAL_SECS: u64 = 20;
 const POP_CLEAN_SEEDS: u64 = 6;
 
