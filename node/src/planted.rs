@@ -40,10 +40,13 @@ pub enum Bug {
     PopReviveSkips,
     /// POP: an ack is answered before its ack record is durable (SYNC_FLUSH).
     PopAckBeforeDurable,
+    /// Recall: a recall is answered SUCCESS before its recall record is durable
+    /// (SYNC_FLUSH).
+    RecallAckBeforeDurable,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 13] = [
+    pub const ALL: [Bug; 14] = [
         Bug::AckBeforeFsync,
         Bug::AckBeforeSlave,
         Bug::SkipCqWrite,
@@ -57,6 +60,7 @@ impl Bug {
         Bug::PopOffsetBeforeCheckpoint,
         Bug::PopReviveSkips,
         Bug::PopAckBeforeDurable,
+        Bug::RecallAckBeforeDurable,
     ];
 
     pub fn name(self) -> &'static str {
@@ -74,6 +78,7 @@ impl Bug {
             Bug::PopOffsetBeforeCheckpoint => "pop-offset-before-checkpoint",
             Bug::PopReviveSkips => "pop-revive-skips",
             Bug::PopAckBeforeDurable => "pop-ack-before-durable",
+            Bug::RecallAckBeforeDurable => "recall-ack-before-durable",
         }
     }
 
@@ -91,6 +96,11 @@ impl Bug {
             self,
             Bug::PopOffsetBeforeCheckpoint | Bug::PopReviveSkips | Bug::PopAckBeforeDurable
         )
+    }
+
+    /// Whether the recall scenario (`sim::recall_crash`) is the one that finds it.
+    pub fn is_recall(self) -> bool {
+        matches!(self, Bug::RecallAckBeforeDurable)
     }
 
     pub fn parse(name: &str) -> Option<Bug> {

@@ -26,7 +26,7 @@ struct Args {
     /// skip-cq-write, deliver-early, progress-ahead, namesrv-no-expiry; with
     /// `--scenario failover`: no-fencing, truncate-too-little, elect-out-of-sync,
     /// join-unfenced; with `--scenario pop`: pop-offset-before-checkpoint, pop-revive-skips,
-    /// pop-ack-before-durable.
+    /// pop-ack-before-durable; with `--scenario recall`: recall-ack-before-durable.
     #[arg(long, value_name = "NAME")]
     inject_bug: Option<String>,
     /// Virtual seconds of load and faults per run.
@@ -40,8 +40,9 @@ struct Args {
     verbose: bool,
     /// What each seed deploys: `deploy` (a name server, a master, by the seed a slave),
     /// `failover` (three controllers, a broker set of three in controller mode) or `pop` (a
-    /// master crashed at random points under POP producers and consumers).
-    #[arg(long, default_value = "deploy", value_parser = ["deploy", "failover", "pop"])]
+    /// master crashed at random points under POP producers and consumers) or `recall` (a
+    /// master crashed at random points under scheduled sends and their recalls).
+    #[arg(long, default_value = "deploy", value_parser = ["deploy", "failover", "pop", "recall"])]
     scenario: String,
 }
 
@@ -82,6 +83,7 @@ fn main() {
     };
     let failover = args.scenario == "failover";
     let pop = args.scenario == "pop";
+    let recall = args.scenario == "recall";
     let started = Instant::now();
     let mut last_progress = Instant::now();
     let (mut events, mut failed, mut ran) = (0u64, 0u64, 0u64);
@@ -99,6 +101,8 @@ fn main() {
             sim::failover::run_one(&opts)
         } else if pop {
             sim::pop_crash::run_one(&opts)
+        } else if recall {
+            sim::recall_crash::run_one(&opts)
         } else {
             sim::run_one(&opts)
         };
@@ -125,7 +129,11 @@ fn main() {
                 report.slave_pulls,
                 report.misrouted_sends,
                 report.epochs_acked,
-                report.pop.map(|p| format!(" | POP: {p:?}")).unwrap_or_default(),
+                report.pop.map(|p| format!(" | POP: {p:?}")).unwrap_or_default()
+                    + &report
+                        .recall
+                        .map(|r| format!(" | recall: {r:?}"))
+                        .unwrap_or_default(),
                 report
                     .failure
                     .as_ref()

@@ -81,7 +81,11 @@ pub fn recall(shard: &Rc<Shard>, h: RecallRequest, frame: Vec<u8>, origin: Origi
     match recall_here(shard, &handle, physical_offset) {
         Ok(end) => acknowledge(
             shard,
-            end,
+            if crate::planted::is(crate::planted::Bug::RecallAckBeforeDurable) {
+                0
+            } else {
+                end
+            },
             RecallResponse {
                 message_id: handle.message_id,
             },

@@ -1092,7 +1092,7 @@ pub async fn fuzzer(shared: Shared, broker: SocketAddr, namesrv: SocketAddr) {
 }
 
 /// A record as the simulated clients send it (born now, from one fixed client address).
-fn sim_message<'a>(
+pub(crate) fn sim_message<'a>(
     topic: &'a str,
     queue: u32,
     body: &'a [u8],

@@ -493,6 +493,7 @@ pub fn run_one(opts: &Options) -> Report {
         misrouted_sends: 0,
         epochs_acked: 0,
         pop: None,
+        recall: None,
         faults: Vec::new(),
     };
     match Failover::new(&world, &dir, flush) {

@@ -19,6 +19,7 @@ pub mod namesrv;
 pub mod pop;
 pub mod pop_client;
 pub mod pop_crash;
+pub mod recall_crash;
 pub mod retry;
 pub mod txn;
 
@@ -83,6 +84,8 @@ pub struct Report {
     pub epochs_acked: u32,
     /// POP scenario: what its clients did and saw.
     pub pop: Option<pop_client::PopCounts>,
+    /// Recall scenario: what its clients did and saw.
+    pub recall: Option<recall_crash::RecallCounts>,
     pub faults: Vec<String>,
 }
 
@@ -119,6 +122,7 @@ pub fn run_one(opts: &Options) -> Report {
         misrouted_sends: checks.misrouted_sends,
         epochs_acked: 0,
         pop: None,
+        recall: None,
         faults: sim.faults.clone(),
     };
     drop(checks);
@@ -168,7 +172,8 @@ pub fn mode_for(seed: u64, bug: Option<Bug>) -> Mode {
             | Bug::JoinUnfenced
             | Bug::PopOffsetBeforeCheckpoint
             | Bug::PopReviveSkips
-            | Bug::PopAckBeforeDurable,
+            | Bug::PopAckBeforeDurable
+            | Bug::RecallAckBeforeDurable,
         )
         | None => {}
     }

@@ -99,6 +99,7 @@ pub fn run_one(opts: &Options) -> Report {
         epochs_acked: 0,
         faults: Vec::new(),
         pop: None,
+        recall: None,
     };
     match PopSim::start(&world, opts, flush) {
         Err(e) => report.failure = Some(format!("at 0 ms: {e}")),
