@@ -15,10 +15,6 @@ use crate::io::clock;
 use crate::io::node_disk::FileHandle;
 use crate::io::rt;
 
-/// Longest a consumer offsets save waits for the log to be durable through the records
-/// behind the offsets (one fdatasync, normally well under a second).
-const OFFSETS_WAIT_FOR_LOG: Duration = Duration::from_secs(10);
-
 /// How often a shard publishes its metrics view (`crate::metrics::shard`), ms.
 pub const METRICS_PUBLISH_MS: u64 = 1_000;
 
@@ -31,6 +27,7 @@ pub async fn run(shard: Rc<Shard>) {
     let mut since_retention = 0u64;
     let mut since_checkpoint = 0u64;
     let mut since_metrics = 0u64;
+    let mut offsets_due: Option<OffsetsDue> = None;
     loop {
         rt::sleep(Duration::from_millis(tick_ms)).await;
         if shard.broker.is_shutting_down() {
@@ -61,11 +58,17 @@ pub async fn run(shard: Rc<Shard>) {
             }
         }
         since_offsets += tick_ms;
-        if since_offsets >= OFFSET_PERSIST_INTERVAL_MS {
+        if since_offsets >= OFFSET_PERSIST_INTERVAL_MS && offsets_due.is_none() {
             since_offsets = 0;
-            let pop_mark = crate::broker::pop::watermark(&shard);
-            save_offsets(&shard).await;
-            crate::broker::pop::save_watermark(&shard, pop_mark).await;
+            offsets_due = take_offsets(&shard);
+        }
+        if offsets_due
+            .as_ref()
+            .is_some_and(|d| shard.flusher.synced() >= d.log_end)
+        {
+            if let Some(due) = offsets_due.take() {
+                save_offsets(&shard, due).await;
+            }
         }
         since_retention += tick_ms;
         if since_retention >= 10_000 {
@@ -181,44 +184,56 @@ async fn flush_index(shard: &Shard) {
 }
 
 /// Consumer offsets to disk on a helper thread (write, fsync, rename, directory fsync).
-/// Writes the consumer offsets that changed. A POP consumer's offset moves with a record in
-/// the log (a checkpoint, a position): the file is written only once the log is durable
-/// through every record appended before the snapshot, so it never claims a position whose
-/// record a crash (a power loss under either flush mode) could take back.
-async fn save_offsets(shard: &Shard) {
+/// Consumer offsets taken to be written once the log is durable through `log_end`.
+struct OffsetsDue {
+    /// The POP watermark, taken before the offsets (see `pop::save_watermark`).
+    pop_mark: Option<u64>,
+    /// The changed offsets' file and bytes (`None`: unchanged, only the watermark moves).
+    file: Option<(PathBuf, Vec<u8>)>,
+    log_end: u64,
+}
+
+/// Takes the consumer offsets that changed (and the POP watermark before them). A POP
+/// consumer's offset moves with a record in the log (a checkpoint, a position): they are
+/// written only once the log is durable through every record appended before this snapshot
+/// (the periodic checkpoint's sync under ASYNC_FLUSH, a group commit under SYNC_FLUSH), so
+/// the file never claims a position whose record a crash (a power loss under either flush
+/// mode) could take back. Nothing here makes a sync of its own.
+fn take_offsets(shard: &Shard) -> Option<OffsetsDue> {
+    let pop_mark = crate::broker::pop::watermark(shard);
     let snapshot = shard.offsets.borrow_mut().snapshot();
     let log_end = shard.store.borrow().write_offset();
-    let (path, bytes) = match snapshot {
-        Ok(Some(s)) => s,
-        Ok(None) => return,
+    let file = match snapshot {
+        Ok(file) => file,
         Err(e) => {
             log::warn!("shard {}: saving consumer offsets: {e}", shard.id);
-            return;
+            return None;
         }
     };
-    if !shard
-        .flusher
-        .wait_synced(log_end, OFFSETS_WAIT_FOR_LOG)
-        .await
-    {
-        log::warn!(
-            "shard {}: consumer offsets not saved: the log was not durable through {log_end} \
-             within {OFFSETS_WAIT_FOR_LOG:?}; trying again at the next save",
-            shard.id
-        );
-        shard.offsets.borrow_mut().mark_dirty();
-        return;
+    Some(OffsetsDue {
+        pop_mark,
+        file,
+        log_end,
+    })
+}
+
+/// Writes what [`take_offsets`] took, the offsets before the watermark.
+async fn save_offsets(shard: &Shard, due: OffsetsDue) {
+    if let Some((path, bytes)) = due.file {
+        let res =
+            rt::blocking(move || crate::broker::topics::write_atomically(&path, &bytes)).await;
+        let failed = match res {
+            Some(Ok(())) => None,
+            Some(Err(e)) => Some(e.to_string()),
+            None => Some("the writer thread panicked".to_string()),
+        };
+        if let Some(e) = failed {
+            log::warn!("shard {}: saving consumer offsets: {e}", shard.id);
+            shard.offsets.borrow_mut().mark_dirty();
+            return;
+        }
     }
-    let res = rt::blocking(move || crate::broker::topics::write_atomically(&path, &bytes)).await;
-    let failed = match res {
-        Some(Ok(())) => None,
-        Some(Err(e)) => Some(e.to_string()),
-        None => Some("the writer thread panicked".to_string()),
-    };
-    if let Some(e) = failed {
-        log::warn!("shard {}: saving consumer offsets: {e}", shard.id);
-        shard.offsets.borrow_mut().mark_dirty();
-    }
+    crate::broker::pop::save_watermark(shard, due.pop_mark).await;
 }
 
 fn retention(shard: &Shard) {
