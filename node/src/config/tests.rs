@@ -540,6 +540,12 @@ fn a_key_given_with_set_is_judged_as_in_a_file() {
                     .and_then(|l| l.config.validate().map(|()| l)),
             );
             assert_eq!(file, set, "{line}: file and --set disagree");
+            // The same key and value in a TOML file (a key with dots quoted).
+            let toml = fate(BrokerConfig::from_toml_str(
+                &format!("{key:?} = {v:?}"),
+                "f",
+            ));
+            assert_eq!(toml, set, "{line}: TOML and --set disagree");
             checked += 1;
         }
     }
@@ -560,6 +566,11 @@ fn a_key_given_with_set_is_judged_as_in_a_file() {
                     .and_then(|l| l.config.validate().map(|()| l)),
             );
             assert_eq!(file, set, "namesrv {line}: file and --set disagree");
+            let toml = fate(NamesrvConfig::from_toml_str(
+                &format!("{key:?} = {v:?}"),
+                "f",
+            ));
+            assert_eq!(toml, set, "namesrv {line}: TOML and --set disagree");
         }
     }
 }
