@@ -7,6 +7,18 @@ echo "== arrows point down (no import circle, nothing above the ground floor)"
 scripts/check-arrows.sh
 echo "== cargo fmt --check"
 cargo fmt --all --check
+# protoc from the system's packages: grpc/build.rs compiles RocketMQ 5's protocol files with
+# it (Debian's protobuf-compiler also ships the google/protobuf/*.proto files they import).
+if ! command -v protoc >/dev/null 2>&1 && [ -z "${PROTOC:-}" ]; then
+    echo "== apt-get install protobuf-compiler (protoc, for grpc/build.rs)"
+    export DEBIAN_FRONTEND=noninteractive
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+    if ! $SUDO apt-get install -y --no-install-recommends protobuf-compiler; then
+        $SUDO apt-get update
+        $SUDO apt-get install -y --no-install-recommends protobuf-compiler
+    fi
+fi
 echo "== cargo clippy (warnings denied)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # The C++ RocketMQ client the interop tests drive (interop/tests/cpp_client.rs): PyPI's

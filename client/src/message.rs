@@ -59,6 +59,9 @@ pub(crate) const RPC_PROPERTIES: &[&str] = &[
 /// as its highest.
 pub const DELAY_LEVEL_MAX: u32 = 18;
 
+/// Longest message id a message may carry ([`Message::with_unique_key`]).
+pub const UNIQUE_KEY_BYTES_MAX: usize = 128;
+
 /// A message to send.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
@@ -79,6 +82,9 @@ pub struct Message {
     pub deliver_at_ms: Option<i64>,
     /// Deliver this long after the broker stores the message.
     pub delay: Option<std::time::Duration>,
+    /// The message id as the application (or a protocol edge relaying another client's
+    /// message) made it, stored as the record's `UNIQ_KEY`; `None`: the producer makes one.
+    pub unique_key: Option<String>,
 }
 
 impl Message {
@@ -93,7 +99,15 @@ impl Message {
             delay_level: None,
             deliver_at_ms: None,
             delay: None,
+            unique_key: None,
         }
+    }
+
+    /// Stores the message under this message id (`UNIQ_KEY`) instead of one the producer
+    /// makes: 1..=128 characters, no blanks or control characters.
+    pub fn with_unique_key(mut self, key: impl Into<String>) -> Self {
+        self.unique_key = Some(key.into());
+        self
     }
 
     pub fn with_tag(mut self, tag: impl Into<String>) -> Self {
@@ -195,6 +209,16 @@ impl Message {
         if self.delay.is_some_and(|d| d.as_millis() > i64::MAX as u128) {
             return Err(Error::InvalidMessage("delay out of range".into()));
         }
+        if let Some(k) = &self.unique_key {
+            if k.is_empty()
+                || k.len() > UNIQUE_KEY_BYTES_MAX
+                || k.chars().any(|c| c.is_whitespace() || c.is_control())
+            {
+                return Err(Error::InvalidMessage(format!(
+                    "a message id of 1..={UNIQUE_KEY_BYTES_MAX} bytes without blanks or control characters, not {k:?}"
+                )));
+            }
+        }
         if self.keys.iter().any(|k| k.contains(' ') || k.is_empty()) {
             return Err(Error::InvalidMessage(
                 "keys may not be empty or contain blanks (they travel blank-separated)".into(),
@@ -227,6 +251,7 @@ impl Message {
         half: bool,
         out: &mut Vec<u8>,
     ) -> Result<()> {
+        let unique_key = self.unique_key.as_deref().unwrap_or(unique_key);
         let keys_joined = self.keys.join(" ");
         let delay = self.delay_level.filter(|&l| l > 0).map(|l| l.to_string());
         let deliver = self.deliver_at_ms.map(|t| t.to_string());
@@ -378,6 +403,23 @@ pub(crate) fn decode_records(body: &Bytes, broker_name: &str) -> Result<Vec<Rece
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_message_keeps_its_own_unique_key() {
+        let m = Message::new("t", "x").with_unique_key("0102FC00000001659A0B268BD300000000");
+        m.validate(10).unwrap();
+        let props = m.encode_properties("MADE", None, false).unwrap();
+        assert_eq!(
+            properties::get(&props, keys::UNIQ_KEY),
+            Some("0102FC00000001659A0B268BD300000000")
+        );
+        for bad in ["", "a b", "a\u{1}", &"x".repeat(UNIQUE_KEY_BYTES_MAX + 1)] {
+            assert!(Message::new("t", "x")
+                .with_unique_key(bad)
+                .validate(10)
+                .is_err());
+        }
+    }
 
     #[test]
     fn validate_and_properties() {

@@ -223,6 +223,9 @@ pub struct BrokerConfig {
     pub acl: AclConfig,
     /// `metricsExporterType`, `metricsPromExporterPort`, `metricsPromExporterHost`.
     pub metrics: MetricsConfig,
+    /// `grpcServerPort`: the port of RocketMQ 5's gRPC edge (ringmq-grpc); `None` = no gRPC
+    /// listener on a broker (`ringmq standalone` uses 8081 then).
+    pub grpc_server_port: Option<u16>,
 }
 
 /// RocketMQ's 18 delay levels.
@@ -295,6 +298,7 @@ impl Default for BrokerConfig {
             tls: TlsConfig::default(),
             acl: AclConfig::default(),
             metrics: MetricsConfig::default(),
+            grpc_server_port: None,
         }
     }
 }

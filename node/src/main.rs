@@ -50,6 +50,11 @@ struct StandaloneArgs {
     /// Broker port (0 = any free port, printed at start).
     #[arg(long, default_value_t = 10911)]
     broker_port: u16,
+    /// RocketMQ 5 gRPC port (grpcServerPort; 0 = any free port, printed at start). Default
+    /// 8081; when the default port is taken, the node starts without the gRPC listener
+    /// (logged); a port asked for here or by grpcServerPort must bind.
+    #[arg(long)]
+    grpc_port: Option<u16>,
     /// Shards (event-loop threads); default one per core.
     #[arg(long)]
     shards: Option<usize>,
@@ -221,6 +226,14 @@ fn standalone(a: StandaloneArgs, signals: &ringmq_node::io::signal::Signals) -> 
     let ns = namesrv::start(ns_cfg, SocketAddr::new(a.host, a.namesrv_port), fallback)?;
     cfg.namesrv_addr = vec![ns.addr.to_string()];
     let metrics_cfg = cfg.metrics.clone();
+    // gRPC edge (ringmq-grpc): --grpc-port, else grpcServerPort, else 8081 if free.
+    let grpc_cfg = GrpcStart {
+        port: a.grpc_port.or(cfg.grpc_server_port),
+        default_port: Some(GRPC_DEFAULT_PORT),
+        host: a.host,
+        name_servers: cfg.namesrv_addr.clone(),
+        credentials: inner_credentials(&cfg),
+    };
     log_start("standalone", &cfg, fallback);
     let opts = StartOptions {
         listen: SocketAddr::new(a.host, cfg.listen_port),
@@ -264,6 +277,15 @@ fn standalone(a: StandaloneArgs, signals: &ringmq_node::io::signal::Signals) -> 
             return Err(e);
         }
     };
+    let grpc = match start_grpc(grpc_cfg) {
+        Ok(g) => g,
+        Err(e) => {
+            stop_metrics(metrics);
+            broker.stop();
+            ns.stop();
+            return Err(e);
+        }
+    };
     println!(
         "ringmq standalone ready: namesrv {} broker {} ({} shards)",
         ns.addr, broker.addr, broker.broker.shard_count
@@ -273,6 +295,7 @@ fn standalone(a: StandaloneArgs, signals: &ringmq_node::io::signal::Signals) -> 
         "{sig}: stopping (finishing in-flight requests, flushing; a second signal exits at once)"
     );
     signals.exit_on_next();
+    stop_grpc(grpc);
     stop_metrics(metrics);
     broker.stop();
     ns.stop();
@@ -372,6 +395,14 @@ fn broker_cmd(a: BrokerArgs, signals: &ringmq_node::io::signal::Signals) -> Resu
         IpAddr::from([0, 0, 0, 0])
     });
     let metrics_cfg = cfg.metrics.clone();
+    // gRPC edge (ringmq-grpc) only when grpcServerPort is set.
+    let grpc_cfg = GrpcStart {
+        port: cfg.grpc_server_port,
+        default_port: None,
+        host: publish,
+        name_servers: cfg.namesrv_addr.clone(),
+        credentials: inner_credentials(&cfg),
+    };
     log_start("broker", &cfg, fallback);
     let opts = StartOptions {
         listen: SocketAddr::new(listen_host, cfg.listen_port),
@@ -392,6 +423,14 @@ fn broker_cmd(a: BrokerArgs, signals: &ringmq_node::io::signal::Signals) -> Resu
             return Err(e);
         }
     };
+    let grpc = match start_grpc(grpc_cfg) {
+        Ok(g) => g,
+        Err(e) => {
+            stop_metrics(metrics);
+            broker.stop();
+            return Err(e);
+        }
+    };
     println!(
         "ringmq broker ready: {} ({} shards)",
         broker.addr, broker.broker.shard_count
@@ -399,6 +438,7 @@ fn broker_cmd(a: BrokerArgs, signals: &ringmq_node::io::signal::Signals) -> Resu
     let sig = signals.wait();
     log::info!("{sig}: stopping (finishing in-flight requests, flushing, unregistering; a second signal exits at once)");
     signals.exit_on_next();
+    stop_grpc(grpc);
     stop_metrics(metrics);
     broker.stop();
     log::info!("stopped cleanly");
@@ -421,6 +461,70 @@ fn start_metrics(
 }
 
 fn stop_metrics(server: Option<metrics::http::MetricsServer>) {
+    if let Some(s) = server {
+        s.stop();
+    }
+}
+
+// ---- RocketMQ 5's gRPC edge (ringmq-grpc, docs/grpc.md) ----
+
+/// `ringmq standalone`'s gRPC port when neither `--grpc-port` nor `grpcServerPort` names one
+/// (RocketMQ's proxy default).
+const GRPC_DEFAULT_PORT: u16 = 8081;
+
+/// Where and how to start the gRPC edge.
+struct GrpcStart {
+    /// A port asked for (must bind; 0 = any free port).
+    port: Option<u16>,
+    /// The port used when none was asked for (a taken one is logged, not fatal).
+    default_port: Option<u16>,
+    host: IpAddr,
+    name_servers: Vec<String>,
+    credentials: Option<ringmq_grpc::Credentials>,
+}
+
+/// The broker's own account (`innerAccessKey`/`innerSecretKey`) when ACL is on: the gRPC
+/// edge's native clients sign with it.
+fn inner_credentials(cfg: &BrokerConfig) -> Option<ringmq_grpc::Credentials> {
+    if !cfg.acl.enable {
+        return None;
+    }
+    let ak = cfg.acl.inner_access_key.clone()?;
+    let sk = cfg.acl.inner_secret_key.as_ref()?.expose().to_string();
+    Some(ringmq_grpc::Credentials::new(ak, sk))
+}
+
+/// Starts the gRPC edge when a port is set; prints where it listens (`ringmq grpc: ADDR`)
+/// before the ready line.
+fn start_grpc(g: GrpcStart) -> Result<Option<ringmq_grpc::GrpcServer>, String> {
+    let (port, must_bind) = match (g.port, g.default_port) {
+        (Some(p), _) => (p, true),
+        (None, Some(p)) => (p, false),
+        (None, None) => return Ok(None),
+    };
+    let opts = ringmq_grpc::GrpcOptions {
+        listen: SocketAddr::new(g.host, port),
+        advertise_host: g.host,
+        name_servers: g.name_servers,
+        credentials: g.credentials,
+    };
+    match ringmq_grpc::start(opts) {
+        Ok(server) => {
+            log::info!("RocketMQ 5 gRPC endpoint: {}", server.addr);
+            println!("ringmq grpc: {}", server.addr);
+            Ok(Some(server))
+        }
+        Err(e @ ringmq_grpc::GrpcError::Bind { .. }) if !must_bind => {
+            log::warn!(
+                "{e}: starting without the gRPC listener (set --grpc-port or grpcServerPort)"
+            );
+            Ok(None)
+        }
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn stop_grpc(server: Option<ringmq_grpc::GrpcServer>) {
     if let Some(s) = server {
         s.stop();
     }

@@ -13,6 +13,8 @@
 
 mod allocate;
 mod concurrent;
+// The POP consumer of protocol edges (ringmq's gRPC edge).
+mod edge;
 pub(crate) mod group;
 mod listener;
 mod locks;
@@ -50,6 +52,7 @@ use offsets::OffsetStore;
 use replica::ReadPath;
 
 pub use allocate::allocate_average;
+pub use edge::{EdgeConsumer, PopCall};
 pub use listener::{BatchListener, ConsumeContext, MessageListener};
 pub(crate) use offsets::committed_offset_in;
 pub use orderly::ORDERLY_RECONSUME_TIMES_DEFAULT;

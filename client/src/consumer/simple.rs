@@ -448,8 +448,8 @@ impl SimpleConsumer {
 }
 
 /// The messages of a POP answer with their receipt handles: those the selector's tags
-/// match, and those it does not (tag hash collisions).
-fn popped(
+/// match, and those it does not (tag hash collisions). Also the edge consumer's.
+pub(super) fn popped(
     body: &Bytes,
     broker_name: &str,
     addr: SocketAddr,

@@ -79,6 +79,9 @@ struct RecordIds {
     lens: Vec<u32>,
     uniq_prefix: Arc<str>,
     uniq_first: u32,
+    /// The keys of messages sent with their own ([`Message::unique_key`]), by record; empty
+    /// when none was.
+    own_keys: Vec<Option<String>>,
 }
 
 impl SendResult {
@@ -121,6 +124,7 @@ impl SendResult {
                 lens: vec![100],
                 uniq_prefix: Arc::from(""),
                 uniq_first: 0,
+                own_keys: Vec::new(),
             },
         }
     }
@@ -130,6 +134,9 @@ impl SendResult {
         let r = &self.records;
         (0..r.lens.len())
             .map(|i| {
+                if let Some(Some(own)) = r.own_keys.get(i) {
+                    return own.clone();
+                }
                 let mut k = String::with_capacity(r.uniq_prefix.len() + 8);
                 unique_key(&r.uniq_prefix, r.uniq_first.wrapping_add(i as u32), &mut k);
                 k
@@ -601,6 +608,13 @@ async fn send_once(
     };
     let mut first_key = String::with_capacity(uniq_prefix.len() + 8);
     unique_key(&uniq_prefix, uniq_first, &mut first_key);
+    let own_keys: Vec<Option<String>> = match msgs.iter().any(|m| m.unique_key.is_some()) {
+        true => msgs.iter().map(|m| m.unique_key.clone()).collect(),
+        false => Vec::new(),
+    };
+    if let Some(Some(own)) = own_keys.first() {
+        first_key.clone_from(own);
+    }
     let recall_handle = (resp.deliver_at_ms != 0).then(|| {
         ringmq_wire::recall::RecallHandle {
             topic: t.mq.topic.clone(),
@@ -625,6 +639,7 @@ async fn send_once(
             lens,
             uniq_prefix,
             uniq_first,
+            own_keys,
         },
     })
 }

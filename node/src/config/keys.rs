@@ -247,6 +247,9 @@ const BROKER_KEYS: &[Key<BrokerConfig>] = &[
         metrics::host(v)?),
     key!("metricsSeriesMax", |c, v| c.metrics.series_max =
         num(v, 1, 1_000_000)?),
+    // RocketMQ 5's gRPC edge (ringmq-grpc); 0 = any free port.
+    key!("grpcServerPort", |c, v| c.grpc_server_port =
+        Some(num(v, 0, u16::MAX.into())?)),
 ];
 
 const NAMESRV_KEYS: &[Key<NamesrvConfig>] = &[

@@ -1,0 +1,90 @@
+//! The gRPC clients this edge knows: client id (`x-mq-client-id`) -> the Settings the client
+//! last sent on its Telemetry stream. Heartbeat, ReceiveMessage and
+//! NotifyClientTermination read them; a client whose Settings are unknown is answered
+//! `UNRECOGNIZED_CLIENT_TYPE`, as RocketMQ's proxy answers.
+//!
+//! Bounded: at most [`CLIENTS_MAX`] clients; a client silent (no Telemetry settings, no
+//! heartbeat) for [`CLIENT_IDLE_MAX`] is forgotten when room is needed. Full of live
+//! clients: a new one is refused (TOO_MANY_REQUESTS).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::pb;
+
+/// Most clients known at once.
+pub(crate) const CLIENTS_MAX: usize = 10_000;
+/// A client silent this long may be forgotten (clients heartbeat every 10 s).
+pub(crate) const CLIENT_IDLE_MAX: Duration = Duration::from_secs(120);
+
+struct Entry {
+    settings: pb::Settings,
+    seen: Instant,
+}
+
+/// The registry (see the module docs).
+#[derive(Default)]
+pub(crate) struct Clients {
+    map: Mutex<HashMap<String, Entry>>,
+}
+
+/// The registry is full of live clients.
+#[derive(Debug)]
+pub(crate) struct Full;
+
+impl Clients {
+    /// Records `settings` as `client_id`'s.
+    pub(crate) fn put(&self, client_id: &str, settings: pb::Settings) -> Result<(), Full> {
+        let now = Instant::now();
+        let mut map = self.lock();
+        if !map.contains_key(client_id) && map.len() >= CLIENTS_MAX {
+            map.retain(|_, e| now.duration_since(e.seen) < CLIENT_IDLE_MAX);
+            if map.len() >= CLIENTS_MAX {
+                return Err(Full);
+            }
+        }
+        map.insert(
+            client_id.to_string(),
+            Entry {
+                settings,
+                seen: now,
+            },
+        );
+        Ok(())
+    }
+
+    /// `client_id`'s settings, and marks it seen.
+    pub(crate) fn touch(&self, client_id: &str) -> Option<pb::Settings> {
+        let mut map = self.lock();
+        let e = map.get_mut(client_id)?;
+        e.seen = Instant::now();
+        Some(e.settings.clone())
+    }
+
+    /// Forgets `client_id`; its settings, if it was known.
+    pub(crate) fn remove(&self, client_id: &str) -> Option<pb::Settings> {
+        self.lock().remove(client_id).map(|e| e.settings)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+        // A panic while holding the lock leaves a map that is still whole (every update is
+        // one insert or remove), so a poisoned lock is used as it is.
+        self.map.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn put_touch_remove() {
+        let c = Clients::default();
+        assert!(c.touch("a").is_none());
+        c.put("a", pb::Settings::default()).expect("room");
+        assert!(c.touch("a").is_some());
+        assert!(c.remove("a").is_some());
+        assert!(c.touch("a").is_none());
+    }
+}

@@ -1,0 +1,285 @@
+//! ReceiveMessage, AckMessage and ChangeInvisibleDuration: POP consumption through the
+//! edge's native [`EdgeConsumer`].
+//!
+//! ReceiveMessage pops from the broker the request's queue names (any of its queues: POP
+//! picks), long polling for the request's `long_polling_timeout` clamped to 5–20 s, and
+//! answers on its stream as RocketMQ's proxy does: `{status OK}` then one response per
+//! message, or a single MESSAGE_NOT_FOUND when nothing came. The invisible duration must be
+//! at least 10 s unless `auto_renew` is set; then the message is popped invisible for
+//! [`AUTO_RENEW_INVISIBLE`] (the server does not renew it yet).
+//!
+//! Acks and invisible-time changes carry the receipt handle the message came with; the
+//! handle names its broker, queue and offset, so the edge keeps nothing per message.
+
+use std::time::Duration;
+
+use ringmq_client::consumer::{EdgeConsumer, PopCall};
+use ringmq_client::MessageSelector;
+
+use crate::convert::{std_duration, to_pb};
+use crate::pb::{self, receive_message_response::Content, Code, FilterType};
+use crate::route::topic_name;
+use crate::settings::{LONG_POLLING_MAX, LONG_POLLING_MIN, RECEIVE_BATCH_SIZE};
+use crate::status::{from_error, ok, status};
+
+/// Shortest invisible duration a ReceiveMessage may ask for (RocketMQ's
+/// `minInvisibleTimeMillsForRecv`).
+pub(crate) const INVISIBLE_MIN: Duration = Duration::from_secs(10);
+/// Longest invisible duration (RocketMQ's `maxInvisibleTimeMills`, 12 h).
+pub(crate) const INVISIBLE_MAX: Duration = Duration::from_secs(12 * 3600);
+/// The invisible time of a message popped for an `auto_renew` request (RocketMQ's proxy
+/// `defaultInvisibleTimeMills`).
+pub(crate) const AUTO_RENEW_INVISIBLE: Duration = Duration::from_secs(60);
+/// Most entries one AckMessage may carry.
+pub(crate) const ACK_ENTRIES_MAX: usize = 1024;
+
+/// ReceiveMessage: the responses of its stream, in order.
+pub(crate) async fn receive_message(
+    consumer: &EdgeConsumer,
+    req: pb::ReceiveMessageRequest,
+) -> Vec<pb::ReceiveMessageResponse> {
+    let one = |s: pb::Status| {
+        vec![pb::ReceiveMessageResponse {
+            content: Some(Content::Status(s)),
+        }]
+    };
+    let call = match pop_call(&req) {
+        Ok(c) => c,
+        Err(s) => return one(s),
+    };
+    let shown_invisible = call.invisible;
+    match consumer.pop(&call).await {
+        Ok(msgs) if msgs.is_empty() => one(status(Code::MessageNotFound, "no new message")),
+        Ok(msgs) => {
+            let mut out = Vec::with_capacity(msgs.len() + 1);
+            out.push(pb::ReceiveMessageResponse {
+                content: Some(Content::Status(ok())),
+            });
+            for m in &msgs {
+                out.push(pb::ReceiveMessageResponse {
+                    content: Some(Content::Message(to_pb(m, shown_invisible))),
+                });
+            }
+            out
+        }
+        Err(e) => one(from_error(&e)),
+    }
+}
+
+/// The native POP of a ReceiveMessage, its fields checked as RocketMQ's proxy checks them.
+fn pop_call(req: &pb::ReceiveMessageRequest) -> Result<PopCall, pb::Status> {
+    let group = group_name(req.group.as_ref())?;
+    let mq = req.message_queue.as_ref();
+    let topic = topic_name(mq.and_then(|q| q.topic.as_ref()))?;
+    let broker_name = mq
+        .and_then(|q| q.broker.as_ref())
+        .map(|b| b.name.clone())
+        .filter(|n| !n.is_empty());
+    let poll = req
+        .long_polling_timeout
+        .as_ref()
+        .map_or(LONG_POLLING_MAX, std_duration)
+        .clamp(LONG_POLLING_MIN, LONG_POLLING_MAX);
+    let invisible = if req.auto_renew {
+        AUTO_RENEW_INVISIBLE
+    } else {
+        let d = req
+            .invisible_duration
+            .as_ref()
+            .map_or(Duration::ZERO, std_duration);
+        if !(INVISIBLE_MIN..=INVISIBLE_MAX).contains(&d) {
+            return Err(status(
+                Code::IllegalInvisibleTime,
+                format!(
+                    "the invisible time must be {}..={} ms",
+                    INVISIBLE_MIN.as_millis(),
+                    INVISIBLE_MAX.as_millis()
+                ),
+            ));
+        }
+        d
+    };
+    let selector = selector(req.filter_expression.as_ref())?;
+    let max = req.batch_size.clamp(1, RECEIVE_BATCH_SIZE) as u32;
+    Ok(PopCall {
+        group,
+        topic,
+        broker_name,
+        selector,
+        max,
+        invisible,
+        poll,
+        init_last: false,
+        orderly: false,
+    })
+}
+
+fn selector(f: Option<&pb::FilterExpression>) -> Result<MessageSelector, pb::Status> {
+    let (kind, expr) = f.map_or((FilterType::Tag as i32, ""), |f| {
+        (f.r#type, f.expression.as_str())
+    });
+    let s = if kind == FilterType::Sql as i32 {
+        MessageSelector::sql(expr)
+    } else {
+        MessageSelector::tag(if expr.trim().is_empty() { "*" } else { expr })
+    };
+    s.check()
+        .map_err(|e| status(Code::IllegalFilterExpression, e.to_string()))?;
+    Ok(s)
+}
+
+/// The consumer group's name, checked as RocketMQ's proxy checks it.
+pub(crate) fn group_name(r: Option<&pb::Resource>) -> Result<String, pb::Status> {
+    let name = r.map(|r| r.name.as_str()).unwrap_or("");
+    if name.is_empty()
+        || name.len() > 255
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '%' || c == '|')
+    {
+        return Err(status(
+            Code::IllegalConsumerGroup,
+            format!("consumer group {name:?} is empty, over 255 characters, or not [%A-Za-z0-9_-]"),
+        ));
+    }
+    Ok(name.to_string())
+}
+
+/// AckMessage.
+pub(crate) async fn ack_message(
+    consumer: &EdgeConsumer,
+    req: pb::AckMessageRequest,
+) -> pb::AckMessageResponse {
+    let refuse = |s| pb::AckMessageResponse {
+        status: Some(s),
+        entries: Vec::new(),
+    };
+    let group = match group_name(req.group.as_ref()) {
+        Ok(g) => g,
+        Err(s) => return refuse(s),
+    };
+    let topic = match topic_name(req.topic.as_ref()) {
+        Ok(t) => t,
+        Err(s) => return refuse(s),
+    };
+    if req.entries.is_empty() || req.entries.len() > ACK_ENTRIES_MAX {
+        return refuse(status(
+            Code::BadRequest,
+            format!("an ack carries 1..={ACK_ENTRIES_MAX} entries"),
+        ));
+    }
+    let mut entries = Vec::with_capacity(req.entries.len());
+    for e in &req.entries {
+        let s = match consumer.ack(&group, &topic, &e.receipt_handle).await {
+            Ok(()) => ok(),
+            Err(ringmq_client::Error::InvalidMessage(m)) => status(Code::InvalidReceiptHandle, m),
+            Err(err) => from_error(&err),
+        };
+        entries.push(pb::AckMessageResultEntry {
+            message_id: e.message_id.clone(),
+            receipt_handle: e.receipt_handle.clone(),
+            status: Some(s),
+        });
+    }
+    let first = entries[0].status.clone().unwrap_or_else(ok);
+    let same = entries
+        .iter()
+        .all(|e| e.status.as_ref().map(|s| s.code) == Some(first.code));
+    pb::AckMessageResponse {
+        status: Some(if same {
+            first
+        } else {
+            status(Code::MultipleResults, "MULTIPLE_RESULTS")
+        }),
+        entries,
+    }
+}
+
+/// ChangeInvisibleDuration.
+pub(crate) async fn change_invisible_duration(
+    consumer: &EdgeConsumer,
+    req: pb::ChangeInvisibleDurationRequest,
+) -> pb::ChangeInvisibleDurationResponse {
+    let answer = |s, handle: String| pb::ChangeInvisibleDurationResponse {
+        status: Some(s),
+        receipt_handle: handle,
+    };
+    let group = match group_name(req.group.as_ref()) {
+        Ok(g) => g,
+        Err(s) => return answer(s, String::new()),
+    };
+    let topic = match topic_name(req.topic.as_ref()) {
+        Ok(t) => t,
+        Err(s) => return answer(s, String::new()),
+    };
+    let d = req
+        .invisible_duration
+        .as_ref()
+        .map_or(Duration::ZERO, std_duration);
+    if d.is_zero() || d > INVISIBLE_MAX {
+        return answer(
+            status(
+                Code::IllegalInvisibleTime,
+                format!(
+                    "the invisible time must be 1..={} ms",
+                    INVISIBLE_MAX.as_millis()
+                ),
+            ),
+            String::new(),
+        );
+    }
+    match consumer
+        .change_invisible(&group, &topic, &req.receipt_handle, d)
+        .await
+    {
+        Ok(h) => answer(ok(), h),
+        Err(ringmq_client::Error::InvalidMessage(m)) => {
+            answer(status(Code::InvalidReceiptHandle, m), String::new())
+        }
+        Err(e) => answer(from_error(&e), String::new()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(invisible_s: i64, auto_renew: bool) -> pb::ReceiveMessageRequest {
+        pb::ReceiveMessageRequest {
+            group: Some(pb::Resource {
+                resource_namespace: String::new(),
+                name: "G".into(),
+            }),
+            message_queue: Some(pb::MessageQueue {
+                topic: Some(pb::Resource {
+                    resource_namespace: String::new(),
+                    name: "T".into(),
+                }),
+                ..Default::default()
+            }),
+            batch_size: 100,
+            invisible_duration: Some(prost_types::Duration {
+                seconds: invisible_s,
+                nanos: 0,
+            }),
+            auto_renew,
+            long_polling_timeout: Some(prost_types::Duration {
+                seconds: 60,
+                nanos: 0,
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_receive_is_clamped_and_checked_as_rocketmq_checks_it() {
+        let c = pop_call(&request(30, false)).expect("valid");
+        assert_eq!(c.max, 32);
+        assert_eq!(c.poll, LONG_POLLING_MAX);
+        assert_eq!(c.invisible, Duration::from_secs(30));
+        let short = pop_call(&request(1, false)).err().map(|s| s.code);
+        assert_eq!(short, Some(Code::IllegalInvisibleTime as i32));
+        let renewed = pop_call(&request(1, true)).expect("auto renew");
+        assert_eq!(renewed.invisible, AUTO_RENEW_INVISIBLE);
+    }
+}
