@@ -27,6 +27,14 @@ if ! python3 -c "import rocketmq" >/dev/null 2>&1; then
     echo "== pip install rocketmq==0.4.4 (the C++ RocketMQ client of the interop tests)"
     python3 -m pip install --quiet --disable-pip-version-check rocketmq==0.4.4
 fi
+# RocketMQ 5's Python SDK (gRPC) for interop/tests/grpc_python.rs, in a venv of its own: its
+# `rocketmq` package would shadow the C++ client's above. RINGMQ_GRPC_PYTHON names another one.
+GRPC_VENV="$HOME/.cache/ringmq/grpc-python"
+if [ -z "${RINGMQ_GRPC_PYTHON:-}" ] && ! "$GRPC_VENV/bin/python" -c "import rocketmq.v5" >/dev/null 2>&1; then
+    echo "== pip install rocketmq-python-client==5.1.2 into $GRPC_VENV (RocketMQ 5's Python SDK of the gRPC interop test)"
+    python3 -m venv "$GRPC_VENV"
+    "$GRPC_VENV/bin/pip" install --quiet --disable-pip-version-check rocketmq-python-client==5.1.2
+fi
 # Headless Chromium and chromedriver from the system's packages, for the dashboard's browser
 # test (ctl/tests/ctl_dashboard.rs), which fails without them.
 if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then

@@ -1,0 +1,292 @@
+//! RocketMQ 5's Python SDK (PyPI `rocketmq-python-client` 5.1.2, unchanged, gRPC) against
+//! a real `ringmq standalone` on loopback, through ringmq's gRPC edge (`grpc/`,
+//! `docs/grpc.md`).
+//!
+//! The test starts its own node (temp data dir, every port picked by the node, gRPC
+//! included: it reads `ringmq grpc: ADDR` before the ready line), creates its topics with
+//! ringmq's native admin client, and runs `interop/tests/grpc/grpc_simple.py` under a
+//! deadline: a Producer sends normal and FIFO messages (several message groups), a
+//! SimpleConsumer per topic receives and acks them (one after a ChangeInvisibleDuration),
+//! and the script checks bodies, tags, properties, message ids and groups. Then the test
+//! checks what ringmq itself saw, with the native client:
+//! - every message is stored once, with the SDK's message id as its `UNIQ_KEY` and its body;
+//! - each FIFO message group sits in one queue, in send order, with its group as the
+//!   sharding key;
+//! - each consumer group popped and acked every message and has none in flight.
+//!
+//! Requirements: the SDK in a Python environment of its own (its `rocketmq` package would
+//! shadow the C++ client's `rocketmq` 0.4.4 of the remoting tests): `RINGMQ_GRPC_PYTHON`
+//! names its interpreter, else `~/.cache/ringmq/grpc-python/bin/python`, which
+//! `scripts/test.sh` creates (a venv with `rocketmq-python-client==5.1.2`). A missing SDK
+//! FAILS the test (never a silent skip). Build the server first:
+//! `cargo build -p ringmq-node --bin ringmq`.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use ringmq_client::wire::properties::keys;
+use ringmq_client::{Admin, MessageQueue};
+use ringmq_testkit::{bin, run, Proc, Spawn};
+
+/// How long the node may take to print its ready line.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// The script's own watchdog ends it at 100 s; this is the outer bound.
+const SCRIPT_LIMIT: Duration = Duration::from_secs(120);
+const NORMAL_TOPIC: &str = "GrpcNormal";
+const FIFO_TOPIC: &str = "GrpcFifo";
+const QUEUES: u32 = 8;
+const N_NORMAL: usize = 40;
+const FIFO_GROUPS: usize = 4;
+const PER_GROUP: usize = 10;
+
+#[test]
+fn python_sdk_sends_and_receives_through_the_grpc_edge() {
+    let python = python();
+    let dir = ringmq_testkit::tempdir("grpc-python");
+    let (mut node, namesrv, grpc) = start_node(dir.path());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let admin = rt
+        .block_on(Admin::connect(&namesrv.to_string()))
+        .expect("an admin client");
+    for topic in [NORMAL_TOPIC, FIFO_TOPIC] {
+        rt.block_on(admin.create_topic(topic, QUEUES, Duration::from_secs(10)))
+            .unwrap_or_else(|e| panic!("creating {topic}: {e}"));
+    }
+
+    let script = scripts_dir().join("grpc_simple.py");
+    let out = run(
+        Spawn::new("grpc_simple.py", &python)
+            .arg(&script)
+            .arg(grpc.to_string())
+            .args([NORMAL_TOPIC, FIFO_TOPIC])
+            .arg(N_NORMAL.to_string())
+            .arg(FIFO_GROUPS.to_string())
+            .arg(PER_GROUP.to_string())
+            .env("HOME", dir.path())
+            .env("PYTHONUNBUFFERED", "1")
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .log(dir.path().join("grpc_simple.stderr.log")),
+        SCRIPT_LIMIT,
+    );
+    if out.code != 0 {
+        panic!(
+            "grpc_simple.py failed (exit {}, {:.1?}) against {grpc}\n----- stdout -----\n{}\
+             ----- stderr (last 60 lines) -----\n{}\n----- ringmq node log (last 60 lines) \
+             -----\n{}\n-----",
+            out.code,
+            out.elapsed,
+            out.stdout,
+            ringmq_testkit::tail(&out.stderr, 60),
+            node.log_tail(60),
+        );
+    }
+    print!("{}", out.stdout);
+    let sent = Sent::parse(&out.stdout);
+    assert_eq!(
+        sent.normal.len(),
+        N_NORMAL,
+        "normal messages the script reports"
+    );
+    assert_eq!(
+        sent.fifo.len(),
+        FIFO_GROUPS * PER_GROUP,
+        "FIFO messages the script reports"
+    );
+    assert!(
+        out.stdout.contains(&format!(
+            "received normal {N_NORMAL} fifo {}",
+            FIFO_GROUPS * PER_GROUP
+        )),
+        "the script received every message"
+    );
+
+    // What ringmq stored: every message once, under the SDK's message id.
+    let stored_normal = rt.block_on(read_topic(&admin, NORMAL_TOPIC));
+    let by_id: BTreeMap<&str, &Stored> = stored_normal.iter().map(|s| (s.id.as_str(), s)).collect();
+    assert_eq!(stored_normal.len(), N_NORMAL, "normal messages stored");
+    for (id, body) in &sent.normal {
+        let s = by_id
+            .get(id.as_str())
+            .unwrap_or_else(|| panic!("message {id} is not stored under its UNIQ_KEY"));
+        assert_eq!(&s.body, body, "body of {id}");
+        assert_eq!(s.tag.as_deref(), Some("TagA"), "tag of {id}");
+    }
+
+    // FIFO: each message group in one queue, in send order, with its group as sharding key.
+    let stored_fifo = rt.block_on(read_topic(&admin, FIFO_TOPIC));
+    assert_eq!(
+        stored_fifo.len(),
+        FIFO_GROUPS * PER_GROUP,
+        "FIFO messages stored"
+    );
+    let fifo_by_id: BTreeMap<&str, &Stored> =
+        stored_fifo.iter().map(|s| (s.id.as_str(), s)).collect();
+    let mut groups: BTreeMap<&str, Vec<&Stored>> = BTreeMap::new();
+    for (id, body, group) in &sent.fifo {
+        let s = fifo_by_id
+            .get(id.as_str())
+            .unwrap_or_else(|| panic!("FIFO message {id} is not stored under its UNIQ_KEY"));
+        assert_eq!(&s.body, body, "body of {id}");
+        assert_eq!(
+            s.sharding_key.as_deref(),
+            Some(group.as_str()),
+            "group of {id}"
+        );
+        groups.entry(group).or_default().push(s);
+    }
+    for (group, msgs) in &groups {
+        let queue = msgs[0].queue_id;
+        assert!(
+            msgs.iter().all(|m| m.queue_id == queue),
+            "message group {group} is spread over several queues"
+        );
+        assert!(
+            msgs.windows(2).all(|w| w[0].offset < w[1].offset),
+            "message group {group} is not stored in send order"
+        );
+    }
+
+    // POP: each consumer group popped and acked every message, none left in flight.
+    for (group, n) in [
+        ("grpc-simple-normal", N_NORMAL as u64),
+        ("grpc-simple-fifo", (FIFO_GROUPS * PER_GROUP) as u64),
+    ] {
+        let st = rt
+            .block_on(admin.pop_status(group))
+            .unwrap_or_else(|e| panic!("POP status of {group}: {e}"));
+        assert_eq!(st.acked, n, "{group} acked: {st:?}");
+        assert_eq!(st.in_flight, 0, "{group} in flight: {st:?}");
+        assert_eq!(st.revived, 0, "{group} redelivered: {st:?}");
+    }
+    admin.close();
+    node.term(Duration::from_secs(10));
+}
+
+/// What the script says it sent, in send order.
+#[derive(Default)]
+struct Sent {
+    /// (message id, body)
+    normal: Vec<(String, String)>,
+    /// (message id, body, message group)
+    fifo: Vec<(String, String, String)>,
+}
+
+impl Sent {
+    fn parse(stdout: &str) -> Sent {
+        let mut s = Sent::default();
+        for line in stdout.lines() {
+            let w: Vec<&str> = line.split_whitespace().collect();
+            match w.as_slice() {
+                ["sent", "normal", id, body] => s.normal.push((id.to_string(), body.to_string())),
+                ["sent", "fifo", id, body, group] => {
+                    s.fifo
+                        .push((id.to_string(), body.to_string(), group.to_string()))
+                }
+                _ => {}
+            }
+        }
+        s
+    }
+}
+
+/// One message as ringmq stored it.
+struct Stored {
+    id: String,
+    body: String,
+    tag: Option<String>,
+    sharding_key: Option<String>,
+    queue_id: u32,
+    offset: u64,
+}
+
+/// Every message of every queue of `topic` on broker-a, read with the native admin pull.
+async fn read_topic(admin: &Admin, topic: &str) -> Vec<Stored> {
+    let mut out = Vec::new();
+    for q in 0..QUEUES {
+        let mq = MessageQueue::new(topic, "broker-a", q);
+        let msgs = admin
+            .read_messages(&mq, 0, 1000)
+            .await
+            .unwrap_or_else(|e| panic!("reading {mq}: {e}"));
+        for m in msgs {
+            out.push(Stored {
+                id: m.property(keys::UNIQ_KEY).unwrap_or("").to_string(),
+                body: String::from_utf8_lossy(&m.body).into_owned(),
+                tag: m.tag().map(str::to_string),
+                sharding_key: m.property(keys::SHARDING_KEY).map(str::to_string),
+                queue_id: m.queue_id,
+                offset: m.queue_offset,
+            });
+        }
+    }
+    out
+}
+
+/// A `ringmq standalone` with every port (gRPC included) of its own choosing; the guard, the
+/// name server address and the gRPC address.
+fn start_node(dir: &Path) -> (Proc, SocketAddr, SocketAddr) {
+    let data = dir.join("data");
+    let mut node = Spawn::new("ringmq", bin::ringmq())
+        .args(["standalone", "--data"])
+        .arg(&data)
+        .args([
+            "--namesrv-port",
+            "0",
+            "--broker-port",
+            "0",
+            "--grpc-port",
+            "0",
+        ])
+        .args(["--shards", "2"])
+        // 8 MiB CommitLog segments: the 1 GiB default reserves GiBs of disk per test.
+        .args(["--set", "mappedFileSizeCommitLog=8388608"])
+        .env_default("RUST_LOG", "info")
+        .log(dir.join("ringmq.log"))
+        .start();
+    let line = node.wait_line(START_TIMEOUT, "its gRPC line", |l| {
+        l.starts_with("ringmq grpc: ")
+    });
+    let grpc: SocketAddr = line["ringmq grpc: ".len()..]
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("gRPC address in {line:?}: {e}"));
+    let ready = node.wait_ready(START_TIMEOUT);
+    (node, ready.namesrv_addr(), grpc)
+}
+
+fn scripts_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join("grpc")
+}
+
+/// The interpreter of the SDK's Python environment; fails the test when the SDK is missing.
+fn python() -> PathBuf {
+    let python = match std::env::var_os("RINGMQ_GRPC_PYTHON") {
+        Some(p) => PathBuf::from(p),
+        None => {
+            let home = std::env::var_os("HOME").unwrap_or_else(|| "/root".into());
+            PathBuf::from(home).join(".cache/ringmq/grpc-python/bin/python")
+        }
+    };
+    let ok = Command::new(&python)
+        .args(["-c", "import rocketmq.v5, grpc"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "RocketMQ 5's Python SDK is missing at {}: run scripts/test.sh (it creates that venv), \
+         or `python3 -m venv ~/.cache/ringmq/grpc-python && \
+         ~/.cache/ringmq/grpc-python/bin/pip install rocketmq-python-client==5.1.2`, or set \
+         RINGMQ_GRPC_PYTHON",
+        python.display()
+    );
+    python
+}
