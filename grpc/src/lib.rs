@@ -24,8 +24,8 @@
 //! endpoint is this edge), Heartbeat, Telemetry (Settings in, merged Settings out:
 //! [`settings`]), SendMessage (normal, FIFO by message group, delayed; the client's message
 //! id kept as `UNIQ_KEY`), QueryAssignment, ReceiveMessage (POP, long polling), AckMessage,
-//! ChangeInvisibleDuration, NotifyClientTermination. Not yet: transactions (EndTransaction
-//! and the check-back), RecallMessage, ForwardMessageToDeadLetterQueue, the offset-based
+//! ChangeInvisibleDuration, NotifyClientTermination, RecallMessage. Not yet: transactions
+//! (EndTransaction and the check-back), ForwardMessageToDeadLetterQueue, the offset-based
 //! pull RPCs, server-side renewal of `auto_renew` receipts, ACL signatures, TLS. See
 //! `docs/grpc.md`.
 //!

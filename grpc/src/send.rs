@@ -102,6 +102,34 @@ async fn send_batch(
     }
 }
 
+/// RecallMessage: withdraws a scheduled message by the recall handle its send answered.
+pub(crate) async fn recall_message(
+    producer: &Producer,
+    req: pb::RecallMessageRequest,
+) -> pb::RecallMessageResponse {
+    let answer = |s, id: String| pb::RecallMessageResponse {
+        status: Some(s),
+        message_id: id,
+    };
+    let topic = match topic_name(req.topic.as_ref()) {
+        Ok(t) => t,
+        Err(s) => return answer(s, String::new()),
+    };
+    if req.recall_handle.is_empty() {
+        return answer(
+            status(Code::BadRequest, "recall handle is empty"),
+            String::new(),
+        );
+    }
+    match producer.recall_in(&topic, &req.recall_handle).await {
+        Ok(id) => answer(ok(), id),
+        Err(ringmq_client::Error::InvalidMessage(m)) => {
+            answer(status(Code::BadRequest, m), String::new())
+        }
+        Err(e) => answer(from_error(&e), String::new()),
+    }
+}
+
 /// The entry of record `i` of a stored send.
 fn entry(r: &SendResult, message_id: String, i: u64) -> pb::SendResultEntry {
     let s = match r.status {

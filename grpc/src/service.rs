@@ -4,7 +4,8 @@
 //! broker's name servers) and the registry of gRPC clients' Settings.
 //!
 //! Served: QueryRoute, Heartbeat, SendMessage, QueryAssignment, ReceiveMessage,
-//! AckMessage, ChangeInvisibleDuration, Telemetry, NotifyClientTermination. The others
+//! AckMessage, ChangeInvisibleDuration, Telemetry, NotifyClientTermination,
+//! RecallMessage. The others
 //! answer NOT_IMPLEMENTED in their response status (PullMessage: a stream of that one
 //! status), and SyncLiteSubscription the gRPC status UNIMPLEMENTED.
 
@@ -20,7 +21,7 @@ use crate::clients::Clients;
 use crate::pb::{self, messaging_service_server::MessagingService, ClientType, Code};
 use crate::receive::{ack_message, change_invisible_duration, group_name, receive_message};
 use crate::route::{query_assignment, query_route};
-use crate::send::send_message;
+use crate::send::{recall_message, send_message};
 use crate::status::{ok, status};
 use crate::telemetry::{telemetry, Outbound};
 
@@ -245,12 +246,11 @@ impl MessagingService for Edge {
 
     async fn recall_message(
         &self,
-        _req: Request<pb::RecallMessageRequest>,
+        req: Request<pb::RecallMessageRequest>,
     ) -> Result<Response<pb::RecallMessageResponse>, GrpcStatus> {
-        Ok(Response::new(pb::RecallMessageResponse {
-            status: Some(not_implemented("RecallMessage")),
-            message_id: String::new(),
-        }))
+        Ok(Response::new(
+            recall_message(&self.producer, req.into_inner()).await,
+        ))
     }
 
     async fn sync_lite_subscription(

@@ -7,11 +7,14 @@
 //! ringmq's native admin client, and runs `interop/tests/grpc/grpc_simple.py` under a
 //! deadline: a Producer sends normal and FIFO messages (several message groups), a
 //! SimpleConsumer per topic receives and acks them (one after a ChangeInvisibleDuration),
-//! and the script checks bodies, tags, properties, message ids and groups. Then the test
-//! checks what ringmq itself saw, with the native client:
+//! and the script checks bodies, tags, properties, message ids and groups; a scheduled
+//! message comes no earlier than its time, and a second one, recalled by its handle
+//! (RecallMessage), never. Then the test checks what ringmq itself saw, with the native
+//! client:
 //! - every message is stored once, with the SDK's message id as its `UNIQ_KEY` and its body;
 //! - each FIFO message group sits in one queue, in send order, with its group as the
 //!   sharding key;
+//! - the scheduled message was delivered into its topic, the recalled one was not;
 //! - each consumer group popped and acked every message and has none in flight.
 //!
 //! Requirements: the SDK in a Python environment of its own (its `rocketmq` package would
@@ -37,6 +40,7 @@ const START_TIMEOUT: Duration = Duration::from_secs(30);
 const SCRIPT_LIMIT: Duration = Duration::from_secs(120);
 const NORMAL_TOPIC: &str = "GrpcNormal";
 const FIFO_TOPIC: &str = "GrpcFifo";
+const DELAY_TOPIC: &str = "GrpcDelay";
 const QUEUES: u32 = 8;
 const N_NORMAL: usize = 40;
 const FIFO_GROUPS: usize = 4;
@@ -55,7 +59,7 @@ fn python_sdk_sends_and_receives_through_the_grpc_edge() {
     let admin = rt
         .block_on(Admin::connect(&namesrv.to_string()))
         .expect("an admin client");
-    for topic in [NORMAL_TOPIC, FIFO_TOPIC] {
+    for topic in [NORMAL_TOPIC, FIFO_TOPIC, DELAY_TOPIC] {
         rt.block_on(admin.create_topic(topic, QUEUES, Duration::from_secs(10)))
             .unwrap_or_else(|e| panic!("creating {topic}: {e}"));
     }
@@ -69,6 +73,7 @@ fn python_sdk_sends_and_receives_through_the_grpc_edge() {
             .arg(N_NORMAL.to_string())
             .arg(FIFO_GROUPS.to_string())
             .arg(PER_GROUP.to_string())
+            .arg(DELAY_TOPIC)
             .env("HOME", dir.path())
             .env("PYTHONUNBUFFERED", "1")
             .env("PYTHONDONTWRITEBYTECODE", "1")
@@ -98,6 +103,11 @@ fn python_sdk_sends_and_receives_through_the_grpc_edge() {
         sent.fifo.len(),
         FIFO_GROUPS * PER_GROUP,
         "FIFO messages the script reports"
+    );
+    assert_eq!(
+        (sent.delay.len(), sent.recalled.len()),
+        (1, 1),
+        "scheduled messages the script reports"
     );
     assert!(
         out.stdout.contains(&format!(
@@ -153,10 +163,26 @@ fn python_sdk_sends_and_receives_through_the_grpc_edge() {
         );
     }
 
+    // Scheduled: the kept one delivered into its topic, the recalled one never.
+    let stored_delay = rt.block_on(read_topic(&admin, DELAY_TOPIC));
+    let delay_ids: Vec<&str> = stored_delay.iter().map(|s| s.id.as_str()).collect();
+    let (kept, recalled) = (&sent.delay[0], &sent.recalled[0]);
+    assert_eq!(
+        delay_ids,
+        vec![kept.0.as_str()],
+        "delivered scheduled messages"
+    );
+    assert_eq!(
+        stored_delay[0].body, kept.1,
+        "body of the scheduled message"
+    );
+    assert_ne!(kept.0, recalled.0);
+
     // POP: each consumer group popped and acked every message, none left in flight.
     for (group, n) in [
         ("grpc-simple-normal", N_NORMAL as u64),
         ("grpc-simple-fifo", (FIFO_GROUPS * PER_GROUP) as u64),
+        ("grpc-simple-delay", 1),
     ] {
         let st = rt
             .block_on(admin.pop_status(group))
@@ -176,6 +202,9 @@ struct Sent {
     normal: Vec<(String, String)>,
     /// (message id, body, message group)
     fifo: Vec<(String, String, String)>,
+    /// (message id, body) of the scheduled message kept, and of the one recalled
+    delay: Vec<(String, String)>,
+    recalled: Vec<(String, String)>,
 }
 
 impl Sent {
@@ -185,6 +214,8 @@ impl Sent {
             let w: Vec<&str> = line.split_whitespace().collect();
             match w.as_slice() {
                 ["sent", "normal", id, body] => s.normal.push((id.to_string(), body.to_string())),
+                ["sent", "delay", id, body] => s.delay.push((id.to_string(), body.to_string())),
+                ["recalled", id, body] => s.recalled.push((id.to_string(), body.to_string())),
                 ["sent", "fifo", id, body, group] => {
                     s.fifo
                         .push((id.to_string(), body.to_string(), group.to_string()))

@@ -1,10 +1,14 @@
 """RocketMQ 5's Python SDK (PyPI rocketmq-python-client 5.1.2, unchanged) against ringmq's
 gRPC edge: a Producer sends normal and FIFO messages, SimpleConsumers receive and ack them.
 
-Usage: python grpc_simple.py ENDPOINT NORMAL_TOPIC FIFO_TOPIC N_NORMAL FIFO_GROUPS PER_GROUP
+Usage: python grpc_simple.py ENDPOINT NORMAL_TOPIC FIFO_TOPIC N_NORMAL FIFO_GROUPS PER_GROUP DELAY_TOPIC
 
-Prints one `ok:` line per check, then `sent normal ID BODY` / `sent fifo ID BODY GROUP` per
-message sent (in send order) and `received normal N fifo M`: the Rust test checks them
+Also a scheduled message (delivery time a few seconds ahead), received no earlier than its
+time, and a second one recalled before its time by its recall handle, never received.
+
+Prints one `ok:` line per check, then `sent normal ID BODY` / `sent fifo ID BODY GROUP` /
+`sent delay ID BODY` / `recalled ID BODY` per message sent (in send order) and
+`received normal N fifo M`: the Rust test checks them
 against what ringmq stored. Exits non-zero with a
 `FAIL:` line on the first failed check.
 """
@@ -20,6 +24,8 @@ from rocketmq import (ClientConfiguration, Credentials, FilterExpression, Messag
 WATCHDOG_S = 100
 RECEIVE_DEADLINE_S = 40
 INVISIBLE_S = 20
+# How far ahead the scheduled messages are due (seconds: the SDK sends whole seconds).
+DELAY_S = 4
 
 
 def fail(why):
@@ -56,6 +62,23 @@ def send_all(producer, normal_topic, fifo_topic, n_normal, groups, per_group):
     return sent
 
 
+def send_scheduled(producer, topic):
+    """Two messages due DELAY_S seconds ahead; the second is recalled at once."""
+    due = int(time.time()) + DELAY_S
+    out = []
+    for body in ("delayed-kept", "delayed-recalled"):
+        m = Message()
+        m.topic = topic
+        m.body = body.encode()
+        m.delivery_timestamp = due
+        r = producer.send(m)
+        if not r.recall_handle:
+            fail(f"the scheduled send of {body} answered no recall handle")
+        out.append({"id": r.message_id, "body": body, "handle": r.recall_handle})
+    producer.recall_message(topic, out[1]["handle"])
+    return due, out
+
+
 def receive_all(consumer, want, check, change_first=False):
     """Receives and acks until `want` messages came (or the deadline); returns them."""
     got = []
@@ -78,12 +101,35 @@ def receive_all(consumer, want, check, change_first=False):
 def main():
     endpoint, normal_topic, fifo_topic = sys.argv[1], sys.argv[2], sys.argv[3]
     n_normal, groups, per_group = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+    delay_topic = sys.argv[7]
     threading.Thread(target=watchdog, daemon=True).start()
     config = ClientConfiguration(endpoint, Credentials())
 
-    producer = Producer(config, (normal_topic, fifo_topic))
+    producer = Producer(config, (normal_topic, fifo_topic, delay_topic))
     producer.startup()
     print("ok: producer started", flush=True)
+    due, scheduled = send_scheduled(producer, delay_topic)
+    print(f"ok: 2 scheduled messages due at {due}, the second recalled by its handle", flush=True)
+    consumer = SimpleConsumer(config, "grpc-simple-delay", {delay_topic: FilterExpression("*")}, await_duration=5)
+    consumer.startup()
+    delayed = []
+    deadline = time.time() + RECEIVE_DEADLINE_S
+    while not delayed and time.time() < deadline:
+        for m in consumer.receive(32, INVISIBLE_S) or []:
+            if time.time() < due - 1:
+                fail(f"scheduled message {m.body!r} came at {time.time():.1f}, before its time {due}")
+            consumer.ack(m)
+            delayed.append(m)
+    if [m.body.decode() for m in delayed] != ["delayed-kept"]:
+        fail(f"scheduled: received {[m.body for m in delayed]}, want only b'delayed-kept'")
+    if delayed[0].message_id != scheduled[0]["id"]:
+        fail(f"scheduled: message id {delayed[0].message_id}, sent {scheduled[0]['id']}")
+    late = consumer.receive(32, INVISIBLE_S) or []
+    if late:
+        fail(f"after the scheduled message: {[m.body for m in late]} came too (the recalled one?)")
+    consumer.shutdown()
+    print("ok: the scheduled message came at its time, the recalled one never", flush=True)
+
     sent = send_all(producer, normal_topic, fifo_topic, n_normal, groups, per_group)
     producer.shutdown()
     ids = [s["id"] for s in sent["normal"] + sent["fifo"]]
@@ -141,6 +187,8 @@ def main():
         print(f"sent normal {s['id']} {s['body']}", flush=True)
     for s in sent["fifo"]:
         print(f"sent fifo {s['id']} {s['body']} {s['group']}", flush=True)
+    print(f"sent delay {scheduled[0]['id']} {scheduled[0]['body']}", flush=True)
+    print(f"recalled {scheduled[1]['id']} {scheduled[1]['body']}", flush=True)
     print(f"received normal {len(got)} fifo {len(got_fifo)}", flush=True)
 
 if __name__ == "__main__":
