@@ -1,7 +1,9 @@
 //! The gRPC clients this edge knows: client id (`x-mq-client-id`) -> the Settings the client
 //! last sent on its Telemetry stream. Heartbeat, ReceiveMessage and
 //! NotifyClientTermination read them; a client whose Settings are unknown is answered
-//! `UNRECOGNIZED_CLIENT_TYPE`, as RocketMQ's proxy answers.
+//! `UNRECOGNIZED_CLIENT_TYPE`, as RocketMQ's proxy answers. With the Settings, the sender of
+//! the client's Telemetry stream: a transaction check-back reaches a producer of the topic
+//! through it.
 //!
 //! Bounded: at most [`CLIENTS_MAX`] clients; a client silent (no Telemetry settings, no
 //! heartbeat) for [`CLIENT_IDLE_MAX`] is forgotten when room is needed. Full of live
@@ -11,7 +13,12 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::pb;
+use tokio::sync::mpsc;
+
+use crate::pb::{self, settings::PubSub};
+
+/// The outbound half of a client's Telemetry stream.
+pub(crate) type TelemetrySender = mpsc::Sender<Result<pb::TelemetryCommand, tonic::Status>>;
 
 /// Most clients known at once.
 pub(crate) const CLIENTS_MAX: usize = 10_000;
@@ -21,6 +28,7 @@ pub(crate) const CLIENT_IDLE_MAX: Duration = Duration::from_secs(120);
 struct Entry {
     settings: pb::Settings,
     seen: Instant,
+    telemetry: Option<TelemetrySender>,
 }
 
 /// The registry (see the module docs).
@@ -34,8 +42,13 @@ pub(crate) struct Clients {
 pub(crate) struct Full;
 
 impl Clients {
-    /// Records `settings` as `client_id`'s.
-    pub(crate) fn put(&self, client_id: &str, settings: pb::Settings) -> Result<(), Full> {
+    /// Records `settings` (and the client's Telemetry stream) as `client_id`'s.
+    pub(crate) fn put(
+        &self,
+        client_id: &str,
+        settings: pb::Settings,
+        telemetry: Option<TelemetrySender>,
+    ) -> Result<(), Full> {
         let now = Instant::now();
         let mut map = self.lock();
         if !map.contains_key(client_id) && map.len() >= CLIENTS_MAX {
@@ -49,9 +62,27 @@ impl Clients {
             Entry {
                 settings,
                 seen: now,
+                telemetry,
             },
         );
         Ok(())
+    }
+
+    /// The Telemetry stream of a live producer that publishes `topic` (the most recently
+    /// seen one), if any.
+    pub(crate) fn publisher_of(&self, topic: &str) -> Option<TelemetrySender> {
+        let map = self.lock();
+        map.values()
+            .filter(|e| match &e.settings.pub_sub {
+                Some(PubSub::Publishing(p)) => p.topics.iter().any(|t| t.name == topic),
+                _ => false,
+            })
+            .filter_map(|e| {
+                let tx = e.telemetry.as_ref()?;
+                (!tx.is_closed()).then(|| (e.seen, tx.clone()))
+            })
+            .max_by_key(|(seen, _)| *seen)
+            .map(|(_, tx)| tx)
     }
 
     /// `client_id`'s settings, and marks it seen.
@@ -82,9 +113,28 @@ mod tests {
     fn put_touch_remove() {
         let c = Clients::default();
         assert!(c.touch("a").is_none());
-        c.put("a", pb::Settings::default()).expect("room");
+        c.put("a", pb::Settings::default(), None).expect("room");
         assert!(c.touch("a").is_some());
         assert!(c.remove("a").is_some());
         assert!(c.touch("a").is_none());
+    }
+
+    #[test]
+    fn a_publisher_of_a_topic_is_found_by_its_settings() {
+        let c = Clients::default();
+        let (tx, _rx) = mpsc::channel(1);
+        let settings = pb::Settings {
+            pub_sub: Some(PubSub::Publishing(pb::Publishing {
+                topics: vec![pb::Resource {
+                    resource_namespace: String::new(),
+                    name: "T".into(),
+                }],
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        c.put("p", settings, Some(tx)).expect("room");
+        assert!(c.publisher_of("T").is_some());
+        assert!(c.publisher_of("U").is_none());
     }
 }

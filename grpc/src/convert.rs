@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use md5::{Digest as _, Md5};
 use ringmq_client::message::RESERVED_PROPERTIES;
 use ringmq_client::wire::properties::keys;
-use ringmq_client::{Message, PoppedMessage};
+use ringmq_client::{Message, PoppedMessage, ReceivedMessage};
 
 use crate::pb::{self, Code, DigestType, Encoding, MessageType};
 use crate::status::status;
@@ -177,8 +177,22 @@ pub(crate) fn to_native(
 
 /// A popped message as a ReceiveMessage response carries it.
 pub(crate) fn to_pb(p: &PoppedMessage, invisible: Duration) -> pb::Message {
-    let m = &p.message;
-    let topic = p.topic().to_string();
+    received_to_pb(
+        &p.message,
+        p.topic().to_string(),
+        Some(p.receipt_handle.clone()),
+        Some(invisible),
+    )
+}
+
+/// A stored message as gRPC shows it (`topic`: the topic to show; a receipt handle and an
+/// invisible duration for a delivery).
+pub(crate) fn received_to_pb(
+    m: &ReceivedMessage,
+    topic: String,
+    receipt_handle: Option<String>,
+    invisible: Option<Duration>,
+) -> pb::Message {
     let user_properties = m
         .properties
         .iter()
@@ -217,10 +231,10 @@ pub(crate) fn to_pb(p: &PoppedMessage, invisible: Duration) -> pb::Message {
         store_timestamp: Some(ms_timestamp(m.store_timestamp_ms)),
         store_host: m.store_host.to_string(),
         delivery_timestamp: deliver_at.map(ms_timestamp),
-        receipt_handle: Some(p.receipt_handle.clone()),
+        receipt_handle,
         queue_id: m.queue_id as i32,
         queue_offset: Some(m.queue_offset as i64),
-        invisible_duration: Some(duration(invisible)),
+        invisible_duration: invisible.map(duration),
         delivery_attempt: Some(m.reconsume_times.saturating_add(1)),
         message_group: group,
         ..Default::default()

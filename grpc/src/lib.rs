@@ -24,8 +24,9 @@
 //! endpoint is this edge), Heartbeat, Telemetry (Settings in, merged Settings out:
 //! [`settings`]), SendMessage (normal, FIFO by message group, delayed; the client's message
 //! id kept as `UNIQ_KEY`), QueryAssignment, ReceiveMessage (POP, long polling), AckMessage,
-//! ChangeInvisibleDuration, NotifyClientTermination, RecallMessage. Not yet: transactions
-//! (EndTransaction and the check-back), ForwardMessageToDeadLetterQueue, the offset-based
+//! ChangeInvisibleDuration, NotifyClientTermination, RecallMessage, transactions (the half,
+//! EndTransaction, the check-back as RecoverOrphanedTransactionCommand on Telemetry). Not
+//! yet: ForwardMessageToDeadLetterQueue, the offset-based
 //! pull RPCs, server-side renewal of `auto_renew` receipts, ACL signatures, TLS. See
 //! `docs/grpc.md`.
 //!
@@ -44,6 +45,7 @@ mod service;
 pub mod settings;
 mod status;
 mod telemetry;
+mod transaction;
 
 pub use ringmq_client::Credentials;
 pub use server::{

@@ -1,7 +1,8 @@
 //! SendMessage: each gRPC message becomes a native message ([`crate::convert::to_native`])
 //! sent by the edge's native producer: a message with a message group with the group as its
 //! sharding key (one queue per group, in send order: FIFO), a delayed one with its delivery
-//! time, several plain ones as one batch (one queue, contiguous offsets). Each entry
+//! time, several plain ones as one batch (one queue, contiguous offsets), a transactional
+//! one as a half ([`crate::transaction`]). Each entry
 //! answers the client's own message id; the response's status is the entries' common code,
 //! or MULTIPLE_RESULTS when they differ (as RocketMQ's proxy answers).
 
@@ -13,6 +14,7 @@ use crate::convert::to_native;
 use crate::pb::{self, Code, MessageType};
 use crate::route::topic_name;
 use crate::status::{from_error, ok, status};
+use crate::transaction::Transactions;
 
 /// Most messages one SendMessage may carry.
 pub(crate) const SEND_MESSAGES_MAX: usize = 1024;
@@ -20,6 +22,7 @@ pub(crate) const SEND_MESSAGES_MAX: usize = 1024;
 /// SendMessage.
 pub(crate) async fn send_message(
     producer: &Producer,
+    txn: &Transactions,
     req: pb::SendMessageRequest,
 ) -> pb::SendMessageResponse {
     let refuse = |s: pb::Status| pb::SendMessageResponse {
@@ -42,27 +45,27 @@ pub(crate) async fn send_message(
     let now = SystemTime::now();
     let mut msgs = Vec::with_capacity(req.messages.len());
     for m in &req.messages {
-        let kind = m
+        let half = m
             .system_properties
             .as_ref()
-            .map_or(MessageType::Normal as i32, |s| s.message_type);
-        if kind == MessageType::Transaction as i32 {
-            return refuse(status(
-                Code::NotImplemented,
-                "transactional messages are not served over gRPC yet",
-            ));
-        }
+            .is_some_and(|s| s.message_type == MessageType::Transaction as i32);
         match to_native(m, &topic, now) {
-            Ok(x) => msgs.push(x),
+            Ok((msg, group)) => msgs.push((msg, group, half)),
             Err(s) => return refuse(s),
         }
     }
-    let entries = if msgs.len() > 1 && msgs.iter().all(|(m, g)| g.is_none() && !m.is_scheduled()) {
-        send_batch(producer, msgs).await
+    let plain = msgs
+        .iter()
+        .all(|(m, g, half)| g.is_none() && !m.is_scheduled() && !half);
+    let entries = if msgs.len() > 1 && plain {
+        send_batch(producer, msgs.into_iter().map(|(m, _, _)| m).collect()).await
     } else {
         let mut out = Vec::with_capacity(msgs.len());
-        for (m, group) in msgs {
-            out.push(send_one(producer, m, group.as_deref()).await);
+        for (m, group, half) in msgs {
+            out.push(match half {
+                true => txn.send_half(&topic, m).await,
+                false => send_one(producer, m, group.as_deref()).await,
+            });
         }
         out
     };
@@ -84,11 +87,7 @@ async fn send_one(producer: &Producer, m: Message, group: Option<&str>) -> pb::S
     }
 }
 
-async fn send_batch(
-    producer: &Producer,
-    msgs: Vec<(Message, Option<String>)>,
-) -> Vec<pb::SendResultEntry> {
-    let msgs: Vec<Message> = msgs.into_iter().map(|(m, _)| m).collect();
+async fn send_batch(producer: &Producer, msgs: Vec<Message>) -> Vec<pb::SendResultEntry> {
     match producer.send_batch(&msgs).await {
         Ok(r) => msgs
             .iter()

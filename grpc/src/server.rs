@@ -20,6 +20,7 @@ use tokio_stream::wrappers::TcpListenerStream;
 use crate::clients::Clients;
 use crate::pb::{self, messaging_service_server::MessagingServiceServer, AddressScheme};
 use crate::service::Edge;
+use crate::transaction::Transactions;
 
 /// Concurrent HTTP/2 streams per connection.
 pub const STREAMS_PER_CONNECTION_MAX: u32 = 1024;
@@ -174,16 +175,19 @@ async fn edge(opts: &GrpcOptions, endpoints: pb::Endpoints) -> Result<Edge, Grpc
     if let Some(c) = &opts.credentials {
         producer = producer.credentials(c.clone());
     }
+    let clients = Arc::new(Clients::default());
     Ok(Edge {
         producer: producer.start().await?,
         consumer: EdgeConsumer::start(cfg.clone()).await?,
-        admin: Admin::with_config(cfg).await?,
-        clients: Arc::new(Clients::default()),
+        admin: Admin::with_config(cfg.clone()).await?,
+        transactions: Arc::new(Transactions::new(cfg, Arc::clone(&clients))),
+        clients,
         endpoints,
     })
 }
 
 async fn serve(edge: Edge, listener: tokio::net::TcpListener, shutdown: oneshot::Receiver<()>) {
+    let transactions = Arc::clone(&edge.transactions);
     let service = MessagingServiceServer::new(edge).max_decoding_message_size(REQUEST_BYTES_MAX);
     let result = tonic::transport::Server::builder()
         .max_concurrent_streams(Some(STREAMS_PER_CONNECTION_MAX))
@@ -196,4 +200,5 @@ async fn serve(edge: Edge, listener: tokio::net::TcpListener, shutdown: oneshot:
     if let Err(e) = result {
         log::error!("gRPC edge: {e}");
     }
+    transactions.shutdown().await;
 }

@@ -5,7 +5,7 @@
 //!
 //! Served: QueryRoute, Heartbeat, SendMessage, QueryAssignment, ReceiveMessage,
 //! AckMessage, ChangeInvisibleDuration, Telemetry, NotifyClientTermination,
-//! RecallMessage. The others
+//! RecallMessage, EndTransaction. The others
 //! answer NOT_IMPLEMENTED in their response status (PullMessage: a stream of that one
 //! status), and SyncLiteSubscription the gRPC status UNIMPLEMENTED.
 
@@ -24,6 +24,7 @@ use crate::route::{query_assignment, query_route};
 use crate::send::{recall_message, send_message};
 use crate::status::{ok, status};
 use crate::telemetry::{telemetry, Outbound};
+use crate::transaction::Transactions;
 
 /// The header that names the client.
 pub(crate) const CLIENT_ID_HEADER: &str = "x-mq-client-id";
@@ -34,6 +35,7 @@ pub(crate) struct Edge {
     pub(crate) consumer: EdgeConsumer,
     pub(crate) admin: Admin,
     pub(crate) clients: Arc<Clients>,
+    pub(crate) transactions: Arc<Transactions>,
     /// This edge's gRPC address, as routes name it.
     pub(crate) endpoints: pb::Endpoints,
 }
@@ -104,7 +106,7 @@ impl MessagingService for Edge {
         req: Request<pb::SendMessageRequest>,
     ) -> Result<Response<pb::SendMessageResponse>, GrpcStatus> {
         Ok(Response::new(
-            send_message(&self.producer, req.into_inner()).await,
+            send_message(&self.producer, &self.transactions, req.into_inner()).await,
         ))
     }
 
@@ -191,11 +193,9 @@ impl MessagingService for Edge {
 
     async fn end_transaction(
         &self,
-        _req: Request<pb::EndTransactionRequest>,
+        req: Request<pb::EndTransactionRequest>,
     ) -> Result<Response<pb::EndTransactionResponse>, GrpcStatus> {
-        Ok(Response::new(pb::EndTransactionResponse {
-            status: Some(not_implemented("EndTransaction")),
-        }))
+        Ok(Response::new(self.transactions.end(req.into_inner()).await))
     }
 
     type TelemetryStream = Outbound;

@@ -1,7 +1,8 @@
 //! Telemetry: the bidirectional stream each client keeps open per endpoint. In: the
 //! client's Settings (recorded in [`Clients`], answered with the merged Settings of
 //! [`crate::settings`]), thread stack traces and verify-message results (logged). Out:
-//! Settings. A Settings with neither publishing nor subscription ends the stream with
+//! Settings, and transaction check-backs (`crate::transaction`, through the sender kept in
+//! [`Clients`]). A Settings with neither publishing nor subscription ends the stream with
 //! INVALID_ARGUMENT, as RocketMQ's proxy does.
 //!
 //! Each stream has a bounded outbound queue ([`TELEMETRY_QUEUE_MAX`]); a client that reads
@@ -15,7 +16,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
 use tonic::Streaming;
 
-use crate::clients::Clients;
+use crate::clients::{Clients, TelemetrySender};
 use crate::pb::{self, telemetry_command::Command};
 use crate::settings::merged;
 use crate::status::ok;
@@ -43,7 +44,7 @@ pub(crate) fn telemetry(
                     break;
                 }
             };
-            let out = match answer(&clients, &client_id, cmd) {
+            let out = match answer(&clients, &client_id, cmd, &tx) {
                 Ok(Some(c)) => Ok(c),
                 Ok(None) => continue,
                 Err(s) => Err(s),
@@ -62,6 +63,7 @@ fn answer(
     clients: &Clients,
     client_id: &str,
     cmd: pb::TelemetryCommand,
+    outbound: &TelemetrySender,
 ) -> Result<Option<pb::TelemetryCommand>, tonic::Status> {
     match cmd.command {
         Some(Command::Settings(s)) => {
@@ -71,7 +73,7 @@ fn answer(
                 ));
             }
             clients
-                .put(client_id, s.clone())
+                .put(client_id, s.clone(), Some(outbound.clone()))
                 .map_err(|_| tonic::Status::resource_exhausted("too many clients"))?;
             Ok(Some(pb::TelemetryCommand {
                 status: Some(ok()),
@@ -101,7 +103,8 @@ mod tests {
             status: None,
             command: Some(Command::Settings(pb::Settings::default())),
         };
-        let e = answer(&c, "id", cmd).err().map(|s| s.code());
+        let (tx, _rx) = mpsc::channel(1);
+        let e = answer(&c, "id", cmd, &tx).err().map(|s| s.code());
         assert_eq!(e, Some(tonic::Code::InvalidArgument));
         assert!(c.touch("id").is_none());
     }
@@ -116,7 +119,8 @@ mod tests {
                 ..Default::default()
             })),
         };
-        let out = answer(&c, "id", cmd).expect("ok").expect("an answer");
+        let (tx, _rx) = mpsc::channel(1);
+        let out = answer(&c, "id", cmd, &tx).expect("ok").expect("an answer");
         assert!(matches!(out.command, Some(Command::Settings(_))));
         assert!(c.touch("id").is_some());
     }

@@ -41,6 +41,7 @@ const SCRIPT_LIMIT: Duration = Duration::from_secs(120);
 const NORMAL_TOPIC: &str = "GrpcNormal";
 const FIFO_TOPIC: &str = "GrpcFifo";
 const DELAY_TOPIC: &str = "GrpcDelay";
+const TXN_TOPIC: &str = "GrpcTxn";
 const QUEUES: u32 = 8;
 const N_NORMAL: usize = 40;
 const FIFO_GROUPS: usize = 4;
@@ -50,7 +51,7 @@ const PER_GROUP: usize = 10;
 fn python_sdk_sends_and_receives_through_the_grpc_edge() {
     let python = python();
     let dir = ringmq_testkit::tempdir("grpc-python");
-    let (mut node, namesrv, grpc) = start_node(dir.path());
+    let (mut node, namesrv, grpc) = start_node(dir.path(), &[]);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -195,6 +196,87 @@ fn python_sdk_sends_and_receives_through_the_grpc_edge() {
     node.term(Duration::from_secs(10));
 }
 
+/// Transactions: two halves decided by the SDK (commit, rollback), two left undecided and
+/// decided by the broker's check-back, which reaches the SDK's TransactionChecker as
+/// RecoverOrphanedTransactionCommand on its Telemetry stream. Exactly the two committed
+/// messages are delivered (to the SDK's SimpleConsumer, and stored in the topic as ringmq's
+/// native admin reads it).
+#[test]
+fn python_sdk_transactions_through_the_grpc_edge() {
+    let python = python();
+    let dir = ringmq_testkit::tempdir("grpc-python-txn");
+    // Check-backs after 1 s, every 1 s: the undecided halves are asked about quickly.
+    let (mut node, namesrv, grpc) = start_node(
+        dir.path(),
+        &["transactionTimeOut=1000", "transactionCheckInterval=1000"],
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let admin = rt
+        .block_on(Admin::connect(&namesrv.to_string()))
+        .expect("an admin client");
+    rt.block_on(admin.create_topic(TXN_TOPIC, QUEUES, Duration::from_secs(10)))
+        .unwrap_or_else(|e| panic!("creating {TXN_TOPIC}: {e}"));
+    let out = run(
+        Spawn::new("grpc_transaction.py", &python)
+            .arg(scripts_dir().join("grpc_transaction.py"))
+            .arg(grpc.to_string())
+            .arg(TXN_TOPIC)
+            .env("HOME", dir.path())
+            .env("PYTHONUNBUFFERED", "1")
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .log(dir.path().join("grpc_transaction.stderr.log")),
+        SCRIPT_LIMIT,
+    );
+    if out.code != 0 {
+        panic!(
+            "grpc_transaction.py failed (exit {}, {:.1?}) against {grpc}\n----- stdout -----\n{}\
+             ----- stderr (last 60 lines) -----\n{}\n----- ringmq node log (last 60 lines) \
+             -----\n{}\n-----",
+            out.code,
+            out.elapsed,
+            out.stdout,
+            ringmq_testkit::tail(&out.stderr, 60),
+            node.log_tail(60),
+        );
+    }
+    print!("{}", out.stdout);
+    let delivered: BTreeMap<String, String> = out
+        .stdout
+        .lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            match w.as_slice() {
+                ["delivered", id, body] => Some((body.to_string(), id.to_string())),
+                _ => None,
+            }
+        })
+        .collect();
+    let bodies: Vec<&str> = delivered.keys().map(String::as_str).collect();
+    assert_eq!(bodies, vec!["check-commit", "txn-commit"], "delivered");
+    let stored = rt.block_on(read_topic(&admin, TXN_TOPIC));
+    let mut stored_bodies: Vec<&str> = stored.iter().map(|s| s.body.as_str()).collect();
+    stored_bodies.sort();
+    assert_eq!(
+        stored_bodies,
+        vec!["check-commit", "txn-commit"],
+        "committed messages in {TXN_TOPIC}"
+    );
+    for s in &stored {
+        assert_eq!(
+            Some(&s.id),
+            delivered.get(&s.body),
+            "UNIQ_KEY of {}",
+            s.body
+        );
+    }
+    admin.close();
+    node.term(Duration::from_secs(10));
+}
+
 /// What the script says it sent, in send order.
 #[derive(Default)]
 struct Sent {
@@ -260,9 +342,9 @@ async fn read_topic(admin: &Admin, topic: &str) -> Vec<Stored> {
     out
 }
 
-/// A `ringmq standalone` with every port (gRPC included) of its own choosing; the guard, the
-/// name server address and the gRPC address.
-fn start_node(dir: &Path) -> (Proc, SocketAddr, SocketAddr) {
+/// A `ringmq standalone` with every port (gRPC included) of its own choosing and the broker
+/// keys `sets`; the guard, the name server address and the gRPC address.
+fn start_node(dir: &Path, sets: &[&str]) -> (Proc, SocketAddr, SocketAddr) {
     let data = dir.join("data");
     let mut node = Spawn::new("ringmq", bin::ringmq())
         .args(["standalone", "--data"])
@@ -278,6 +360,7 @@ fn start_node(dir: &Path) -> (Proc, SocketAddr, SocketAddr) {
         .args(["--shards", "2"])
         // 8 MiB CommitLog segments: the 1 GiB default reserves GiBs of disk per test.
         .args(["--set", "mappedFileSizeCommitLog=8388608"])
+        .args(sets.iter().flat_map(|k| ["--set", k]))
         .env_default("RUST_LOG", "info")
         .log(dir.join("ringmq.log"))
         .start();

@@ -314,6 +314,35 @@ impl<A: Send + 'static> TransactionProducer<A> {
         })
     }
 
+    // ---- Decisions sent later (a protocol edge relaying another client's decision) ----
+
+    /// Sends the decision `state` (Commit or Rollback) for a half this producer stored
+    /// earlier ([`TransactionSendResult::half`], whose executor answered Unknown), to the
+    /// broker that stored it: for a client that decides after the send returned (ringmq's
+    /// gRPC edge relays RocketMQ 5's EndTransaction this way). Unknown sends nothing.
+    pub async fn end_later(
+        &self,
+        half: &SendResult,
+        transaction_id: &str,
+        state: TransactionState,
+    ) -> Result<()> {
+        if state == TransactionState::Unknown {
+            return Ok(());
+        }
+        let inner = &self.producer.inner;
+        let (addr, shard) = inner.inst.queue_endpoint(&half.queue).await?;
+        let req = EndTransactionRequest {
+            producer_group: inner.cfg.group.clone(),
+            resolution: state.into(),
+            half_queue_offset: half.queue_offset,
+            physical_offset: half_physical_offset(half),
+            message_id: half.msg_id.clone(),
+            transaction_id: transaction_id.to_string(),
+            from_transaction_check: false,
+        };
+        end_transaction(inner, addr, shard, &req).await
+    }
+
     /// The plain producer underneath (same group and connections), for ordinary sends.
     pub fn producer(&self) -> &Producer {
         &self.producer
