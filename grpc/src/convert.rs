@@ -7,7 +7,7 @@
 //! | `tag`, `keys` | `TAGS`, `KEYS` |
 //! | `message_group` (FIFO) | the sharding key: one queue per group, `__SHARDINGKEY` |
 //! | `delivery_timestamp` (DELAY) | `TIMER_DELIVER_MS` |
-//! | `receipt_handle` (out) | the POP receipt handle (`extraInfo`) |
+//! | `receipt_handle` (out) | the POP receipt handle (`extraInfo`) and the record's physical offset ([`crate::handle`]) |
 //! | `delivery_attempt` (out) | reconsume times + 1 |
 //! | `body_digest` (out) | MD5 of the body, upper-case hex (as RocketMQ's proxy sends) |
 
@@ -18,6 +18,7 @@ use ringmq_client::message::RESERVED_PROPERTIES;
 use ringmq_client::wire::properties::keys;
 use ringmq_client::{Message, PoppedMessage, ReceivedMessage};
 
+use crate::handle;
 use crate::pb::{self, Code, DigestType, Encoding, MessageType};
 use crate::status::status;
 
@@ -180,7 +181,10 @@ pub(crate) fn to_pb(p: &PoppedMessage, invisible: Duration) -> pb::Message {
     received_to_pb(
         &p.message,
         p.topic().to_string(),
-        Some(p.receipt_handle.clone()),
+        Some(handle::outward(
+            &p.receipt_handle,
+            p.message.physical_offset,
+        )),
         Some(invisible),
     )
 }

@@ -25,8 +25,8 @@
 //! [`settings`]), SendMessage (normal, FIFO by message group, delayed; the client's message
 //! id kept as `UNIQ_KEY`), QueryAssignment, ReceiveMessage (POP, long polling), AckMessage,
 //! ChangeInvisibleDuration, NotifyClientTermination, RecallMessage, transactions (the half,
-//! EndTransaction, the check-back as RecoverOrphanedTransactionCommand on Telemetry). Not
-//! yet: ForwardMessageToDeadLetterQueue, the offset-based
+//! EndTransaction, the check-back as RecoverOrphanedTransactionCommand on Telemetry),
+//! ForwardMessageToDeadLetterQueue. Not yet: the offset-based
 //! pull RPCs, server-side renewal of `auto_renew` receipts, ACL signatures, TLS. See
 //! `docs/grpc.md`.
 //!
@@ -36,6 +36,7 @@
 
 mod clients;
 mod convert;
+mod handle;
 pub mod pb;
 mod receive;
 mod route;

@@ -17,6 +17,7 @@ use ringmq_client::consumer::{EdgeConsumer, PopCall};
 use ringmq_client::MessageSelector;
 
 use crate::convert::{std_duration, to_pb};
+use crate::handle;
 use crate::pb::{self, receive_message_response::Content, Code, FilterType};
 use crate::route::topic_name;
 use crate::settings::{LONG_POLLING_MAX, LONG_POLLING_MIN, RECEIVE_BATCH_SIZE};
@@ -170,7 +171,8 @@ pub(crate) async fn ack_message(
     }
     let mut entries = Vec::with_capacity(req.entries.len());
     for e in &req.entries {
-        let s = match consumer.ack(&group, &topic, &e.receipt_handle).await {
+        let (native, _) = handle::inward(&e.receipt_handle);
+        let s = match consumer.ack(&group, &topic, native).await {
             Ok(()) => ok(),
             Err(ringmq_client::Error::InvalidMessage(m)) => status(Code::InvalidReceiptHandle, m),
             Err(err) => from_error(&err),
@@ -192,6 +194,39 @@ pub(crate) async fn ack_message(
             status(Code::MultipleResults, "MULTIPLE_RESULTS")
         }),
         entries,
+    }
+}
+
+/// ForwardMessageToDeadLetterQueue: the message goes to the group's dead-letter topic at
+/// once and is acked.
+pub(crate) async fn forward_to_dead_letter(
+    consumer: &EdgeConsumer,
+    req: pb::ForwardMessageToDeadLetterQueueRequest,
+) -> pb::ForwardMessageToDeadLetterQueueResponse {
+    let answer = |s| pb::ForwardMessageToDeadLetterQueueResponse { status: Some(s) };
+    let group = match group_name(req.group.as_ref()) {
+        Ok(g) => g,
+        Err(s) => return answer(s),
+    };
+    let topic = match topic_name(req.topic.as_ref()) {
+        Ok(t) => t,
+        Err(s) => return answer(s),
+    };
+    let (native, Some(physical_offset)) = handle::inward(&req.receipt_handle) else {
+        return answer(status(
+            Code::InvalidReceiptHandle,
+            "not a receipt handle this edge gave out",
+        ));
+    };
+    match consumer
+        .dead_letter(&group, &topic, native, physical_offset, &req.message_id)
+        .await
+    {
+        Ok(()) => answer(ok()),
+        Err(ringmq_client::Error::InvalidMessage(m)) => {
+            answer(status(Code::InvalidReceiptHandle, m))
+        }
+        Err(e) => answer(from_error(&e)),
     }
 }
 
@@ -228,11 +263,15 @@ pub(crate) async fn change_invisible_duration(
             String::new(),
         );
     }
-    match consumer
-        .change_invisible(&group, &topic, &req.receipt_handle, d)
-        .await
-    {
-        Ok(h) => answer(ok(), h),
+    let (native, physical_offset) = handle::inward(&req.receipt_handle);
+    match consumer.change_invisible(&group, &topic, native, d).await {
+        Ok(h) => answer(
+            ok(),
+            match physical_offset {
+                Some(off) => handle::outward(&h, off),
+                None => h,
+            },
+        ),
         Err(ringmq_client::Error::InvalidMessage(m)) => {
             answer(status(Code::InvalidReceiptHandle, m), String::new())
         }

@@ -5,7 +5,7 @@
 //!
 //! Served: QueryRoute, Heartbeat, SendMessage, QueryAssignment, ReceiveMessage,
 //! AckMessage, ChangeInvisibleDuration, Telemetry, NotifyClientTermination,
-//! RecallMessage, EndTransaction. The others
+//! RecallMessage, EndTransaction, ForwardMessageToDeadLetterQueue. The others
 //! answer NOT_IMPLEMENTED in their response status (PullMessage: a stream of that one
 //! status), and SyncLiteSubscription the gRPC status UNIMPLEMENTED.
 
@@ -19,7 +19,9 @@ use tonic::{Request, Response, Status as GrpcStatus, Streaming};
 
 use crate::clients::Clients;
 use crate::pb::{self, messaging_service_server::MessagingService, ClientType, Code};
-use crate::receive::{ack_message, change_invisible_duration, group_name, receive_message};
+use crate::receive::{
+    ack_message, change_invisible_duration, forward_to_dead_letter, group_name, receive_message,
+};
 use crate::route::{query_assignment, query_route};
 use crate::send::{recall_message, send_message};
 use crate::status::{ok, status};
@@ -141,11 +143,11 @@ impl MessagingService for Edge {
 
     async fn forward_message_to_dead_letter_queue(
         &self,
-        _req: Request<pb::ForwardMessageToDeadLetterQueueRequest>,
+        req: Request<pb::ForwardMessageToDeadLetterQueueRequest>,
     ) -> Result<Response<pb::ForwardMessageToDeadLetterQueueResponse>, GrpcStatus> {
-        Ok(Response::new(pb::ForwardMessageToDeadLetterQueueResponse {
-            status: Some(not_implemented("ForwardMessageToDeadLetterQueue")),
-        }))
+        Ok(Response::new(
+            forward_to_dead_letter(&self.consumer, req.into_inner()).await,
+        ))
     }
 
     type PullMessageStream = Stream2<pb::PullMessageResponse>;

@@ -42,6 +42,8 @@ const NORMAL_TOPIC: &str = "GrpcNormal";
 const FIFO_TOPIC: &str = "GrpcFifo";
 const DELAY_TOPIC: &str = "GrpcDelay";
 const TXN_TOPIC: &str = "GrpcTxn";
+const DLQ_TOPIC: &str = "GrpcDlq";
+const DLQ_GROUP: &str = "grpc-dlq";
 const QUEUES: u32 = 8;
 const N_NORMAL: usize = 40;
 const FIFO_GROUPS: usize = 4;
@@ -273,6 +275,78 @@ fn python_sdk_transactions_through_the_grpc_edge() {
             s.body
         );
     }
+    admin.close();
+    node.term(Duration::from_secs(10));
+}
+
+/// ForwardMessageToDeadLetterQueue (through the SDK's generated stub; the SDK's own caller is
+/// its PushConsumer): the received message moves to `%DLQ%<group>` (read back with ringmq's
+/// native admin, under the SDK's message id) and does not come again; a handle the edge did
+/// not give out is INVALID_RECEIPT_HANDLE.
+#[test]
+fn python_sdk_message_forwarded_to_the_dead_letter_queue() {
+    let python = python();
+    let dir = ringmq_testkit::tempdir("grpc-python-dlq");
+    let (mut node, namesrv, grpc) = start_node(dir.path(), &[]);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let admin = rt
+        .block_on(Admin::connect(&namesrv.to_string()))
+        .expect("an admin client");
+    rt.block_on(admin.create_topic(DLQ_TOPIC, QUEUES, Duration::from_secs(10)))
+        .unwrap_or_else(|e| panic!("creating {DLQ_TOPIC}: {e}"));
+    let out = run(
+        Spawn::new("grpc_dlq.py", &python)
+            .arg(scripts_dir().join("grpc_dlq.py"))
+            .arg(grpc.to_string())
+            .args([DLQ_TOPIC, DLQ_GROUP])
+            .env("HOME", dir.path())
+            .env("PYTHONUNBUFFERED", "1")
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .log(dir.path().join("grpc_dlq.stderr.log")),
+        SCRIPT_LIMIT,
+    );
+    if out.code != 0 {
+        panic!(
+            "grpc_dlq.py failed (exit {}, {:.1?}) against {grpc}\n----- stdout -----\n{}\
+             ----- stderr (last 60 lines) -----\n{}\n----- ringmq node log (last 60 lines) \
+             -----\n{}\n-----",
+            out.code,
+            out.elapsed,
+            out.stdout,
+            ringmq_testkit::tail(&out.stderr, 60),
+            node.log_tail(60),
+        );
+    }
+    print!("{}", out.stdout);
+    let id = out
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("dead-lettered "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("the script names the dead-lettered message")
+        .to_string();
+    let dlq = format!("%DLQ%{DLQ_GROUP}");
+    let mq = MessageQueue::new(dlq.as_str(), "broker-a", 0);
+    let msgs = rt
+        .block_on(admin.read_messages(&mq, 0, 10))
+        .unwrap_or_else(|e| panic!("reading {mq}: {e}"));
+    let stored: Vec<(Option<&str>, &[u8])> = msgs
+        .iter()
+        .map(|m| (m.property(keys::UNIQ_KEY), m.body.as_ref()))
+        .collect();
+    assert_eq!(
+        stored,
+        vec![(Some(id.as_str()), b"dlq-me".as_slice())],
+        "{dlq}"
+    );
+    let st = rt
+        .block_on(admin.pop_status(DLQ_GROUP))
+        .unwrap_or_else(|e| panic!("POP status of {DLQ_GROUP}: {e}"));
+    assert_eq!((st.acked, st.in_flight), (1, 0), "{DLQ_GROUP}: {st:?}");
     admin.close();
     node.term(Duration::from_secs(10));
 }

@@ -7,7 +7,8 @@
 //! Acks and invisible-time changes take the receipt handle alone (with the group and the
 //! topic the message was delivered as): the handle names the broker, queue and offset, so
 //! an edge keeps no state per delivered message. A handle of a message popped from the
-//! group's pop retry topic is acked in that topic.
+//! group's pop retry topic is acked in that topic. A dead-lettering also needs the record's
+//! physical offset, which the caller keeps beside the handle.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use std::time::Duration;
 use ringmq_wire::code::{RequestCode, Status};
 use ringmq_wire::command::{
     pop_retry_topic, AckRequest, ChangeInvisibleTimeRequest, ChangeInvisibleTimeResponse,
-    PopInitMode, PopRequest, PopResponse, ReceiptHandle,
+    ConsumerSendBackRequest, PopInitMode, PopRequest, PopResponse, ReceiptHandle,
 };
 
 use super::simple::{popped, RECEIVE_MAX};
@@ -177,6 +178,33 @@ impl EdgeConsumer {
         h.invisible_time_ms = f.invisible_time_ms;
         h.revive_shard = f.revive_shard;
         Ok(h.to_string())
+    }
+
+    /// Moves the message `handle` names to `group`'s dead-letter topic at once
+    /// (CONSUMER_SEND_MSG_BACK with delay level -1; `physical_offset`: the delivered record's,
+    /// as [`PoppedMessage::message`] had it), then acks it.
+    pub async fn dead_letter(
+        &self,
+        group: &str,
+        topic: &str,
+        handle: &str,
+        physical_offset: u64,
+        original_message_id: &str,
+    ) -> Result<()> {
+        let h = parse_handle(handle)?;
+        let addr = self.master_of(topic, &h.broker_name).await?;
+        let header = ConsumerSendBackRequest {
+            consumer_group: group.to_string(),
+            original_topic: topic.to_string(),
+            physical_offset,
+            delay_level: -1,
+            max_reconsume_times: 0,
+            original_message_id: original_message_id.to_string(),
+        };
+        self.call(addr, RequestCode::ConsumerSendMsgBack, &header)
+            .await?
+            .expect(&[Status::Success])?;
+        self.ack(group, topic, handle).await
     }
 
     /// Closes the connections.
