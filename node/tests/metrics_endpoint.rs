@@ -1,8 +1,9 @@
 //! The Prometheus endpoint of `ringmq standalone` (`metricsExporterType=PROM`): counters match
 //! what the test sent exactly, per shard and (once the shards publish) per topic and group,
-//! with consumer lag, dead letters and well-formed histograms; unknown paths are 404; an
-//! oversized request head is 431; a silent connection is closed within the timeout while
-//! another scrape is served.
+//! with consumer lag, dead letters and well-formed histograms; unknown paths are 404, other
+//! methods 405, a head that is not HTTP 400, an oversized one 431; a silent or trickling
+//! connection is closed within the timeout while another scrape is served; connections over
+//! the cap are closed at once, and the endpoint listens only where configured.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -98,6 +99,38 @@ fn histograms_well_formed(body: &str, name: &str) -> usize {
         assert!(buckets.last().copied().unwrap_or(0.0) <= inf.unwrap_or(0.0));
     }
     seen.len()
+}
+
+/// The local addresses of the listening TCP sockets on `port` (`/proc/net/tcp` and
+/// `/proc/net/tcp6`).
+fn listening_on(port: u16) -> Vec<std::net::IpAddr> {
+    let mut found = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = std::fs::read_to_string(table).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // sl local_address rem_address st ...; st 0A is LISTEN.
+            let (Some(local), Some("0A")) = (f.get(1), f.get(3).copied()) else {
+                continue;
+            };
+            let (ip_hex, port_hex) = local.split_once(':').unwrap();
+            if u16::from_str_radix(port_hex, 16).unwrap() != port {
+                continue;
+            }
+            // The address as the kernel stores it: 32-bit words in host (little-endian) order.
+            let bytes: Vec<u8> = (0..ip_hex.len() / 8)
+                .flat_map(|w| {
+                    let word = u32::from_str_radix(&ip_hex[w * 8..w * 8 + 8], 16).unwrap();
+                    word.to_le_bytes()
+                })
+                .collect();
+            found.push(match bytes.len() {
+                4 => std::net::IpAddr::from(<[u8; 4]>::try_from(bytes).unwrap()),
+                _ => std::net::IpAddr::from(<[u8; 16]>::try_from(bytes).unwrap()),
+            });
+        }
+    }
+    found
 }
 
 /// Scrapes until `ready` holds for the body (shards publish once a second).
@@ -319,6 +352,18 @@ fn scrape_counts_exactly_what_was_sent() {
     assert!(missing.starts_with("HTTP/1.1 404"), "{missing}");
     let post = http(addr, b"POST /metrics HTTP/1.1\r\n\r\n");
     assert!(post.starts_with("HTTP/1.1 405"), "{post}");
+    assert!(post.contains("\r\nAllow: GET\r\n"), "{post}");
+    let ok = get(addr, "/metrics");
+    for header in [
+        "\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n",
+        "\r\nConnection: close\r\n",
+    ] {
+        assert!(ok.contains(header), "{header:?} in {ok}");
+    }
+    let old = http(addr, b"GET /metrics HTTP/1.0\r\n\r\n");
+    assert!(old.contains(" 200 OK\r\n"), "{old}");
+    let garbage = http(addr, b"GARBAGE\r\n\r\n");
+    assert!(garbage.starts_with("HTTP/1.1 400"), "{garbage}");
     let mut big = b"GET /metrics HTTP/1.1\r\nX-Filler: ".to_vec();
     big.extend(std::iter::repeat_n(b'a', 16 * 1024));
     big.extend_from_slice(b"\r\n\r\n");
@@ -335,29 +380,49 @@ fn silent_connection_is_closed_and_others_are_served() {
     silent
         .set_read_timeout(Some(Duration::from_secs(20)))
         .unwrap();
+    // A trickling client (a byte of its head every 300 ms, 12 s in all) has the same 5 s.
+    let mut trickle = TcpStream::connect(addr).unwrap();
+    trickle
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut trickle_w = trickle.try_clone().unwrap();
+    let writer = std::thread::spawn(move || {
+        for b in b"GET /metrics HTTP/1.1\r\nX-Slow: a"
+            .iter()
+            .chain([b'a'; 16].iter())
+        {
+            if trickle_w.write_all(&[*b]).is_err() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    });
     // Another scrape is served while the silent one holds its slot.
     let ok = get(addr, "/metrics");
     assert!(ok.starts_with("HTTP/1.1 200 OK"), "{ok}");
-    let mut buf = [0u8; 64];
-    let n = silent.read(&mut buf).unwrap_or(0);
-    let waited = started.elapsed();
-    assert_eq!(n, 0, "the silent connection got an answer");
-    assert!(
-        waited >= Duration::from_secs(4) && waited < Duration::from_secs(10),
-        "closed after {waited:?}, want about 5 s"
-    );
+    for (what, conn) in [("silent", &mut silent), ("trickling", &mut trickle)] {
+        let mut buf = [0u8; 64];
+        let n = conn.read(&mut buf).unwrap_or(0);
+        let waited = started.elapsed();
+        assert_eq!(n, 0, "the {what} connection got an answer");
+        assert!(
+            waited >= Duration::from_secs(4) && waited < Duration::from_secs(10),
+            "{what}: closed after {waited:?}, want about 5 s"
+        );
+    }
+    writer.join().unwrap();
 }
 
 #[test]
 fn connections_over_the_cap_are_closed_at_once() {
     let dir = tempdir("metrics-cap");
     let (node, addr) = metrics_node(dir.path());
-    // Bound where configured (127.0.0.1) and nowhere else: another loopback address of
-    // this host is refused.
-    let elsewhere = SocketAddr::new("127.0.0.2".parse().unwrap(), addr.port());
-    assert!(
-        TcpStream::connect_timeout(&elsewhere, Duration::from_secs(2)).is_err(),
-        "the endpoint answered on {elsewhere}"
+    // Bound where configured (127.0.0.1) and nowhere else: the kernel's table of listening
+    // sockets names 127.0.0.1 for this port (read, not probed: no traffic leaves 127.0.0.1).
+    assert_eq!(
+        listening_on(addr.port()),
+        vec!["127.0.0.1".parse::<std::net::IpAddr>().unwrap()],
+        "the endpoint's listening sockets"
     );
     // METRICS_CONNECTIONS_MAX (8) silent connections hold every slot for the timeout.
     let held: Vec<TcpStream> = (0..8).map(|_| TcpStream::connect(addr).unwrap()).collect();
