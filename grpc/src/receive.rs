@@ -3,20 +3,21 @@
 //!
 //! ReceiveMessage pops from the broker the request's queue names (any of its queues: POP
 //! picks), long polling for the request's `long_polling_timeout` clamped to 5–20 s, and
-//! answers on its stream as RocketMQ's proxy does: `{status OK}` then one response per
-//! message, or a single MESSAGE_NOT_FOUND when nothing came. The invisible duration must be
+//! answers on its stream as RocketMQ's proxy does: `{status OK}`, then the delivery
+//! timestamp (when the messages left the server), then one response per message, or a
+//! single MESSAGE_NOT_FOUND when nothing came. The invisible duration must be
 //! at least 10 s unless `auto_renew` is set; then the message is popped invisible for
 //! [`AUTO_RENEW_INVISIBLE`] (the server does not renew it yet).
 //!
 //! Acks and invisible-time changes carry the receipt handle the message came with; the
 //! handle names its broker, queue and offset, so the edge keeps nothing per message.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use ringmq_client::consumer::{EdgeConsumer, PopCall};
 use ringmq_client::MessageSelector;
 
-use crate::convert::{std_duration, to_pb};
+use crate::convert::{epoch_ms, ms_timestamp, std_duration, to_pb};
 use crate::handle;
 use crate::pb::{self, receive_message_response::Content, Code, FilterType};
 use crate::route::topic_name;
@@ -55,6 +56,13 @@ pub(crate) async fn receive_message(
             let mut out = Vec::with_capacity(msgs.len() + 1);
             out.push(pb::ReceiveMessageResponse {
                 content: Some(Content::Status(ok())),
+            });
+            // When the messages left the server: the Python SDK's push consumer reads it
+            // for every received batch (and fails the batch without it).
+            out.push(pb::ReceiveMessageResponse {
+                content: Some(Content::DeliveryTimestamp(ms_timestamp(epoch_ms(
+                    SystemTime::now(),
+                )))),
             });
             for m in &msgs {
                 out.push(pb::ReceiveMessageResponse {

@@ -44,6 +44,8 @@ const DELAY_TOPIC: &str = "GrpcDelay";
 const TXN_TOPIC: &str = "GrpcTxn";
 const DLQ_TOPIC: &str = "GrpcDlq";
 const DLQ_GROUP: &str = "grpc-dlq";
+const PUSH_TOPIC: &str = "GrpcPush";
+const N_PUSH: usize = 20;
 const QUEUES: u32 = 8;
 const N_NORMAL: usize = 40;
 const FIFO_GROUPS: usize = 4;
@@ -347,6 +349,65 @@ fn python_sdk_message_forwarded_to_the_dead_letter_queue() {
         .block_on(admin.pop_status(DLQ_GROUP))
         .unwrap_or_else(|e| panic!("POP status of {DLQ_GROUP}: {e}"));
     assert_eq!((st.acked, st.in_flight), (1, 0), "{DLQ_GROUP}: {st:?}");
+    admin.close();
+    node.term(Duration::from_secs(10));
+}
+
+/// The SDK's PushConsumer: QueryAssignment, ReceiveMessage with `auto_renew`, an ack per
+/// message, and a failed consumption handed back (ChangeInvisibleDuration with the SDK's
+/// backoff) and delivered again with delivery attempt 2. ringmq's POP counts for the group:
+/// every delivery acked, none in flight.
+#[test]
+fn python_sdk_push_consumer_through_the_grpc_edge() {
+    let python = python();
+    let dir = ringmq_testkit::tempdir("grpc-python-push");
+    let (mut node, namesrv, grpc) = start_node(dir.path(), &[]);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let admin = rt
+        .block_on(Admin::connect(&namesrv.to_string()))
+        .expect("an admin client");
+    rt.block_on(admin.create_topic(PUSH_TOPIC, QUEUES, Duration::from_secs(10)))
+        .unwrap_or_else(|e| panic!("creating {PUSH_TOPIC}: {e}"));
+    let out = run(
+        Spawn::new("grpc_push.py", &python)
+            .arg(scripts_dir().join("grpc_push.py"))
+            .arg(grpc.to_string())
+            .arg(PUSH_TOPIC)
+            .arg(N_PUSH.to_string())
+            .env("HOME", dir.path())
+            .env("PYTHONUNBUFFERED", "1")
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .log(dir.path().join("grpc_push.stderr.log")),
+        SCRIPT_LIMIT,
+    );
+    if out.code != 0 {
+        panic!(
+            "grpc_push.py failed (exit {}, {:.1?}) against {grpc}\n----- stdout -----\n{}\
+             ----- stderr (last 60 lines) -----\n{}\n----- ringmq node log (last 60 lines) \
+             -----\n{}\n-----",
+            out.code,
+            out.elapsed,
+            out.stdout,
+            ringmq_testkit::tail(&out.stderr, 60),
+            node.log_tail(60),
+        );
+    }
+    print!("{}", out.stdout);
+    let calls = out
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("consumed "))
+        .count();
+    assert_eq!(calls, N_PUSH + 1, "listener calls");
+    let st = rt
+        .block_on(admin.pop_status("grpc-push"))
+        .unwrap_or_else(|e| panic!("POP status of grpc-push: {e}"));
+    assert_eq!(st.in_flight, 0, "grpc-push: {st:?}");
+    assert_eq!(st.acked, N_PUSH as u64, "grpc-push: {st:?}");
     admin.close();
     node.term(Duration::from_secs(10));
 }
