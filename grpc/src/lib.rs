@@ -48,7 +48,7 @@ mod status;
 mod telemetry;
 mod transaction;
 
-pub use ringmq_client::Credentials;
+pub use ringmq_client::{Credentials, TlsOptions};
 pub use server::{
     start, GrpcError, GrpcOptions, GrpcServer, REQUEST_BYTES_MAX, STREAMS_PER_CONNECTION_MAX,
 };

@@ -13,7 +13,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use ringmq_client::consumer::EdgeConsumer;
-use ringmq_client::{Admin, ClientConfig, Credentials, Producer};
+use ringmq_client::{Admin, ClientConfig, Credentials, Producer, TlsOptions};
 use tokio::sync::oneshot;
 use tokio_stream::wrappers::TcpListenerStream;
 
@@ -43,6 +43,8 @@ pub struct GrpcOptions {
     pub name_servers: Vec<String>,
     /// Credentials the edge's native clients sign with (a broker with ACL on).
     pub credentials: Option<Credentials>,
+    /// TLS of the edge's native clients (brokers and name servers that require it).
+    pub tls: TlsOptions,
 }
 
 /// Why the edge did not start.
@@ -167,11 +169,13 @@ async fn edge(opts: &GrpcOptions, endpoints: pb::Endpoints) -> Result<Edge, Grpc
         name_servers: opts.name_servers.clone(),
         instance_name: Some(format!("grpc-edge-{}", std::process::id())),
         credentials: opts.credentials.clone(),
+        tls: opts.tls.clone(),
         ..ClientConfig::default()
     };
     let mut producer = Producer::builder()
         .group(PRODUCER_GROUP)
-        .name_servers(&opts.name_servers.join(";"));
+        .name_servers(&opts.name_servers.join(";"))
+        .tls(opts.tls.clone());
     if let Some(c) = &opts.credentials {
         producer = producer.credentials(c.clone());
     }

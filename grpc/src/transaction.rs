@@ -187,6 +187,7 @@ impl Transactions {
         let mut b = TransactionProducer::<()>::builder()
             .group(topic)
             .name_servers(&self.native.name_servers.join(";"))
+            .tls(self.native.tls.clone())
             .executor(|_half, ()| async { TransactionState::Unknown })
             .checker(move |check| {
                 let shared = Arc::clone(&shared);

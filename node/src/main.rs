@@ -233,6 +233,7 @@ fn standalone(a: StandaloneArgs, signals: &ringmq_node::io::signal::Signals) -> 
         host: a.host,
         name_servers: cfg.namesrv_addr.clone(),
         credentials: inner_credentials(&cfg),
+        tls: native_tls(&cfg),
     };
     log_start("standalone", &cfg, fallback);
     let opts = StartOptions {
@@ -402,6 +403,7 @@ fn broker_cmd(a: BrokerArgs, signals: &ringmq_node::io::signal::Signals) -> Resu
         host: publish,
         name_servers: cfg.namesrv_addr.clone(),
         credentials: inner_credentials(&cfg),
+        tls: native_tls(&cfg),
     };
     log_start("broker", &cfg, fallback);
     let opts = StartOptions {
@@ -481,6 +483,7 @@ struct GrpcStart {
     host: IpAddr,
     name_servers: Vec<String>,
     credentials: Option<ringmq_grpc::Credentials>,
+    tls: ringmq_grpc::TlsOptions,
 }
 
 /// The broker's own account (`innerAccessKey`/`innerSecretKey`) when ACL is on: the gRPC
@@ -492,6 +495,18 @@ fn inner_credentials(cfg: &BrokerConfig) -> Option<ringmq_grpc::Credentials> {
     let ak = cfg.acl.inner_access_key.clone()?;
     let sk = cfg.acl.inner_secret_key.as_ref()?.expose().to_string();
     Some(ringmq_grpc::Credentials::new(ak, sk))
+}
+
+/// The broker's client TLS settings (`tls.enable`, `tls.client.*`), for the gRPC edge's
+/// native clients.
+fn native_tls(cfg: &BrokerConfig) -> ringmq_grpc::TlsOptions {
+    ringmq_grpc::TlsOptions {
+        enabled: cfg.tls.client_enable,
+        ca_path: cfg.tls.client_trust_cert_path.clone(),
+        cert_path: cfg.tls.client_cert_path.clone(),
+        key_path: cfg.tls.client_key_path.clone(),
+        server_name: None,
+    }
 }
 
 /// Starts the gRPC edge when a port is set; prints where it listens (`ringmq grpc: ADDR`)
@@ -507,6 +522,7 @@ fn start_grpc(g: GrpcStart) -> Result<Option<ringmq_grpc::GrpcServer>, String> {
         advertise_host: g.host,
         name_servers: g.name_servers,
         credentials: g.credentials,
+        tls: g.tls,
     };
     match ringmq_grpc::start(opts) {
         Ok(server) => {
