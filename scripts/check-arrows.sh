@@ -1,29 +1,72 @@
 #!/usr/bin/env bash
 # Arrows point down (docs/architecture.md, "Floors"): reads the imports of every crate's
 # non-test code and fails, one line per offence, on
-#   1. an import circle between files (a module with its own direct children aside), except
-#      the broker's known circle (every file of it under node/src/broker/);
+#   1. an import circle between files (a module with its own direct children aside);
 #   2. an arrow from the ground floor (node/src/{io,store,ha,namesrv,acl}/, config.rs,
-#      config/, limits.rs) up to broker, controller, net, shard, metrics or sim.
+#      config/, limits.rs) up to broker, controller, net, shard, metrics or sim;
+#   3. in the broker (node/src/broker/): an arrow from the shard core (broker/mod.rs, its
+#      shared tables, broker/shard/) to a feature or the top floor, or from a feature (any
+#      other child of broker/, a file or a folder) to another feature or the top floor
+#      (broker/dispatch.rs, broker/node.rs).
 # An arrow is a `crate::` / `super::` / `self::` path in a `use` tree or inline in the code,
-# resolved to the longest module file that exists. Left out: tests.rs, tests_*.rs, tests/,
+# resolved to the longest module file that exists; for rule 3 also a path that starts with
+# the name of a child module the file declares (`role::RoleState` in broker/mod.rs). Left out: tests.rs, tests_*.rs, tests/,
 # benches/, examples/, fuzz/, src/bin/ (crates of their own), everything from a file's first
 # `#[cfg(test)]` on, comments and string literals. A `mod` declaration says where a file
 # sits in the tree; it is not an arrow.
 #
 # Usage: scripts/check-arrows.sh [REPO]   (default: this repository). Exit 0: no offence;
 # 1: offences (one line each); 2: nothing to read.
+# scripts/check-arrows.sh --self-test: plants each kind of offence in a copy of this
+# repository's node/src and fails unless every one is found.
 set -euo pipefail
+if [ "${1:-}" = "--self-test" ]; then
+    here="$(cd "$(dirname "$0")/.." && pwd)"
+    tmp="$(mktemp -d)"
+    trap 'rm -rf "$tmp"' EXIT
+    # plant FILES LINE EXPECTED: a copy of node/ with LINE put first in each of FILES must
+    # fail with EXPECTED among the offences (first: before any `#[cfg(test)]`).
+    plant() {
+        rm -rf "$tmp/node"
+        mkdir -p "$tmp/node"
+        cp -r "$here/node/src" "$here/node/Cargo.toml" "$tmp/node/"
+        local f
+        for f in $1; do
+            { printf '%s\n' "$2"; cat "$here/node/src/$f"; } >"$tmp/node/src/$f"
+        done
+        local out
+        if out="$("$0" "$tmp")"; then
+            echo "check-arrows self-test: planted '$2' in $1 and nothing was found"
+            exit 1
+        fi
+        if ! grep -q -- "$3" <<<"$out"; then
+            echo "check-arrows self-test: planted '$2' in $1; expected '$3' in: $out"
+            exit 1
+        fi
+    }
+    plant broker/shard/ack.rs "use crate::broker::pop::PopRoom;" "the shard core points up to the feature pop"
+    plant broker/mod.rs "use txn::TxnRoom;" "the shard core points up to the feature txn"
+    plant broker/shard/run.rs "use crate::broker::node::HOOKS;" "the shard core points up to the top floor"
+    plant broker/pop/revive.rs "use crate::broker::retry::send_back;" "the feature pop points to another feature (retry)"
+    plant broker/clients.rs "use crate::broker::dispatch::dispatch;" "the feature clients points to the top floor"
+    plant store/mod.rs "use crate::broker::Broker;" "the ground floor points up to broker"
+    plant "store/recall.rs store/schedule.rs" "use crate::store::{recall, schedule};" "circle of"
+    echo "check-arrows self-test: every planted arrow was found"
+    exit 0
+fi
 repo="${1:-$(cd "$(dirname "$0")/.." && pwd)}"
 exec python3 - "$repo" <<'PY'
 import os
 import re
 import sys
 
-# The broker's own circle: the floors refactor (docs/architecture.md, "Floors") removes it.
-# Until then a circle whose files all lie under this folder is allowed; one that takes in any
-# file outside it is not.
-KNOWN_CIRCLE_DIR = "node/src/broker/"
+# The broker's floors: the shard core at the bottom, one room per feature above it, the
+# router and the list of rooms on top.
+BROKER = "broker"
+CORE = {("broker",), ("broker", "groups"), ("broker", "topics"), ("broker", "offsets"),
+        ("broker", "locks"), ("broker", "live"), ("broker", "group_config"),
+        ("broker", "role"), ("broker", "shard")}
+TOP = {("broker", "dispatch"), ("broker", "node")}
 GROUND = ("node/src/io/", "node/src/store/", "node/src/ha/", "node/src/namesrv/",
           "node/src/acl/", "node/src/config/", "node/src/config.rs", "node/src/limits.rs")
 UPPER = ("broker", "controller", "net", "shard", "metrics", "sim")  # node's top-level modules
@@ -108,6 +151,11 @@ def expand_use(tree):
     return rec([], tree)
 
 
+def child_path(path, children):
+    """`child::x` (a child module the file declares) -> `self::child::x`."""
+    return ["self"] + path if path and path[0] in children else path
+
+
 def resolve(mod, path, files):
     if path[0] == "crate":
         base, path = [], path[1:]
@@ -124,17 +172,24 @@ def resolve(mod, path, files):
     return None
 
 
-def arrows(files):
-    """{from: {to: first line}} between the crate's files."""
+def arrows(files, child_paths):
+    """{from: {to: first line}} between the crate's files. With `child_paths`, a path that
+    starts with a child module the file declares is an arrow too (for the broker's floors;
+    circles leave them out: a parent re-exporting its children is not a circle)."""
     g = {m: {} for m in files}
     for mod, path in files.items():
         with open(path, encoding="utf-8", errors="replace") as f:
             code = code_only(f.read())
         found = []
-        for m in re.finditer(r"\buse\s+((?:crate|super|self)::[^;]+);", code):
-            found += [(m.start(), p) for p in expand_use(m.group(1))]
-        for m in re.finditer(r"(?<![\w])\$?((?:crate|super|self)(?:::\w+)+)", code):
-            found.append((m.start(), m.group(1).split("::")))
+        # Child modules this file declares: `child::x` paths are arrows too.
+        children = (re.findall(r"(?m)^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;", code)
+                    if child_paths else [])
+        heads = ["crate", "super", "self"] + children
+        head = "|".join(heads)
+        for m in re.finditer(r"\buse\s+((?:" + head + r")::[^;]+);", code):
+            found += [(m.start(), child_path(p, children)) for p in expand_use(m.group(1))]
+        for m in re.finditer(r"(?<![\w:])\$?((?:" + head + r")(?:::\w+)+)", code):
+            found.append((m.start(), child_path(m.group(1).split("::"), children)))
         for at, p in found:
             t = resolve(mod, p, files)
             if t is not None and t != mod and t not in g[mod]:
@@ -174,6 +229,28 @@ def circles(nodes, g):
     return out
 
 
+def broker_room(m):
+    """'core', 'top', a feature's name, or None outside the broker."""
+    if not m or m[0] != BROKER:
+        return None
+    if m[:2] in TOP:
+        return "top"
+    if m[:1] in CORE and len(m) == 1 or m[:2] in CORE:
+        return "core"
+    return m[1]
+
+
+def broker_floor_offence(a, b):
+    ra, rb = broker_room(a), broker_room(b)
+    if ra is None or rb is None or ra == rb or rb == "core" or ra == "top":
+        return None
+    if ra == "core":
+        what = "the top floor" if rb == "top" else f"the feature {rb}"
+        return f"the shard core points up to {what}"
+    what = "the top floor" if rb == "top" else f"another feature ({rb})"
+    return f"the feature {ra} points to {what}"
+
+
 def parent_and_children(comp):
     return any(all(o == m or (len(o) == len(m) + 1 and o[:len(m)] == m) for o in comp)
                for m in comp)
@@ -193,22 +270,23 @@ def main():
         files = crate_files(src)
         file_count += len(files)
         rel = {m: os.path.relpath(p, repo).replace(os.sep, "/") for m, p in files.items()}
-        g = arrows(files)
+        g = arrows(files, False)
         for comp in circles(sorted(files), g):
             names = sorted(rel[m] for m in comp)
-            if parent_and_children(comp) or all(n.startswith(KNOWN_CIRCLE_DIR) for n in names):
+            if parent_and_children(comp):
                 continue
-            # Named: the files outside the known circle's folder, and the arrows that touch them.
-            outside = {m for m in comp if not rel[m].startswith(KNOWN_CIRCLE_DIR)}
-            shown = sorted(rel[m] for m in outside)
-            held = len(names) - len(shown)
             inner = sorted(f"{rel[a]}:{g[a][b]} -> {rel[b]}" for a in comp for b in g[a]
-                           if b in comp and (a in outside or b in outside))
-            also = f" and {held} under {KNOWN_CIRCLE_DIR}" if held else ""
-            offences.append(f"circle of {len(names)} files: {', '.join(shown)}{also} "
+                           if b in comp)
+            offences.append(f"circle of {len(names)} files: {', '.join(names)} "
                             f"(arrows: {'; '.join(inner)})")
         if crate != "node":
             continue
+        floors = arrows(files, True)
+        for a in sorted(floors):
+            for b, line in sorted(floors[a].items()):
+                why = broker_floor_offence(a, b)
+                if why:
+                    offences.append(f"{rel[a]}:{line} -> {rel[b]}: {why}")
         for a in sorted(g):
             if not rel[a].startswith(GROUND):
                 continue
@@ -223,8 +301,8 @@ def main():
         print(f"check-arrows: {o}")
     if offences:
         return 1
-    print(f"check-arrows: {file_count} files of {crates} crates, no circle outside "
-          f"{KNOWN_CIRCLE_DIR} and no arrow up from the ground floor")
+    print(f"check-arrows: {file_count} files of {crates} crates: no circle, no arrow up "
+          f"from the ground floor, the broker's core or a feature")
     return 0
 
 

@@ -3,8 +3,9 @@
 # denied, every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-echo "== arrows point down (no import circle, nothing above the ground floor)"
+echo "== arrows point down (no import circle; the ground floor, the broker core and its features point down)"
 scripts/check-arrows.sh
+scripts/check-arrows.sh --self-test
 echo "== cargo fmt --check"
 cargo fmt --all --check
 # protoc from the system's packages: grpc/build.rs compiles RocketMQ 5's protocol files with

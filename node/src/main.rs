@@ -4,7 +4,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use ringmq_node::broker::shard::start::{self as run, StartOptions};
+use ringmq_node::broker::node as run;
+use ringmq_node::broker::shard::start::StartOptions;
 use ringmq_node::config::{
     BrokerConfig, FlushDiskType, IgnoredKey, MetricsConfig, NamesrvConfig, TlsMode,
 };

@@ -433,7 +433,7 @@ fn name_server_leases_ignore_wall_clock_jumps() {
     let answered: Rc<Cell<Option<Status>>> = Rc::default();
     let (addr, slot) = (ns.addr, Rc::clone(&answered));
     world.spawn_on(20, async move {
-        let r = ringmq_node::broker::register::call(
+        let r = ringmq_node::net::call::call(
             addr,
             RequestCode::RegisterBroker,
             &Empty,

@@ -17,7 +17,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ringmq_client::{Admin, Message, MessageSelector, Producer, PullConsumer, PullStatus};
-use ringmq_node::broker::shard::start::{self as run, StartOptions};
+use ringmq_node::broker::node as run;
+use ringmq_node::broker::shard::start::StartOptions;
 use ringmq_node::config::{BrokerConfig, NamesrvConfig};
 use ringmq_node::net::namesrv;
 

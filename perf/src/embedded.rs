@@ -9,7 +9,8 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use ringmq_node::broker::shard::start::{self as run, BrokerHandle, StartOptions};
+use ringmq_node::broker::node as run;
+use ringmq_node::broker::shard::start::{BrokerHandle, StartOptions};
 use ringmq_node::config::{BrokerConfig, FlushDiskType, NamesrvConfig};
 use ringmq_node::net::namesrv::{self, NamesrvHandle};
 

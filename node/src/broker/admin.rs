@@ -4,13 +4,14 @@
 use std::sync::atomic::Ordering;
 
 use ringmq_wire::code::{Status, PROTOCOL_VERSION};
-use ringmq_wire::codec::{Decode, Empty, Encode};
+use ringmq_wire::codec::{Decode, Empty};
 use ringmq_wire::command::route::perm;
 use ringmq_wire::command::{
     BrokerConfigTable, BrokerRuntimeInfo, ConsumerGroupInfo, ConsumerGroupList, CreateTopicRequest,
     DeleteSubscriptionGroupRequest, HelloRequest, HelloResponse, SubscriptionGroupConfig,
 };
 
+use crate::broker::shard::route::encoded_body;
 use crate::broker::shard::route::store_error;
 use crate::broker::shard::Shard;
 use crate::broker::Broker;
@@ -293,12 +294,5 @@ pub fn view_message(shard: &Shard, physical_offset: u64) -> Reply {
     match result {
         Ok(bytes) => Reply::ok_body(Empty, Body::Bytes(bytes)),
         Err(e) => store_error(shard, e),
-    }
-}
-
-pub(crate) fn encoded_body<T: Encode>(value: T) -> Reply {
-    match value.to_vec() {
-        Ok(bytes) => Reply::ok_body(Empty, Body::Bytes(bytes)),
-        Err(e) => Reply::error(Status::SystemError, format!("encoding the reply: {e}")),
     }
 }

@@ -8,18 +8,15 @@
 //! connection that closed meanwhile, or whose write queue is full, is dropped (the client's
 //! periodic rebalance is the fallback).
 
-use std::sync::atomic::Ordering;
-
 use ringmq_wire::code::{RequestCode, Status};
-use ringmq_wire::codec::{Decode, Empty, Encode};
+use ringmq_wire::codec::{Decode, Empty};
 use ringmq_wire::command::{
     HeartbeatData, LockBatchRequest, LockBatchResponse, MessageModel, NotifyConsumerIdsChanged,
     UnregisterClientRequest,
 };
-use ringmq_wire::frame;
 
-use crate::broker::admin::encoded_body;
 use crate::broker::groups::Channel;
+use crate::broker::shard::route::encoded_body;
 use crate::broker::shard::Shard;
 use crate::broker::Broker;
 use crate::net::reply::Reply;
@@ -28,7 +25,7 @@ use crate::net::reply::Reply;
 /// A SQL92 subscription that does not parse (or reaches a broker that does not filter by
 /// SQL92) refuses the whole heartbeat: nothing of it is recorded.
 pub fn heartbeat(shard: &Shard, hb: &HeartbeatData, channel: Option<Channel>) -> Reply {
-    if let Err(reply) = crate::broker::filter::check_heartbeat(shard, hb) {
+    if let Err(reply) = crate::broker::shard::filter::check_heartbeat(shard, hb) {
         return reply;
     }
     let now = Broker::now_ms();
@@ -44,7 +41,7 @@ pub fn heartbeat(shard: &Shard, hb: &HeartbeatData, channel: Option<Channel>) ->
         .expire(now, shard.broker.lock_max_live_ms());
     for g in &hb.consumer_groups {
         if g.message_model == MessageModel::Clustering {
-            crate::broker::retry::ensure_retry_topic(shard, &g.group);
+            crate::broker::shard::copy::ensure_retry_topic(shard, &g.group);
         }
     }
     // Every member is told, the joiner too, as RocketMQ's broker does: a client may have
@@ -119,33 +116,9 @@ pub fn notify_changed(shard: &Shard, groups: &[String], except: Option<&str>) {
             consumer_group: group,
         };
         for ch in channels {
-            send_oneway(
-                shard,
-                ch,
-                RequestCode::NotifyConsumerIdsChanged,
-                &header,
-                &[],
-            );
+            shard.send_oneway(ch, RequestCode::NotifyConsumerIdsChanged, &header, &[]);
         }
     }
-}
-
-/// Sends a oneway request to a client's channel; false if it could not be queued (encoding
-/// failed, the shard's mailbox is full or the connection is gone).
-pub fn send_oneway(
-    shard: &Shard,
-    ch: Channel,
-    code: RequestCode,
-    header: &(impl Encode + ?Sized),
-    body: &[u8],
-) -> bool {
-    let id = shard.broker.push_seq.fetch_add(1, Ordering::Relaxed);
-    let mut bytes = Vec::new();
-    if let Err(e) = frame::encode_request(&mut bytes, code, true, id, header, body) {
-        log::warn!("{}: encoding for a client: {e}", code.name());
-        return false;
-    }
-    shard.push_to_client(ch, bytes)
 }
 
 /// LOCK_BATCH_MQ: locks (or renews) the queues for the client; answers those it holds.
@@ -214,4 +187,21 @@ fn check_lock_request(shard: &Shard, req: &LockBatchRequest) -> Result<(), Reply
         ));
     }
     Ok(())
+}
+
+/// The client registry's hooks: a closed connection leaves every group it was a channel of.
+#[derive(Debug)]
+pub struct ClientsRoom;
+
+/// The room, for the broker's list.
+pub static ROOM: ClientsRoom = ClientsRoom;
+
+impl crate::broker::shard::hooks::Room for ClientsRoom {
+    fn name(&self) -> &'static str {
+        "clients"
+    }
+
+    fn connection_closed(&self, shard: &Shard, channel: Channel) {
+        channel_closed(shard, channel);
+    }
 }

@@ -21,11 +21,10 @@
 //!   leaves; each change goes to the controller (CONTROLLER_ALTER_SYNC_STATE_SET), fenced by
 //!   the master and SyncStateSet epochs.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use ringmq_wire::code::{RequestCode, Status};
@@ -34,200 +33,18 @@ use ringmq_wire::command::{
     AlterSyncStateSet, ControllerHeartbeat, NotLeader, ReplicaSet, Response,
 };
 
+use crate::broker::role::{mono_ms, Proposal, SlaveShard};
+use crate::broker::shard::ack::update_confirm;
 use crate::broker::shard::Shard;
 use crate::broker::{Broker, MasterAddrs};
 use crate::controller::link::Link;
-use crate::io::clock::Instant;
 use crate::io::rt;
-use crate::net::reply::Reply;
 use crate::store::commitlog::shard_base;
 
 /// How long a call to a controller may take.
 pub const CALL_MS: u64 = 1_000;
 /// How often a master re-evaluates its SyncStateSet.
 pub const SYNC_STATE_SET_MS: u64 = 100;
-
-/// One slave's replication on one shard, as the master's shard last published it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SlaveShard {
-    pub acked: u64,
-    /// Monotonic ms (since the process started) when it last had everything; `None`: not
-    /// since this master started.
-    pub caught_up_at_ms: Option<u64>,
-    /// It has every byte consumers of this shard may have read (acked >= the read cap).
-    pub covers_reads: bool,
-    /// Waiting to join the SyncStateSet, it has everything this shard acknowledged before
-    /// its acknowledgements began to wait for it (acked >= the shard's join fence).
-    pub covers_acks: bool,
-}
-
-/// A SyncStateSet change that added members, sent to the controllers against SyncStateSet
-/// epoch `epoch`, whose outcome this master has not learnt yet: until it hears a newer epoch
-/// (which tells whether the change was applied) the added members count as members for
-/// acknowledgements and the read cap.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Proposal {
-    pub epoch: u32,
-    pub added: BTreeSet<u64>,
-}
-
-/// The set's state as the broker last heard it, and what it did with it.
-#[derive(Debug, Default)]
-pub struct RoleState {
-    /// This broker is its set's master (in [`Self::serving_epoch`]).
-    pub master: AtomicBool,
-    /// The master epoch this broker serves in; 0 while it is a slave.
-    pub serving_epoch: AtomicU32,
-    /// Monotonic ms until which a master may acknowledge writes.
-    pub lease_until_ms: AtomicU64,
-    /// Woken whenever the role or the set's master changes.
-    pub changed: event_listener::Event,
-    /// The last answer from a controller.
-    pub set: Mutex<Option<ReplicaSet>>,
-    /// Per slave broker id, per shard: its replication (master role).
-    pub slaves: Mutex<BTreeMap<u64, Vec<Option<SlaveShard>>>>,
-    /// Slaves in sync but not (as far as this master knows) in the SyncStateSet: the ones
-    /// about to join and the ones a [`Proposal`] added. SYNC_MASTER acknowledgements with
-    /// `allAckInSyncStateSet` and each shard's read cap wait for them as for members, so a
-    /// slave enters the SyncStateSet (and becomes electable) only holding every record that
-    /// was acknowledged or read (see [`in_sync`], [`update_confirm`]).
-    pub joining: Mutex<Vec<u64>>,
-    /// The last SyncStateSet change that added members, until its outcome is known.
-    pub proposed: Mutex<Option<Proposal>>,
-}
-
-/// Milliseconds on the monotonic clock.
-pub fn mono_ms() -> u64 {
-    Instant::now().duration_since(Instant::zero()).as_millis() as u64
-}
-
-impl RoleState {
-    /// The SyncStateSet (broker ids, this master included) and its epoch, if known.
-    pub fn sync_state_set(&self) -> Option<(Vec<u64>, u32)> {
-        let set = self.set.lock().unwrap_or_else(|p| p.into_inner());
-        set.as_ref()
-            .map(|s| (s.sync_state_set.clone(), s.sync_state_set_epoch))
-    }
-
-    /// The other brokers a master's acknowledgements and read cap wait for: the members of
-    /// the SyncStateSet but `me`, and the [`Self::joining`] slaves.
-    pub fn waited_on(&self, me: u64) -> Option<Vec<u64>> {
-        let (members, _) = self.sync_state_set()?;
-        let mut others: Vec<u64> = members.into_iter().filter(|m| *m != me).collect();
-        for j in self
-            .joining
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-        {
-            if *j != me && !others.contains(j) {
-                others.push(*j);
-            }
-        }
-        Some(others)
-    }
-
-    /// Whether the lease allows acknowledging writes now.
-    pub fn lease_valid(&self) -> bool {
-        mono_ms() < self.lease_until_ms.load(Ordering::Acquire)
-    }
-}
-
-impl Broker {
-    /// Whether this broker acts as its set's master now: from the controllers in controller
-    /// mode, from `brokerRole` otherwise.
-    pub fn is_master(&self) -> bool {
-        if self.config.controller.enable {
-            self.role.master.load(Ordering::Acquire)
-        } else {
-            self.config.broker_role.is_master()
-        }
-    }
-
-    /// The role this broker acts in now (controller mode: the configured master kind while
-    /// master, SLAVE otherwise).
-    pub fn effective_role(&self) -> crate::config::BrokerRole {
-        use crate::config::BrokerRole;
-        let configured = self.config.broker_role;
-        match (self.config.controller.enable, self.is_master()) {
-            (false, _) => configured,
-            (true, false) => BrokerRole::Slave,
-            (true, true) if configured == BrokerRole::Slave => BrokerRole::AsyncMaster,
-            (true, true) => configured,
-        }
-    }
-
-    /// Whether a write may be taken on `shard` now, or the status and reason to refuse it.
-    pub fn write_refusal(&self, shard_epoch: u32) -> Option<(Status, String)> {
-        if !self.config.controller.enable {
-            return (!self.config.broker_role.is_master()).then(|| {
-                (
-                    Status::NoPermission,
-                    "this broker is a slave: send to its master".to_string(),
-                )
-            });
-        }
-        let epoch = self.role.serving_epoch.load(Ordering::Acquire);
-        if !self.role.master.load(Ordering::Acquire) || epoch == 0 {
-            return Some((
-                Status::NotMaster,
-                format!(
-                    "broker {} of {} is not the master now; refresh the route",
-                    self.config.broker_id, self.config.broker_name
-                ),
-            ));
-        }
-        if shard_epoch != epoch {
-            return Some((
-                Status::NotMaster,
-                format!("this broker is becoming master of epoch {epoch}; retry"),
-            ));
-        }
-        if !self.role.lease_valid() && !crate::planted::is(crate::planted::Bug::NoFencing) {
-            return Some((
-                Status::NotMaster,
-                "this master has not heard from the controllers within its lease; it takes no writes until it does".to_string(),
-            ));
-        }
-        None
-    }
-
-    /// Controller mode: why a write other than a send (send-back, END_TRANSACTION, RECALL, POP
-    /// acks) must be refused now: not master, or outside the lease. `None` outside controller
-    /// mode (the callers check `brokerRole`).
-    pub fn controller_refusal(&self) -> Option<Reply> {
-        if !self.config.controller.enable {
-            return None;
-        }
-        if !self.role.master.load(Ordering::Acquire) {
-            return Some(Reply::error(
-                Status::NotMaster,
-                format!(
-                    "broker {} of {} is not the master now; refresh the route",
-                    self.config.broker_id, self.config.broker_name
-                ),
-            ));
-        }
-        (!self.role.lease_valid()).then(|| {
-            Reply::error(
-                Status::NotMaster,
-                "this master has not heard from the controllers within its lease; it takes no writes until it does",
-            )
-        })
-    }
-
-    /// The broker id to register with name servers: 0 while master (RocketMQ's routes name
-    /// the master 0), else the configured id.
-    pub fn registered_id(&self) -> u64 {
-        if self.config.controller.enable && !self.is_master() {
-            self.config.broker_id
-        } else if self.config.controller.enable {
-            0
-        } else {
-            self.config.broker_id
-        }
-    }
-}
 
 fn resolve(addrs: &[String]) -> Vec<SocketAddr> {
     addrs
@@ -432,8 +249,7 @@ pub async fn role_watch(shard: Rc<Shard>) {
             running = Some(epoch);
         } else if !master && running.is_some() {
             shard.serving_epoch.set(0);
-            shard.master_gen.set(shard.master_gen.get() + 1);
-            *shard.pop.borrow_mut() = Default::default();
+            shard.leave_master();
             // The read cap stays: until the new master's transfers replace it, nothing past
             // what the SyncStateSet confirmed is served (the tail may be cut when this
             // broker follows).
@@ -458,10 +274,7 @@ fn promote(shard: &Rc<Shard>, epoch: u32) -> Result<(), String> {
             store.write_offset()
         );
     }
-    if let Err(e) = crate::broker::pop::open(shard) {
-        return Err(format!("rebuilding the POP state: {e}"));
-    }
-    super::shard::run::spawn_master_services(shard);
+    shard.become_master()?;
     shard.serving_epoch.set(epoch);
     Ok(())
 }
@@ -692,45 +505,29 @@ fn in_sync(b: &Broker, set: &ReplicaSet, have: &BTreeSet<u64>) -> (BTreeSet<u64>
     (out, candidates)
 }
 
-/// A SYNC_MASTER send in controller mode is refused before it is stored while the
-/// SyncStateSet is smaller than `minInSyncReplicas`; why, if so.
-pub fn too_few_in_sync(b: &Broker) -> Option<String> {
-    let cfg = &b.config.controller;
-    if !cfg.enable || b.effective_role() != crate::config::BrokerRole::SyncMaster {
-        return None;
-    }
-    let (members, _) = b.role.sync_state_set()?;
-    (members.len() < cfg.min_in_sync_replicas as usize).then(|| {
-        format!(
-            "the SyncStateSet {members:?} has fewer than minInSyncReplicas={} members; nothing stored",
-            cfg.min_in_sync_replicas
-        )
-    })
-}
+/// The controller link's hooks: in controller mode every shard watches the role the
+/// controllers give, and shard 0 heartbeats them and keeps the SyncStateSet.
+#[derive(Debug)]
+pub struct ControllerRoom;
 
-/// A master's confirmOffset on this shard (controller mode): what every other member of the
-/// SyncStateSet, and every slave waiting to join it, has acknowledged; no cap while the
-/// SyncStateSet is this master alone and no slave is joining (no clean election could pick a
-/// broker without those records). When a cap begins it starts at the log end (consumers may
-/// have read that far), and it never moves back.
-pub fn update_confirm(shard: &Shard) {
-    let b = &shard.broker;
-    if !b.config.controller.enable || !b.is_master() || shard.serving_epoch.get() == 0 {
-        return;
+/// The room, for the broker's list.
+pub static ROOM: ControllerRoom = ControllerRoom;
+
+impl crate::broker::shard::hooks::Room for ControllerRoom {
+    fn name(&self) -> &'static str {
+        "controller link"
     }
-    let Some(others) = b.role.waited_on(b.config.broker_id) else {
-        return;
-    };
-    if others.is_empty() {
-        shard.set_confirm(None);
-        return;
-    }
-    let end = shard.store.borrow().write_offset();
-    if shard.confirm.get().is_none() {
-        shard.set_confirm(Some(end));
-    }
-    let confirm = shard.replicas.borrow().confirm_offset(&others, end);
-    if let Some(c) = confirm {
-        shard.advance_confirm(c);
+
+    fn start(&self, shard: &Rc<Shard>, _started: &mut crate::broker::shard::hooks::Started) {
+        if !shard.broker.config.controller.enable {
+            return;
+        }
+        // The controllers decide the role; until then this shard follows whichever master
+        // they name and takes no writes.
+        rt::spawn(role_watch(Rc::clone(shard)));
+        if shard.id == 0 {
+            rt::spawn(heartbeat_loop(Rc::clone(shard)));
+            rt::spawn(sync_state_set_loop(Rc::clone(shard)));
+        }
     }
 }

@@ -71,7 +71,10 @@ pub fn dispatch(
             }
             match produce::owner_of_batch(shard, &h, body, &checked) {
                 Ok(owner) if owner == shard.id && code == RequestCode::SendReplyMessage => {
-                    request_reply::send_reply(shard, h, body, &checked)
+                    match request_reply::send_reply(shard, h, body, &checked) {
+                        Ok(h) => produce::send(shard, h, body, &checked),
+                        Err(answer) => answer,
+                    }
                 }
                 Ok(owner) if owner == shard.id => produce::send(shard, h, body, &checked),
                 Ok(owner) => forward_or_refuse(shard, owner, frame_bytes, origin),
@@ -79,7 +82,10 @@ pub fn dispatch(
             }
         }
         Request::PullMessage(h) => match local(&h.topic, h.queue_id) {
-            Ok(()) => pull::pull(shard, h, origin.zero_copy),
+            Ok(()) => match pop::refuse_pull(shard, &h.consumer_group, &h.topic, h.queue_id) {
+                Some(refused) => refused.into(),
+                None => pull::pull(shard, h, origin.zero_copy),
+            },
             Err(o) => o.redirect(shard, frame_bytes, origin),
         },
         Request::PopMessage(h) => pop::pop(shard, h, frame_bytes, origin),

@@ -1,18 +1,23 @@
-//! The broker: state shared by all shards (`Broker`: configuration, topic table, consumer
-//! groups, per-shard counters, the shards' mailboxes) and the request handlers, one file per
-//! family. Handlers run on the shard that owns the queue they touch; the data path takes no
-//! lock (the topic table is an atomically swapped snapshot, counters are atomics).
+//! The broker, in floors (docs/architecture.md, "Floors"). This file and the shared tables
+//! beside it (topics, groups, offsets, locks, live settings, group settings, the role) are
+//! the bottom of the shard core: state shared by all shards (`Broker`: configuration, topic
+//! table, consumer groups, per-shard counters, the shards' mailboxes); `shard/` is the rest
+//! of the core. Each other child is a feature (a room with one door), and `dispatch.rs` (the
+//! router) and `node.rs` (the rooms a broker runs with) are the top. Requests run on the
+//! shard that owns the queue they touch; the data path takes no lock (the topic table is an
+//! atomically swapped snapshot, counters are atomics).
 
 pub mod acl_admin;
 pub mod admin;
 pub mod clients;
 pub mod controller;
 pub mod dispatch;
-pub mod filter;
 pub mod group_config;
 pub mod groups;
+pub mod ha;
 pub mod live;
 pub mod locks;
+pub mod node;
 pub mod offsets;
 pub mod pop;
 pub mod produce;
@@ -23,6 +28,7 @@ pub mod recall;
 pub mod register;
 pub mod request_reply;
 pub mod retry;
+pub mod role;
 pub mod schedule;
 pub mod shard;
 pub mod topics;
@@ -85,6 +91,19 @@ impl ShardCounters {
     }
 }
 
+/// Counts a shard's loop publishes for GET_TRANSACTION_STATUS.
+#[derive(Debug, Clone, Default)]
+pub struct TxnCounts {
+    /// Pending halves per producer group: (count, oldest store time ms).
+    pub pending: std::collections::BTreeMap<String, (u64, i64)>,
+    pub checks_sent: u64,
+    pub checks_unanswerable: u64,
+    pub discarded: u64,
+    pub redone: u64,
+    /// Still indexing halves and decisions after a start (pending counts are not complete).
+    pub indexing: bool,
+}
+
 /// Settings the running broker reads on the data path, fixed at start.
 #[derive(Debug, Clone)]
 pub struct Runtime {
@@ -104,6 +123,8 @@ pub struct Runtime {
 #[derive(Debug)]
 pub struct Broker {
     pub config: BrokerConfig,
+    /// The router and the rooms (features) this broker runs with (`shard::hooks`).
+    pub hooks: shard::hooks::Hooks,
     /// Accounts and permissions, when `aclEnable=true`.
     pub acl: Option<crate::acl::Acl>,
     /// `innerAccessKey`/`innerSecretKey`: signs the broker's own requests.
@@ -130,7 +151,7 @@ pub struct Broker {
     /// Per shard: what it last published for the metrics endpoint (`crate::metrics::shard`).
     pub metric_views: Vec<Mutex<std::sync::Arc<crate::metrics::shard::ShardView>>>,
     /// Per shard: its transaction check loop's counts, as it last published them.
-    pub txn: Vec<Mutex<crate::broker::shard::txn::TxnCounts>>,
+    pub txn: Vec<Mutex<TxnCounts>>,
     pub mailboxes: Vec<flume::Sender<Mail>>,
     pub connections: AtomicUsize,
     pub shutting_down: AtomicBool,
@@ -148,7 +169,7 @@ pub struct Broker {
     /// This broker's HA address (masters), published to name servers.
     pub ha_addr: Option<SocketAddr>,
     /// Controller mode: the role the controllers gave this broker (`controller`).
-    pub role: controller::RoleState,
+    pub role: role::RoleState,
     /// The newest master epoch in any shard's store.
     pub store_epoch: AtomicU32,
     /// TLS of the client and HA listeners (`tls.server.*`) and of this broker's own

@@ -17,7 +17,7 @@ use ringmq_wire::command::{SendRequest, SendResponse};
 use crate::broker::shard::ack::{acknowledge, micros};
 use crate::broker::shard::route::store_error;
 use crate::broker::shard::Shard;
-use crate::broker::{schedule, Broker};
+use crate::broker::Broker;
 use crate::limits;
 use crate::net::reply::{Outcome, Reply};
 use crate::store::{CheckedBatch, RecordMeta};
@@ -227,18 +227,20 @@ pub fn send(shard: &Rc<Shard>, h: SendRequest, body: &mut [u8], checked: &Checke
     if let Some((status, why)) = broker.write_refusal(shard.serving_epoch.get()) {
         return Reply::error(status, why).into();
     }
-    if let Some(why) = crate::broker::controller::too_few_in_sync(broker) {
+    if let Some(why) = crate::broker::shard::ack::too_few_in_sync(broker) {
         return Reply::error(Status::InSyncReplicasNotEnough, why).into();
     }
     let now = Broker::now_ms();
     let real_queue = checked.metas[0].queue_id;
     // A half message is stored under the half topic, a scheduled one under the timer
     // topic: each with its own bytes and check.
-    let mut rerouted = match crate::broker::txn::reroute_half(shard, &h, body, checked) {
-        Ok(None) => match schedule::reroute(shard, body, checked, now) {
-            Ok(r) => r,
-            Err(reply) => return reply.into(),
-        },
+    let mut rerouted = match crate::broker::shard::reroute::reroute_half(shard, &h, body, checked) {
+        Ok(None) => {
+            match crate::broker::shard::reroute::reroute_scheduled(shard, body, checked, now) {
+                Ok(r) => r,
+                Err(reply) => return reply.into(),
+            }
+        }
         Ok(Some(half)) => Some(half),
         Err(reply) => return reply.into(),
     };

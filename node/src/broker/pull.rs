@@ -1,5 +1,5 @@
 //! PULL_MESSAGE: ConsumeQueue lookup (tag filter on the unit's hash, SQL92 filter on the
-//! record's properties, see `broker::filter`), then record bytes straight from the log:
+//! record's properties, see `broker::shard::filter`), then record bytes straight from the log:
 //! spliced from the segment file to the socket (zero copy) for larger responses, copied for
 //! small ones, for scattered ones (runs averaging under `SPLICE_RUN_MIN_BYTES`), when
 //! `transferMsgByHeap` is set, or on the epoll fallback loop. With no
@@ -17,51 +17,15 @@ use crate::io::clock::Instant;
 use ringmq_wire::code::Status;
 use ringmq_wire::command::route::{self, perm};
 use ringmq_wire::command::{PullRequest, PullResponse};
-use ringmq_wire::record;
 
-use crate::broker::filter::Filter;
+use crate::broker::shard::filter::Filter;
 use crate::broker::shard::route::store_error;
 use crate::broker::shard::Shard;
+use crate::broker::shard::{SPLICE_MIN_BYTES, SPLICE_RUN_MIN_BYTES};
 use crate::io::rt;
 use crate::limits;
 use crate::net::reply::{Body, LogRun, Outcome, Reply};
 use crate::store::{PullResult, PullStatus};
-
-/// Responses with fewer record bytes than this are copied: two splices and a pipe cost more
-/// than a small memcpy.
-pub const SPLICE_MIN_BYTES: usize = 16 * 1024;
-/// Responses whose runs average fewer bytes than this are copied too: each run costs its own
-/// splices, and a filter that keeps scattered records (SQL92, rare tags) makes one run per
-/// record.
-pub const SPLICE_RUN_MIN_BYTES: usize = 4 * 1024;
-
-/// A parsed tag expression: `None` = every message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TagFilter(Option<Vec<i64>>);
-
-impl TagFilter {
-    /// `*` or empty matches everything; `TagA || TagB` matches those tags.
-    pub fn parse(expr: &str) -> Self {
-        let expr = expr.trim();
-        if expr.is_empty() || expr == "*" {
-            return TagFilter(None);
-        }
-        let hashes = expr
-            .split("||")
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .map(record::tag_hash)
-            .collect();
-        TagFilter(Some(hashes))
-    }
-
-    pub fn matches(&self, tag_hash: i64) -> bool {
-        match &self.0 {
-            None => true,
-            Some(h) => h.contains(&tag_hash),
-        }
-    }
-}
 
 /// Handles a pull on the shard that owns the queue.
 pub fn pull(shard: &Rc<Shard>, h: PullRequest, zero_copy: bool) -> Outcome {
@@ -74,11 +38,6 @@ pub fn pull(shard: &Rc<Shard>, h: PullRequest, zero_copy: bool) -> Outcome {
             )
             .into();
         }
-    }
-    if let Some(reply) =
-        crate::broker::pop::refuse_pull(shard, &h.consumer_group, &h.topic, h.queue_id)
-    {
-        return reply.into();
     }
     let filter = match Filter::for_pull(shard, &h) {
         Ok(f) => f,
@@ -316,19 +275,4 @@ fn body(shard: &Shard, r: &PullResult, zero_copy: bool) -> Result<Body, Reply> {
         at += len;
     }
     Ok(Body::Bytes(bytes))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tag_expressions() {
-        assert!(TagFilter::parse("*").matches(123));
-        assert!(TagFilter::parse("").matches(0));
-        let f = TagFilter::parse("TagA || TagB");
-        assert!(f.matches(record::tag_hash("TagA")));
-        assert!(f.matches(record::tag_hash("TagB")));
-        assert!(!f.matches(record::tag_hash("TagC")));
-    }
 }

@@ -9,26 +9,11 @@ use std::time::Duration;
 
 use ringmq_wire::code::{RequestCode, Status};
 use ringmq_wire::codec::{Decode, Empty, Encode};
-use ringmq_wire::command::route::{perm, BrokerRegistration, TopicConfigTable};
-use ringmq_wire::command::HelloRequest;
+use ringmq_wire::command::route::{perm, BrokerRegistration};
 use ringmq_wire::command::{RegisterBrokerResponse, Response};
-use ringmq_wire::frame;
 
 use crate::broker::shard::Shard;
-use crate::io::net::Conn;
 use crate::io::rt;
-
-/// How long one name server call may take.
-pub const CALL_TIMEOUT_MS: u64 = 3_000;
-
-/// The shard a HELLO frame asks for, if the frame is a HELLO with a preference.
-pub fn hello_target(frame_bytes: &[u8]) -> Option<u16> {
-    let f = frame::parse(frame_bytes).ok()?;
-    if f.request_code().ok()? != RequestCode::Hello {
-        return None;
-    }
-    HelloRequest::decode(f.header).ok()?.preferred_shard
-}
 
 /// Shard 0's registration loop.
 pub async fn run(shard: Rc<Shard>) {
@@ -115,7 +100,7 @@ pub async fn register_all(shard: &Shard) {
             log::warn!("name server address {ns} is not host:port");
             continue;
         };
-        match call(
+        match crate::net::call::call(
             addr,
             RequestCode::RegisterBroker,
             &Empty,
@@ -171,7 +156,7 @@ pub async fn unregister_all(shard: &Shard) {
         };
         let answered = rt::timeout(
             Duration::from_millis(UNREGISTER_TIMEOUT_MS),
-            call(
+            crate::net::call::call(
                 addr,
                 RequestCode::UnregisterBroker,
                 &h,
@@ -223,107 +208,30 @@ fn learn_master(b: &crate::broker::Broker, header: &[u8]) {
     }
 }
 
-/// Slave role, shard 0: copy the master's topic table every `TOPIC_SYNC_MS`, so the slave
-/// can serve pulls for the master's topics.
-pub async fn sync_from_master(shard: Rc<Shard>) {
-    let mut last_error = String::new();
-    while !shard.broker.is_shutting_down() {
-        let addr = match shard.broker.master_broker_addr() {
-            // A master (controller mode) keeps its own table.
-            Some(_) if shard.broker.is_master() => None,
-            other => other,
-        };
-        if let Some(addr) = addr {
-            match call(
-                addr,
-                RequestCode::GetAllTopicConfig,
-                &Empty,
-                &[],
-                shard.broker.inner_credentials.as_ref(),
-                shard.broker.tls.client.as_deref(),
-            )
-            .await
-            {
-                Ok((Status::Success, _, body)) => match TopicConfigTable::decode(&body) {
-                    Ok(t) => {
-                        last_error.clear();
-                        match shard.broker.topics.replace_all(t.topics, t.data_version) {
-                            Ok(true) => log::info!("topic table synced from master {addr}"),
-                            Ok(false) => {}
-                            Err(e) => log::warn!("saving the synced topic table: {e}"),
-                        }
-                    }
-                    Err(e) => log::warn!("topic table from {addr}: {e}"),
-                },
-                Ok((status, _, _)) => log::warn!("topic table from {addr}: {}", status.name()),
-                Err(e) => {
-                    if e != last_error {
-                        log::warn!("topic table from master {addr}: {e}");
-                        last_error = e;
-                    }
-                }
-            }
-        }
-        rt::sleep(Duration::from_millis(TOPIC_SYNC_MS)).await;
-    }
-}
+/// Registration's hooks: shard 0 registers the broker with every name server while it runs,
+/// and unregisters it once stopped (flushed and checkpointed).
+#[derive(Debug)]
+pub struct RegisterRoom;
 
-/// How often a slave copies its master's topic table.
-pub const TOPIC_SYNC_MS: u64 = 3_000;
+/// The room, for the broker's list.
+pub static ROOM: RegisterRoom = RegisterRoom;
 
-/// One request/response exchange on a fresh connection, bounded by `CALL_TIMEOUT_MS`,
-/// signed with `inner` (the broker's `innerAccessKey`) when given, over TLS when `tls` is
-/// given (`tls.enable`).
-pub async fn call(
-    addr: SocketAddr,
-    code: RequestCode,
-    header: &impl Encode,
-    body: &[u8],
-    inner: Option<&ringmq_wire::auth::Credentials>,
-    tls: Option<&crate::io::tls::TlsClient>,
-) -> Result<(Status, Vec<u8>, Vec<u8>), String> {
-    let mut out = ringmq_wire::command::opener_frame("ringmq-broker");
-    let mut request = Vec::new();
-    frame::encode_request(&mut request, code, false, 1, header, body).map_err(|e| e.to_string())?;
-    if let Some(creds) = inner {
-        let mut signer = crate::acl::signer(creds);
-        let now = u64::try_from(crate::io::clock::now_ms()).unwrap_or(0);
-        signer.sign(&mut out, now).map_err(|e| e.to_string())?;
-        signer.sign(&mut request, now).map_err(|e| e.to_string())?;
+impl crate::broker::shard::hooks::Room for RegisterRoom {
+    fn name(&self) -> &'static str {
+        "name server registration"
     }
-    out.extend_from_slice(&request);
-    let exchange = async {
-        let conn = Conn::connect_with(addr, tls)
-            .await
-            .map_err(|e| e.to_string())?;
-        let (res, _) = conn.write_all(out).await;
-        res.map_err(|e| e.to_string())?;
-        let mut buf = Vec::with_capacity(4096);
-        loop {
-            if let Some(n) =
-                frame::check(&buf, frame::FRAME_BYTES_MAX).map_err(|e| e.to_string())?
-            {
-                let f = frame::parse(&buf[..n]).map_err(|e| e.to_string())?;
-                if f.request_id == ringmq_wire::command::OPENER_REQUEST_ID {
-                    buf.drain(..n);
-                    continue;
-                }
-                let status = f.status().map_err(|e| e.to_string())?;
-                let header = f.header.to_vec();
-                let body = f.body.to_vec();
-                return Ok((status, header, body));
-            }
-            buf.reserve(4096);
-            let (res, b) = conn.read_append(buf).await;
-            buf = b;
-            match res {
-                Ok(0) => return Err("connection closed before the reply".to_string()),
-                Ok(_) => {}
-                Err(e) => return Err(e.to_string()),
-            }
+
+    fn start(&self, shard: &Rc<Shard>, _started: &mut crate::broker::shard::hooks::Started) {
+        if shard.id == 0 {
+            rt::spawn(run(Rc::clone(shard)));
         }
-    };
-    rt::timeout(Duration::from_millis(CALL_TIMEOUT_MS), exchange)
-        .await
-        .unwrap_or_else(|| Err(format!("no reply within {CALL_TIMEOUT_MS} ms")))
+    }
+
+    fn stopped(&self, shard: &Rc<Shard>) -> Option<crate::broker::shard::hooks::Later> {
+        if shard.id != 0 {
+            return None;
+        }
+        let shard = Rc::clone(shard);
+        Some(Box::pin(async move { unregister_all(&shard).await }))
+    }
 }

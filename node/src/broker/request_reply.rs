@@ -33,7 +33,7 @@ use ringmq_wire::reply::{reply_topic, REPLY_TOPIC_QUEUES};
 
 use crate::broker::shard::Shard;
 use crate::broker::topics::Topics;
-use crate::broker::{produce, Broker};
+use crate::broker::Broker;
 use crate::net::reply::{Outcome, Reply};
 use crate::store::CheckedBatch;
 
@@ -56,29 +56,30 @@ pub fn ensure_reply_topic(topics: &Topics, cluster: &str) -> Result<(), String> 
 }
 
 /// SEND_REPLY_MESSAGE on the shard that owns the record's queue (checked and routed by the
-/// caller like a send).
+/// caller like a send): pushes the reply to the requester, then `Ok` when the reply is to be
+/// stored as well (`storeReplyMessageEnable`; the router stores it as a send), or the answer.
 pub fn send_reply(
     shard: &Rc<Shard>,
     h: SendRequest,
     body: &mut [u8],
     checked: &CheckedBatch,
-) -> Outcome {
+) -> Result<SendRequest, Outcome> {
     if h.batch || checked.metas.len() != 1 {
-        return Reply::error(
+        return Err(Reply::error(
             Status::MessageIllegal,
             "SEND_REPLY_MESSAGE carries one record",
         )
-        .into();
+        .into());
     }
     let (reply_to, has_correlation) = match record::decode_one_unverified(body) {
         Ok(r) => (
             r.property(keys::REPLY_TO_CLIENT).map(str::to_owned),
             r.property(keys::CORRELATION_ID).is_some(),
         ),
-        Err(e) => return Reply::error(Status::MessageIllegal, e.to_string()).into(),
+        Err(e) => return Err(Reply::error(Status::MessageIllegal, e.to_string()).into()),
     };
     let Some(reply_to) = reply_to.filter(|c| !c.is_empty() && has_correlation) else {
-        return Reply::error(
+        return Err(Reply::error(
             Status::MessageIllegal,
             format!(
                 "a reply needs the properties {} and {} of its request",
@@ -86,16 +87,16 @@ pub fn send_reply(
                 keys::CORRELATION_ID
             ),
         )
-        .into();
+        .into());
     };
     if let Err(remark) = push(shard, &reply_to, &h.producer_group, body) {
         log::debug!("shard {}: {remark}", shard.id);
-        return Reply::error(Status::ReplyToClientNotFound, remark).into();
+        return Err(Reply::error(Status::ReplyToClientNotFound, remark).into());
     }
     if shard.broker.config.store_reply_message_enable {
-        return produce::send(shard, h, body, checked);
+        return Ok(h);
     }
-    Reply::ok(SendResponse {
+    Err(Reply::ok(SendResponse {
         queue_id: checked.metas[0].queue_id,
         first_queue_offset: 0,
         record_count: 0,
@@ -104,7 +105,7 @@ pub fn send_reply(
         store_timestamp_ms: Broker::now_ms(),
         deliver_at_ms: 0,
     })
-    .into()
+    .into())
 }
 
 /// Queues the reply on the requester's channel; why not, as the remark to answer.
@@ -146,5 +147,22 @@ fn push(shard: &Shard, reply_to: &str, producer_group: &str, rec: &[u8]) -> Resu
             "cannot push the reply to {reply_to}: its connection closed or its write queue \
              is full"
         ))
+    }
+}
+
+/// Request-reply's hooks: the cluster's reply topic exists before any shard starts.
+#[derive(Debug)]
+pub struct RequestReplyRoom;
+
+/// The room, for the broker's list.
+pub static ROOM: RequestReplyRoom = RequestReplyRoom;
+
+impl crate::broker::shard::hooks::Room for RequestReplyRoom {
+    fn name(&self) -> &'static str {
+        "request-reply"
+    }
+
+    fn prepare(&self, topics: &Topics, config: &crate::config::BrokerConfig) -> Result<(), String> {
+        ensure_reply_topic(topics, &config.broker_cluster_name)
     }
 }

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use super::hist::Hist;
 use super::shard::{Flow, GroupEvents, Lag, RequestKey, ShardView};
 use super::{escape, family};
-use crate::broker::shard::txn::TxnCounts;
+use crate::broker::TxnCounts;
 use crate::store::schedule::ScheduleCounts;
 
 /// A family computed from each shard's view: (name, help, value).

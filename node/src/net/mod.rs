@@ -4,6 +4,7 @@
 //! and dispatched by `broker::dispatch`.
 
 pub mod admit;
+pub mod call;
 pub mod connection;
 pub mod frames;
 pub mod namesrv;

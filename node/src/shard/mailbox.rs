@@ -21,12 +21,9 @@ pub enum Mail {
         /// The connection's ACL state (ACL on).
         guard: Option<crate::acl::GuardState>,
     },
-    /// A replication link whose HA_SUBSCRIBE names this shard.
-    AdoptHa {
-        stream: crate::io::net::Handed,
-        subscribe: Vec<u8>,
-        pending: Vec<u8>,
-    },
+    /// For one of the broker's rooms (features): the room that made it takes it back
+    /// (`broker::shard::hooks::Room::mail`).
+    Room(Box<dyn std::any::Any + Send>),
     /// A frame the broker sends on its own (a oneway request) to a client whose connection
     /// this shard serves.
     Push { conn: u64, frame: Vec<u8> },

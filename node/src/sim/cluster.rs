@@ -1,6 +1,6 @@
 //! The simulated deployment: a name server, a master broker and, by the run's mode, a slave,
 //! each a node of the world. Brokers have their own [`FaultDisk`] and are started through the
-//! same `open_shard` / `run` as a real broker ([`crate::broker::shard::start::start_sim`]), crashed
+//! same `open_shard` / `run` as a real broker ([`crate::broker::node::start_sim`]), crashed
 //! with `kill -9` or power-loss semantics and restarted from what its disk kept. The name
 //! server is the real one ([`crate::net::namesrv::start_sim`]): in memory, so a restart
 //! starts it empty, as a real one does.
@@ -10,7 +10,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use crate::broker::shard::start::{start_sim, SimBroker};
+use crate::broker::node::start_sim;
+use crate::broker::shard::start::SimBroker;
 use crate::broker::shard::Shard;
 use crate::config::{BrokerConfig, BrokerRole, FlushDiskType, NamesrvConfig};
 use crate::io::node_disk::SimDisk;

@@ -45,8 +45,8 @@ use ringmq_wire::command::{
 };
 use ringmq_wire::record;
 
-use crate::broker::filter::Filter;
 use crate::broker::shard::ack::acknowledge;
+use crate::broker::shard::filter::Filter;
 use crate::broker::shard::route::{forward_or_refuse, route, store_error, NotLocal, Origin};
 use crate::broker::shard::Shard;
 use crate::broker::Broker;
@@ -56,8 +56,68 @@ use crate::limits;
 use crate::net::reply::{Body, Outcome, Reply};
 use crate::store::PullStatus;
 
-pub use revive::run;
-use state::{CkKey, Mark};
+use state::{CkKey, Mark, PopState};
+
+/// What POP keeps per shard: its state and the event that wakes the revive loop.
+#[derive(Default)]
+pub struct PopShard {
+    /// What POP consumers have in flight on this shard's queues.
+    state: std::cell::RefCell<PopState>,
+    /// Notified when a checkpoint is added (wakes the revive loop).
+    kick: event_listener::Event,
+}
+
+/// This room's per-shard state, read through the shard.
+pub(crate) trait PopOf {
+    fn pop(&self) -> &std::cell::RefCell<PopState>;
+    fn pop_kick(&self) -> &event_listener::Event;
+}
+
+impl PopOf for Shard {
+    fn pop(&self) -> &std::cell::RefCell<PopState> {
+        &self.room::<PopShard>().state
+    }
+    fn pop_kick(&self) -> &event_listener::Event {
+        &self.room::<PopShard>().kick
+    }
+}
+
+/// POP's hooks: its state per shard, rebuilt and revived while the shard is a master's, and
+/// the watermark saved after the consumer offsets.
+#[derive(Debug)]
+pub struct PopRoom;
+
+/// The room, for the broker's list.
+pub static ROOM: PopRoom = PopRoom;
+
+impl crate::broker::shard::hooks::Room for PopRoom {
+    fn name(&self) -> &'static str {
+        "POP"
+    }
+
+    fn shard_state(&self) -> Option<Box<dyn std::any::Any>> {
+        Some(Box::new(PopShard::default()))
+    }
+
+    fn become_master(&self, shard: &Rc<Shard>) -> Result<(), String> {
+        open(shard).map_err(|e| format!("rebuilding the POP state: {e}"))?;
+        rt::spawn(revive::run(Rc::clone(shard)));
+        Ok(())
+    }
+
+    fn leave_master(&self, shard: &Rc<Shard>) {
+        *shard.pop().borrow_mut() = PopState::default();
+    }
+
+    fn offsets_saving(&self, shard: &Rc<Shard>) -> Option<crate::broker::shard::hooks::Later> {
+        // The watermark before the offsets it goes with (see [`save_watermark`]).
+        let mark = watermark(shard)?;
+        let shard = Rc::clone(shard);
+        Some(Box::pin(
+            async move { save_watermark(&shard, Some(mark)).await },
+        ))
+    }
+}
 
 /// Most messages one pop hands out (RocketMQ's limit).
 pub const POP_MESSAGES_MAX: u32 = 32;
@@ -147,7 +207,7 @@ pub fn pop(shard: &Rc<Shard>, h: PopRequest, frame: Vec<u8>, origin: Origin) -> 
     // landed on one shard is not fed only that shard's queues while they have messages.
     if !others.is_empty() {
         let turn = {
-            let mut st = shard.pop.borrow_mut();
+            let mut st = shard.pop().borrow_mut();
             st.spread = st.spread.wrapping_add(1);
             st.spread
         };
@@ -191,7 +251,7 @@ fn pop_here(
         Ok(None) => {}
     }
     if !others.is_empty() {
-        let turn = shard.pop.borrow().turn;
+        let turn = shard.pop().borrow().turn;
         let to = others[(turn as usize) % others.len()];
         return forward_or_refuse(shard, to, frame, origin);
     }
@@ -282,6 +342,9 @@ fn check_pop(shard: &Shard, h: &PopRequest) -> Result<(), Reply> {
             "this broker is a slave: pop from the master",
         ));
     }
+    if let Some(refusal) = refuse_unopened(shard) {
+        return Err(refusal);
+    }
     if h.max_messages == 0 || h.max_messages > POP_MESSAGES_MAX {
         return illegal(format!(
             "maxMsgNums {} is outside 1..={POP_MESSAGES_MAX}",
@@ -334,7 +397,7 @@ fn try_pop(
     }
     let now = Broker::now_ms();
     let turn = {
-        let mut st = shard.pop.borrow_mut();
+        let mut st = shard.pop().borrow_mut();
         st.turn = st.turn.wrapping_add(1);
         st.turn
     };
@@ -352,7 +415,7 @@ fn try_pop(
         for &i in &order {
             let (topic, q) = &queues[i];
             let gq = (h.consumer_group.clone(), topic.clone(), *q);
-            if h.order && shard.pop.borrow().is_busy(&gq) {
+            if h.order && shard.pop().borrow().is_busy(&gq) {
                 // Another pop holds the queue until its messages are acked or expire.
                 continue;
             }
@@ -420,7 +483,7 @@ fn try_pop(
             }
             let mut counts = Vec::new();
             if h.order {
-                let st = shard.pop.borrow();
+                let st = shard.pop().borrow();
                 let rewound = st.rewound_counts(&gq);
                 counts = offsets
                     .iter()
@@ -488,7 +551,7 @@ fn try_pop(
     let (end, cq) = append_ops(shard, &ops, now)?;
     let (ops, cq) = (&ops[first_ck..], &cq[first_ck..]);
     {
-        let mut st = shard.pop.borrow_mut();
+        let mut st = shard.pop().borrow_mut();
         let mut offsets = shard.offsets.borrow_mut();
         for (t, q, o) in moved {
             offsets.set(&h.consumer_group, &t, q, o);
@@ -523,7 +586,7 @@ fn try_pop(
         );
     }
     drop(m);
-    shard.pop_kick.notify(usize::MAX);
+    shard.pop_kick().notify(usize::MAX);
     let fields = PopResponse {
         pop_time_ms: now,
         invisible_time_ms: h.invisible_time_ms,
@@ -670,10 +733,24 @@ fn check_owner(
         .into());
     }
     match route(shard, topic, queue_id) {
-        Ok(()) => Ok(()),
+        Ok(()) => refuse_unopened(shard).map_or(Ok(()), |r| Err(r.into())),
         Err(NotLocal::Remote(owner)) => Err(forward_or_refuse(shard, owner, frame, origin)),
         Err(NotLocal::Refused(r)) => Err(r.into()),
     }
+}
+
+/// A shard whose POP state is not rebuilt yet takes no pop or ack: in controller mode the
+/// broker's role turns master a moment before each shard has become a master's (its state
+/// rebuilt from the log, its new epoch begun); a pop served in between would hand out
+/// messages from a position the rebuild has not restored, and write its checkpoint into
+/// the epoch before.
+fn refuse_unopened(shard: &Shard) -> Option<Reply> {
+    (!shard.pop().borrow().opened).then(|| {
+        Reply::error(
+            Status::ServiceNotAvailable,
+            "this broker is becoming master: its POP state is being rebuilt; retry",
+        )
+    })
 }
 
 /// ACK_MESSAGE.
@@ -699,7 +776,7 @@ fn in_flight(
     check_owner(shard, m.group, m.topic, m.queue_id, frame, origin)?;
     let key =
         handle_key(m.group, m.topic, m.queue_id, m.extra_info, m.offset).map_err(Outcome::from)?;
-    let check = shard.pop.borrow().check_ack(&key, m.offset, now);
+    let check = shard.pop().borrow().check_ack(&key, m.offset, now);
     match check {
         Ok(open) => Ok((key, open)),
         Err(refusal) => {
@@ -725,7 +802,7 @@ pub fn ack(shard: &Rc<Shard>, h: AckRequest, frame: Vec<u8>, origin: Origin) -> 
     let op = ack_op(&key, vec![h.offset]);
     match append_ops(shard, std::slice::from_ref(&op), now) {
         Ok((end, _)) => {
-            let mut st = shard.pop.borrow_mut();
+            let mut st = shard.pop().borrow_mut();
             let orderly = st.orderly_counts(&key).is_some();
             st.mark(&key, &[h.offset], Mark::Acked);
             st.count(&key.group).acked += 1;
@@ -797,7 +874,7 @@ pub fn batch_ack(
     let mut by_key: Vec<(CkKey, Vec<u64>)> = Vec::new();
     let (mut acked, mut refused) = (0u32, 0u32);
     {
-        let st = shard.pop.borrow();
+        let st = shard.pop().borrow();
         for extra in &handles {
             let parsed = ReceiptHandle::parse(extra);
             let Ok(rh) = parsed else {
@@ -837,7 +914,7 @@ pub fn batch_ack(
     let ops: Vec<PopOp> = by_key.iter().map(|(k, o)| ack_op(k, o.clone())).collect();
     match append_ops(shard, &ops, now) {
         Ok((end, _)) => {
-            let mut st = shard.pop.borrow_mut();
+            let mut st = shard.pop().borrow_mut();
             for (k, o) in &by_key {
                 st.mark(k, o, Mark::Acked);
                 st.count(&k.group).acked += o.len() as u64;
@@ -888,7 +965,7 @@ pub fn change_invisible_time(
             .into()
         }
     };
-    if shard.pop.borrow().orderly_counts(&key).is_some() {
+    if shard.pop().borrow().orderly_counts(&key).is_some() {
         return Reply::error(
             Status::MessageIllegal,
             "orderly POP: the invisible time of one message of a held queue cannot change; \
@@ -902,7 +979,7 @@ pub fn change_invisible_time(
         pop_time_ms: now,
         ..key.clone()
     };
-    while shard.pop.borrow().contains(&new_key) {
+    while shard.pop().borrow().contains(&new_key) {
         new_key.pop_time_ms += 1;
     }
     let ops = [
@@ -925,11 +1002,11 @@ pub fn change_invisible_time(
     ];
     match append_ops(shard, &ops, now) {
         Ok((end, cq)) => {
-            let mut st = shard.pop.borrow_mut();
+            let mut st = shard.pop().borrow_mut();
             st.insert(new_key.clone(), h.invisible_time_ms, cq[0], &[h.offset]);
             st.mark(&key, &[h.offset], Mark::Moved);
             drop(st);
-            shard.pop_kick.notify(usize::MAX);
+            shard.pop_kick().notify(usize::MAX);
             acknowledge(
                 shard,
                 end,
@@ -946,7 +1023,7 @@ pub fn change_invisible_time(
 
 /// GET_POP_STATUS: this shard's counts per group.
 pub fn status(shard: &Shard) -> Reply {
-    let st = shard.pop.borrow();
+    let st = shard.pop().borrow();
     let in_flight = st.in_flight();
     let mut groups: Vec<PopGroupStatus> = st
         .counts
@@ -980,7 +1057,7 @@ pub fn refuse_pull(shard: &Shard, group: &str, topic: &str, queue_id: u32) -> Op
     if group.is_empty() {
         return None;
     }
-    let pops = shard.pop.borrow().pops_queue(
+    let pops = shard.pop().borrow().pops_queue(
         group,
         topic,
         queue_id,
@@ -1017,7 +1094,7 @@ pub fn watermark(shard: &Shard) -> Option<u64> {
         .borrow()
         .queue_range(POP_STATE_TOPIC, u32::from(shard.id))
         .map_or(0, |(_, max)| max);
-    let st = shard.pop.borrow();
+    let st = shard.pop().borrow();
     st.opened.then(|| st.watermark(end))
 }
 
@@ -1053,12 +1130,12 @@ pub fn open(shard: &Shard) -> Result<(), String> {
     let q = u32::from(shard.id);
     let store = shard.store.borrow();
     let Some((min, _)) = store.queue_range(POP_STATE_TOPIC, q) else {
-        shard.pop.borrow_mut().opened = true;
+        shard.pop().borrow_mut().opened = true;
         return Ok(());
     };
     let mut at = from.max(min);
     let (mut cks, mut ops) = (0usize, 0usize);
-    let mut st = shard.pop.borrow_mut();
+    let mut st = shard.pop().borrow_mut();
     let mut offsets = shard.offsets.borrow_mut();
     loop {
         let r = store

@@ -10,9 +10,9 @@ use std::time::Duration;
 use ringmq_wire::command::{dlq_topic, pop_retry_topic, PopOp, PopOpKind, RETRY_TOPIC_PREFIX};
 use ringmq_wire::record;
 
-use super::append_ops;
 use super::state::{CkKey, Mark};
-use crate::broker::retry::{ensure_group_topic, revive_copy, store_copy};
+use super::{append_ops, PopOf};
+use crate::broker::shard::copy::{ensure_group_topic, revive_copy, store_copy};
 use crate::broker::shard::Shard;
 use crate::broker::Broker;
 use crate::io::rt;
@@ -34,14 +34,14 @@ pub async fn run(shard: Rc<Shard>) {
             return;
         }
         let now = Broker::now_ms();
-        let next = shard.pop.borrow().next_deadline();
+        let next = shard.pop().borrow().next_deadline();
         let wait = next.map_or(TICK_MS, |d| (d - now).clamp(0, TICK_MS));
         if wait > 0 {
-            let kick = shard.pop_kick.listen();
+            let kick = shard.pop_kick().listen();
             rt::timeout(Duration::from_millis(wait as u64), kick).await;
             continue;
         }
-        let due = shard.pop.borrow_mut().take_due(now, PER_TURN);
+        let due = shard.pop().borrow_mut().take_due(now, PER_TURN);
         for (key, open) in due {
             revive(&shard, &key, &open).await;
         }
@@ -63,7 +63,7 @@ fn first_topic(key: &CkKey) -> &str {
 }
 
 async fn revive(shard: &Rc<Shard>, key: &CkKey, open: &[u64]) {
-    let orderly = shard.pop.borrow().orderly_counts(key);
+    let orderly = shard.pop().borrow().orderly_counts(key);
     if let Some(counts) = orderly {
         return rewind(shard, key, open, &counts).await;
     }
@@ -151,7 +151,7 @@ async fn revive(shard: &Rc<Shard>, key: &CkKey, open: &[u64]) {
         };
         match append_ops(shard, std::slice::from_ref(&op), Broker::now_ms()) {
             Ok(_) => {
-                let mut st = shard.pop.borrow_mut();
+                let mut st = shard.pop().borrow_mut();
                 st.mark(key, &revived, Mark::Revived);
                 let c = st.count(&key.group);
                 c.revived += revived.len() as u64 - dead;
@@ -169,7 +169,7 @@ async fn revive(shard: &Rc<Shard>, key: &CkKey, open: &[u64]) {
     }
     if failed {
         shard
-            .pop
+            .pop()
             .borrow_mut()
             .revive_later(key, Broker::now_ms() + RETRY_AFTER_MS);
     }
@@ -192,7 +192,7 @@ async fn rewind(shard: &Rc<Shard>, key: &CkKey, open: &[u64], counts: &BTreeMap<
                     key.group
                 );
                 shard
-                    .pop
+                    .pop()
                     .borrow_mut()
                     .revive_later(key, Broker::now_ms() + RETRY_AFTER_MS);
                 return;
@@ -235,7 +235,7 @@ async fn rewind(shard: &Rc<Shard>, key: &CkKey, open: &[u64], counts: &BTreeMap<
     }
     match append_ops(shard, &ops, Broker::now_ms()) {
         Ok((_, cq)) => {
-            let mut st = shard.pop.borrow_mut();
+            let mut st = shard.pop().borrow_mut();
             st.mark(key, open, Mark::Revived);
             let c = st.count(&key.group);
             if dead {
@@ -264,7 +264,7 @@ async fn rewind(shard: &Rc<Shard>, key: &CkKey, open: &[u64], counts: &BTreeMap<
                 r.remark()
             );
             shard
-                .pop
+                .pop()
                 .borrow_mut()
                 .revive_later(key, Broker::now_ms() + RETRY_AFTER_MS);
         }

@@ -171,3 +171,46 @@ fn controller_sync_decision(shard: &Shard, end: u64) -> crate::ha::master::SyncD
 pub fn micros(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
+
+/// A SYNC_MASTER send in controller mode is refused before it is stored while the
+/// SyncStateSet is smaller than `minInSyncReplicas`; why, if so.
+pub fn too_few_in_sync(b: &crate::broker::Broker) -> Option<String> {
+    let cfg = &b.config.controller;
+    if !cfg.enable || b.effective_role() != crate::config::BrokerRole::SyncMaster {
+        return None;
+    }
+    let (members, _) = b.role.sync_state_set()?;
+    (members.len() < cfg.min_in_sync_replicas as usize).then(|| {
+        format!(
+            "the SyncStateSet {members:?} has fewer than minInSyncReplicas={} members; nothing stored",
+            cfg.min_in_sync_replicas
+        )
+    })
+}
+
+/// A master's confirmOffset on this shard (controller mode): what every other member of the
+/// SyncStateSet, and every slave waiting to join it, has acknowledged; no cap while the
+/// SyncStateSet is this master alone and no slave is joining (no clean election could pick a
+/// broker without those records). When a cap begins it starts at the log end (consumers may
+/// have read that far), and it never moves back.
+pub fn update_confirm(shard: &Shard) {
+    let b = &shard.broker;
+    if !b.config.controller.enable || !b.is_master() || shard.serving_epoch.get() == 0 {
+        return;
+    }
+    let Some(others) = b.role.waited_on(b.config.broker_id) else {
+        return;
+    };
+    if others.is_empty() {
+        shard.set_confirm(None);
+        return;
+    }
+    let end = shard.store.borrow().write_offset();
+    if shard.confirm.get().is_none() {
+        shard.set_confirm(Some(end));
+    }
+    let confirm = shard.replicas.borrow().confirm_offset(&others, end);
+    if let Some(c) = confirm {
+        shard.advance_confirm(c);
+    }
+}

@@ -8,15 +8,16 @@
 //! persistence, retention, counters.
 
 pub mod ack;
+pub mod copy;
+pub mod filter;
 pub mod flusher;
-pub mod ha;
+pub mod hooks;
 pub mod metrics;
+pub mod reroute;
 pub mod route;
 pub mod run;
-pub mod schedule;
 pub mod start;
 pub mod timers;
-pub mod txn;
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
@@ -34,6 +35,14 @@ use crate::store::index::KeyIndex;
 use crate::store::Store;
 
 pub use flusher::Flusher;
+
+/// Responses with fewer record bytes than this are copied: two splices and a pipe cost more
+/// than a small memcpy.
+pub const SPLICE_MIN_BYTES: usize = 16 * 1024;
+/// Responses whose runs average fewer bytes than this are copied too: each run costs its own
+/// splices, and a filter that keeps scattered records (SQL92, rare tags) makes one run per
+/// record.
+pub const SPLICE_RUN_MIN_BYTES: usize = 4 * 1024;
 
 /// Records the key index takes per step of its periodic catch-up.
 pub const INDEX_STEP_RECORDS: usize = 256;
@@ -76,10 +85,8 @@ pub struct Shard {
     pub splice_ok: bool,
     /// What this shard records for the metrics endpoint (`crate::metrics::shard`).
     pub metrics: RefCell<crate::metrics::shard::Recorder>,
-    /// What POP consumers have in flight on this shard's queues (`broker::pop`).
-    pub pop: RefCell<crate::broker::pop::state::PopState>,
-    /// Notified when a POP checkpoint is added (wakes the revive loop).
-    pub pop_kick: Event,
+    /// What the broker's rooms (features) keep per shard ([`hooks::Room::shard_state`]).
+    rooms: hooks::RoomStates,
     /// RocketMQ's confirmOffset: consumers (pulls, POP, queries by key) never see a record
     /// that ends above it. `None`, the default and what a broker outside controller mode
     /// keeps, caps nothing. A master sets it from its SyncStateSet's acknowledgements
@@ -119,6 +126,7 @@ impl Shard {
             broker.config.metrics.is_on(),
             broker.config.metrics.series_max,
         );
+        let rooms = hooks::RoomStates::new(&broker.hooks);
         Shard {
             id,
             broker,
@@ -139,8 +147,7 @@ impl Shard {
             index: None,
             splice_ok,
             metrics: RefCell::new(metrics),
-            pop: RefCell::new(Default::default()),
-            pop_kick: Event::new(),
+            rooms,
             confirm: Cell::new(None),
             serving_epoch: Cell::new(0),
             join_fence: RefCell::default(),
@@ -202,6 +209,28 @@ impl Shard {
                 .is_ok(),
             None => false,
         }
+    }
+
+    /// Sends a oneway request to a client's channel; false if it could not be queued (encoding
+    /// failed, the shard's mailbox is full or the connection is gone).
+    pub fn send_oneway(
+        &self,
+        ch: crate::broker::groups::Channel,
+        code: ringmq_wire::code::RequestCode,
+        header: &(impl ringmq_wire::codec::Encode + ?Sized),
+        body: &[u8],
+    ) -> bool {
+        let id = self
+            .broker
+            .push_seq
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut bytes = Vec::new();
+        if let Err(e) = ringmq_wire::frame::encode_request(&mut bytes, code, true, id, header, body)
+        {
+            log::warn!("{}: encoding for a client: {e}", code.name());
+            return false;
+        }
+        self.push_to_client(ch, bytes)
     }
 
     /// Queues a frame on one of this shard's connections.

@@ -121,3 +121,27 @@ pub fn store_error(shard: &Shard, e: StoreError) -> Reply {
         other => Reply::error(Status::SystemError, other.to_string()),
     }
 }
+
+/// A reply whose body is `value`, encoded (SYSTEM_ERROR if it cannot be).
+pub fn encoded_body<T: ringmq_wire::codec::Encode>(value: T) -> Reply {
+    match value.to_vec() {
+        Ok(bytes) => Reply::ok_body(
+            ringmq_wire::codec::Empty,
+            crate::net::reply::Body::Bytes(bytes),
+        ),
+        Err(e) => Reply::error(Status::SystemError, format!("encoding the reply: {e}")),
+    }
+}
+
+/// The shard a HELLO frame asks for, if the frame is a HELLO with a preference (a
+/// connection the client wants served by another shard is handed over to it).
+pub fn hello_target(frame_bytes: &[u8]) -> Option<u16> {
+    use ringmq_wire::codec::Decode;
+    let f = ringmq_wire::frame::parse(frame_bytes).ok()?;
+    if f.request_code().ok()? != ringmq_wire::code::RequestCode::Hello {
+        return None;
+    }
+    ringmq_wire::command::HelloRequest::decode(f.header)
+        .ok()?
+        .preferred_shard
+}

@@ -1,15 +1,15 @@
 //! A shard's loop: accept connections, serve them, take mail from other shards, run the
-//! background tasks (flusher, timers, registration, replication); and the graceful stop.
+//! core's background tasks (flusher, timers) and start the rooms' (`hooks.rs`); and the
+//! graceful stop.
 
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::acl::{Acl, Caller};
-use crate::broker::dispatch::dispatch;
-use crate::broker::register;
-use crate::broker::shard::route::Origin;
-use crate::broker::shard::{ha, schedule, timers, Flusher, Shard};
+use crate::broker::shard::hooks::Started;
+use crate::broker::shard::route::{hello_target, Origin};
+use crate::broker::shard::{timers, Flusher, Shard};
 use crate::io::net::{Conn, Listener};
 use crate::io::rt;
 use crate::limits;
@@ -17,15 +17,6 @@ use crate::net::admit::admit;
 use crate::net::connection::{self, ReadEnd, Service};
 use crate::net::reply::Outcome;
 use crate::shard::mailbox::Mail;
-
-/// Starts the master-only loops (POP revive, scheduled deliveries, transaction checks) in a
-/// new generation: loops of an earlier one stop at their next turn.
-pub fn spawn_master_services(shard: &Rc<Shard>) {
-    shard.master_gen.set(shard.master_gen.get() + 1);
-    rt::spawn(crate::broker::pop::run(Rc::clone(shard)));
-    rt::spawn(schedule::run(Rc::clone(shard)));
-    rt::spawn(super::txn::run(Rc::clone(shard)));
-}
 
 /// Zeros ahead of the log's appends (`commitLogPrewriteBytes`), written when the loop has
 /// nothing else to do (see `CommitLog::prewrite_step`).
@@ -65,41 +56,25 @@ pub async fn run(
     rt::spawn(Flusher::run(Rc::clone(&shard)));
     rt::spawn(timers::run(Rc::clone(&shard)));
     set_prewrite_as_idle_work(&shard);
-    let controller_mode = shard.broker.config.controller.enable;
     let last_epoch = shard.store.borrow().last_epoch();
     shard
         .broker
         .store_epoch
         .fetch_max(last_epoch, std::sync::atomic::Ordering::AcqRel);
-    if controller_mode {
-        // The controllers decide the role (`broker::controller`); until then this shard
-        // follows whichever master they name and takes no writes.
-        rt::spawn(crate::broker::controller::role_watch(Rc::clone(&shard)));
-        if shard.id == 0 {
-            rt::spawn(crate::broker::controller::heartbeat_loop(Rc::clone(&shard)));
-            rt::spawn(crate::broker::controller::sync_state_set_loop(Rc::clone(
-                &shard,
-            )));
+    // Outside controller mode a master is one from the start; in controller mode the
+    // controllers decide (the controller link's room), and until then the shard takes no
+    // writes.
+    if !shard.broker.config.controller.enable && shard.broker.config.broker_role.is_master() {
+        if let Err(e) = shard.become_master() {
+            crate::fail_stop(&format!("shard {}: {e}", shard.id));
         }
-    } else if shard.broker.config.broker_role.is_master() {
-        if let Err(e) = crate::broker::pop::open(&shard) {
-            crate::fail_stop(&format!(
-                "shard {}: rebuilding the POP state: {e}",
-                shard.id
-            ));
-        }
-        spawn_master_services(&shard);
     }
-    if shard.id == 0 {
-        rt::spawn(register::run(Rc::clone(&shard)));
-    }
-    let ha_accept = ha_listener.map(|l| rt::spawn_joinable(ha::accept_loop(Rc::clone(&shard), l)));
-    if controller_mode || !shard.broker.config.broker_role.is_master() {
-        rt::spawn(ha::follow_loop(Rc::clone(&shard)));
-        rt::spawn(ha::sync_offsets_loop(Rc::clone(&shard)));
-        if shard.id == 0 {
-            rt::spawn(register::sync_from_master(Rc::clone(&shard)));
-        }
+    let mut started = Started {
+        ha_listener,
+        keep: Vec::new(),
+    };
+    for room in shard.broker.hooks.rooms {
+        room.start(&shard, &mut started);
     }
     let accept = rt::spawn_joinable(accept_loop(Rc::clone(&shard), listener));
     while let Ok(mail) = inbox.recv_async().await {
@@ -110,7 +85,7 @@ pub async fn run(
                     zero_copy: false,
                     conn: None,
                 };
-                match dispatch(&shard, frame, origin, None) {
+                match shard.dispatch(frame, origin, None) {
                     Outcome::Now(r) => {
                         let _ = reply.send(r.into_send());
                     }
@@ -134,19 +109,15 @@ pub async fn run(
                 )),
                 Err(e) => log::warn!("shard {}: adopting a connection: {e}", shard.id),
             },
-            Mail::AdoptHa {
-                stream,
-                subscribe,
-                pending,
-            } => match Conn::from_std(stream) {
-                Ok(conn) => rt::spawn(ha::serve_adopted(
-                    Rc::clone(&shard),
-                    conn,
-                    subscribe,
-                    pending,
-                )),
-                Err(e) => log::warn!("shard {}: adopting a replication link: {e}", shard.id),
-            },
+            Mail::Room(mail) => {
+                let mut mail = Some(mail);
+                for room in shard.broker.hooks.rooms {
+                    mail = mail.and_then(|m| room.mail(&shard, m));
+                }
+                if mail.is_some() {
+                    log::warn!("shard {}: mail no room took", shard.id);
+                }
+            }
             Mail::Push { conn, frame } => {
                 shard.push_local(conn, frame);
             }
@@ -160,7 +131,7 @@ pub async fn run(
         }
     }
     drop(accept);
-    drop(ha_accept);
+    drop(started.keep);
     stop(&shard).await;
 }
 
@@ -314,8 +285,7 @@ impl Service for ShardService {
     }
 
     fn handle(&self, frame: Vec<u8>, caller: &Caller) -> Outcome {
-        dispatch(
-            &self.0,
+        self.0.dispatch(
             frame,
             Origin {
                 forwarded: false,
@@ -379,7 +349,7 @@ impl Service for ShardService {
     }
 
     fn handoff_target(&self, frame: &[u8]) -> Option<u16> {
-        let target = register::hello_target(frame)?;
+        let target = hello_target(frame)?;
         (target != self.0.id && target < self.0.broker.shard_count).then_some(target)
     }
 
@@ -393,13 +363,13 @@ impl Service for ShardService {
 
     fn closed(&self) {
         self.0.conns.borrow_mut().remove(&self.1);
-        crate::broker::clients::channel_closed(
-            &self.0,
-            crate::broker::groups::Channel {
-                shard: self.0.id,
-                conn: self.1,
-            },
-        );
+        let channel = crate::broker::groups::Channel {
+            shard: self.0.id,
+            conn: self.1,
+        };
+        for room in self.0.broker.hooks.rooms {
+            room.connection_closed(&self.0, channel);
+        }
         self.0.broker.connections.fetch_sub(1, Ordering::Relaxed);
         self.0
             .counters()
@@ -408,8 +378,8 @@ impl Service for ShardService {
     }
 }
 /// Graceful stop of one shard: wake parked pulls (they answer now), wait for in-flight work
-/// (bounded), then flush, checkpoint, save offsets, close the store; shard 0 then
-/// unregisters the broker from every name server.
+/// (bounded), then flush, checkpoint, save offsets, close the store; then what the rooms do
+/// once a shard stopped (shard 0 unregisters the broker from every name server).
 async fn stop(shard: &Rc<Shard>) {
     shard.wake_all();
     for _ in 0..300 {
@@ -428,17 +398,28 @@ async fn stop(shard: &Rc<Shard>) {
             .note_synced(shard.store.borrow().synced_offset()),
         Err(e) => log::error!("shard {}: closing the store: {e}", shard.id),
     }
-    // The watermark before the offsets it goes with (see `pop::save_watermark`); the log is
-    // durable through both now.
-    let pop_mark = crate::broker::pop::watermark(shard);
+    // What rooms save after the offsets is taken before them (the POP watermark: see
+    // `Room::offsets_saving`); the log is durable through both now.
+    let after: Vec<_> = shard
+        .broker
+        .hooks
+        .rooms
+        .iter()
+        .filter_map(|r| r.offsets_saving(shard))
+        .collect();
     let persisted = shard.offsets.borrow_mut().persist();
     match persisted {
-        Ok(()) => crate::broker::pop::save_watermark(shard, pop_mark).await,
+        Ok(()) => {
+            for later in after {
+                later.await;
+            }
+        }
         Err(e) => log::error!("shard {}: saving consumer offsets: {e}", shard.id),
     }
-    if shard.id == 0 {
-        // Flushed and checkpointed: now leave the name servers' routes.
-        register::unregister_all(shard).await;
+    for room in shard.broker.hooks.rooms {
+        if let Some(later) = room.stopped(shard) {
+            later.await;
+        }
     }
     // Give connection writers a moment to send the last acknowledgements.
     rt::sleep(Duration::from_millis(50)).await;

@@ -12,6 +12,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use crate::broker::offsets::ConsumerOffsets;
+use crate::broker::shard::hooks::Hooks;
 use crate::broker::shard::run::run;
 use crate::broker::shard::Shard;
 use crate::broker::{Broker, ConsumerGroups, MasterAddrs, Runtime, ShardCounters, Topics};
@@ -53,7 +54,11 @@ pub struct BrokerHandle {
 type Ready = Result<String, String>;
 
 /// Starts every shard; returns once all of them have opened their store and listen.
-pub fn start(config: BrokerConfig, opts: StartOptions) -> Result<BrokerHandle, String> {
+pub fn start(
+    config: BrokerConfig,
+    opts: StartOptions,
+    hooks: Hooks,
+) -> Result<BrokerHandle, String> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let shard_count = config.shards.unwrap_or(cores).clamp(1, limits::SHARDS_MAX) as u16;
     let root = config.store_path_root_dir.clone();
@@ -72,6 +77,7 @@ pub fn start(config: BrokerConfig, opts: StartOptions) -> Result<BrokerHandle, S
         .map(|a| SocketAddr::new(opts.publish_host, a.port()));
     let (broker, inboxes) = build_broker(
         config,
+        hooks,
         topics,
         shard_count,
         addr,
@@ -229,6 +235,7 @@ fn check_shard_count(root: &std::path::Path, shards: u16) -> Result<(), String> 
 /// The state every shard shares, and each shard's mailbox receiver.
 fn build_broker(
     config: BrokerConfig,
+    hooks: Hooks,
     topics: Topics,
     shard_count: u16,
     addr: SocketAddr,
@@ -236,7 +243,9 @@ fn build_broker(
     transfer_msg_by_heap: bool,
 ) -> Result<(Arc<Broker>, Vec<flume::Receiver<Mail>>), String> {
     let tls = crate::net::tls_load::node_tls(&config.tls, true, "broker")?;
-    crate::broker::request_reply::ensure_reply_topic(&topics, &config.broker_cluster_name)?;
+    for room in hooks.rooms {
+        room.prepare(&topics, &config)?;
+    }
     let mut mailboxes = Vec::new();
     let mut inboxes = Vec::new();
     for _ in 0..shard_count {
@@ -285,6 +294,7 @@ fn build_broker(
     };
     let inner_credentials = config.acl.inner_credentials().map_err(|e| e.to_string())?;
     let broker = Arc::new(Broker {
+        hooks,
         acl,
         inner_credentials,
         group_configs: Mutex::new(group_configs),
@@ -461,6 +471,7 @@ pub fn start_sim(
     config: BrokerConfig,
     addr: SocketAddr,
     disk: SimDisk,
+    hooks: Hooks,
 ) -> Result<SimBroker, String> {
     let world = sim::current().ok_or("no simulated world on this thread")?;
     if config.tls.server_mode() != crate::config::TlsMode::Disabled || config.tls.client_enable {
@@ -476,7 +487,7 @@ pub fn start_sim(
         .map(Listener::bind_sim)
         .transpose()
         .map_err(|e| format!("binding the HA port: {e}"))?;
-    let (broker, mut inboxes) = build_broker(config, topics, 1, addr, ha_addr, true)?;
+    let (broker, mut inboxes) = build_broker(config, hooks, topics, 1, addr, ha_addr, true)?;
     let (shard, info) = open_shard(0, Arc::clone(&broker), NodeDisk::Sim(disk), false)?;
     log::debug!("sim broker {addr}: {info}");
     let shard = Rc::new(shard);

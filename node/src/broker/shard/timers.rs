@@ -186,21 +186,28 @@ async fn flush_index(shard: &Shard) {
 /// Consumer offsets to disk on a helper thread (write, fsync, rename, directory fsync).
 /// Consumer offsets taken to be written once the log is durable through `log_end`.
 struct OffsetsDue {
-    /// The POP watermark, taken before the offsets (see `pop::save_watermark`).
-    pop_mark: Option<u64>,
+    /// What rooms do once the offsets are saved, taken before them
+    /// ([`Room::offsets_saving`](super::hooks::Room::offsets_saving): the POP watermark).
+    after: Vec<super::hooks::Later>,
     /// The changed offsets' file and bytes (`None`: unchanged, only the watermark moves).
     file: Option<(PathBuf, Vec<u8>)>,
     log_end: u64,
 }
 
-/// Takes the consumer offsets that changed (and the POP watermark before them). A POP
+/// Takes the consumer offsets that changed (and, before them, what rooms save after them). A POP
 /// consumer's offset moves with a record in the log (a checkpoint, a position): they are
 /// written only once the log is durable through every record appended before this snapshot
 /// (the periodic checkpoint's sync under ASYNC_FLUSH, a group commit under SYNC_FLUSH), so
 /// the file never claims a position whose record a crash (a power loss under either flush
 /// mode) could take back. Nothing here makes a sync of its own.
-fn take_offsets(shard: &Shard) -> Option<OffsetsDue> {
-    let pop_mark = crate::broker::pop::watermark(shard);
+fn take_offsets(shard: &Rc<Shard>) -> Option<OffsetsDue> {
+    let after = shard
+        .broker
+        .hooks
+        .rooms
+        .iter()
+        .filter_map(|r| r.offsets_saving(shard))
+        .collect();
     let snapshot = shard.offsets.borrow_mut().snapshot();
     let log_end = shard.store.borrow().write_offset();
     let file = match snapshot {
@@ -211,7 +218,7 @@ fn take_offsets(shard: &Shard) -> Option<OffsetsDue> {
         }
     };
     Some(OffsetsDue {
-        pop_mark,
+        after,
         file,
         log_end,
     })
@@ -233,7 +240,9 @@ async fn save_offsets(shard: &Shard, due: OffsetsDue) {
             return;
         }
     }
-    crate::broker::pop::save_watermark(shard, due.pop_mark).await;
+    for later in due.after {
+        later.await;
+    }
 }
 
 fn retention(shard: &Shard) {

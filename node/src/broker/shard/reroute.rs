@@ -1,20 +1,15 @@
-//! Scheduled messages at the broker: a send that asks for a delay level or a delivery time
-//! is stored under the timer topic instead of its own ([`reroute`]), acknowledged by the
-//! same flush and replication rules as any send, and stored again in its real topic and
-//! queue when due ([`delivery_record`], by the shard's delivery loop in
-//! `shard/schedule.rs`). The index of what is pending is `store/schedule.rs`.
-//!
-//! Settings: `messageDelayLevel` (levels), `timerMaxDelaySec` (the furthest delivery time
-//! accepted), `timerPrecisionMs` (due times are rounded up to a multiple of it),
-//! `timerWheelEnable` (false refuses delivery times; delay levels still work).
-
-use std::net::SocketAddr;
+//! Where the send path stores a record other than under its own topic: a delayed or timed
+//! record under the timer topic (delivered later by the schedule room's loop), a
+//! transactional half under the half topic (committed or rolled back by the transaction
+//! room). Both are decided before the append, from the record alone, so they belong to the
+//! send path itself: RocketMQ's store reroutes delayed messages the same way.
 
 use ringmq_wire::code::Status;
-use ringmq_wire::command::{ScheduleLevel, ScheduleStatus};
+use ringmq_wire::command::SendRequest;
 use ringmq_wire::properties::{self, keys};
-use ringmq_wire::record::{self, Message, RecordView};
+use ringmq_wire::record::{self, Message};
 use ringmq_wire::schedule::{self as sched, Asked, TIMER_TOPIC};
+use ringmq_wire::transaction::HALF_TOPIC;
 
 use crate::broker::shard::Shard;
 use crate::config::BrokerConfig;
@@ -82,7 +77,7 @@ pub fn due_ms(
 /// the timer topic (queue = this shard), with `REAL_TOPIC`, `REAL_QID` and `TIMER_OUT_MS`.
 /// `Ok(None)` when the send is stored as it is. A batch with scheduled records, a malformed
 /// or too distant schedule are refused with MESSAGE_ILLEGAL, and nothing is stored.
-pub fn reroute(
+pub fn reroute_scheduled(
     shard: &Shard,
     body: &[u8],
     checked: &CheckedBatch,
@@ -135,107 +130,80 @@ pub fn reroute(
     }))
 }
 
-/// The record that delivers a scheduled one: its real topic and queue, the schedule
-/// properties removed (`TIMER_OUT_MS`, `REAL_TOPIC` and `REAL_QID` kept, as RocketMQ keeps
-/// them), `ORIGIN_MESSAGE_ID` = the scheduled record's id. `Err` for a record that does not
-/// name its real topic and queue.
-pub fn delivery_record(stored: &RecordView<'_>, store_host: SocketAddr) -> Result<Vec<u8>, String> {
-    let topic = stored
-        .property(keys::REAL_TOPIC)
-        .ok_or("no REAL_TOPIC property")?;
-    let queue_id: u32 = stored
-        .property(keys::REAL_QID)
-        .and_then(|q| q.parse().ok())
-        .ok_or("no REAL_QID property")?;
-    // A retried message keeps the id its first copy had; any other gets the id its
-    // producer was given (the scheduled record's).
-    let origin = match stored.property(keys::ORIGIN_MESSAGE_ID) {
-        Some(id) if !id.is_empty() => id.to_owned(),
-        _ => record::message_id(store_host, stored.physical_offset),
-    };
-    let mut props = Vec::with_capacity(stored.properties.len() + 48);
-    let kept = properties::iter(stored.properties)
-        .filter_map(|p| p.ok())
-        .filter(|(k, _)| !sched::SCHEDULE_KEYS.contains(k) && *k != keys::ORIGIN_MESSAGE_ID);
-    properties::encode(
-        kept.chain([(keys::ORIGIN_MESSAGE_ID, origin.as_str())]),
-        &mut props,
-    )
-    .map_err(|e| format!("properties: {e}"))?;
-    encode(&Message {
-        topic,
-        queue_id,
-        properties: &props,
-        ..stored.message()
-    })
-}
+/// Properties a half carries for the broker (dropped from its committed copy).
+pub const HALF_KEYS: [&str; 3] = [keys::REAL_TOPIC, keys::REAL_QID, keys::PRODUCER_GROUP];
 
-/// A progress record (see `ringmq_wire::schedule::Progress`) for this shard.
-pub fn progress_record(
-    shard_id: u16,
-    progress: &sched::Progress,
-    host: SocketAddr,
-    now_ms: i64,
-) -> Vec<u8> {
-    let body = progress.encode();
-    encode(&Message {
-        topic: sched::TIMER_PROGRESS_TOPIC,
-        queue_id: u32::from(shard_id),
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp_ms: now_ms,
-        born_host: host,
-        store_host_v6: host.is_ipv6(),
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
-        body: &body,
-        properties: &[],
-    })
-    .expect("a 40-byte body under a short topic always encodes")
-}
-
-/// GET_SCHEDULE_STATUS: the counts every shard's delivery loop published.
-pub fn status(shard: &Shard) -> Reply {
-    let b = &shard.broker;
-    let levels_ms = &b.config.message_delay_level_ms;
-    let mut status = ScheduleStatus {
-        levels: levels_ms
-            .iter()
-            .enumerate()
-            .map(|(i, &ms)| ScheduleLevel {
-                level: i as u32 + 1,
-                delay_ms: ms,
-                pending: 0,
-            })
-            .collect(),
-        delivering: b.is_master(),
-        ..ScheduleStatus::default()
-    };
-    for c in b.schedule.iter() {
-        let s = c.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        for (level, &n) in s.per_level.iter().enumerate() {
-            match level {
-                0 => status.timer_pending += n,
-                l => {
-                    let i = l.min(levels_ms.len()) - 1;
-                    if let Some(row) = status.levels.get_mut(i) {
-                        row.pending += n;
-                    }
-                }
-            }
-        }
-        if let Some(due) = s.next_due_ms {
-            if status.next_due_ms == 0 || due < status.next_due_ms {
-                status.next_due_ms = due;
-            }
-        }
-        status.delivered += s.delivered_since_open;
-        status.shards_indexing += u32::from(s.indexing);
+/// For a send whose record is a half message: the record to store instead, under the half
+/// topic (queue = this shard) with `REAL_TOPIC`, `REAL_QID` and `PGROUP`. `Ok(None)` for a
+/// plain send. A half in a batch, a half with a delay, a half without `TRAN_MSG=true` and
+/// the prepared sysflag both, or one with no producer group is refused, nothing stored.
+pub fn reroute_half(
+    shard: &Shard,
+    h: &SendRequest,
+    body: &[u8],
+    checked: &CheckedBatch,
+) -> Result<Option<Rerouted>, Reply> {
+    if !checked.metas.iter().any(|m| m.half) {
+        return Ok(None);
     }
-    crate::broker::admin::encoded_body(status)
+    let illegal = |detail: String| Reply::error(Status::MessageIllegal, detail);
+    if checked.metas.len() > 1 {
+        return Err(illegal(
+            "a batch cannot carry transactional (half) messages; send them one by one".into(),
+        ));
+    }
+    let m = &checked.metas[0];
+    if m.scheduled {
+        return Err(illegal(
+            "a transactional message cannot also be delayed or timed".into(),
+        ));
+    }
+    let rec = record::decode_one(&body[m.start..m.start + m.len])
+        .map_err(|e| illegal(format!("record: {e}")))?;
+    if !ringmq_wire::transaction::is_half(rec.sys_flag, rec.property(keys::TRAN_MSG)) {
+        return Err(illegal(
+            "a transactional message needs both TRAN_MSG=true and the prepared sysflag (0x4); \
+             commit and rollback are END_TRANSACTION requests, not sends"
+                .into(),
+        ));
+    }
+    if h.producer_group.is_empty() {
+        return Err(illegal(
+            "a transactional message needs its producer group (for check-backs)".into(),
+        ));
+    }
+    if let Err(e) = crate::limits::validate_group_name(&h.producer_group) {
+        return Err(illegal(e.to_string()));
+    }
+    let real_qid = rec.queue_id.to_string();
+    let mut props = Vec::with_capacity(rec.properties.len() + 64);
+    let kept = properties::iter(rec.properties)
+        .filter_map(|p| p.ok())
+        .filter(|(k, _)| !HALF_KEYS.contains(k));
+    let added = [
+        (keys::REAL_TOPIC, rec.topic),
+        (keys::REAL_QID, real_qid.as_str()),
+        (keys::PRODUCER_GROUP, h.producer_group.as_str()),
+    ];
+    properties::encode(kept.chain(added), &mut props)
+        .map_err(|e| illegal(format!("properties: {e}")))?;
+    let bytes = encode(&Message {
+        topic: HALF_TOPIC,
+        queue_id: u32::from(shard.id),
+        properties: &props,
+        ..rec.message()
+    })
+    .map_err(illegal)?;
+    let checked = CheckedBatch::check(&bytes).map_err(|e| illegal(e.to_string()))?;
+    Ok(Some(Rerouted {
+        bytes,
+        checked,
+        due_ms: 0,
+    }))
 }
 
-fn encode(msg: &Message<'_>) -> Result<Vec<u8>, String> {
+/// One record, encoded.
+pub fn encode(msg: &Message<'_>) -> Result<Vec<u8>, String> {
     let len = record::encoded_len(msg).map_err(|e| e.to_string())?;
     let mut out = Vec::with_capacity(len);
     record::encode(msg, &mut out).map_err(|e| e.to_string())?;

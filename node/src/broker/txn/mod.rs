@@ -1,14 +1,17 @@
 //! Transactional messages at the broker (RocketMQ's contract): a half message is stored
-//! under the half topic, invisible to consumers ([`reroute_half`]); END_TRANSACTION commits
+//! under the half topic, invisible to consumers (the send path reroutes it:
+//! `shard/reroute.rs`); END_TRANSACTION commits
 //! it (its op record and the copy in its real topic, in one append) or rolls it back (an op
 //! record), once ([`end_transaction`]); a half left undecided past `transactionTimeOut` is
 //! checked back with a producer of its group, every `transactionCheckInterval`, at most
 //! `transactionCheckMax` times, then moved to `TRANS_CHECK_MAX_TIME_TOPIC`
-//! (`shard/txn.rs`). The state is `store/txn.rs`, rebuilt from the log at every open.
+//! (`check.rs`). The state is `store/txn.rs`, rebuilt from the log at every open.
 //!
 //! A half lives on the shard that owns its real queue (the send path places it there), so
 //! its commit is a local append. Every answer follows the flush and replication policy of a
 //! send.
+
+pub mod check;
 
 use std::rc::Rc;
 
@@ -16,94 +19,21 @@ use ringmq_wire::code::Status;
 use ringmq_wire::codec::Empty;
 use ringmq_wire::command::route::perm;
 use ringmq_wire::command::{
-    EndTransactionRequest, SendRequest, TransactionGroupPending, TransactionResolution,
-    TransactionStatus,
+    EndTransactionRequest, TransactionGroupPending, TransactionResolution, TransactionStatus,
 };
 use ringmq_wire::properties::{self, keys};
 use ringmq_wire::record::{self, sys_flag, Message, RecordView};
-use ringmq_wire::transaction::{Decision, Op, CHECK_MAX_TOPIC, HALF_TOPIC, OP_TOPIC};
+use ringmq_wire::transaction::{Decision, Op, CHECK_MAX_TOPIC, OP_TOPIC};
 
-use crate::broker::schedule::Rerouted;
 use crate::broker::shard::ack::acknowledge;
+use crate::broker::shard::reroute::encode;
 use crate::broker::shard::route::{forward_or_refuse, store_error, Origin};
 use crate::broker::shard::Shard;
 use crate::broker::Broker;
 use crate::net::reply::{Outcome, Reply};
 use crate::store::commitlog::shard_of_offset;
 use crate::store::txn::HalfState;
-use crate::store::{CheckedBatch, StoreError};
-
-/// Properties a half carries for the broker (dropped from its committed copy).
-const HALF_KEYS: [&str; 3] = [keys::REAL_TOPIC, keys::REAL_QID, keys::PRODUCER_GROUP];
-
-/// For a send whose record is a half message: the record to store instead, under the half
-/// topic (queue = this shard) with `REAL_TOPIC`, `REAL_QID` and `PGROUP`. `Ok(None)` for a
-/// plain send. A half in a batch, a half with a delay, a half without `TRAN_MSG=true` and
-/// the prepared sysflag both, or one with no producer group is refused, nothing stored.
-pub fn reroute_half(
-    shard: &Shard,
-    h: &SendRequest,
-    body: &[u8],
-    checked: &CheckedBatch,
-) -> Result<Option<Rerouted>, Reply> {
-    if !checked.metas.iter().any(|m| m.half) {
-        return Ok(None);
-    }
-    let illegal = |detail: String| Reply::error(Status::MessageIllegal, detail);
-    if checked.metas.len() > 1 {
-        return Err(illegal(
-            "a batch cannot carry transactional (half) messages; send them one by one".into(),
-        ));
-    }
-    let m = &checked.metas[0];
-    if m.scheduled {
-        return Err(illegal(
-            "a transactional message cannot also be delayed or timed".into(),
-        ));
-    }
-    let rec = record::decode_one(&body[m.start..m.start + m.len])
-        .map_err(|e| illegal(format!("record: {e}")))?;
-    if !ringmq_wire::transaction::is_half(rec.sys_flag, rec.property(keys::TRAN_MSG)) {
-        return Err(illegal(
-            "a transactional message needs both TRAN_MSG=true and the prepared sysflag (0x4); \
-             commit and rollback are END_TRANSACTION requests, not sends"
-                .into(),
-        ));
-    }
-    if h.producer_group.is_empty() {
-        return Err(illegal(
-            "a transactional message needs its producer group (for check-backs)".into(),
-        ));
-    }
-    if let Err(e) = crate::limits::validate_group_name(&h.producer_group) {
-        return Err(illegal(e.to_string()));
-    }
-    let real_qid = rec.queue_id.to_string();
-    let mut props = Vec::with_capacity(rec.properties.len() + 64);
-    let kept = properties::iter(rec.properties)
-        .filter_map(|p| p.ok())
-        .filter(|(k, _)| !HALF_KEYS.contains(k));
-    let added = [
-        (keys::REAL_TOPIC, rec.topic),
-        (keys::REAL_QID, real_qid.as_str()),
-        (keys::PRODUCER_GROUP, h.producer_group.as_str()),
-    ];
-    properties::encode(kept.chain(added), &mut props)
-        .map_err(|e| illegal(format!("properties: {e}")))?;
-    let bytes = encode(&Message {
-        topic: HALF_TOPIC,
-        queue_id: u32::from(shard.id),
-        properties: &props,
-        ..rec.message()
-    })
-    .map_err(illegal)?;
-    let checked = CheckedBatch::check(&bytes).map_err(|e| illegal(e.to_string()))?;
-    Ok(Some(Rerouted {
-        bytes,
-        checked,
-        due_ms: 0,
-    }))
-}
+use crate::store::StoreError;
 
 /// END_TRANSACTION.
 pub fn end_transaction(
@@ -447,12 +377,23 @@ pub fn status(shard: &Shard) -> Reply {
             },
         )
         .collect();
-    crate::broker::admin::encoded_body(st)
+    crate::broker::shard::route::encoded_body(st)
 }
 
-fn encode(msg: &Message<'_>) -> Result<Vec<u8>, String> {
-    let len = record::encoded_len(msg).map_err(|e| e.to_string())?;
-    let mut out = Vec::with_capacity(len);
-    record::encode(msg, &mut out).map_err(|e| e.to_string())?;
-    Ok(out)
+/// Transactions' hooks: a master's shard runs the check-back loop.
+#[derive(Debug)]
+pub struct TxnRoom;
+
+/// The room, for the broker's list.
+pub static ROOM: TxnRoom = TxnRoom;
+
+impl crate::broker::shard::hooks::Room for TxnRoom {
+    fn name(&self) -> &'static str {
+        "transactions"
+    }
+
+    fn become_master(&self, shard: &Rc<Shard>) -> Result<(), String> {
+        crate::io::rt::spawn(check::run(Rc::clone(shard)));
+        Ok(())
+    }
 }

@@ -18,10 +18,38 @@ use ringmq_wire::command::pull::FilterType;
 use ringmq_wire::command::{HeartbeatData, PullRequest};
 use ringmq_wire::sql92::Expression;
 
-use crate::broker::pull::TagFilter;
 use crate::broker::shard::Shard;
 use crate::limits;
 use crate::net::reply::Reply;
+use ringmq_wire::record;
+
+/// A parsed tag expression: `None` = every message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TagFilter(Option<Vec<i64>>);
+
+impl TagFilter {
+    /// `*` or empty matches everything; `TagA || TagB` matches those tags.
+    pub fn parse(expr: &str) -> Self {
+        let expr = expr.trim();
+        if expr.is_empty() || expr == "*" {
+            return TagFilter(None);
+        }
+        let hashes = expr
+            .split("||")
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(record::tag_hash)
+            .collect();
+        TagFilter(Some(hashes))
+    }
+
+    pub fn matches(&self, tag_hash: i64) -> bool {
+        match &self.0 {
+            None => true,
+            Some(h) => h.contains(&tag_hash),
+        }
+    }
+}
 
 /// What a pull keeps.
 #[derive(Debug, Clone)]
@@ -104,4 +132,19 @@ fn compile(shard: &Shard, group: &str, topic: &str, text: &str) -> Result<Rc<Exp
         c.insert(text.to_string(), Rc::clone(&e));
     });
     Ok(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tag_expressions() {
+        assert!(TagFilter::parse("*").matches(123));
+        assert!(TagFilter::parse("").matches(0));
+        let f = TagFilter::parse("TagA || TagB");
+        assert!(f.matches(record::tag_hash("TagA")));
+        assert!(f.matches(record::tag_hash("TagB")));
+        assert!(!f.matches(record::tag_hash("TagC")));
+    }
 }

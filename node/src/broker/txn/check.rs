@@ -19,7 +19,7 @@ use ringmq_wire::record;
 use ringmq_wire::transaction::Decision;
 
 use crate::broker::shard::Shard;
-use crate::broker::{clients, txn, Broker};
+use crate::broker::Broker;
 use crate::io::rt;
 use crate::store::txn::Pending;
 
@@ -30,19 +30,6 @@ const CHECKS_PER_TURN: usize = 256;
 const INDEX_UNITS_PER_TURN: u64 = 4096;
 /// Longest sleep between turns.
 const TURN_MS_MAX: u64 = 1000;
-
-/// Counts a shard's loop publishes for GET_TRANSACTION_STATUS.
-#[derive(Debug, Clone, Default)]
-pub struct TxnCounts {
-    /// Pending halves per producer group: (count, oldest store time ms).
-    pub pending: std::collections::BTreeMap<String, (u64, i64)>,
-    pub checks_sent: u64,
-    pub checks_unanswerable: u64,
-    pub discarded: u64,
-    pub redone: u64,
-    /// Still indexing halves and decisions after a start (pending counts are not complete).
-    pub indexing: bool,
-}
 
 /// The loop (see the module docs).
 pub async fn run(shard: Rc<Shard>) {
@@ -102,12 +89,12 @@ fn redo(shard: &Shard) -> Result<(), String> {
     let Some((qo, decision)) = shard.store.borrow().txn_redo() else {
         return Ok(());
     };
-    let half = txn::load_half(shard, qo, None)
+    let half = super::load_half(shard, qo, None)
         .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("half {qo} is gone"))?;
     let rec = record::decode_one(&half).map_err(|e| e.to_string())?;
     // The op is already in the log; append the copy alone.
-    txn::store_copy_again(shard, &rec, decision).map_err(|r| r.remark())?;
+    super::store_copy_again(shard, &rec, decision).map_err(|r| r.remark())?;
     shard.store.borrow_mut().txn_redone();
     log::warn!(
         "shard {}: the {} copy of half {qo} was cut off by a crash; stored it again",
@@ -123,7 +110,7 @@ fn redo(shard: &Shard) -> Result<(), String> {
 fn check(shard: &Shard, p: &Pending, now: i64) {
     let cfg = &shard.broker.config;
     let interval = i64::try_from(cfg.transaction_check_interval_ms).unwrap_or(i64::MAX);
-    let half = match txn::load_half(shard, p.half_queue_offset, Some(p.physical_offset)) {
+    let half = match super::load_half(shard, p.half_queue_offset, Some(p.physical_offset)) {
         Ok(Some(h)) => h,
         Ok(None) => return,
         Err(e) => {
@@ -139,7 +126,7 @@ fn check(shard: &Shard, p: &Pending, now: i64) {
         return;
     };
     if p.checks >= cfg.transaction_check_max {
-        match txn::decide(
+        match super::decide(
             shard,
             p.half_queue_offset,
             &rec,
@@ -183,13 +170,7 @@ fn check(shard: &Shard, p: &Pending, now: i64) {
         transaction_id: transaction_id(&rec),
     };
     let sent = channel.is_some_and(|ch| {
-        clients::send_oneway(
-            shard,
-            ch,
-            RequestCode::CheckTransactionState,
-            &header,
-            &half,
-        )
+        shard.send_oneway(ch, RequestCode::CheckTransactionState, &header, &half)
     });
     if let Some(c) = shard.broker.txn.get(usize::from(shard.id)) {
         let mut c = c.lock().unwrap_or_else(|p| p.into_inner());

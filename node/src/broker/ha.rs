@@ -26,14 +26,16 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use ringmq_wire::code::{RequestCode, Status};
-use ringmq_wire::codec::{Decode, Encode};
+use ringmq_wire::codec::{Decode, Empty, Encode};
+use ringmq_wire::command::route::TopicConfigTable;
 use ringmq_wire::command::{
     ConsumerOffsetTable, GetAllConsumerOffsetRequest, HaAck, HaEpochEntry, HaSubscribeRequest,
     HaSubscribeResponse, HaTransfer, Response, CONFIRM_NONE,
 };
 use ringmq_wire::frame::{self, Flags};
 
-use super::Shard;
+use crate::broker::shard::hooks::{Room, RoomMail, Started};
+use crate::broker::shard::Shard;
 use crate::broker::Broker;
 use crate::ha::master::{join_by_epochs, transfer_span, Join};
 use crate::ha::slave::{on_push, OnPush, Push};
@@ -46,6 +48,60 @@ use crate::net::reply::Reply;
 use crate::shard::mailbox::Mail;
 use crate::store::commitlog::shard_base;
 use crate::store::epoch::EpochEntry;
+
+/// A replication link whose HA_SUBSCRIBE names another shard, handed to it (`Mail::Room`).
+struct AdoptHa {
+    stream: crate::io::net::Handed,
+    subscribe: Vec<u8>,
+    pending: Vec<u8>,
+}
+
+/// Replication's hooks: a master's shards serve the HA port, a slave's (and every shard in
+/// controller mode, which may follow) follow their master and copy its offsets and topics.
+#[derive(Debug)]
+pub struct HaRoom;
+
+/// The room, for the broker's list.
+pub static ROOM: HaRoom = HaRoom;
+
+impl Room for HaRoom {
+    fn name(&self) -> &'static str {
+        "replication"
+    }
+
+    fn start(&self, shard: &Rc<Shard>, started: &mut Started) {
+        if let Some(l) = started.ha_listener.take() {
+            started
+                .keep
+                .push(rt::spawn_joinable(accept_loop(Rc::clone(shard), l)));
+        }
+        let b = &shard.broker;
+        if b.config.controller.enable || !b.config.broker_role.is_master() {
+            rt::spawn(follow_loop(Rc::clone(shard)));
+            rt::spawn(sync_offsets_loop(Rc::clone(shard)));
+            if shard.id == 0 {
+                rt::spawn(sync_from_master(Rc::clone(shard)));
+            }
+        }
+    }
+
+    fn mail(&self, shard: &Rc<Shard>, mail: RoomMail) -> Option<RoomMail> {
+        let adopt = match mail.downcast::<AdoptHa>() {
+            Ok(adopt) => adopt,
+            Err(other) => return Some(other),
+        };
+        let AdoptHa {
+            stream,
+            subscribe,
+            pending,
+        } = *adopt;
+        match Conn::from_std(stream) {
+            Ok(conn) => rt::spawn(serve_adopted(Rc::clone(shard), conn, subscribe, pending)),
+            Err(e) => log::warn!("shard {}: adopting a replication link: {e}", shard.id),
+        }
+        None
+    }
+}
 
 /// Wait between attempts to reach the master.
 pub const RECONNECT_MS: u64 = 1_000;
@@ -73,7 +129,7 @@ async fn serve_new(shard: Rc<Shard>, conn: Conn, peer: SocketAddr) {
         None => (conn, Vec::new()),
         Some(tls) => {
             let listener = format!("shard {} HA port", shard.id);
-            let count = || super::run::count_tls_required(&shard);
+            let count = || crate::broker::shard::run::count_tls_required(&shard);
             match admit(Some(&tls), conn, &listener, count).await {
                 Some(admitted) => admitted,
                 None => return,
@@ -124,11 +180,11 @@ async fn serve_new(shard: Rc<Shard>, conn: Conn, peer: SocketAddr) {
                 return;
             };
             drop(conn);
-            let mail = Mail::AdoptHa {
+            let mail = Mail::Room(Box::new(AdoptHa {
                 stream,
                 subscribe: first,
                 pending: rd.into_pending(),
-            };
+            }));
             if shard.broker.mailboxes[usize::from(t)]
                 .try_send(mail)
                 .is_err()
@@ -281,7 +337,7 @@ async fn serve_slave(
                         Broker::now_ms(),
                     );
                     shard.ha_acked.notify(usize::MAX);
-                    crate::broker::controller::update_confirm(&shard);
+                    crate::broker::shard::ack::update_confirm(&shard);
                 }
             }
             closed.set(true);
@@ -402,7 +458,7 @@ async fn send_transfer(
     // Small transfers are copied from the mapping like small pulls: splicing costs two
     // io_uring operations that the kernel hands to worker threads, more than the copy.
     match pipe {
-        _ if conn.is_tls() && shard.splice_ok && len >= crate::broker::pull::SPLICE_MIN_BYTES => {
+        _ if conn.is_tls() && shard.splice_ok && len >= crate::broker::shard::SPLICE_MIN_BYTES => {
             let (file, off) = shard.segment_file(at).map_err(|e| e.to_string())?;
             let (res, _) = conn.write_all(out).await;
             res.map_err(|e| e.to_string())?;
@@ -410,7 +466,7 @@ async fn send_transfer(
                 .await
                 .map_err(|e| e.to_string())
         }
-        Some(p) if len >= crate::broker::pull::SPLICE_MIN_BYTES => {
+        Some(p) if len >= crate::broker::shard::SPLICE_MIN_BYTES => {
             let (file, off) = shard.segment_file(at).map_err(|e| e.to_string())?;
             let (res, _) = conn.write_all(out).await;
             res.map_err(|e| e.to_string())?;
@@ -683,7 +739,7 @@ pub async fn sync_offsets_loop(shard: Rc<Shard>) {
             continue;
         };
         let req = GetAllConsumerOffsetRequest { shard_id: shard.id };
-        let Ok((Status::Success, _, body)) = crate::broker::register::call(
+        let Ok((Status::Success, _, body)) = crate::net::call::call(
             addr,
             RequestCode::GetAllConsumerOffset,
             &req,
@@ -702,5 +758,53 @@ pub async fn sync_offsets_loop(shard: Rc<Shard>) {
         for e in table.entries {
             offsets.set(&e.consumer_group, &e.topic, e.queue_id, e.offset);
         }
+    }
+}
+
+/// How often a slave copies its master's topic table.
+pub const TOPIC_SYNC_MS: u64 = 3_000;
+
+/// Slave role, shard 0: copy the master's topic table every `TOPIC_SYNC_MS`, so the slave
+/// can serve pulls for the master's topics.
+pub async fn sync_from_master(shard: Rc<Shard>) {
+    let mut last_error = String::new();
+    while !shard.broker.is_shutting_down() {
+        let addr = match shard.broker.master_broker_addr() {
+            // A master (controller mode) keeps its own table.
+            Some(_) if shard.broker.is_master() => None,
+            other => other,
+        };
+        if let Some(addr) = addr {
+            match crate::net::call::call(
+                addr,
+                RequestCode::GetAllTopicConfig,
+                &Empty,
+                &[],
+                shard.broker.inner_credentials.as_ref(),
+                shard.broker.tls.client.as_deref(),
+            )
+            .await
+            {
+                Ok((Status::Success, _, body)) => match TopicConfigTable::decode(&body) {
+                    Ok(t) => {
+                        last_error.clear();
+                        match shard.broker.topics.replace_all(t.topics, t.data_version) {
+                            Ok(true) => log::info!("topic table synced from master {addr}"),
+                            Ok(false) => {}
+                            Err(e) => log::warn!("saving the synced topic table: {e}"),
+                        }
+                    }
+                    Err(e) => log::warn!("topic table from {addr}: {e}"),
+                },
+                Ok((status, _, _)) => log::warn!("topic table from {addr}: {}", status.name()),
+                Err(e) => {
+                    if e != last_error {
+                        log::warn!("topic table from master {addr}: {e}");
+                        last_error = e;
+                    }
+                }
+            }
+        }
+        rt::sleep(Duration::from_millis(TOPIC_SYNC_MS)).await;
     }
 }
