@@ -1,5 +1,15 @@
 //! The families built from the shards' published views ([`super::shard::ShardView`]) and the
 //! schedule and transaction counts: merged across shards here, on the metrics thread.
+//!
+//! The text (format 0.0.4) is written here, not by the `prometheus-client` crate, for what
+//! measuring both showed (`cargo bench -p ringmq-node --bench exposition`, 2 shards, 10,000
+//! topics and 1,000 groups, 55,225 samples, 4.3 MiB; docs/operations.md "Metrics" has the
+//! run): fed the same merged figures through a `Collector`, the crate writes them in
+//! 10.2 ms against 15.3 ms here, and filled into a `Registry` of `Family`s per scrape it
+//! takes 42 ms. The 5 ms it would save is once per scrape, on this thread, off the shards.
+//! Merging the views (3.0 ms) stays either way, and so does a call per family. Moving would
+//! change what scrapers read: the crate writes OpenMetrics only (counter families declared
+//! without `_total`, a closing `# EOF`, another content type).
 
 use std::collections::BTreeMap;
 use std::fmt::Display;
