@@ -1,4 +1,4 @@
-//! What a dashboard API handler answers ([`Answer`]: JSON, or an error response) and the
+//! What a dashboard API handler answers ([`Answer`]: JSON, or a [`Refusal`]) and the
 //! helpers that make one: a command's failure as a 4xx/5xx (a broker's NO_PERMISSION as 403
 //! with `"not_allowed": true`), a report with its notes, a required query parameter. Below
 //! the routes (`api.rs`), the views (`views.rs`) and the sampler (`sampler.rs`).
@@ -7,13 +7,13 @@ use ringmq_client::wire::code::Status;
 use ringmq_client::Error as ClientError;
 use serde_json::{json, Value};
 
-use super::http::{Request, Response};
+use super::http::{self, Params, Refusal};
 use crate::cli::GroupArg;
 use crate::error::CtlError;
 use crate::output::Report;
 
 /// JSON, or the error response to send instead.
-pub type Answer = Result<Value, Response>;
+pub type Answer = Result<Value, Refusal>;
 
 /// Whether a command's failure is the brokers refusing this account.
 pub fn not_allowed(e: &CtlError) -> bool {
@@ -27,13 +27,13 @@ pub fn not_allowed(e: &CtlError) -> bool {
 }
 
 /// The answer for a failed command.
-pub fn failure(e: &CtlError) -> Response {
+pub fn failure(e: &CtlError) -> Refusal {
     let text = e.to_string();
     if not_allowed(e) {
-        return Response::json(
-            403,
-            &json!({ "error": format!("not allowed: {text}"), "not_allowed": true }),
-        );
+        return Refusal {
+            status: 403,
+            body: json!({ "error": format!("not allowed: {text}"), "not_allowed": true }),
+        };
     }
     let status = match e {
         CtlError::Usage(_) => 400,
@@ -45,7 +45,7 @@ pub fn failure(e: &CtlError) -> Response {
             _ => 502,
         },
     };
-    Response::error(status, &text)
+    Refusal::new(status, &text)
 }
 
 /// A report as JSON, with its notes.
@@ -58,10 +58,11 @@ pub fn report(r: Result<Report, CtlError>) -> Answer {
     Ok(v)
 }
 
-pub fn param<'a>(req: &'a Request, name: &str) -> Result<&'a str, Response> {
-    match req.param(name) {
+/// Parameter `name`, which must be given and not empty.
+pub fn param<'a>(params: &'a Params, name: &str) -> Result<&'a str, Refusal> {
+    match http::param(params, name) {
         Some(v) if !v.is_empty() => Ok(v),
-        _ => Err(Response::error(400, &format!("give ?{name}=..."))),
+        _ => Err(Refusal::new(400, &format!("give ?{name}=..."))),
     }
 }
 
@@ -81,6 +82,7 @@ mod tests {
         let e = CtlError::Refused("asking who this client is: NO_PERMISSION from x".into());
         assert!(not_allowed(&e));
         assert_eq!(failure(&e).status, 403);
+        assert_eq!(failure(&e).body["not_allowed"], true);
         assert_eq!(failure(&CtlError::Usage("x".into())).status, 400);
     }
 }

@@ -1,7 +1,8 @@
 //! `ringmq-ctl dashboard`: a web page of the cluster, served by this process.
 //!
-//! - [`http`]: request parsing and answers, bytes only, with their limits.
-//! - [`server`]: the listener, connection limits and timeouts.
+//! - [`server`]: the listener and every limit: connections, timeouts, sizes (hyper's HTTP/1
+//!   server parses, axum routes, `server::guard` wraps every route).
+//! - [`http`]: the answers (JSON, the headers every answer carries) and the size limits.
 //! - [`api`]: the routes; every JSON answer comes from the same command functions as the
 //!   other subcommands ([`crate::cmd`]); [`views`]: those joined with the sampler's figures.
 //! - [`sampler`]: rates and lag history, read every `--refresh` with ringmq-ctl's own
@@ -10,9 +11,9 @@
 //! - `index.html`, `app.js`, `style.css`: the page, built into the binary; it fetches
 //!   nothing from anywhere else and draws its charts as inline SVG.
 //!
-//! Everything runs on one thread (a current-thread runtime and a `LocalSet`): the page's
-//! requests and the sampler take turns, so the shared state is `Rc`/`RefCell`, borrowed
-//! only between awaits.
+//! Everything runs on one thread (a current-thread runtime): the page's requests and the
+//! sampler take turns. The shared state is behind `Arc`/`Mutex` because axum's handlers
+//! must be `Send`; a lock is taken only between awaits, so it is never waited for.
 
 mod answer;
 mod api;
@@ -23,9 +24,8 @@ mod session;
 mod state;
 mod views;
 
-use std::cell::RefCell;
 use std::io::Write as _;
-use std::rc::Rc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ringmq_client::Admin;
@@ -48,13 +48,12 @@ pub fn serve(cli: &Cli, a: &DashboardArgs) -> Result<()> {
         .enable_all()
         .build()
         .map_err(|e| CtlError::Refused(format!("starting the runtime: {e}")))?;
-    let local = tokio::task::LocalSet::new();
-    local.block_on(&rt, async {
+    rt.block_on(async {
         let admin = Admin::with_config(cfg.clone())
             .await
             .doing(|| format!("name servers {:?}", cli.namesrv))?;
         let points = history_points(a.history, a.refresh);
-        let samples = Rc::new(RefCell::new(Samples::default()));
+        let samples = Arc::new(Mutex::new(Samples::default()));
         // One round before listening, so the first page already knows whether to ask for
         // a login.
         sample_once(&admin, &samples, points).await;
@@ -66,16 +65,17 @@ pub fn serve(cli: &Cli, a: &DashboardArgs) -> Result<()> {
             .map_err(|e| CtlError::Refused(format!("listening on {}: {e}", a.listen)))?;
         println!("ringmq dashboard: http://{addr}/");
         let _ = std::io::stdout().flush();
-        let state = Rc::new(api::State {
+        let state = Arc::new(api::State {
             admin: admin.clone(),
             cfg,
-            sessions: RefCell::default(),
-            samples: Rc::clone(&samples),
+            sessions: Mutex::default(),
+            samples: Arc::clone(&samples),
             refresh: a.refresh,
             history: a.history,
         });
-        tokio::task::spawn_local(sample_loop(admin, samples, a.refresh, points));
-        server::run(listener, state).await;
+        tokio::spawn(sample_loop(admin, samples, a.refresh, points));
+        let app = api::router(state).layer(axum::middleware::from_fn(server::guard));
+        server::run(listener, app).await;
         Ok(())
     })
 }
@@ -102,7 +102,7 @@ fn check(a: &DashboardArgs) -> Result<()> {
     Ok(())
 }
 
-async fn sample_loop(admin: Admin, samples: Rc<RefCell<Samples>>, every: Duration, points: usize) {
+async fn sample_loop(admin: Admin, samples: Arc<Mutex<Samples>>, every: Duration, points: usize) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
@@ -114,8 +114,8 @@ async fn sample_loop(admin: Admin, samples: Rc<RefCell<Samples>>, every: Duratio
 
 /// One round into a copy, swapped in at the end, so no borrow is held across an await
 /// (and requests meanwhile see the last round whole).
-async fn sample_once(admin: &Admin, samples: &Rc<RefCell<Samples>>, points: usize) {
-    let mut s = samples.borrow().clone();
+async fn sample_once(admin: &Admin, samples: &Mutex<Samples>, points: usize) {
+    let mut s = state::lock(samples).clone();
     sampler::sample(admin, &mut s, points).await;
-    *samples.borrow_mut() = s;
+    *state::lock(samples) = s;
 }

@@ -1,24 +1,54 @@
-//! The listener: one task per connection, at most [`CONNECTIONS_MAX`] at once (more are
-//! answered 503 without reading and closed), one request per connection. A connection has
-//! [`REQUEST_READ_TIMEOUT`] to send its head and body (then 408), the answer
-//! [`HANDLER_TIMEOUT`] to be computed (then 504) and [`WRITE_TIMEOUT`] to be written. After
-//! an error answer the rest of what the client sends is read and dropped for a moment, so
-//! it sees the answer rather than a reset.
+//! The listener and what holds every request to its limits. Requests are parsed by hyper's
+//! HTTP/1 server and routed by axum (`api.rs`); this module owns the connections and the
+//! limits around them:
+//!
+//! - At most [`CONNECTIONS_MAX`] connections at once; more are answered 503 without reading
+//!   and closed (written here: hyper never sees them).
+//! - One request per connection (`Connection: close`); a head of at most
+//!   [`HEAD_BYTES_MAX`](super::http::HEAD_BYTES_MAX) bytes and
+//!   [`HEADERS_MAX`](super::http::HEADERS_MAX) lines (larger: hyper's 431; a head it
+//!   cannot parse: hyper's 400; those two answers have no body).
+//! - [`REQUEST_READ_TIMEOUT`] from accept to the whole request: a head not in by then is
+//!   answered 408 here (hyper is dropped, the socket kept); a body not in by then, 408 from
+//!   [`guard`]. The answer has [`HANDLER_TIMEOUT`] to be computed (then 504) and the
+//!   connection is closed at the latest [`REQUEST_READ_TIMEOUT`] + [`HANDLER_TIMEOUT`] +
+//!   [`WRITE_TIMEOUT`] after accept.
+//! - [`guard`] (an axum middleware around every route): `Transfer-Encoding` is 400, a
+//!   `Content-Length` over [`BODY_BYTES_MAX`] 413 (both before the body is read or the route
+//!   looked up), and every answer gets the headers of [`http::secure`].
+//! - After an error answer the rest of what the client sends is read and dropped for a
+//!   moment, so it sees the answer rather than a reset.
+//!
+//! Why hyper under axum rather than `axum::serve`: `serve` has none of these limits (no
+//! connection cap, no head timeout, no head size or header count), so the accept loop and
+//! the connection are here, and axum is the router and the middleware.
 
-use std::rc::Rc;
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::{Body, Bytes};
+use axum::extract::Request;
+use axum::http::header::{CONTENT_LENGTH, TRANSFER_ENCODING};
+use axum::middleware::Next;
+use axum::response::Response;
+use axum::Router;
+use http_body_util::{BodyExt, Limited};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
+use tokio::time::Instant;
+use tower::ServiceExt as _;
 
-use super::api::{self, State};
-use super::http::{self, Response, BODY_BYTES_MAX, HEAD_BYTES_MAX};
+use super::http::{self, BODY_BYTES_MAX, HEADERS_MAX, HEAD_BYTES_MAX};
 
 /// Connections served at once.
 pub const CONNECTIONS_MAX: usize = 32;
-/// Time to receive a request (head and body).
+/// Time from accept to a whole request (head and body).
 pub const REQUEST_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Time to compute an answer (the admin requests behind it have their own timeouts).
 pub const HANDLER_TIMEOUT: Duration = Duration::from_secs(60);
@@ -29,8 +59,14 @@ const DRAIN_TIME: Duration = Duration::from_millis(500);
 /// Bytes drained at most after a refused request.
 const DRAIN_BYTES_MAX: usize = 1 << 20;
 
-/// Accepts connections until the process ends.
-pub async fn run(listener: TcpListener, state: Rc<State>) {
+const _: () = assert!(HEAD_BYTES_MAX + BODY_BYTES_MAX < DRAIN_BYTES_MAX);
+
+/// When the connection of a request was accepted (a request extension set by [`serve`]).
+#[derive(Debug, Clone, Copy)]
+struct Accepted(Instant);
+
+/// Accepts connections until the process ends; `app` answers each request.
+pub async fn run(listener: TcpListener, app: Router) {
     let permits = Arc::new(Semaphore::new(CONNECTIONS_MAX));
     loop {
         let stream = match listener.accept().await {
@@ -43,14 +79,14 @@ pub async fn run(listener: TcpListener, state: Rc<State>) {
         };
         match Arc::clone(&permits).try_acquire_owned() {
             Ok(permit) => {
-                let state = Rc::clone(&state);
-                tokio::task::spawn_local(async move {
-                    serve(stream, &state).await;
+                let app = app.clone();
+                tokio::spawn(async move {
+                    serve(stream, app).await;
                     drop(permit);
                 });
             }
             Err(_) => {
-                let busy = Response::error(503, "too many connections; try again").to_bytes();
+                let busy = http::raw(503, "too many connections; try again");
                 // Best effort, never waits: the socket buffer takes a short answer.
                 let _ = stream.try_write(&busy);
             }
@@ -58,88 +94,115 @@ pub async fn run(listener: TcpListener, state: Rc<State>) {
     }
 }
 
-/// One connection: read a request, answer it, close.
-async fn serve(mut stream: TcpStream, state: &State) {
-    let (req, body) =
-        match tokio::time::timeout(REQUEST_READ_TIMEOUT, read_request(&mut stream)).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(Some(refusal))) => {
-                refuse(
-                    &mut stream,
-                    Response::error(refusal.status, &refusal.reason),
-                )
-                .await;
-                return;
+/// One connection: hyper reads the request and writes `app`'s answer; the head deadline,
+/// the overall bound and the drain after an error are kept here.
+async fn serve(mut stream: TcpStream, app: Router) {
+    let accepted = Instant::now();
+    let head_in = Arc::new(AtomicBool::new(false));
+    let status = Arc::new(AtomicU16::new(0));
+    let svc = {
+        let (head_in, status) = (Arc::clone(&head_in), Arc::clone(&status));
+        service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+            head_in.store(true, Ordering::Relaxed);
+            req.extensions_mut().insert(Accepted(accepted));
+            let (app, status) = (app.clone(), Arc::clone(&status));
+            async move {
+                let resp = app.oneshot(req.map(Body::new)).await?;
+                status.store(resp.status().as_u16(), Ordering::Relaxed);
+                Ok::<_, Infallible>(resp)
             }
-            Ok(Err(None)) => return,
-            Err(_) => {
-                refuse(
-                    &mut stream,
-                    Response::error(408, "request not received in time"),
-                )
-                .await;
-                return;
-            }
+        })
+    };
+    let mut builder = http1::Builder::new();
+    builder
+        .max_buf_size(HEAD_BYTES_MAX)
+        .max_headers(HEADERS_MAX)
+        .keep_alive(false)
+        .title_case_headers(true);
+    let served = {
+        let conn = builder.serve_connection(TokioIo::new(&mut stream), svc);
+        tokio::pin!(conn);
+        let head_deadline = accepted + REQUEST_READ_TIMEOUT;
+        let first = tokio::select! {
+            r = &mut conn => Some(r),
+            _ = tokio::time::sleep_until(head_deadline) => None,
         };
-    let resp = match tokio::time::timeout(HANDLER_TIMEOUT, api::handle(state, &req, &body)).await {
+        match first {
+            Some(r) => Some(r.is_ok()),
+            None if !head_in.load(Ordering::Relaxed) => None,
+            None => {
+                let end = accepted + REQUEST_READ_TIMEOUT + HANDLER_TIMEOUT + WRITE_TIMEOUT;
+                Some(matches!(
+                    tokio::time::timeout_at(end, conn).await,
+                    Ok(Ok(()))
+                ))
+            }
+        }
+    };
+    match served {
+        // No head in time: hyper is gone, the socket is still ours.
+        None => refuse(&mut stream, &http::raw(408, "request not received in time")).await,
+        Some(true) if status.load(Ordering::Relaxed) < 400 => {}
+        // An error answer (ours, or hyper's 400/431 for a head it refused).
+        Some(_) => drain(&mut stream).await,
+    }
+}
+
+/// Every request's limits and every answer's headers, around the routes.
+pub async fn guard(req: Request, next: Next) -> Response {
+    let mut resp = limited(req, next).await;
+    http::secure(resp.headers_mut());
+    resp
+}
+
+async fn limited(req: Request, next: Next) -> Response {
+    if req.headers().contains_key(TRANSFER_ENCODING) {
+        return http::error(
+            400,
+            "Transfer-Encoding is not accepted; send Content-Length",
+        );
+    }
+    let length = req
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if length.is_some_and(|n| n > BODY_BYTES_MAX as u64) {
+        return http::error(
+            413,
+            &format!("request body longer than {BODY_BYTES_MAX} bytes"),
+        );
+    }
+    let accepted = req
+        .extensions()
+        .get::<Accepted>()
+        .map_or_else(Instant::now, |a| a.0);
+    let (parts, body) = req.into_parts();
+    let read = Limited::new(body, BODY_BYTES_MAX).collect();
+    let body: Bytes = match tokio::time::timeout_at(accepted + REQUEST_READ_TIMEOUT, read).await {
+        Ok(Ok(b)) => b.to_bytes(),
+        Ok(Err(_)) => return http::error(400, "the request body could not be read"),
+        Err(_) => return http::error(408, "request not received in time"),
+    };
+    let req = Request::from_parts(parts, Body::from(body));
+    match tokio::time::timeout(HANDLER_TIMEOUT, next.run(req)).await {
         Ok(r) => r,
-        Err(_) => Response::error(504, "the cluster did not answer in time"),
-    };
-    let _ = tokio::time::timeout(WRITE_TIMEOUT, stream.write_all(&resp.to_bytes())).await;
-    let _ = stream.shutdown().await;
+        Err(_) => http::error(504, "the cluster did not answer in time"),
+    }
 }
 
-/// Reads one request: its head and its `Content-Length` body. `Err(Some)`: answer this
-/// refusal; `Err(None)`: the peer left.
-async fn read_request(
-    stream: &mut TcpStream,
-) -> Result<(http::Request, Vec<u8>), Option<http::Refusal>> {
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 4096];
-    let end = loop {
-        let n = stream.read(&mut chunk).await.map_err(|_| None)?;
-        if n == 0 {
-            return Err(None);
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        if let Some(end) = http::head_end(&buf).map_err(Some)? {
-            break end;
-        }
-    };
-    let req = http::parse_head(&buf[..end]).map_err(Some)?;
-    let mut body = buf.split_off(end);
-    debug_assert!(req.content_length <= BODY_BYTES_MAX);
-    if body.len() > req.content_length {
-        return Err(Some(http::Refusal {
-            status: 400,
-            reason: "more bytes than Content-Length (one request per connection)".into(),
-        }));
-    }
-    while body.len() < req.content_length {
-        let n = stream.read(&mut chunk).await.map_err(|_| None)?;
-        if n == 0 {
-            return Err(None);
-        }
-        body.extend_from_slice(&chunk[..n]);
-        if body.len() > req.content_length {
-            return Err(Some(http::Refusal {
-                status: 400,
-                reason: "more bytes than Content-Length".into(),
-            }));
-        }
-    }
-    const _: () = assert!(HEAD_BYTES_MAX + BODY_BYTES_MAX < DRAIN_BYTES_MAX);
-    Ok((req, body))
-}
-
-/// Writes an error answer, then reads and drops what the client still sends for a moment.
-async fn refuse(stream: &mut TcpStream, resp: Response) {
-    if tokio::time::timeout(WRITE_TIMEOUT, stream.write_all(&resp.to_bytes()))
+/// Writes an error answer, then drains.
+async fn refuse(stream: &mut TcpStream, answer: &[u8]) {
+    if tokio::time::timeout(WRITE_TIMEOUT, stream.write_all(answer))
         .await
         .is_err()
     {
         return;
     }
+    drain(stream).await;
+}
+
+/// Closes the writing side and reads and drops what the client still sends for a moment.
+async fn drain(stream: &mut TcpStream) {
     let _ = stream.shutdown().await;
     let mut chunk = [0u8; 4096];
     let mut drained = 0usize;

@@ -5,10 +5,9 @@
 //! least recently used goes). Secrets stay inside the `Admin`'s `ClientConfig`; nothing
 //! here prints them.
 
-use std::cell::Cell;
 use std::collections::HashMap;
 use std::io::Read as _;
-use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ringmq_client::{Admin, ClientConfig};
@@ -27,13 +26,12 @@ pub struct Session {
     pub admin: Admin,
     pub cfg: ClientConfig,
     pub access_key: String,
-    last_used: Cell<Instant>,
 }
 
-/// Every open session, by token.
+/// Every open session, by token, with when it was last used.
 #[derive(Default)]
 pub struct Sessions {
-    by_token: HashMap<String, Rc<Session>>,
+    by_token: HashMap<String, (Arc<Session>, Instant)>,
 }
 
 impl Sessions {
@@ -50,7 +48,7 @@ impl Sessions {
             let oldest = self
                 .by_token
                 .iter()
-                .min_by_key(|(_, s)| s.last_used.get())
+                .min_by_key(|(_, (_, used))| *used)
                 .map(|(t, _)| t.clone());
             if let Some(t) = oldest {
                 self.close(&t);
@@ -61,22 +59,22 @@ impl Sessions {
             admin,
             cfg,
             access_key,
-            last_used: Cell::new(Instant::now()),
         };
-        self.by_token.insert(token.clone(), Rc::new(s));
+        self.by_token
+            .insert(token.clone(), (Arc::new(s), Instant::now()));
         Ok(token)
     }
 
     /// The live session of `token`, marked used now.
-    pub fn get(&mut self, token: &str, now: Instant) -> Option<Rc<Session>> {
+    pub fn get(&mut self, token: &str, now: Instant) -> Option<Arc<Session>> {
         self.expire(now);
-        let s = self.by_token.get(token)?;
-        s.last_used.set(now);
-        Some(Rc::clone(s))
+        let (s, used) = self.by_token.get_mut(token)?;
+        *used = now;
+        Some(Arc::clone(s))
     }
 
     pub fn close(&mut self, token: &str) {
-        if let Some(s) = self.by_token.remove(token) {
+        if let Some((s, _)) = self.by_token.remove(token) {
             s.admin.close();
         }
     }
@@ -85,7 +83,7 @@ impl Sessions {
         let dead: Vec<String> = self
             .by_token
             .iter()
-            .filter(|(_, s)| now.duration_since(s.last_used.get()) > SESSION_IDLE)
+            .filter(|(_, (_, used))| now.duration_since(*used) > SESSION_IDLE)
             .map(|(t, _)| t.clone())
             .collect();
         for t in dead {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 
 use super::answer::{failure, group_arg, not_allowed, param, report, Answer};
-use super::http::{Request, Response};
+use super::http::{Params, Refusal};
 use super::sampler::{queue_offsets, rows, Samples};
 use super::state::{Ctx, State};
 use crate::cli::{ClusterListArgs, ResendDlqArgs};
@@ -29,7 +29,7 @@ pub async fn cluster_view(state: &State, ctx: &Ctx) -> Answer {
         sample: Duration::ZERO,
     };
     let mut v = report(cluster::list(&ctx.admin, &args).await)?;
-    let samples = state.samples.borrow();
+    let samples = state.samples();
     if let Some(brokers) = v["brokers"].as_array_mut() {
         for b in brokers {
             let s = b["address"].as_str().and_then(|a| samples.brokers.get(a));
@@ -82,7 +82,7 @@ pub async fn topics(state: &State, ctx: &Ctx) -> Answer {
                 let stored: u64 = qs.iter().map(|(min, max)| max - min).sum();
                 row.insert("queues".into(), json!(qs.len()));
                 row.insert("stored_msgs".into(), json!(stored));
-                let s = state.samples.borrow();
+                let s = state.samples();
                 row.insert(
                     "in_per_s".into(),
                     json!(s.topics_in.get(name).and_then(|c| c.per_s)),
@@ -98,13 +98,13 @@ pub async fn topics(state: &State, ctx: &Ctx) -> Answer {
         out.push(Value::Object(row));
     }
     let mut v = json!({ "topics": out });
-    sampler_info(&mut v, &state.samples.borrow());
+    sampler_info(&mut v, &state.samples());
     Ok(v)
 }
 
 /// One topic: per queue offsets (`topic status`) and where it lives (`topic route`).
-pub async fn topic_view(ctx: &Ctx, req: &Request) -> Answer {
-    let name = param(req, "name")?;
+pub async fn topic_view(ctx: &Ctx, params: &Params) -> Answer {
+    let name = param(params, "name")?;
     let mut v = report(topic::status(&ctx.admin, name).await)?;
     let route = report(topic::route(&ctx.admin, name).await)?;
     if let Some(o) = v.as_object_mut() {
@@ -130,7 +130,7 @@ pub async fn groups(state: &State, ctx: &Ctx) -> Answer {
                 g.to_vec(),
             )
         }
-        Err(e) if not_allowed(&e) => (state.samples.borrow().group_names.clone(), Vec::new()),
+        Err(e) if not_allowed(&e) => (state.samples().group_names.clone(), Vec::new()),
         Err(e) => return Err(failure(&e)),
     };
     let mut out = Vec::new();
@@ -162,7 +162,7 @@ pub async fn groups(state: &State, ctx: &Ctx) -> Answer {
                     .into_iter()
                     .collect();
                 row.insert("topics".into(), json!(topics));
-                let samples = state.samples.borrow();
+                let samples = state.samples();
                 let g = samples.groups.get(name);
                 row.insert(
                     "consume_per_s".into(),
@@ -177,17 +177,17 @@ pub async fn groups(state: &State, ctx: &Ctx) -> Answer {
         out.push(Value::Object(row));
     }
     let mut v = json!({ "groups": out });
-    sampler_info(&mut v, &state.samples.borrow());
+    sampler_info(&mut v, &state.samples());
     Ok(v)
 }
 
 /// `/api/group`: `group progress` with the lag history; `/api/lag-history`: the history
 /// alone. Both read the progress with the request's account first, so a history is shown
 /// only to those who may read the group.
-pub async fn group_view(state: &State, ctx: &Ctx, req: &Request, full: bool) -> Answer {
-    let name = param(req, "group").or_else(|_| param(req, "name"))?;
+pub async fn group_view(state: &State, ctx: &Ctx, params: &Params, full: bool) -> Answer {
+    let name = param(params, "group").or_else(|_| param(params, "name"))?;
     let mut v = report(group::progress(&ctx.admin, name, None).await)?;
-    let samples = state.samples.borrow();
+    let samples = state.samples();
     let g = samples.groups.get(name);
     let points: Vec<Value> = g
         .map(|g| {
@@ -219,9 +219,9 @@ pub async fn group_view(state: &State, ctx: &Ctx, req: &Request, full: bool) -> 
 /// `POST /api/dlq/resend {"group", "id"?}`: `group resend-dlq`.
 pub async fn resend(ctx: &Ctx, body: &[u8]) -> Answer {
     let v: Value = serde_json::from_slice(body)
-        .map_err(|_| Response::error(400, "send JSON {\"group\", \"id\"}"))?;
+        .map_err(|_| Refusal::new(400, "send JSON {\"group\", \"id\"}"))?;
     let Some(group) = v["group"].as_str().filter(|g| !g.is_empty()) else {
-        return Err(Response::error(400, "give group"));
+        return Err(Refusal::new(400, "give group"));
     };
     let a = ResendDlqArgs {
         group: group_arg(group),
