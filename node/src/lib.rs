@@ -8,15 +8,15 @@
 pub mod acl;
 pub mod broker;
 pub mod config;
-pub mod controller;
-pub mod ha;
+pub(crate) mod controller;
+pub(crate) mod ha;
 pub mod io;
-pub mod limits;
+pub(crate) mod limits;
 pub mod metrics;
-pub mod namesrv;
+pub(crate) mod namesrv;
 pub mod net;
 pub mod planted;
-pub mod shard;
+pub(crate) mod shard;
 pub mod sim;
 pub mod store;
 

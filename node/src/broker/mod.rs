@@ -7,32 +7,32 @@
 //! shard that owns the queue they touch; the data path takes no lock (the topic table is an
 //! atomically swapped snapshot, counters are atomics).
 
-pub mod acl_admin;
-pub mod admin;
-pub mod clients;
-pub mod controller;
-pub mod dispatch;
-pub mod group_config;
-pub mod groups;
-pub mod ha;
-pub mod live;
-pub mod locks;
+pub(crate) mod acl_admin;
+pub(crate) mod admin;
+pub(crate) mod clients;
+pub(crate) mod controller;
+pub(crate) mod dispatch;
+pub(crate) mod group_config;
+pub(crate) mod groups;
+pub(crate) mod ha;
+pub(crate) mod live;
+pub(crate) mod locks;
 pub mod node;
-pub mod offsets;
-pub mod pop;
-pub mod produce;
-pub mod pull;
-pub mod queries;
-pub mod query;
-pub mod recall;
-pub mod register;
-pub mod request_reply;
-pub mod retry;
-pub mod role;
-pub mod schedule;
+pub(crate) mod offsets;
+pub(crate) mod pop;
+pub(crate) mod produce;
+pub(crate) mod pull;
+pub(crate) mod queries;
+pub(crate) mod query;
+pub(crate) mod recall;
+pub(crate) mod register;
+pub(crate) mod request_reply;
+pub(crate) mod retry;
+pub(crate) mod role;
+pub(crate) mod schedule;
 pub mod shard;
-pub mod topics;
-pub mod txn;
+pub(crate) mod topics;
+pub(crate) mod txn;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};

@@ -43,11 +43,6 @@ impl Link {
         }
     }
 
-    /// Whether a connection is open now.
-    pub fn is_connected(&self) -> bool {
-        self.conn.borrow().is_some()
-    }
-
     /// Closes the connection (the next call connects again).
     pub fn close(&self) {
         self.conn.borrow_mut().take();

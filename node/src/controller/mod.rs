@@ -30,7 +30,7 @@ use ringmq_wire::command::{
     ElectMasterRequest, GetReplicaInfoRequest, NotLeader, ReplicaMember, ReplicaSet, ReplicaSets,
 };
 
-pub use crate::config::{parse_self_id, ControllerConfig};
+pub use crate::config::ControllerConfig;
 use crate::io::clock::Instant;
 use crate::io::node_disk::NodeDisk;
 use crate::io::rt;
@@ -50,8 +50,6 @@ pub const DEFAULT_HEARTBEAT_TIMEOUT_MS: u64 = 2_000;
 pub const RAFT_HEARTBEAT_MS: u64 = 100;
 pub const RAFT_ELECTION_MIN_MS: u64 = 400;
 pub const RAFT_ELECTION_MAX_MS: u64 = 800;
-/// Time a call to a peer controller may take.
-pub const PEER_CALL_MS: u64 = 1_000;
 
 /// What the leader heard from one broker.
 #[derive(Debug, Clone)]

@@ -73,19 +73,22 @@ impl KvStore {
         Some(old)
     }
 
-    /// Every key and value of one namespace, in key order.
-    pub fn namespace(&self, namespace: &str) -> Option<&BTreeMap<String, String>> {
-        self.namespaces.get(namespace)
-    }
-
     /// Entries in all namespaces.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.entries
     }
 
     /// Whether the store holds no entry.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.entries == 0
+    }
+
+    /// Every key and value of one namespace, in key order.
+    #[cfg(test)]
+    pub fn namespace(&self, namespace: &str) -> Option<&BTreeMap<String, String>> {
+        self.namespaces.get(namespace)
     }
 }
 

@@ -20,4 +20,4 @@ mod route_table;
 
 pub use error::NamesrvError;
 pub use kv::KvStore;
-pub use route_table::{BrokerKey, DroppedBroker, RegisterOutcome, RouteTable};
+pub use route_table::RouteTable;

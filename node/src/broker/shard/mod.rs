@@ -7,17 +7,17 @@
 //! SYNC_FLUSH, checkpoint every `flushIntervalCommitLog` for ASYNC_FLUSH), offset
 //! persistence, retention, counters.
 
-pub mod ack;
-pub mod copy;
-pub mod filter;
-pub mod flusher;
+pub(crate) mod ack;
+pub(crate) mod copy;
+pub(crate) mod filter;
+pub(crate) mod flusher;
 pub mod hooks;
-pub mod metrics;
-pub mod reroute;
+pub(crate) mod metrics;
+pub(crate) mod reroute;
 pub mod route;
-pub mod run;
+pub(crate) mod run;
 pub mod start;
-pub mod timers;
+pub(crate) mod timers;
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
