@@ -147,11 +147,11 @@ impl OutQueue {
 
 /// Runs a reply that comes later as a task of the connection, counted in flight until
 /// `deliver` has queued it (whatever the codec).
-pub(crate) fn answer_later(
+pub(crate) fn answer_later<T: 'static>(
     out: &Rc<OutQueue>,
     inflight: &Rc<Cell<usize>>,
-    fut: impl std::future::Future<Output = Reply> + 'static,
-    deliver: impl FnOnce(&OutQueue, Reply) + 'static,
+    fut: impl std::future::Future<Output = T> + 'static,
+    deliver: impl FnOnce(&OutQueue, T) + 'static,
 ) {
     inflight.set(inflight.get() + 1);
     let out = Rc::clone(out);

@@ -450,7 +450,10 @@ fn string_end(input: &[u8], mut from: usize) -> usize {
     input.len()
 }
 
+mod admin;
 mod lenient;
+
+pub use admin::*;
 
 #[cfg(test)]
 mod tests {

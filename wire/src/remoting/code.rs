@@ -45,6 +45,25 @@ pub mod request {
     pub const CHANGE_MESSAGE_INVISIBLETIME: i32 = 200053;
     pub const BATCH_ACK_MESSAGE: i32 = 200151;
     pub const RECALL_MESSAGE: i32 = 370;
+    // Admin requests (mqadmin, RocketMQ Dashboard, the clients' MQAdmin).
+    pub const UPDATE_BROKER_CONFIG: i32 = 25;
+    pub const GET_BROKER_CONFIG: i32 = 26;
+    pub const UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: i32 = 200;
+    pub const GET_ALL_SUBSCRIPTIONGROUP_CONFIG: i32 = 201;
+    pub const GET_TOPIC_STATS_INFO: i32 = 202;
+    pub const GET_CONSUMER_CONNECTION_LIST: i32 = 203;
+    pub const GET_PRODUCER_CONNECTION_LIST: i32 = 204;
+    pub const DELETE_SUBSCRIPTIONGROUP: i32 = 207;
+    pub const GET_CONSUME_STATS: i32 = 208;
+    pub const DELETE_TOPIC_IN_BROKER: i32 = 215;
+    pub const DELETE_TOPIC_IN_NAMESRV: i32 = 216;
+    pub const INVOKE_BROKER_TO_RESET_OFFSET: i32 = 222;
+    pub const GET_TOPICS_BY_CLUSTER: i32 = 224;
+    pub const QUERY_TOPIC_CONSUME_BY_WHO: i32 = 300;
+    pub const GET_CONSUMER_RUNNING_INFO: i32 = 307;
+    pub const QUERY_TOPICS_BY_CONSUMER: i32 = 343;
+    pub const GET_TOPIC_CONFIG: i32 = 351;
+    pub const GET_SUBSCRIPTIONGROUP_CONFIG: i32 = 352;
 }
 
 /// Response codes.

@@ -529,24 +529,6 @@ ext_header! {
 }
 
 ext_header! {
-    /// UPDATE_AND_CREATE_TOPIC (17), admin tools and `mqadmin updateTopic`.
-    pub struct CreateTopicRequestHeader {
-        pub topic: String = "topic",
-        pub default_topic: String = "defaultTopic",
-        pub read_queue_nums: i32 = "readQueueNums",
-        pub write_queue_nums: i32 = "writeQueueNums",
-        /// `PermName` bits: 2 write, 4 read, 1 inherit.
-        pub perm: i32 = "perm",
-        /// `SINGLE_TAG` or `MULTI_TAG`.
-        pub topic_filter_type: String = "topicFilterType",
-        pub topic_sys_flag: Option<i32> = "topicSysFlag",
-        pub order: bool = "order",
-        pub attributes: Option<String> = "attributes",
-        pub force: Option<bool> = "force",
-    }
-}
-
-ext_header! {
     /// HEART_BEAT (34), LOCK_BATCH_MQ (41), UNLOCK_BATCH_MQ (42) and every request whose
     /// Java header has no fields of its own: everything is in the body.
     pub struct EmptyHeader {}
@@ -776,3 +758,7 @@ ext_header! {
         pub revive_qid: i32 = "reviveQid",
     }
 }
+
+// The admin requests' headers (topics, groups, offsets, connections, broker config).
+mod admin;
+pub use admin::*;

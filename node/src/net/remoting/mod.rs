@@ -29,6 +29,7 @@ use ringmq_wire::code::Status;
 use ringmq_wire::codec::Decode;
 use ringmq_wire::command::{OffsetResponse, QueryConsumerOffsetResponse};
 
+pub mod admin;
 pub mod push;
 pub mod reply;
 pub mod request;
@@ -165,6 +166,16 @@ fn handle_frame<S: Service + 'static>(
             if !oneway {
                 push(out, st, with_opaque(resp, opaque), body);
             }
+            return Ok(());
+        }
+        request::Translated::Admin(job) => {
+            let svc = Rc::clone(svc);
+            let fut = async move { admin::run(svc.as_ref(), &caller, job).await };
+            answer_later(out, inflight, fut, move |out, (resp, body)| {
+                if !oneway {
+                    push(out, st, with_opaque(resp, opaque), body);
+                }
+            });
             return Ok(());
         }
     };

@@ -44,6 +44,8 @@ use ringmq_wire::remoting::frame::Command;
 use ringmq_wire::remoting::headers::{self as h, message_sys_flag as sys};
 
 use super::Peer;
+
+mod admin;
 use crate::net::reply::Body;
 use crate::net::service::Service;
 
@@ -55,6 +57,8 @@ pub const PULL_BODY_BYTES_MAX: u32 = 4 * 1024 * 1024 - 64 * 1024;
 pub enum Translated {
     /// A native request frame, and how to read its answer.
     Native { frame: Vec<u8>, kind: ReplyKind },
+    /// An admin request answered from several native requests.
+    Admin(super::admin::Job),
     /// An answer made here.
     Answer(Command, Body),
 }
@@ -137,7 +141,7 @@ pub struct Refusal {
 }
 
 impl Refusal {
-    fn bad(what: impl Into<String>) -> Self {
+    pub(super) fn bad(what: impl Into<String>) -> Self {
         Refusal {
             code: response::SYSTEM_ERROR,
             remark: what.into(),
@@ -145,7 +149,7 @@ impl Refusal {
     }
 }
 
-type Result<T> = std::result::Result<T, Refusal>;
+pub(super) type Result<T> = std::result::Result<T, Refusal>;
 
 fn translate_inner<S: Service + ?Sized>(
     svc: &S,
@@ -441,15 +445,18 @@ fn translate_inner<S: Service + ?Sized>(
             Command::response(response::SUCCESS, cmd.opaque, None),
             Body::Empty,
         )),
-        other => Err(Refusal {
-            code: response::REQUEST_CODE_NOT_SUPPORTED,
-            remark: format!("request code {other} is not supported by ringmq"),
-        }),
+        other => match admin::translate(other, ext, body)? {
+            Some(t) => Ok(t),
+            None => Err(Refusal {
+                code: response::REQUEST_CODE_NOT_SUPPORTED,
+                remark: format!("request code {other} is not supported by ringmq"),
+            }),
+        },
     }
 }
 
 /// A typed header from the request's extFields; a refusal names the request and the field.
-fn typed<T: FromExt>(code: i32, ext: &ExtFields) -> Result<T> {
+pub(super) fn typed<T: FromExt>(code: i32, ext: &ExtFields) -> Result<T> {
     T::from_ext(ext).map_err(|e| Refusal::bad(format!("request code {code}: {e}")))
 }
 
@@ -462,7 +469,7 @@ fn offset(o: i64) -> Result<u64> {
 }
 
 /// A native request frame (request id 0: the remoting opaque is kept by the caller).
-fn native<H: Encode>(
+pub(super) fn native<H: Encode>(
     code: RequestCode,
     header: &H,
     body: &[u8],

@@ -1,0 +1,348 @@
+//! The consumer-group answers of [`super::Job`]: group configs, consume stats, connections,
+//! offset reset, and who consumes what.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use ringmq_wire::code::{RequestCode, Status};
+use ringmq_wire::codec::Empty;
+use ringmq_wire::command::pull::FilterType;
+use ringmq_wire::command::{
+    Boundary, ConsumerGroupInfo, ConsumerGroupList, ConsumerOffsetTable,
+    GetAllConsumerOffsetRequest, GetOffsetRequest, OffsetResponse, SearchOffsetRequest,
+    Subscription, UpdateConsumerOffsetRequest,
+};
+use ringmq_wire::remoting::body::{self as rbody, JsonBody};
+use ringmq_wire::remoting::code::response;
+use ringmq_wire::remoting::headers::ResetOffsetRequestHeader;
+
+use super::topics::{queue_json, topic_config};
+use super::{long, ok, Answer, Failed, Natives, Result};
+use crate::net::service::Service;
+
+/// RocketMQ's CONSUMER_NOT_ONLINE: the group has no live member on this broker.
+const CONSUMER_NOT_ONLINE: i32 = 206;
+/// RocketMQ's SUBSCRIPTION_GROUP_NOT_EXIST.
+const SUBSCRIPTION_GROUP_NOT_EXIST: i32 = 26;
+
+/// GET_ALL_SUBSCRIPTIONGROUP_CONFIG: every group with settings or live members.
+pub(super) async fn all_configs<S: Service + ?Sized>(n: &mut Natives<'_, S>) -> Result<Answer> {
+    let list = groups(n).await?;
+    let body = rbody::SubscriptionGroupWrapper {
+        subscription_group_table: list
+            .groups
+            .iter()
+            .map(|g| (g.group.clone(), group_json(g)))
+            .collect(),
+        ..Default::default()
+    };
+    ok(body.to_json())
+}
+
+/// GET_SUBSCRIPTIONGROUP_CONFIG: one group's config.
+pub(super) async fn config<S: Service + ?Sized>(
+    n: &mut Natives<'_, S>,
+    group: &str,
+) -> Result<Answer> {
+    let list = groups(n).await?;
+    match list.groups.iter().find(|g| g.group == group) {
+        Some(g) => ok(group_json(g).to_json()),
+        None => Err(Failed::new(
+            SUBSCRIPTION_GROUP_NOT_EXIST,
+            format!("consumer group {group} does not exist on this broker"),
+        )),
+    }
+}
+
+/// GET_CONSUME_STATS: per queue of each topic, the queue's end and the group's offset.
+pub(super) async fn consume_stats<S: Service + ?Sized>(
+    n: &mut Natives<'_, S>,
+    group: &str,
+    topics: Vec<String>,
+) -> Result<Answer> {
+    let offsets = group_offsets(n, group).await?;
+    let topics: BTreeSet<String> = if topics.is_empty() {
+        offsets.keys().map(|(t, _)| t.clone()).collect()
+    } else {
+        topics.into_iter().collect()
+    };
+    let broker = n.svc.broker_name().unwrap_or_default();
+    let mut table = Vec::new();
+    for topic in topics {
+        // A topic gone from this broker has nothing to report.
+        let Ok(c) = topic_config(n, &topic).await else {
+            continue;
+        };
+        n.budget(c.read_queue_count as usize)?;
+        for q in 0..c.read_queue_count {
+            let h = GetOffsetRequest {
+                topic: topic.clone(),
+                queue_id: q,
+            };
+            let max: OffsetResponse = n.fields(RequestCode::GetMaxOffset, &h).await?;
+            let committed = offsets
+                .get(&(topic.clone(), q))
+                .map(|&o| long(o))
+                .unwrap_or(0);
+            table.push((
+                queue_json(&topic, &broker, q),
+                rbody::OffsetWrapper {
+                    broker_offset: long(max.offset),
+                    consumer_offset: committed,
+                    pull_offset: committed,
+                    last_timestamp: 0,
+                },
+            ));
+        }
+    }
+    ok(rbody::consume_stats(&table, 0.0))
+}
+
+/// GET_CONSUMER_CONNECTION_LIST: the group's live members and subscriptions.
+pub(super) async fn connection<S: Service + ?Sized>(
+    n: &mut Natives<'_, S>,
+    group: &str,
+) -> Result<Answer> {
+    let list = groups(n).await?;
+    let g = list
+        .groups
+        .iter()
+        .find(|g| g.group == group && !g.members.is_empty())
+        .ok_or_else(|| {
+            Failed::new(
+                CONSUMER_NOT_ONLINE,
+                format!("the consumer group {group} is not online"),
+            )
+        })?;
+    let body = rbody::ConsumerConnection {
+        connection_set: g
+            .members
+            .iter()
+            .map(|id| rbody::Connection {
+                client_id: id.clone(),
+                // ringmq keeps the client id, whose first part is the client's IP.
+                client_addr: id.split('@').next().unwrap_or_default().to_string(),
+                language: "OTHER".to_string(),
+                version: 0,
+            })
+            .collect(),
+        subscription_table: g
+            .subscriptions
+            .iter()
+            .map(|s| (s.topic.clone(), subscription_json(s)))
+            .collect(),
+        ..Default::default()
+    };
+    ok(body.to_json())
+}
+
+/// INVOKE_BROKER_TO_RESET_OFFSET: moves the group's offsets on this broker; answers each
+/// queue's new offset.
+pub(super) async fn reset_offset<S: Service + ?Sized>(
+    n: &mut Natives<'_, S>,
+    h: ResetOffsetRequestHeader,
+) -> Result<Answer> {
+    let c = topic_config(n, &h.topic).await?;
+    let broker = n.svc.broker_name().unwrap_or_default();
+    let one = match (h.queue_id, h.offset) {
+        (Some(q), Some(o)) if q >= 0 => {
+            let q = u32::try_from(q).unwrap_or(u32::MAX);
+            if q >= c.read_queue_count {
+                return Err(Failed::new(
+                    response::SYSTEM_ERROR,
+                    format!("topic {} has no queue {q}", h.topic),
+                ));
+            }
+            let o = u64::try_from(o).map_err(|_| {
+                Failed::new(response::SYSTEM_ERROR, format!("offset {o} is negative"))
+            })?;
+            Some((q, o))
+        }
+        _ => None,
+    };
+    let queues: Vec<u32> = match one {
+        Some((q, _)) => vec![q],
+        None => (0..c.read_queue_count).collect(),
+    };
+    n.budget(queues.len() * 2)?;
+    let mut table = Vec::with_capacity(queues.len());
+    for q in queues {
+        let offset = match one {
+            Some((_, o)) => o,
+            None => queue_offset_at(n, &h.topic, q, h.timestamp).await?,
+        };
+        let set = UpdateConsumerOffsetRequest {
+            consumer_group: h.group.clone(),
+            topic: h.topic.clone(),
+            queue_id: q,
+            offset,
+        };
+        n.call(RequestCode::InvokeBrokerToResetOffset, &set, &[])
+            .await?;
+        table.push((queue_json(&h.topic, &broker, q), long(offset)));
+    }
+    ok(rbody::reset_offset_body(&table))
+}
+
+/// QUERY_TOPIC_CONSUME_BY_WHO: the groups that subscribe to or have offsets on `topic`.
+pub(super) async fn consume_by_who<S: Service + ?Sized>(
+    n: &mut Natives<'_, S>,
+    topic: &str,
+) -> Result<Answer> {
+    let mut out = BTreeSet::new();
+    for g in groups(n).await?.groups {
+        if g.subscriptions.iter().any(|s| s.topic == topic) {
+            out.insert(g.group);
+        }
+    }
+    for e in all_offsets(n).await? {
+        if e.topic == topic {
+            out.insert(e.consumer_group);
+        }
+    }
+    ok(rbody::GroupList {
+        group_list: out.into_iter().collect(),
+    }
+    .to_json())
+}
+
+/// QUERY_TOPICS_BY_CONSUMER: the topics `group` subscribes to or has offsets on.
+pub(super) async fn topics_by_consumer<S: Service + ?Sized>(
+    n: &mut Natives<'_, S>,
+    group: &str,
+) -> Result<Answer> {
+    let mut out: BTreeSet<String> = group_offsets(n, group)
+        .await?
+        .into_keys()
+        .map(|(t, _)| t)
+        .collect();
+    for g in groups(n).await?.groups {
+        if g.group == group {
+            out.extend(g.subscriptions.into_iter().map(|s| s.topic));
+        }
+    }
+    ok(rbody::TopicList {
+        topic_list: out.into_iter().collect(),
+        broker_addr: None,
+    }
+    .to_json())
+}
+
+/// The offset of queue `q` at `timestamp_ms` (-1: the queue's end).
+async fn queue_offset_at<S: Service + ?Sized>(
+    n: &mut Natives<'_, S>,
+    topic: &str,
+    q: u32,
+    timestamp_ms: i64,
+) -> Result<u64> {
+    let r: OffsetResponse = if timestamp_ms < 0 {
+        let h = GetOffsetRequest {
+            topic: topic.to_string(),
+            queue_id: q,
+        };
+        n.fields(RequestCode::GetMaxOffset, &h).await?
+    } else {
+        let h = SearchOffsetRequest {
+            topic: topic.to_string(),
+            queue_id: q,
+            timestamp_ms,
+            boundary: Boundary::Lower,
+        };
+        n.fields(RequestCode::SearchOffsetByTimestamp, &h).await?
+    };
+    Ok(r.offset)
+}
+
+async fn groups<S: Service + ?Sized>(n: &mut Natives<'_, S>) -> Result<ConsumerGroupList> {
+    n.body(RequestCode::GetAllSubscriptionGroupConfig, &Empty)
+        .await
+}
+
+/// Every committed offset on this broker (each shard keeps its queues').
+async fn all_offsets<S: Service + ?Sized>(
+    n: &mut Natives<'_, S>,
+) -> Result<Vec<ringmq_wire::command::ConsumerOffsetEntry>> {
+    let shards = n.shard_count().await?;
+    let mut out = Vec::new();
+    for shard_id in 0..shards {
+        let r = n
+            .raw(
+                RequestCode::GetAllConsumerOffset,
+                &GetAllConsumerOffsetRequest { shard_id },
+                &[],
+            )
+            .await?;
+        if r.status != Status::Success {
+            return Err(super::failed(&r));
+        }
+        let t: ConsumerOffsetTable = super::decode_body(RequestCode::GetAllConsumerOffset, &r)?;
+        out.extend(t.entries);
+    }
+    Ok(out)
+}
+
+/// `group`'s committed offsets by (topic, queue).
+async fn group_offsets<S: Service + ?Sized>(
+    n: &mut Natives<'_, S>,
+    group: &str,
+) -> Result<BTreeMap<(String, u32), u64>> {
+    Ok(all_offsets(n)
+        .await?
+        .into_iter()
+        .filter(|e| e.consumer_group == group)
+        .map(|e| ((e.topic, e.queue_id), e.offset))
+        .collect())
+}
+
+fn group_json(g: &ConsumerGroupInfo) -> rbody::SubscriptionGroupConfig {
+    rbody::SubscriptionGroupConfig {
+        group_name: g.group.clone(),
+        retry_max_times: i32::try_from(g.retry_max_times).unwrap_or(i32::MAX),
+        ..Default::default()
+    }
+}
+
+fn subscription_json(s: &Subscription) -> rbody::SubscriptionData {
+    let sql = s.filter_type == FilterType::Sql92;
+    let tags: Vec<String> = if sql || s.expression.trim() == "*" {
+        Vec::new()
+    } else {
+        s.expression
+            .split("||")
+            .map(|t| t.trim().to_string())
+            .filter(|t| !t.is_empty())
+            .collect()
+    };
+    rbody::SubscriptionData {
+        class_filter_mode: false,
+        topic: s.topic.clone(),
+        sub_string: s.expression.clone(),
+        code_set: tags
+            .iter()
+            .map(|t| ringmq_wire::record::tag_hash(t) as i32)
+            .collect(),
+        tags_set: tags,
+        sub_version: long(s.version),
+        expression_type: if sql {
+            rbody::EXPRESSION_TYPE_SQL92
+        } else {
+            rbody::EXPRESSION_TYPE_TAG
+        }
+        .to_string(),
+    }
+}
+
+/// DELETE_SUBSCRIPTIONGROUP: SUCCESS also when the group has no settings here.
+pub(super) async fn delete<S: Service + ?Sized>(
+    n: &mut Natives<'_, S>,
+    group: &str,
+) -> Result<Answer> {
+    let h = ringmq_wire::command::DeleteSubscriptionGroupRequest {
+        group: group.to_string(),
+    };
+    n.absent_ok(
+        RequestCode::DeleteSubscriptionGroup,
+        &h,
+        Status::SubscriptionNotExist,
+    )
+    .await
+}
