@@ -1,7 +1,11 @@
 //! The one place errors become RocketMQ 5 statuses: a native client error (with the
-//! broker's status when the broker answered) maps to the `Code` RocketMQ's proxy answers
-//! for the same condition. Every RPC carries its outcome in the response's `Status` (the
-//! gRPC status stays OK) except Telemetry, whose stream ends with a gRPC status.
+//! broker's status when the broker answered) maps to a `Code`. Where RocketMQ's proxy maps
+//! the remoting code (SYSTEM_BUSY, REQUEST_CODE_NOT_SUPPORTED, a missing subscription group)
+//! the edge answers the same; where the proxy answers INTERNAL_SERVER_ERROR for a code it
+//! does not map, the edge answers the closest specific code (TOPIC_NOT_EXIST is
+//! TOPIC_NOT_FOUND, NO_PERMISSION is FORBIDDEN, ...). Every RPC carries its outcome in the
+//! response's `Status` (the gRPC status stays OK) except Telemetry, whose stream ends with
+//! a gRPC status.
 
 use ringmq_client::wire::code::Status as Wire;
 use ringmq_client::Error;
