@@ -1,8 +1,9 @@
 //! The listener: binds the port on the caller's thread (so a taken port fails the start
 //! at once and port 0 reports the port it got), then serves on a thread of its own
 //! (`ringmq-grpc`) with its own single-threaded tokio runtime, away from the broker's
-//! io_uring shards. [`GrpcServer::stop`] ends the listener and joins the thread; open
-//! streams are cut.
+//! io_uring shards. [`GrpcServer::stop`] ends the listener, lets requests in flight finish
+//! for at most [`SHUTDOWN_GRACE`], cuts what is still open (Telemetry streams, long polls)
+//! and joins the thread.
 //!
 //! Limits per connection: [`STREAMS_PER_CONNECTION_MAX`] concurrent HTTP/2 streams (long
 //! polls and Telemetry streams count), requests of at most [`REQUEST_BYTES_MAX`].
@@ -26,6 +27,9 @@ use crate::transaction::Transactions;
 pub const STREAMS_PER_CONNECTION_MAX: u32 = 1024;
 /// Largest request message (a SendMessage of a few 4 MiB bodies).
 pub const REQUEST_BYTES_MAX: usize = 16 * 1024 * 1024;
+/// How long a stop waits for requests in flight (and the transaction producers'
+/// unregistering) before it cuts what is still open.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 /// How long a start waits for the edge's native clients.
 const START_WAIT: Duration = Duration::from_secs(10);
 /// The native producer's group (the edge's sends carry no transaction, so no check-back
@@ -193,16 +197,37 @@ async fn edge(opts: &GrpcOptions, endpoints: pb::Endpoints) -> Result<Edge, Grpc
 async fn serve(edge: Edge, listener: tokio::net::TcpListener, shutdown: oneshot::Receiver<()>) {
     let transactions = Arc::clone(&edge.transactions);
     let service = MessagingServiceServer::new(edge).max_decoding_message_size(REQUEST_BYTES_MAX);
-    let result = tonic::transport::Server::builder()
+    let graceful = Arc::new(tokio::sync::Notify::new());
+    let begin = Arc::clone(&graceful);
+    let server = tonic::transport::Server::builder()
         .max_concurrent_streams(Some(STREAMS_PER_CONNECTION_MAX))
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .add_service(service)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
-            let _ = shutdown.await;
-        })
-        .await;
-    if let Err(e) = result {
-        log::error!("gRPC edge: {e}");
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async move {
+            begin.notified().await;
+        });
+    tokio::pin!(server);
+    let result = tokio::select! {
+        r = &mut server => Some(r),
+        _ = shutdown => {
+            // Stop accepting; requests in flight may finish within the grace time. Telemetry
+            // streams and long polls stay open as long as their clients keep them, so what is
+            // still open then is cut (the runtime is dropped with it).
+            graceful.notify_one();
+            tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await.ok()
+        }
+    };
+    match result {
+        Some(Err(e)) => log::error!("gRPC edge: {e}"),
+        Some(Ok(())) => {}
+        None => log::info!("gRPC edge: streams still open after {SHUTDOWN_GRACE:?} are cut"),
     }
-    transactions.shutdown().await;
+    if tokio::time::timeout(SHUTDOWN_GRACE, transactions.shutdown())
+        .await
+        .is_err()
+    {
+        log::info!(
+            "gRPC edge: its transaction producers did not unregister within {SHUTDOWN_GRACE:?}"
+        );
+    }
 }

@@ -46,6 +46,10 @@ const DLQ_TOPIC: &str = "GrpcDlq";
 const DLQ_GROUP: &str = "grpc-dlq";
 const PUSH_TOPIC: &str = "GrpcPush";
 const BAD_TOPIC: &str = "GrpcBad";
+const HOLD_TOPIC: &str = "GrpcHold";
+/// How long a node with gRPC clients still connected may take to stop: the edge's 2 s grace
+/// for what is in flight, then the broker's own stop.
+const STOP_LIMIT: Duration = Duration::from_secs(10);
 const N_PUSH: usize = 20;
 const QUEUES: u32 = 8;
 const N_NORMAL: usize = 40;
@@ -462,6 +466,44 @@ fn bad_grpc_input_gets_a_status_and_stores_nothing() {
     assert_eq!(ids, vec!["ID-GOOD"], "messages stored in {BAD_TOPIC}");
     admin.close();
     node.term(Duration::from_secs(10));
+}
+
+/// A node stops on SIGTERM while the SDK's clients keep their Telemetry streams and a long
+/// poll open: the edge gives what is in flight a grace time, then cuts the rest.
+#[test]
+fn a_node_stops_while_grpc_clients_hold_streams_open() {
+    let python = python();
+    let dir = ringmq_testkit::tempdir("grpc-python-hold");
+    let (mut node, namesrv, grpc) = start_node(dir.path(), &[]);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let admin = rt
+        .block_on(Admin::connect(&namesrv.to_string()))
+        .expect("an admin client");
+    rt.block_on(admin.create_topic(HOLD_TOPIC, QUEUES, Duration::from_secs(10)))
+        .unwrap_or_else(|e| panic!("creating {HOLD_TOPIC}: {e}"));
+    admin.close();
+    let mut clients = Spawn::new("grpc_hold.py", &python)
+        .arg(scripts_dir().join("grpc_hold.py"))
+        .arg(grpc.to_string())
+        .arg(HOLD_TOPIC)
+        .env("HOME", dir.path())
+        .env("PYTHONUNBUFFERED", "1")
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .log(dir.path().join("grpc_hold.stderr.log"))
+        .start();
+    clients.wait_line(Duration::from_secs(30), "holding", |l| l == "holding");
+    let started = std::time::Instant::now();
+    let status = node.term(STOP_LIMIT);
+    assert!(status.success(), "exit status {status}");
+    println!(
+        "stopped in {:.1?} with gRPC clients connected",
+        started.elapsed()
+    );
+    clients.kill9();
 }
 
 /// What the script says it sent, in send order.
