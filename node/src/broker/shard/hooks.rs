@@ -171,6 +171,17 @@ impl Shard {
         }
     }
 
+    /// What the rooms do once the consumer offsets about to be snapshotted are saved
+    /// ([`Room::offsets_saving`], taken now, in the rooms' order).
+    pub fn offsets_saving(self: &Rc<Self>) -> Vec<Later> {
+        self.broker
+            .hooks
+            .rooms
+            .iter()
+            .filter_map(|r| r.offsets_saving(self))
+            .collect()
+    }
+
     /// Serves a request the way one from a client would be (forwarded origin).
     pub fn dispatch(
         self: &Rc<Self>,

@@ -400,13 +400,7 @@ async fn stop(shard: &Rc<Shard>) {
     }
     // What rooms save after the offsets is taken before them (the POP watermark: see
     // `Room::offsets_saving`); the log is durable through both now.
-    let after: Vec<_> = shard
-        .broker
-        .hooks
-        .rooms
-        .iter()
-        .filter_map(|r| r.offsets_saving(shard))
-        .collect();
+    let after = shard.offsets_saving();
     let persisted = shard.offsets.borrow_mut().persist();
     match persisted {
         Ok(()) => {

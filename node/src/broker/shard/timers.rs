@@ -201,13 +201,7 @@ struct OffsetsDue {
 /// the file never claims a position whose record a crash (a power loss under either flush
 /// mode) could take back. Nothing here makes a sync of its own.
 fn take_offsets(shard: &Rc<Shard>) -> Option<OffsetsDue> {
-    let after = shard
-        .broker
-        .hooks
-        .rooms
-        .iter()
-        .filter_map(|r| r.offsets_saving(shard))
-        .collect();
+    let after = shard.offsets_saving();
     let snapshot = shard.offsets.borrow_mut().snapshot();
     let log_end = shard.store.borrow().write_offset();
     let file = match snapshot {
