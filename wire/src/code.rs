@@ -60,6 +60,8 @@ crate::wire_enum! {
         /// ringmq: the consumer groups a broker knows (live members, subscriptions, settings).
         GetAllSubscriptionGroupConfig = 201 => "GET_ALL_SUBSCRIPTIONGROUP_CONFIG",
         DeleteSubscriptionGroup = 207 => "DELETE_SUBSCRIPTIONGROUP",
+        /// The live members of a producer group (admin; RocketMQ's number).
+        GetProducerConnectionList = 204 => "GET_PRODUCER_CONNECTION_LIST",
         GetAllTopicListFromNameserver = 206 => "GET_ALL_TOPIC_LIST_FROM_NAMESERVER",
         DeleteTopicInBroker = 215 => "DELETE_TOPIC_IN_BROKER",
         DeleteTopicInNamesrv = 216 => "DELETE_TOPIC_IN_NAMESRV",

@@ -161,6 +161,7 @@ pub fn need(request: &Request, body: &[u8]) -> Need {
         | Request::UpdateAndCreateSubscriptionGroup(_)
         | Request::DeleteSubscriptionGroup(_)
         | Request::GetAllSubscriptionGroupConfig(_)
+        | Request::GetProducerConnectionList(_)
         | Request::GetAllTopicConfig(_)
         | Request::UpdateBrokerConfig(_)
         | Request::GetBrokerConfig(_)

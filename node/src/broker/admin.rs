@@ -52,6 +52,14 @@ pub fn consumer_list(shard: &Shard, group: &str) -> Reply {
     encoded_body(list)
 }
 
+/// GET_PRODUCER_CONNECTION_LIST: a producer group's live members.
+pub fn producer_list(shard: &Shard, group: &str) -> Reply {
+    let groups = shard.broker.lock_groups();
+    encoded_body(ringmq_wire::command::ProducerList {
+        client_ids: groups.producers(group, Broker::now_ms()),
+    })
+}
+
 pub fn runtime_info(shard: &Shard) -> Reply {
     let b = &shard.broker;
     let shards = b

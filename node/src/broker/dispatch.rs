@@ -158,6 +158,9 @@ pub fn dispatch(
         Request::UnlockBatchMq(_) => clients::unlock_batch(shard, body).into(),
         Request::ConsumerSendMsgBack(h) => retry::send_back(shard, h, frame_bytes, origin),
         Request::GetConsumerListByGroup(h) => admin::consumer_list(shard, &h.consumer_group).into(),
+        Request::GetProducerConnectionList(h) => {
+            admin::producer_list(shard, &h.producer_group).into()
+        }
         Request::GetBrokerRuntimeInfo(_) => admin::runtime_info(shard).into(),
         Request::QueryMessage(h) => crate::broker::query::query(shard, h, frame_bytes, origin),
         Request::GetBrokerConfig(_) => admin::broker_config(shard).into(),

@@ -40,6 +40,7 @@
 //! | LOCK_BATCH_MQ | [`Empty`] | [`LockBatchRequest`] | [`Empty`] | [`LockBatchResponse`] |
 //! | UNLOCK_BATCH_MQ | [`Empty`] | [`LockBatchRequest`] | [`Empty`] | - |
 //! | GET_CONSUMER_LIST_BY_GROUP | [`GetConsumerListRequest`] | - | [`Empty`] | [`ConsumerList`] |
+//! | GET_PRODUCER_CONNECTION_LIST | [`GetProducerListRequest`] | - | [`Empty`] | [`ProducerList`] |
 //! | GET_BROKER_RUNTIME_INFO | [`Empty`] | - | [`Empty`] | [`BrokerRuntimeInfo`] |
 //! | GET_SCHEDULE_STATUS | [`Empty`] | - | [`Empty`] | [`ScheduleStatus`] |
 //! | GET_TRANSACTION_STATUS | [`Empty`] | - | [`Empty`] | [`TransactionStatus`] |
@@ -89,6 +90,7 @@ pub mod kv;
 pub mod lock;
 pub mod namesrv;
 pub mod pop;
+pub mod producer_list;
 pub mod pull;
 pub mod query;
 pub mod queue_offset;
@@ -116,6 +118,7 @@ pub use kv::*;
 pub use lock::*;
 pub use namesrv::*;
 pub use pop::*;
+pub use producer_list::*;
 pub use pull::*;
 pub use query::*;
 pub use queue_offset::*;
@@ -227,6 +230,7 @@ requests! {
     DeleteAclConfig(DeleteAclRequest),
     GetBrokerClusterAclConfig(Empty),
     WhoAmI(Empty),
+    GetProducerConnectionList(GetProducerListRequest),
     PopMessage(PopRequest),
     AckMessage(AckRequest),
     BatchAckMessage(BatchAckRequest),
@@ -281,6 +285,8 @@ macro_rules! for_each_wire_type {
             $crate::command::UnregisterClientRequest,
             $crate::command::GetConsumerListRequest,
             $crate::command::ConsumerList,
+            $crate::command::GetProducerListRequest,
+            $crate::command::ProducerList,
             $crate::command::BrokerRuntimeInfo,
             $crate::command::ScheduleStatus,
             $crate::command::TransactionStatus,

@@ -8,8 +8,8 @@ use ringmq_wire::codec::Empty;
 use ringmq_wire::command::pull::FilterType;
 use ringmq_wire::command::{
     Boundary, ConsumerGroupInfo, ConsumerGroupList, ConsumerOffsetTable,
-    GetAllConsumerOffsetRequest, GetOffsetRequest, OffsetResponse, SearchOffsetRequest,
-    Subscription, UpdateConsumerOffsetRequest,
+    GetAllConsumerOffsetRequest, GetOffsetRequest, GetProducerListRequest, OffsetResponse,
+    ProducerList, SearchOffsetRequest, Subscription, UpdateConsumerOffsetRequest,
 };
 use ringmq_wire::remoting::body::{self as rbody, JsonBody};
 use ringmq_wire::remoting::code::response;
@@ -98,7 +98,7 @@ pub(super) async fn consume_stats<S: Service + ?Sized>(
 }
 
 /// GET_CONSUMER_CONNECTION_LIST: the group's live members and subscriptions.
-pub(super) async fn connection<S: Service + ?Sized>(
+pub(super) async fn consumer_connection<S: Service + ?Sized>(
     n: &mut Natives<'_, S>,
     group: &str,
 ) -> Result<Answer> {
@@ -114,17 +114,7 @@ pub(super) async fn connection<S: Service + ?Sized>(
             )
         })?;
     let body = rbody::ConsumerConnection {
-        connection_set: g
-            .members
-            .iter()
-            .map(|id| rbody::Connection {
-                client_id: id.clone(),
-                // ringmq keeps the client id, whose first part is the client's IP.
-                client_addr: id.split('@').next().unwrap_or_default().to_string(),
-                language: "OTHER".to_string(),
-                version: 0,
-            })
-            .collect(),
+        connection_set: g.members.iter().map(|id| client_connection(id)).collect(),
         subscription_table: g
             .subscriptions
             .iter()
@@ -133,6 +123,43 @@ pub(super) async fn connection<S: Service + ?Sized>(
         ..Default::default()
     };
     ok(body.to_json())
+}
+
+/// GET_PRODUCER_CONNECTION_LIST: the group's live producers; SYSTEM_ERROR when there is
+/// none, as RocketMQ answers.
+pub(super) async fn producer_connection<S: Service + ?Sized>(
+    n: &mut Natives<'_, S>,
+    group: &str,
+) -> Result<Answer> {
+    let h = GetProducerListRequest {
+        producer_group: group.to_string(),
+    };
+    let list: ProducerList = n.body(RequestCode::GetProducerConnectionList, &h).await?;
+    if list.client_ids.is_empty() {
+        return Err(Failed::new(
+            response::SYSTEM_ERROR,
+            format!("the producer group {group} has no live producer on this broker"),
+        ));
+    }
+    ok(rbody::ProducerConnection {
+        connection_set: list
+            .client_ids
+            .iter()
+            .map(|id| client_connection(id))
+            .collect(),
+    }
+    .to_json())
+}
+
+/// A client as RocketMQ's `Connection`: ringmq keeps its id, whose first part is its IP;
+/// its language and version are not kept (`OTHER`, 0).
+fn client_connection(client_id: &str) -> rbody::Connection {
+    rbody::Connection {
+        client_id: client_id.to_string(),
+        client_addr: client_id.split('@').next().unwrap_or_default().to_string(),
+        language: "OTHER".to_string(),
+        version: 0,
+    }
 }
 
 /// INVOKE_BROKER_TO_RESET_OFFSET: moves the group's offsets on this broker; answers each

@@ -19,6 +19,7 @@
 //! | GET_TOPIC_STATS_INFO 202 | GET_ALL_TOPIC_CONFIG, GET_MIN/MAX_OFFSET per queue | `TopicStatsTable` |
 //! | GET_CONSUME_STATS 208 | HELLO, GET_ALL_CONSUMER_OFFSET per shard, GET_MAX_OFFSET per queue | `ConsumeStats` |
 //! | GET_CONSUMER_CONNECTION_LIST 203 | GET_ALL_SUBSCRIPTIONGROUP_CONFIG | `ConsumerConnection`; CONSUMER_NOT_ONLINE |
+//! | GET_PRODUCER_CONNECTION_LIST 204 | GET_PRODUCER_CONNECTION_LIST | `ProducerConnection`; SYSTEM_ERROR when the group has no live member |
 //! | INVOKE_BROKER_TO_RESET_OFFSET 222 | GET_ALL_TOPIC_CONFIG, SEARCH_OFFSET_BY_TIMESTAMP or GET_MAX_OFFSET, INVOKE_BROKER_TO_RESET_OFFSET per queue | `ResetOffsetBody` |
 //! | QUERY_TOPIC_CONSUME_BY_WHO 300 | GET_ALL_SUBSCRIPTIONGROUP_CONFIG, HELLO, GET_ALL_CONSUMER_OFFSET | `GroupList` |
 //! | QUERY_TOPICS_BY_CONSUMER 343 | same | `TopicList` |
@@ -57,6 +58,7 @@ pub enum Job {
     TopicStats { topic: String },
     ConsumeStats { group: String, topics: Vec<String> },
     ConsumerConnection { group: String },
+    ProducerConnection { group: String },
     DeleteTopic { topic: String },
     DeleteTopicInNamesrv(ringmq_wire::command::DeleteTopicInNamesrvRequest),
     DeleteGroup { group: String },
@@ -86,7 +88,8 @@ pub async fn run<S: Service + ?Sized>(svc: &S, caller: &Caller, job: Job) -> Ans
         Job::AllGroups => groups::all_configs(&mut n).await,
         Job::GroupConfig { group } => groups::config(&mut n, &group).await,
         Job::ConsumeStats { group, topics } => groups::consume_stats(&mut n, &group, topics).await,
-        Job::ConsumerConnection { group } => groups::connection(&mut n, &group).await,
+        Job::ConsumerConnection { group } => groups::consumer_connection(&mut n, &group).await,
+        Job::ProducerConnection { group } => groups::producer_connection(&mut n, &group).await,
         Job::DeleteTopic { topic } => topics::delete(&mut n, &topic).await,
         Job::DeleteTopicInNamesrv(h) => topics::delete_in_namesrv(&mut n, h).await,
         Job::DeleteGroup { group } => groups::delete(&mut n, &group).await,

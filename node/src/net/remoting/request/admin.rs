@@ -140,6 +140,12 @@ pub fn translate(code: i32, ext: &ExtFields, body: &[u8]) -> Result<Option<Trans
                 group: r.consumer_group,
             })
         }
+        rc::GET_PRODUCER_CONNECTION_LIST => {
+            let r: h::GetProducerConnectionListRequestHeader = typed(code, ext)?;
+            job(Job::ProducerConnection {
+                group: r.producer_group,
+            })
+        }
         rc::INVOKE_BROKER_TO_RESET_OFFSET => job(Job::ResetOffset(typed(code, ext)?)),
         rc::QUERY_TOPIC_CONSUME_BY_WHO => {
             let r: h::TopicRequestHeader = typed(code, ext)?;
