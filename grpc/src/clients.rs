@@ -93,6 +93,15 @@ impl Clients {
         Some(e.settings.clone())
     }
 
+    /// Whether `client_id` is known and its Telemetry stream still open: what `auto_renew`
+    /// renewal takes for a client still there.
+    pub(crate) fn connected(&self, client_id: &str) -> bool {
+        self.lock()
+            .get(client_id)
+            .and_then(|e| e.telemetry.as_ref())
+            .is_some_and(|tx| !tx.is_closed())
+    }
+
     /// Forgets `client_id`; its settings, if it was known.
     pub(crate) fn remove(&self, client_id: &str) -> Option<pb::Settings> {
         self.lock().remove(client_id).map(|e| e.settings)

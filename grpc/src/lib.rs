@@ -26,8 +26,8 @@
 //! id kept as `UNIQ_KEY`), QueryAssignment, ReceiveMessage (POP, long polling), AckMessage,
 //! ChangeInvisibleDuration, NotifyClientTermination, RecallMessage, transactions (the half,
 //! EndTransaction, the check-back as RecoverOrphanedTransactionCommand on Telemetry),
-//! ForwardMessageToDeadLetterQueue. Not yet: the offset-based
-//! pull RPCs, server-side renewal of `auto_renew` receipts, ACL signatures, TLS. See
+//! ForwardMessageToDeadLetterQueue; `auto_renew` receipts renewed by the edge
+//! (`renew`). Not yet: the offset-based pull RPCs, ACL signatures, TLS. See
 //! `docs/grpc.md`.
 //!
 //! [`Producer`]: ringmq_client::Producer
@@ -39,6 +39,7 @@ mod convert;
 mod handle;
 pub mod pb;
 mod receive;
+mod renew;
 mod route;
 mod send;
 mod server;

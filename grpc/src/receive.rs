@@ -7,10 +7,12 @@
 //! timestamp (when the messages left the server), then one response per message, or a
 //! single MESSAGE_NOT_FOUND when nothing came. The invisible duration must be
 //! at least 10 s unless `auto_renew` is set; then the message is popped invisible for
-//! [`AUTO_RENEW_INVISIBLE`] (the server does not renew it yet).
+//! [`AUTO_RENEW_INVISIBLE`] and the edge keeps renewing it ([`crate::renew`]) until the
+//! client acks it or is gone.
 //!
 //! Acks and invisible-time changes carry the receipt handle the message came with; the
-//! handle names its broker, queue and offset, so the edge keeps nothing per message.
+//! handle names its broker, queue and offset, so the edge keeps nothing per message but the
+//! `auto_renew` records: for those, the native handle of the latest renewal is used.
 
 use std::time::{Duration, SystemTime};
 
@@ -20,6 +22,7 @@ use ringmq_client::MessageSelector;
 use crate::convert::{epoch_ms, ms_timestamp, std_duration, to_pb};
 use crate::handle;
 use crate::pb::{self, receive_message_response::Content, Code, FilterType};
+use crate::renew::Renewals;
 use crate::route::topic_name;
 use crate::settings::{LONG_POLLING_MAX, LONG_POLLING_MIN, RECEIVE_BATCH_SIZE};
 use crate::status::{from_error, ok, status};
@@ -35,9 +38,12 @@ pub(crate) const AUTO_RENEW_INVISIBLE: Duration = Duration::from_secs(60);
 /// Most entries one AckMessage may carry.
 pub(crate) const ACK_ENTRIES_MAX: usize = 1024;
 
-/// ReceiveMessage: the responses of its stream, in order.
+/// ReceiveMessage: the responses of its stream, in order. `client_id`: the client's
+/// `x-mq-client-id`, whose `auto_renew` messages are renewed while it is connected.
 pub(crate) async fn receive_message(
     consumer: &EdgeConsumer,
+    renewals: &Renewals,
+    client_id: Option<&str>,
     req: pb::ReceiveMessageRequest,
 ) -> Vec<pb::ReceiveMessageResponse> {
     let one = |s: pb::Status| {
@@ -65,13 +71,62 @@ pub(crate) async fn receive_message(
                 )))),
             });
             for m in &msgs {
+                let msg = to_pb(m, shown_invisible);
+                if req.auto_renew {
+                    renew_later(renewals, client_id, &call, &msg, &m.receipt_handle);
+                }
                 out.push(pb::ReceiveMessageResponse {
-                    content: Some(Content::Message(to_pb(m, shown_invisible))),
+                    content: Some(Content::Message(msg)),
                 });
             }
             out
         }
         Err(e) => one(from_error(&e)),
+    }
+}
+
+/// Records an `auto_renew` message for renewal under the handle its client holds.
+fn renew_later(
+    renewals: &Renewals,
+    client_id: Option<&str>,
+    call: &PopCall,
+    msg: &pb::Message,
+    native: &str,
+) {
+    let Some(client_handle) = msg
+        .system_properties
+        .as_ref()
+        .and_then(|p| p.receipt_handle.as_deref())
+    else {
+        return;
+    };
+    let Some(client_id) = client_id else {
+        log::info!("auto_renew without x-mq-client-id: {client_handle} is not renewed");
+        return;
+    };
+    if !renewals.add(
+        client_id,
+        &call.group,
+        &call.topic,
+        client_handle,
+        native,
+        call.invisible,
+    ) {
+        log::warn!(
+            "auto_renew: {} messages renewed already, {client_handle} is not",
+            renewals.len()
+        );
+    }
+}
+
+/// The native handle to use for a client's `receipt_handle`: the latest renewal's when the
+/// edge was renewing it (the renewal ends here), else the one inside it; and the record's
+/// physical offset when the handle carries one.
+async fn current_handle(renewals: &Renewals, receipt_handle: &str) -> (String, Option<u64>) {
+    let (native, physical_offset) = handle::inward(receipt_handle);
+    match renewals.take(receipt_handle).await {
+        Some(current) => (current, physical_offset),
+        None => (native.to_string(), physical_offset),
     }
 }
 
@@ -157,6 +212,7 @@ pub(crate) fn group_name(r: Option<&pb::Resource>) -> Result<String, pb::Status>
 /// AckMessage.
 pub(crate) async fn ack_message(
     consumer: &EdgeConsumer,
+    renewals: &Renewals,
     req: pb::AckMessageRequest,
 ) -> pb::AckMessageResponse {
     let refuse = |s| pb::AckMessageResponse {
@@ -179,8 +235,8 @@ pub(crate) async fn ack_message(
     }
     let mut entries = Vec::with_capacity(req.entries.len());
     for e in &req.entries {
-        let (native, _) = handle::inward(&e.receipt_handle);
-        let s = match consumer.ack(&group, &topic, native).await {
+        let (native, _) = current_handle(renewals, &e.receipt_handle).await;
+        let s = match consumer.ack(&group, &topic, &native).await {
             Ok(()) => ok(),
             Err(ringmq_client::Error::InvalidMessage(m)) => status(Code::InvalidReceiptHandle, m),
             Err(err) => from_error(&err),
@@ -209,6 +265,7 @@ pub(crate) async fn ack_message(
 /// once and is acked.
 pub(crate) async fn forward_to_dead_letter(
     consumer: &EdgeConsumer,
+    renewals: &Renewals,
     req: pb::ForwardMessageToDeadLetterQueueRequest,
 ) -> pb::ForwardMessageToDeadLetterQueueResponse {
     let answer = |s| pb::ForwardMessageToDeadLetterQueueResponse { status: Some(s) };
@@ -220,14 +277,15 @@ pub(crate) async fn forward_to_dead_letter(
         Ok(t) => t,
         Err(s) => return answer(s),
     };
-    let (native, Some(physical_offset)) = handle::inward(&req.receipt_handle) else {
+    let (native, Some(physical_offset)) = current_handle(renewals, &req.receipt_handle).await
+    else {
         return answer(status(
             Code::InvalidReceiptHandle,
             "not a receipt handle this edge gave out",
         ));
     };
     match consumer
-        .dead_letter(&group, &topic, native, physical_offset, &req.message_id)
+        .dead_letter(&group, &topic, &native, physical_offset, &req.message_id)
         .await
     {
         Ok(()) => answer(ok()),
@@ -241,6 +299,7 @@ pub(crate) async fn forward_to_dead_letter(
 /// ChangeInvisibleDuration.
 pub(crate) async fn change_invisible_duration(
     consumer: &EdgeConsumer,
+    renewals: &Renewals,
     req: pb::ChangeInvisibleDurationRequest,
 ) -> pb::ChangeInvisibleDurationResponse {
     let answer = |s, handle: String| pb::ChangeInvisibleDurationResponse {
@@ -271,8 +330,8 @@ pub(crate) async fn change_invisible_duration(
             String::new(),
         );
     }
-    let (native, physical_offset) = handle::inward(&req.receipt_handle);
-    match consumer.change_invisible(&group, &topic, native, d).await {
+    let (native, physical_offset) = current_handle(renewals, &req.receipt_handle).await;
+    match consumer.change_invisible(&group, &topic, &native, d).await {
         Ok(h) => answer(
             ok(),
             match physical_offset {

@@ -20,6 +20,7 @@ use tokio_stream::wrappers::TcpListenerStream;
 
 use crate::clients::Clients;
 use crate::pb::{self, messaging_service_server::MessagingServiceServer, AddressScheme};
+use crate::renew::{self, Renewals};
 use crate::service::Edge;
 use crate::transaction::Transactions;
 
@@ -184,9 +185,17 @@ async fn edge(opts: &GrpcOptions, endpoints: pb::Endpoints) -> Result<Edge, Grpc
         producer = producer.credentials(c.clone());
     }
     let clients = Arc::new(Clients::default());
+    let consumer = EdgeConsumer::start(cfg.clone()).await?;
+    let renewals = Arc::new(Renewals::default());
+    tokio::spawn(renew::run(
+        Arc::clone(&renewals),
+        Arc::clone(&clients),
+        consumer.clone(),
+    ));
     Ok(Edge {
         producer: producer.start().await?,
-        consumer: EdgeConsumer::start(cfg.clone()).await?,
+        consumer,
+        renewals,
         admin: Admin::with_config(cfg.clone()).await?,
         transactions: Arc::new(Transactions::new(cfg, Arc::clone(&clients))),
         clients,

@@ -22,6 +22,7 @@ use crate::pb::{self, messaging_service_server::MessagingService, ClientType, Co
 use crate::receive::{
     ack_message, change_invisible_duration, forward_to_dead_letter, group_name, receive_message,
 };
+use crate::renew::Renewals;
 use crate::route::{query_assignment, query_route};
 use crate::send::{recall_message, send_message};
 use crate::status::{ok, status};
@@ -38,6 +39,8 @@ pub(crate) struct Edge {
     pub(crate) admin: Admin,
     pub(crate) clients: Arc<Clients>,
     pub(crate) transactions: Arc<Transactions>,
+    /// The `auto_renew` messages the edge keeps invisible.
+    pub(crate) renewals: Arc<Renewals>,
     /// This edge's gRPC address, as routes name it.
     pub(crate) endpoints: pb::Endpoints,
 }
@@ -126,7 +129,14 @@ impl MessagingService for Edge {
         &self,
         req: Request<pb::ReceiveMessageRequest>,
     ) -> Result<Response<Self::ReceiveMessageStream>, GrpcStatus> {
-        let out = receive_message(&self.consumer, req.into_inner()).await;
+        let client = client_id(&req);
+        let out = receive_message(
+            &self.consumer,
+            &self.renewals,
+            client.as_deref(),
+            req.into_inner(),
+        )
+        .await;
         Ok(Response::new(Box::pin(tokio_stream::iter(
             out.into_iter().map(Ok),
         ))))
@@ -137,7 +147,7 @@ impl MessagingService for Edge {
         req: Request<pb::AckMessageRequest>,
     ) -> Result<Response<pb::AckMessageResponse>, GrpcStatus> {
         Ok(Response::new(
-            ack_message(&self.consumer, req.into_inner()).await,
+            ack_message(&self.consumer, &self.renewals, req.into_inner()).await,
         ))
     }
 
@@ -146,7 +156,7 @@ impl MessagingService for Edge {
         req: Request<pb::ForwardMessageToDeadLetterQueueRequest>,
     ) -> Result<Response<pb::ForwardMessageToDeadLetterQueueResponse>, GrpcStatus> {
         Ok(Response::new(
-            forward_to_dead_letter(&self.consumer, req.into_inner()).await,
+            forward_to_dead_letter(&self.consumer, &self.renewals, req.into_inner()).await,
         ))
     }
 
@@ -242,7 +252,7 @@ impl MessagingService for Edge {
         req: Request<pb::ChangeInvisibleDurationRequest>,
     ) -> Result<Response<pb::ChangeInvisibleDurationResponse>, GrpcStatus> {
         Ok(Response::new(
-            change_invisible_duration(&self.consumer, req.into_inner()).await,
+            change_invisible_duration(&self.consumer, &self.renewals, req.into_inner()).await,
         ))
     }
 

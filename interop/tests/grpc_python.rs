@@ -51,6 +51,11 @@ const HOLD_TOPIC: &str = "GrpcHold";
 /// for what is in flight, then the broker's own stop.
 const STOP_LIMIT: Duration = Duration::from_secs(10);
 const N_PUSH: usize = 20;
+const RENEW_TOPIC: &str = "GrpcRenew";
+const N_HOLD: usize = 5;
+/// How long the push consumer's listener keeps one message: past the 60 s invisible time the
+/// edge pops `auto_renew` messages with, so only the edge's renewal keeps it from coming again.
+const HOLD: Duration = Duration::from_secs(75);
 const QUEUES: u32 = 8;
 const N_NORMAL: usize = 40;
 const FIFO_GROUPS: usize = 4;
@@ -413,6 +418,68 @@ fn python_sdk_push_consumer_through_the_grpc_edge() {
         .unwrap_or_else(|e| panic!("POP status of grpc-push: {e}"));
     assert_eq!(st.in_flight, 0, "grpc-push: {st:?}");
     assert_eq!(st.acked, N_PUSH as u64, "grpc-push: {st:?}");
+    admin.close();
+    node.term(Duration::from_secs(10));
+}
+
+/// `auto_renew`: the SDK's PushConsumer keeps one message for [`HOLD`], longer than the
+/// invisible time it was popped with, and then acks it with the receipt handle it was given.
+/// The edge renews it ahead of its expiry and acks the renewed handle: every message is
+/// consumed once, with delivery attempt 1, and ringmq's POP counts say all acked, none
+/// redelivered, none in flight.
+#[test]
+fn python_sdk_push_consumer_holds_a_message_past_its_invisible_time() {
+    let python = python();
+    let dir = ringmq_testkit::tempdir("grpc-python-renew");
+    let (mut node, namesrv, grpc) = start_node(dir.path(), &[]);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let admin = rt
+        .block_on(Admin::connect(&namesrv.to_string()))
+        .expect("an admin client");
+    rt.block_on(admin.create_topic(RENEW_TOPIC, QUEUES, Duration::from_secs(10)))
+        .unwrap_or_else(|e| panic!("creating {RENEW_TOPIC}: {e}"));
+    let out = run(
+        Spawn::new("grpc_push_hold.py", &python)
+            .arg(scripts_dir().join("grpc_push_hold.py"))
+            .arg(grpc.to_string())
+            .arg(RENEW_TOPIC)
+            .arg(N_HOLD.to_string())
+            .arg(HOLD.as_secs().to_string())
+            .env("HOME", dir.path())
+            .env("PYTHONUNBUFFERED", "1")
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .log(dir.path().join("grpc_push_hold.stderr.log")),
+        HOLD + SCRIPT_LIMIT,
+    );
+    if out.code != 0 {
+        panic!(
+            "grpc_push_hold.py failed (exit {}, {:.1?}) against {grpc}\n----- stdout -----\n{}\
+             ----- stderr (last 60 lines) -----\n{}\n----- ringmq node log (last 60 lines) \
+             -----\n{}\n-----",
+            out.code,
+            out.elapsed,
+            out.stdout,
+            ringmq_testkit::tail(&out.stderr, 60),
+            node.log_tail(60),
+        );
+    }
+    print!("{}", out.stdout);
+    let calls = out
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("consumed "))
+        .count();
+    assert_eq!(calls, N_HOLD, "listener calls");
+    let st = rt
+        .block_on(admin.pop_status("grpc-push-hold"))
+        .unwrap_or_else(|e| panic!("POP status of grpc-push-hold: {e}"));
+    assert_eq!(st.acked, N_HOLD as u64, "grpc-push-hold: {st:?}");
+    assert_eq!(st.in_flight, 0, "grpc-push-hold: {st:?}");
+    assert_eq!(st.revived, 0, "grpc-push-hold: {st:?}");
     admin.close();
     node.term(Duration::from_secs(10));
 }
