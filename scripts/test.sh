@@ -48,6 +48,18 @@ if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
         $SUDO apt-get install -y --no-install-recommends chromium chromium-driver
     fi
 fi
+# Prometheus from the system's packages: node/tests/metrics_prometheus.rs runs it against
+# `ringmq standalone`'s metrics endpoint and asks it a RocketMQ 5 dashboard's PromQL.
+if [ ! -x /usr/bin/prometheus ]; then
+    echo "== apt-get install prometheus (the metrics test with a real Prometheus server)"
+    export DEBIAN_FRONTEND=noninteractive
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+    if ! $SUDO apt-get install -y --no-install-recommends prometheus; then
+        $SUDO apt-get update
+        $SUDO apt-get install -y --no-install-recommends prometheus
+    fi
+fi
 echo "== cargo test (unit, property, integration, RocketMQ clients written by others)"
 # --no-fail-fast: one failing test binary does not hide the others' results.
 cargo test --workspace --locked --no-fail-fast

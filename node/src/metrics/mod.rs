@@ -12,6 +12,7 @@
 pub mod hist;
 pub mod http;
 mod render;
+pub mod rocketmq;
 pub mod shard;
 
 pub use render::Views;
@@ -22,6 +23,15 @@ use std::sync::Arc;
 
 use crate::acl::Acl;
 use crate::broker::Broker;
+
+/// The broker's own labels on the RocketMQ-named families ([`rocketmq`]).
+#[derive(Debug, Clone, Default)]
+pub struct NodeLabels {
+    /// brokerClusterName.
+    pub cluster: String,
+    /// brokerName.
+    pub broker_name: String,
+}
 
 /// What one node (or one standalone process) exports.
 #[derive(Clone, Default)]
@@ -105,9 +115,20 @@ impl Snapshot {
                 .iter()
                 .map(|m| m.lock().unwrap_or_else(|p| p.into_inner()).clone())
                 .collect();
-            snap.views.disk_free_bytes = nix::sys::statvfs::statvfs(&b.config.store_path_root_dir)
-                .ok()
+            let st = nix::sys::statvfs::statvfs(&b.config.store_path_root_dir).ok();
+            snap.views.disk_free_bytes = st
+                .as_ref()
                 .map(|st| st.blocks_available().saturating_mul(st.fragment_size()));
+            snap.views.disk_used_bytes = st.as_ref().map(|st| {
+                st.blocks()
+                    .saturating_sub(st.blocks_free())
+                    .saturating_mul(st.fragment_size())
+            });
+            snap.views.node = Some(NodeLabels {
+                cluster: b.config.broker_cluster_name.clone(),
+                broker_name: b.config.broker_name.clone(),
+            });
+            snap.views.permission = Some(b.config.broker_permission);
             if let Some(acl) = &b.acl {
                 snap.acl_refusals.push(("broker", acl.refusal_counts()));
             }
@@ -240,6 +261,7 @@ pub fn render(snap: &Snapshot) -> String {
         }
     }
     render::render(&mut out, &snap.views);
+    rocketmq::render(&mut out, &snap.views);
     if let Some(n) = &snap.namesrv {
         for (name, kind, help, value) in [
             (

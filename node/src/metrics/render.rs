@@ -32,9 +32,15 @@ pub struct Views {
     pub txn: Vec<TxnCounts>,
     /// Free bytes of the store's file system (statvfs `f_bavail`).
     pub disk_free_bytes: Option<u64>,
+    /// Used bytes of the store's file system (statvfs `f_blocks - f_bfree`).
+    pub disk_used_bytes: Option<u64>,
+    /// The broker's cluster and name, for the RocketMQ-named families.
+    pub node: Option<super::NodeLabels>,
+    /// brokerPermission.
+    pub permission: Option<u8>,
 }
 
-fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: impl Display) {
+pub(super) fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: impl Display) {
     out.push_str(name);
     if !labels.is_empty() {
         out.push('{');
@@ -51,7 +57,7 @@ fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: impl Dis
 
 /// A histogram whose values were recorded in units of `1/per_base` of the base unit (µs for
 /// seconds: 1e6; ms for seconds: 1e3; bytes: 1).
-fn hist(out: &mut String, name: &str, labels: &[(&str, &str)], h: &Hist, per_base: f64) {
+pub(super) fn hist(out: &mut String, name: &str, labels: &[(&str, &str)], h: &Hist, per_base: f64) {
     let bucket = format!("{name}_bucket");
     for (bound, n) in h.cumulative() {
         let le = (bound as f64 / per_base).to_string();
@@ -71,7 +77,7 @@ fn hist(out: &mut String, name: &str, labels: &[(&str, &str)], h: &Hist, per_bas
     sample(out, &format!("{name}_count"), labels, h.count());
 }
 
-fn merged(
+pub(super) fn merged(
     views: &[std::sync::Arc<ShardView>],
     pick: fn(&ShardView) -> &Option<Hist>,
 ) -> Option<Hist> {
