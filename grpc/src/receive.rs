@@ -22,7 +22,7 @@ use ringmq_client::MessageSelector;
 use crate::convert::{epoch_ms, ms_timestamp, std_duration, to_pb};
 use crate::handle;
 use crate::pb::{self, receive_message_response::Content, Code, FilterType};
-use crate::renew::Renewals;
+use crate::renew::{Renewals, AUTO_RENEW_INVISIBLE};
 use crate::route::topic_name;
 use crate::settings::{LONG_POLLING_MAX, LONG_POLLING_MIN, RECEIVE_BATCH_SIZE};
 use crate::status::{from_error, ok, status};
@@ -32,9 +32,6 @@ use crate::status::{from_error, ok, status};
 pub(crate) const INVISIBLE_MIN: Duration = Duration::from_secs(10);
 /// Longest invisible duration (RocketMQ's `maxInvisibleTimeMills`, 12 h).
 pub(crate) const INVISIBLE_MAX: Duration = Duration::from_secs(12 * 3600);
-/// The invisible time of a message popped for an `auto_renew` request (RocketMQ's proxy
-/// `defaultInvisibleTimeMills`).
-pub(crate) const AUTO_RENEW_INVISIBLE: Duration = Duration::from_secs(60);
 /// Most entries one AckMessage may carry.
 pub(crate) const ACK_ENTRIES_MAX: usize = 1024;
 

@@ -1,7 +1,7 @@
 //! Server-side renewal of `auto_renew` receipts.
 //!
 //! A ReceiveMessage with `auto_renew` (the SDKs' push consumers) hands its messages out
-//! invisible for [`AUTO_RENEW_INVISIBLE`](crate::receive::AUTO_RENEW_INVISIBLE) and expects
+//! invisible for [`AUTO_RENEW_INVISIBLE`] and expects
 //! the server to keep them invisible while the client works on them. The edge records each
 //! such message under the receipt handle the client holds, with the native handle that is
 //! current now; [`run`] renews every record [`RENEW_AHEAD`] before its invisible time ends
@@ -27,6 +27,9 @@ use ringmq_client::consumer::EdgeConsumer;
 
 use crate::clients::Clients;
 
+/// The invisible time of a message popped for an `auto_renew` request (RocketMQ's proxy
+/// `defaultInvisibleTimeMills`), and of each renewal.
+pub(crate) const AUTO_RENEW_INVISIBLE: Duration = Duration::from_secs(60);
 /// How long before its invisible time ends a message is renewed.
 pub(crate) const RENEW_AHEAD: Duration = Duration::from_secs(10);
 /// How long after it was handed out a message stops being renewed.
@@ -36,7 +39,7 @@ pub(crate) const RENEWALS_MAX: usize = 65_536;
 /// How often [`run`] looks for records due.
 const TICK: Duration = Duration::from_secs(1);
 
-const _: () = assert!(RENEW_AHEAD.as_secs() < crate::receive::AUTO_RENEW_INVISIBLE.as_secs());
+const _: () = assert!(RENEW_AHEAD.as_secs() < AUTO_RENEW_INVISIBLE.as_secs());
 
 /// One renewed message.
 struct Record {
@@ -149,7 +152,7 @@ async fn renew_due(renewals: &Renewals, clients: &Clients, consumer: &EdgeConsum
         } else if r.expires.saturating_duration_since(now) > RENEW_AHEAD {
             true
         } else {
-            let invisible = crate::receive::AUTO_RENEW_INVISIBLE;
+            let invisible = AUTO_RENEW_INVISIBLE;
             match consumer
                 .change_invisible(&r.group, &r.topic, &r.native, invisible)
                 .await
