@@ -11,7 +11,6 @@ use std::time::Duration;
 use ringmq_client::{PoppedMessage, ReceivedMessage, SimpleConsumer, StartPosition};
 
 use crate::deliveries::{Deliveries, RecvPlan};
-use crate::payload;
 
 /// The popping members of a run.
 #[derive(Debug)]
@@ -33,8 +32,8 @@ pub struct PopCounts {
     pub acked_redelivered: AtomicU64,
     /// Receive or ack calls that failed (connection, broker error).
     pub errors: AtomicU64,
-    /// (producer, sequence) of every acked perf message.
-    acked_ids: Mutex<HashSet<(u64, u64)>>,
+    /// The stored message ([`stored_instance`]) of every acknowledged delivery.
+    acked_ids: Mutex<HashSet<String>>,
 }
 
 impl Poppers {
@@ -157,13 +156,10 @@ async fn member(
         if got.is_empty() {
             continue;
         }
-        let ids: Vec<Option<(u64, u64)>> = got
-            .iter()
-            .map(|m| payload::parse(&m.message.body).map(|h| (h.producer, h.seq)))
-            .collect();
+        let ids: Vec<String> = got.iter().map(stored_instance).collect();
         {
             let acked = counts.acked_ids.lock().unwrap_or_else(|p| p.into_inner());
-            let again = ids.iter().flatten().filter(|k| acked.contains(k)).count();
+            let again = ids.iter().filter(|k| acked.contains(*k)).count();
             counts
                 .acked_redelivered
                 .fetch_add(again as u64, Ordering::Relaxed);
@@ -177,7 +173,7 @@ async fn member(
                     .fetch_add(u64::from(refused), Ordering::Relaxed);
                 if refused == 0 {
                     let mut set = counts.acked_ids.lock().unwrap_or_else(|p| p.into_inner());
-                    set.extend(ids.into_iter().flatten());
+                    set.extend(ids);
                 }
             }
             Err(e) => {
@@ -186,6 +182,21 @@ async fn member(
             }
         }
     }
+}
+
+/// Which stored message a delivery is: a copy the broker made (a POP revive to the retry
+/// topic, a dead letter) names its original in `ORIGIN_MESSAGE_ID`, any other delivery is
+/// the stored message itself (its offset message id). A message the producer stored twice
+/// (a send retried after the broker was killed mid-answer) is two stored messages: each
+/// may be delivered once, and `--verify` counts the pair as a duplicate, not as a message
+/// delivered again after its ack.
+fn stored_instance(m: &PoppedMessage) -> String {
+    m.message
+        .properties
+        .get(ringmq_client::wire::properties::keys::ORIGIN_MESSAGE_ID)
+        .filter(|v| !v.is_empty())
+        .cloned()
+        .unwrap_or_else(|| m.message.msg_id.clone())
 }
 
 /// Records one receive's messages as one listener call each queue topic (the pop retry
