@@ -331,8 +331,47 @@ impl Acl {
     }
 
     fn check(&self, caller: &Caller, request: &Request, body: &[u8]) -> Result<(), Refusal> {
-        let code = request.code().name();
-        let need = table::need(request, body);
+        self.check_need(caller, request.code().name(), table::need(request, body))
+    }
+
+    /// May `caller` do `what` (a request another protocol's edge describes), which needs
+    /// `need`? The refusal is counted. The same rules as [`Self::authorize`].
+    pub fn authorize_need(&self, caller: &Caller, what: &str, need: Need) -> Result<(), Refusal> {
+        let r = self.check_need(caller, what, need);
+        if let Err(refusal) = &r {
+            self.count(refusal.reason);
+        }
+        r
+    }
+
+    /// Authenticates a caller from `peer` whose protocol signs with the account's secret key
+    /// in a way of its own (RocketMQ 5's gRPC): `verify` is asked whether the signature
+    /// matches the secret of `access_key`'s account. No access key: the global white list.
+    /// Address rules and refusal counting as for the native and remoting protocols.
+    pub fn authenticate_with(
+        &self,
+        peer: IpAddr,
+        access_key: Option<&str>,
+        verify: impl FnOnce(&auth::Secret) -> bool,
+    ) -> Result<Caller, Refusal> {
+        let mut guard = self.guard(peer);
+        let r = match access_key {
+            None => guard.anonymous(),
+            Some(key) => {
+                let file = self.inner.current.load();
+                guard.account(&file, key).and_then(|account| {
+                    if verify(&account.secret) {
+                        Ok(Caller::Account(Arc::from(key)))
+                    } else {
+                        Err(bad_signature(key))
+                    }
+                })
+            }
+        };
+        guard.settle(r)
+    }
+
+    fn check_need(&self, caller: &Caller, code: &str, need: Need) -> Result<(), Refusal> {
         let key = match caller {
             Caller::Open => return Ok(()),
             Caller::Anonymous => {
