@@ -85,6 +85,21 @@ crate::wire_enum! {
         GetTransactionStatus = 1011 => "GET_TRANSACTION_STATUS",
         /// ringmq: who the caller is to the broker's ACL (access key, admin, permissions).
         WhoAmI = 1012 => "WHOAMI",
+        /// ringmq: every ACL 2.0 user (with its password) and policy, for a slave to copy
+        /// (super users only).
+        AuthSnapshot = 1013 => "AUTH_SNAPSHOT",
+        /// ACL 2.0 (RocketMQ 5's numbers, which are also its remoting codes): users.
+        AuthCreateUser = 3001 => "AUTH_CREATE_USER",
+        AuthUpdateUser = 3002 => "AUTH_UPDATE_USER",
+        AuthDeleteUser = 3003 => "AUTH_DELETE_USER",
+        AuthGetUser = 3004 => "AUTH_GET_USER",
+        AuthListUser = 3005 => "AUTH_LIST_USER",
+        /// ACL 2.0: a subject's policies.
+        AuthCreateAcl = 3006 => "AUTH_CREATE_ACL",
+        AuthUpdateAcl = 3007 => "AUTH_UPDATE_ACL",
+        AuthDeleteAcl = 3008 => "AUTH_DELETE_ACL",
+        AuthGetAcl = 3009 => "AUTH_GET_ACL",
+        AuthListAcl = 3010 => "AUTH_LIST_ACL",
         /// POP consumption (RocketMQ 5's POP_MESSAGE, 200050, which a u16 cannot hold).
         PopMessage = 1030 => "POP_MESSAGE",
         /// RocketMQ 5's ACK_MESSAGE (200051).

@@ -12,6 +12,7 @@
 //! | groups | [`Admin::group_list`], [`Admin::group_members`], [`Admin::group_progress`], [`Admin::reset_offset`] | GET_ALL_SUBSCRIPTIONGROUP_CONFIG, GET_ALL_CONSUMER_OFFSET, GET_CONSUMER_LIST_BY_GROUP |
 //! | messages | [`Admin::view_message`], [`Admin::query_by_key`], [`Admin::read_messages`] | VIEW_MESSAGE_BY_ID, QUERY_MESSAGE, PULL_MESSAGE |
 //! | ACL | [`Admin::acl_list`], [`Admin::acl_write`], [`Admin::acl_delete`], [`Admin::whoami`] | GET_BROKER_CLUSTER_ACL_CONFIG, UPDATE_AND_CREATE_ACL_CONFIG, DELETE_ACL_CONFIG, WHOAMI |
+//! | ACL 2.0 | [`Admin::user_write`], [`Admin::user_delete`], [`Admin::user_get`], [`Admin::user_list`], [`Admin::policy_write`], [`Admin::policy_delete`], [`Admin::policy_get`], [`Admin::policy_list`] | AUTH_CREATE_USER ... AUTH_LIST_ACL (3001-3010) |
 //! | controllers | [`Admin::controller_metadata`], [`Admin::replica_info`], [`Admin::elect_master`] | CONTROLLER_GET_METADATA_INFO, CONTROLLER_GET_REPLICA_INFO, CONTROLLER_ELECT_MASTER |
 //! | brokers | [`Admin::runtime_info`], [`Admin::cluster_status`], [`Admin::broker_config`], [`Admin::update_broker_config`], [`Admin::set_read_only`], [`Admin::schedule_status`], [`Admin::schedule_statuses`] | GET_BROKER_RUNTIME_INFO, GET/UPDATE_BROKER_CONFIG, GET_SCHEDULE_STATUS |
 //!
@@ -39,6 +40,7 @@ use crate::instance::{ClientConfig, Instance};
 use crate::net::Answer;
 
 mod acl;
+mod auth;
 mod brokers;
 mod controller;
 mod groups;

@@ -12,12 +12,19 @@
 //!   DENY wins over any grant, and a request the table marks admin needs `admin: true`.
 //! - Refusals are counted by [`Reason`] for operators ([`Acl::refusal_counts`]).
 //!
+//! - ACL 2.0 ([`v2`], RocketMQ 5's users and policies) replaces the file when
+//!   `authenticationEnabled` or `authorizationEnabled` is on ([`Acl::with_v2`]): the same
+//!   signatures (native, remoting, and gRPC through [`Acl::authenticate_with`]) are checked
+//!   against users' passwords, and [`Acl::authorize`] / [`Acl::authorize_need`] ask the
+//!   policies; callers are then [`Caller::User`].
+//!
 //! Secrets stay in [`ringmq_wire::auth::Secret`], whose `Debug` is redacted; no message
 //! here prints one.
 
 pub mod addr;
 pub mod file;
 pub mod table;
+pub mod v2;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
@@ -117,6 +124,8 @@ pub enum Caller {
     Anonymous,
     /// A signed request of this account.
     Account(Arc<str>),
+    /// ACL 2.0: a signed request of this user, from this address.
+    User { name: Arc<str>, ip: IpAddr },
 }
 
 /// Settings of the ACL (from the node's config).
@@ -149,6 +158,8 @@ struct Inner {
     refusals: [AtomicU64; Reason::ALL.len()],
     reloads: AtomicU64,
     reload_errors: AtomicU64,
+    /// ACL 2.0, when on: it decides instead of the file.
+    v2: Option<Arc<v2::Auth>>,
 }
 
 impl Acl {
@@ -171,8 +182,33 @@ impl Acl {
                 refusals: std::array::from_fn(|_| AtomicU64::new(0)),
                 reloads: AtomicU64::new(0),
                 reload_errors: AtomicU64::new(0),
+                v2: None,
             }),
         })
+    }
+
+    /// ACL 2.0: users and policies from `auth` decide; no `plain_acl.yml` is read.
+    pub fn with_v2(replay_window_ms: u64, auth: v2::Auth) -> Acl {
+        Acl {
+            inner: Arc::new(Inner {
+                settings: AclSettings {
+                    file: auth.settings().dir.join(v2::FILE_NAME),
+                    replay_window_ms,
+                },
+                current: ArcSwap::from_pointee(AclFile::default()),
+                seen: Mutex::new(None),
+                nonces: Mutex::new(HashMap::new()),
+                refusals: std::array::from_fn(|_| AtomicU64::new(0)),
+                reloads: AtomicU64::new(0),
+                reload_errors: AtomicU64::new(0),
+                v2: Some(Arc::new(auth)),
+            }),
+        }
+    }
+
+    /// ACL 2.0's users and policies, when it is on.
+    pub fn v2(&self) -> Option<&Arc<v2::Auth>> {
+        self.inner.v2.as_ref()
     }
 
     /// The ACL of `settings.file` for this process: the one already open (the name server and
@@ -331,13 +367,26 @@ impl Acl {
     }
 
     fn check(&self, caller: &Caller, request: &Request, body: &[u8]) -> Result<(), Refusal> {
-        self.check_need(caller, request.code().name(), table::need(request, body))
+        let need = table::need(request, body);
+        if let Some(auth) = &self.inner.v2 {
+            return v2::check::check(
+                auth,
+                caller,
+                Some(request.code()),
+                request.code().name(),
+                need,
+            );
+        }
+        self.check_need(caller, request.code().name(), need)
     }
 
     /// May `caller` do `what` (a request another protocol's edge describes), which needs
     /// `need`? The refusal is counted. The same rules as [`Self::authorize`].
     pub fn authorize_need(&self, caller: &Caller, what: &str, need: Need) -> Result<(), Refusal> {
-        let r = self.check_need(caller, what, need);
+        let r = match &self.inner.v2 {
+            Some(auth) => v2::check::check(auth, caller, None, what, need),
+            None => self.check_need(caller, what, need),
+        };
         if let Err(refusal) = &r {
             self.count(refusal.reason);
         }
@@ -357,6 +406,15 @@ impl Acl {
         let mut guard = self.guard(peer);
         let r = match access_key {
             None => guard.anonymous(),
+            Some(key) if self.inner.v2.is_some() => {
+                let user = self.inner.v2.as_ref().map(|auth| guard.user(auth, key));
+                match user {
+                    Some(Ok(u)) if verify(&u.password) => Ok(guard.caller_v2(&u.name)),
+                    Some(Ok(_)) => Err(bad_signature(key)),
+                    Some(Err(refusal)) => Err(refusal),
+                    None => unreachable!("guarded by is_some"),
+                }
+            }
             Some(key) => {
                 let file = self.inner.current.load();
                 guard.account(&file, key).and_then(|account| {
@@ -388,6 +446,12 @@ impl Acl {
                 };
             }
             Caller::Account(k) => k,
+            Caller::User { name, .. } => {
+                return Err(Refusal::new(
+                    Reason::UnknownAccessKey,
+                    format!("no permission: ACL 2.0 is off here; user {name} is not in the ACL"),
+                ))
+            }
         };
         let file = self.inner.current.load();
         let Some(account) = file.accounts.get(&**key) else {
@@ -572,6 +636,14 @@ impl ConnGuard {
         let Some(signed) = signed else {
             return self.anonymous();
         };
+        if let Some(auth) = &self.acl.inner.v2 {
+            let user = self.user(auth, &signed.access_key)?;
+            if !signed.verify(&user.native_key, frame) {
+                return Err(bad_signature(&signed.access_key));
+            }
+            self.check_stamp(&signed, now_ms)?;
+            return Ok(self.caller_v2(&user.name));
+        }
         let file = self.acl.inner.current.load();
         let account = self.account(&file, &signed.access_key)?;
         if !signed.verify(&account.native_key, frame) {
@@ -638,12 +710,19 @@ impl ConnGuard {
         let Some(key) = ext_fields.get(auth::ACCESS_KEY_FIELD) else {
             return self.anonymous();
         };
-        let file = self.acl.inner.current.load();
-        let account = self.account(&file, key)?;
         let sig = ext_fields
             .get(auth::SIGNATURE_FIELD)
             .map(String::as_str)
             .unwrap_or("");
+        if let Some(auth) = &self.acl.inner.v2 {
+            let user = self.user(auth, key)?;
+            if !user.remoting_key.verify(ext_fields, body, sig) {
+                return Err(bad_signature(key));
+            }
+            return Ok(self.caller_v2(&user.name));
+        }
+        let file = self.acl.inner.current.load();
+        let account = self.account(&file, key)?;
         if !account.remoting_key.verify(ext_fields, body, sig) {
             return Err(bad_signature(key));
         }
@@ -651,6 +730,18 @@ impl ConnGuard {
     }
 
     fn anonymous(&self) -> Result<Caller, Refusal> {
+        if let Some(auth) = &self.acl.inner.v2 {
+            // Unsigned: only the codes of `authenticationWhitelist` ([`v2::check`]).
+            return if auth.settings().whitelist.is_empty() {
+                Err(Refusal::new(
+                    Reason::MissingCredentials,
+                    "no permission: ACL 2.0 is on here (authenticationEnabled); sign requests \
+                     with a username (access key) and password (secret key)",
+                ))
+            } else {
+                Ok(Caller::Anonymous)
+            };
+        }
         let file = self.acl.inner.current.load();
         if file.global_white.iter().any(|p| p.matches(self.peer)) {
             Ok(Caller::Anonymous)
@@ -682,6 +773,27 @@ impl ConnGuard {
             }
         }
         Ok(account)
+    }
+
+    fn user(&self, auth: &v2::Auth, name: &str) -> Result<v2::model::User, Refusal> {
+        match auth.user(name) {
+            None => Err(Refusal::new(
+                Reason::UnknownAccessKey,
+                format!("no permission: user {name} does not exist"),
+            )),
+            Some(u) if u.status == v2::model::UserStatus::Disable => Err(Refusal::new(
+                Reason::UnknownAccessKey,
+                format!("no permission: user {name} is disabled"),
+            )),
+            Some(u) => Ok(u),
+        }
+    }
+
+    fn caller_v2(&self, name: &str) -> Caller {
+        Caller::User {
+            name: Arc::from(name),
+            ip: self.peer,
+        }
     }
 
     /// Counts a refusal made outside the guard (authorization) on this connection.

@@ -186,7 +186,20 @@ pub fn need(request: &Request, body: &[u8]) -> Need {
         // The ACL file itself (never returns a secret key; changes it).
         | Request::UpdateAndCreateAclConfig(_)
         | Request::DeleteAclConfig(_)
-        | Request::GetBrokerClusterAclConfig(_) => Admin,
+        | Request::GetBrokerClusterAclConfig(_)
+        // ACL 2.0's users and policies (with ACL 2.0 on: super users only, see
+        // `v2::check`).
+        | Request::AuthSnapshot(_)
+        | Request::AuthCreateUser(_)
+        | Request::AuthUpdateUser(_)
+        | Request::AuthDeleteUser(_)
+        | Request::AuthGetUser(_)
+        | Request::AuthListUser(_)
+        | Request::AuthCreateAcl(_)
+        | Request::AuthUpdateAcl(_)
+        | Request::AuthDeleteAcl(_)
+        | Request::AuthGetAcl(_)
+        | Request::AuthListAcl(_) => Admin,
         Request::CheckTransactionState(_)
         | Request::NotifyConsumerIdsChanged(_)
         | Request::PushReplyMessageToClient(_) => Never,

@@ -266,6 +266,22 @@ pub fn whoami(acl: Option<&Acl>, caller: Option<&Caller>) -> Reply {
                 format!("access key {k} is not in the ACL"),
             ),
         },
+        Some(Caller::User { name, .. }) => match acl.v2().and_then(|a| a.user(name)) {
+            Some(u) => body(&WhoAmI {
+                kind: WHOAMI_ACCOUNT,
+                account: Some(AclAccountView {
+                    access_key: u.name.clone(),
+                    secret_set: true,
+                    white_remote_address: None,
+                    admin: u.is_super(),
+                    default_topic_perm: String::new(),
+                    default_group_perm: String::new(),
+                    topic_perms: Default::default(),
+                    group_perms: Default::default(),
+                }),
+            }),
+            None => Reply::error(Status::NoPermission, format!("user {name} does not exist")),
+        },
         Some(Caller::Open) | None => Reply::error(
             Status::MessageIllegal,
             "the caller is not known here (a request the broker forwarded or made itself)",

@@ -11,11 +11,12 @@ use ringmq_wire::command::{HeartbeatData, Request};
 use ringmq_wire::frame::{self, PREFIX_BYTES};
 
 use crate::acl::Caller;
+use crate::broker::auth_admin::AuthRequest;
 use crate::broker::groups::Channel;
 use crate::broker::shard::route::{forward_or_refuse, route, store_error, Origin};
 use crate::broker::shard::Shard;
 use crate::broker::{
-    acl_admin, admin, clients, pop, produce, pull, queries as oh, request_reply, retry,
+    acl_admin, admin, auth_admin, clients, pop, produce, pull, queries as oh, request_reply, retry,
 };
 use crate::net::reply::{Outcome, Reply};
 use crate::store::commitlog::shard_of_offset;
@@ -182,6 +183,18 @@ pub fn dispatch(
             acl_admin::delete(shard.broker.acl.as_ref(), &h, caller).into()
         }
         Request::WhoAmI(_) => acl_admin::whoami(shard.broker.acl.as_ref(), caller).into(),
+        Request::AuthSnapshot(_) => auth(shard, AuthRequest::Snapshot, body, caller),
+        Request::AuthCreateUser(h) => auth(shard, AuthRequest::CreateUser(h), body, caller),
+        Request::AuthUpdateUser(h) => auth(shard, AuthRequest::UpdateUser(h), body, caller),
+        Request::AuthDeleteUser(h) => auth(shard, AuthRequest::DeleteUser(h), body, caller),
+        Request::AuthGetUser(h) => auth(shard, AuthRequest::GetUser(h), body, caller),
+        Request::AuthListUser(h) => auth(shard, AuthRequest::ListUser(h), body, caller),
+        Request::AuthCreateAcl(h) | Request::AuthUpdateAcl(h) => {
+            auth(shard, AuthRequest::PutAcl(h), body, caller)
+        }
+        Request::AuthDeleteAcl(h) => auth(shard, AuthRequest::DeleteAcl(h), body, caller),
+        Request::AuthGetAcl(h) => auth(shard, AuthRequest::GetAcl(h), body, caller),
+        Request::AuthListAcl(h) => auth(shard, AuthRequest::ListAcl(h), body, caller),
         // Not served on the broker port, on purpose: each is listed so that a new request
         // code is a compile error here until someone decides where it is served.
         Request::PutKvConfig(_)
@@ -217,6 +230,11 @@ pub fn dispatch(
         }
         Request::RecallMessage(h) => crate::broker::recall::recall(shard, h, frame_bytes, origin),
     }
+}
+
+/// ACL 2.0's requests (`auth_admin`).
+fn auth(shard: &Shard, r: AuthRequest, body: &[u8], caller: Option<&Caller>) -> Outcome {
+    auth_admin::serve(shard.broker.acl.as_ref(), r, body, caller).into()
 }
 
 fn not_served(code: RequestCode, why: &str) -> Outcome {

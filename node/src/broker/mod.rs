@@ -9,6 +9,7 @@
 
 pub(crate) mod acl_admin;
 pub(crate) mod admin;
+pub(crate) mod auth_admin;
 pub(crate) mod clients;
 pub(crate) mod controller;
 pub(crate) mod dispatch;

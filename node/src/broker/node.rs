@@ -11,7 +11,7 @@ use crate::broker::shard::route::Origin;
 use crate::broker::shard::start::{self, BrokerHandle, SimBroker, StartOptions};
 use crate::broker::shard::Shard;
 use crate::broker::{
-    clients, controller, dispatch, ha, pop, register, request_reply, schedule, txn,
+    auth_admin, clients, controller, dispatch, ha, pop, register, request_reply, schedule, txn,
 };
 use crate::config::BrokerConfig;
 use crate::io::node_disk::SimDisk;
@@ -38,13 +38,14 @@ static ROUTES: Routes = Routes;
 /// The rooms, in the order their hooks run: a new master rebuilds POP's state before the
 /// schedule and transaction loops start; at a shard's start the controller link, then
 /// registration, then replication start their loops.
-static ROOMS: [&dyn Room; 8] = [
+static ROOMS: [&dyn Room; 9] = [
     &pop::ROOM,
     &schedule::ROOM,
     &txn::ROOM,
     &controller::ROOM,
     &register::ROOM,
     &ha::ROOM,
+    &auth_admin::ROOM,
     &clients::ROOM,
     &request_reply::ROOM,
 ];

@@ -238,6 +238,25 @@ const BROKER_KEYS: &[Key<BrokerConfig>] = &[
         Some(v.to_owned())),
     key!("innerSecretKey", |c, v| c.acl.inner_secret_key =
         Some(ringmq_wire::auth::Secret::new(v))),
+    // ACL 2.0 (config/acl.rs, crate::acl::v2).
+    key!("authenticationEnabled", |c, v| c
+        .acl
+        .authentication_enabled =
+        boolean(v)?),
+    key!("authorizationEnabled", |c, v| c.acl.authorization_enabled =
+        boolean(v)?),
+    key!("authenticationWhitelist", Some(","), |c, v| c
+        .acl
+        .authentication_whitelist =
+        super::acl::whitelist(v)?),
+    key!("initAuthenticationUser", |c, v| c.acl.init_user =
+        Some(super::acl::init_user(v)?)),
+    key!("innerClientAuthenticationCredentials", |c, v| c
+        .acl
+        .inner_client =
+        Some(super::acl::inner_client(v)?)),
+    key!("migrateAuthFromV1Enabled", |c, v| c.acl.migrate_from_v1 =
+        boolean(v)?),
     // Metrics (config/metrics.rs, crate::metrics).
     key!("metricsExporterType", |c, v| c.metrics.exporter =
         metrics::exporter(v)?),

@@ -63,6 +63,7 @@
 //! | DELETE_ACL_CONFIG | [`DeleteAclRequest`] | - | [`Empty`] | - |
 //! | GET_BROKER_CLUSTER_ACL_CONFIG | [`Empty`] | - | [`Empty`] | [`AclConfigList`] |
 //! | WHOAMI | [`Empty`] | - | [`Empty`] | [`WhoAmI`] |
+//! | AUTH_* (ACL 2.0), AUTH_SNAPSHOT | see [`auth`] | | | |
 //! | POP_MESSAGE | [`PopRequest`] | - | [`PopResponse`] | records |
 //! | ACK_MESSAGE | [`AckRequest`] | - | [`Empty`] | - |
 //! | BATCH_ACK_MESSAGE | [`BatchAckRequest`] | [`AckHandles`] | [`BatchAckResponse`] | - |
@@ -78,6 +79,7 @@ use crate::error::Result;
 use crate::frame::Frame;
 
 pub mod acl;
+pub mod auth;
 pub mod broker_admin;
 pub mod consumer_list;
 pub mod consumer_offset;
@@ -106,6 +108,7 @@ pub mod transaction;
 pub mod view;
 
 pub use acl::*;
+pub use auth::*;
 pub use broker_admin::*;
 pub use consumer_list::*;
 pub use consumer_offset::*;
@@ -230,6 +233,17 @@ requests! {
     DeleteAclConfig(DeleteAclRequest),
     GetBrokerClusterAclConfig(Empty),
     WhoAmI(Empty),
+    AuthSnapshot(Empty),
+    AuthCreateUser(AuthUserRequest),
+    AuthUpdateUser(AuthUserRequest),
+    AuthDeleteUser(AuthUserRequest),
+    AuthGetUser(AuthUserRequest),
+    AuthListUser(AuthListUsersRequest),
+    AuthCreateAcl(AuthAclRequest),
+    AuthUpdateAcl(AuthAclRequest),
+    AuthDeleteAcl(AuthDeleteAclRequest),
+    AuthGetAcl(AuthAclRequest),
+    AuthListAcl(AuthListAclsRequest),
     GetProducerConnectionList(GetProducerListRequest),
     PopMessage(PopRequest),
     AckMessage(AckRequest),
@@ -325,6 +339,11 @@ macro_rules! for_each_wire_type {
             $crate::command::DeleteAclRequest,
             $crate::command::AclConfigList,
             $crate::command::WhoAmI,
+            $crate::command::AuthUserRequest,
+            $crate::command::AuthListUsersRequest,
+            $crate::command::AuthAclRequest,
+            $crate::command::AuthDeleteAclRequest,
+            $crate::command::AuthListAclsRequest,
             $crate::command::PopRequest,
             $crate::command::Response<$crate::command::PopResponse>,
             $crate::command::AckRequest,

@@ -276,7 +276,9 @@ fn build_broker(
     let group_configs =
         crate::broker::group_config::GroupConfigs::load(&config.store_path_root_dir)
             .map_err(|e| format!("loading consumer group settings: {e}"))?;
-    let acl = if config.acl.enable {
+    let acl = if config.acl.v2() {
+        Some(open_acl_v2(&config)?)
+    } else if config.acl.enable {
         let acl = crate::acl::Acl::open(crate::acl::AclSettings {
             file: config.acl.file_path(None),
             replay_window_ms: config.acl.replay_window_ms,
@@ -497,4 +499,31 @@ pub fn start_sim(
         broker,
         shards: vec![shard],
     })
+}
+
+/// The broker's ACL with ACL 2.0 on (`crate::acl::v2`), from its config.
+fn open_acl_v2(config: &BrokerConfig) -> Result<crate::acl::Acl, String> {
+    let a = &config.acl;
+    let pair = |p: &Option<(String, ringmq_wire::auth::Secret)>| {
+        p.as_ref().map(|(n, s)| (n.clone(), s.expose().to_owned()))
+    };
+    let settings = crate::acl::v2::AuthSettings {
+        authentication: a.authentication_enabled,
+        authorization: a.authorization_enabled,
+        whitelist: a.authentication_whitelist.clone(),
+        init_user: pair(&a.init_user),
+        inner_user: pair(&a.inner_client),
+        migrate_from: a.migrate_from_v1.then(|| a.file_path(None)),
+        dir: config.store_path_root_dir.join("config"),
+        cluster: config.broker_cluster_name.clone(),
+    };
+    let auth = crate::acl::v2::Auth::open(settings)?;
+    if a.inner_credentials().ok().flatten().is_none() {
+        log::warn!(
+            "ACL 2.0 on without innerClientAuthenticationCredentials: this broker's own \
+             requests (replication, a slave's copy of users and policies) are unsigned and a \
+             master with ACL 2.0 refuses them"
+        );
+    }
+    Ok(crate::acl::Acl::with_v2(a.replay_window_ms, auth))
 }
