@@ -397,6 +397,10 @@ pub enum GroupCmd {
     /// set no limit of their own (a consumer's max_reconsume_times wins). 0 dead-letters a
     /// failed message at once. Kept in each broker's config/subscriptionGroup.json.
     /// --reset returns the group to the brokers' maxReconsumeTimes (16 by default).
+    /// -o true makes the group orderly (mqadmin's updateSubGroup -o, RocketMQ's
+    /// consumeMessageOrderly): RocketMQ 5 SDKs of the group are told `fifo` and pop a
+    /// queue's messages one after another. An update replaces both settings, as
+    /// updateSubGroup does: -r left out is 16, -o left out is false.
     /// JSON: {"brokers": [...]}.
     Update(GroupUpdateArgs),
 }
@@ -405,15 +409,18 @@ pub enum GroupCmd {
 pub struct GroupUpdateArgs {
     #[command(flatten)]
     pub group: GroupArg,
-    /// Retries before the dead-letter topic.
+    /// Retries before the dead-letter topic (16 when only -o is given).
     #[arg(
         short = 'r',
         long,
         value_name = "N",
-        required_unless_present = "reset",
+        required_unless_present_any = ["reset", "orderly"],
         conflicts_with = "reset"
     )]
     pub retry_max_times: Option<u32>,
+    /// Whether the group consumes orderly (false when only -r is given).
+    #[arg(short = 'o', long, value_name = "BOOL", conflicts_with = "reset")]
+    pub orderly: Option<bool>,
     /// Drop the group's settings: the brokers' default applies again.
     #[arg(long)]
     pub reset: bool,

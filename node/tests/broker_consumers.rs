@@ -327,12 +327,14 @@ fn a_groups_retry_limit_applies_when_the_consumer_sets_none_and_survives_a_resta
     let set = SubscriptionGroupConfig {
         group: GROUP.to_string(),
         retry_max_times: 1,
+        consume_message_orderly: true,
     };
     c.call(RequestCode::UpdateAndCreateSubscriptionGroup, &set, &[])
         .ok();
     let bad = SubscriptionGroupConfig {
         group: "bad group name".to_string(),
         retry_max_times: 1,
+        consume_message_orderly: false,
     };
     c.call(RequestCode::UpdateAndCreateSubscriptionGroup, &bad, &[])
         .expect_status(Status::MessageIllegal);
@@ -345,6 +347,10 @@ fn a_groups_retry_limit_applies_when_the_consumer_sets_none_and_survives_a_resta
     assert_eq!(
         g.retry_max_times, 1,
         "the setting did not survive a restart"
+    );
+    assert!(
+        g.consume_message_orderly,
+        "the orderly flag did not survive"
     );
 
     let sent = c.send_ok(&Msg::new(TOPIC, 0, b"once".to_vec()));

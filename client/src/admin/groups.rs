@@ -343,16 +343,21 @@ fn group_entry<'a>(
 }
 
 impl Admin {
-    /// Sets a consumer group's retry limit (retries before the dead-letter topic, used when
-    /// its consumers do not set their own) on every master; returns the brokers changed.
-    pub async fn set_group_retry_max_times(
+    /// Sets a consumer group's settings on every master, replacing what it had (as
+    /// RocketMQ's updateSubGroup does): its retry limit (retries before the dead-letter
+    /// topic, used when its consumers do not set their own) and whether it consumes orderly
+    /// (RocketMQ's `consumeMessageOrderly`: RocketMQ 5's SDKs are told `fifo` and pop
+    /// orderly). Returns the brokers changed.
+    pub async fn set_group_settings(
         &self,
         group: &str,
         retry_max_times: u32,
+        consume_message_orderly: bool,
     ) -> Result<Vec<BrokerRef>> {
         let h = ringmq_wire::command::SubscriptionGroupConfig {
             group: group.to_string(),
             retry_max_times,
+            consume_message_orderly,
         };
         let masters: Vec<BrokerRef> = self
             .brokers()

@@ -13,6 +13,9 @@ use crate::cli::{GroupUpdateArgs, ResetOffsetArgs};
 use crate::error::{Context, Result};
 use crate::output::{float, int, json_only, text, Report, Section};
 
+/// RocketMQ's retry limit of a group whose update names none (`SubscriptionGroupConfig`).
+const RETRY_MAX_TIMES_DEFAULT: u32 = 16;
+
 pub async fn list(admin: &Admin) -> Result<Report> {
     let groups = admin
         .group_list()
@@ -168,15 +171,21 @@ pub async fn progress(admin: &Admin, group: &str, topic: Option<&str>) -> Result
     Ok(Report::one(queues).with(members).with(summary))
 }
 
-/// `group update`: a group's retry limit on every master.
+/// `group update`: a group's retry limit and orderly flag on every master.
 pub async fn update(admin: &Admin, a: &GroupUpdateArgs) -> Result<Report> {
     let group = group_of(&a.group);
-    let brokers = match a.retry_max_times {
-        Some(n) if !a.reset => admin
-            .set_group_retry_max_times(&group, n)
+    let set = (!a.reset).then(|| {
+        (
+            a.retry_max_times.unwrap_or(RETRY_MAX_TIMES_DEFAULT),
+            a.orderly.unwrap_or(false),
+        )
+    });
+    let brokers = match set {
+        Some((n, orderly)) => admin
+            .set_group_settings(&group, n, orderly)
             .await
-            .doing(|| format!("setting the retry limit of group {group}"))?,
-        _ => admin
+            .doing(|| format!("setting the settings of group {group}"))?,
+        None => admin
             .delete_group_settings(&group)
             .await
             .doing(|| format!("dropping the settings of group {group}"))?,
@@ -187,17 +196,19 @@ pub async fn update(admin: &Admin, a: &GroupUpdateArgs) -> Result<Report> {
             text("BROKER", "broker"),
             text("ADDR", "addr"),
             text("RETRY_MAX_TIMES", "retry_max_times"),
+            text("ORDERLY", "orderly"),
         ],
     );
-    let shown = match a.retry_max_times {
-        Some(n) if !a.reset => json!(n),
-        _ => json!("default"),
+    let (retry, orderly) = match set {
+        Some((n, o)) => (json!(n), json!(o)),
+        None => (json!("default"), json!("default")),
     };
     for b in &brokers {
         s.push(vec![
             json!(b.name),
             json!(b.addr.to_string()),
-            shown.clone(),
+            retry.clone(),
+            orderly.clone(),
         ]);
     }
     let mut report = Report::one(s);

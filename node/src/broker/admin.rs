@@ -188,6 +188,7 @@ pub fn consumer_groups(shard: &Shard) -> Reply {
                 members: groups.members(&g, now),
                 subscriptions: groups.subscriptions(&g),
                 retry_max_times: b.retry_max_times(&g),
+                consume_message_orderly: b.orderly(&g),
                 group: g,
             })
             .collect(),
@@ -195,7 +196,7 @@ pub fn consumer_groups(shard: &Shard) -> Reply {
     encoded_body(list)
 }
 
-/// UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: a group's retry limit on this broker.
+/// UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: a group's retry limit and orderly flag on this broker.
 pub fn update_group(shard: &Shard, h: &SubscriptionGroupConfig) -> Reply {
     if let Err(e) = crate::limits::validate_group_name(&h.group) {
         return Reply::error(Status::MessageIllegal, e.to_string());
@@ -205,13 +206,20 @@ pub fn update_group(shard: &Shard, h: &SubscriptionGroupConfig) -> Reply {
         .group_configs
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .set(&h.group, h.retry_max_times);
+        .set(
+            &h.group,
+            crate::broker::group_config::GroupSettings {
+                retry_max_times: h.retry_max_times,
+                consume_message_orderly: h.consume_message_orderly,
+            },
+        );
     match set {
         Ok(()) => {
             log::info!(
-                "consumer group {}: retry_max_times {}",
+                "consumer group {}: retry_max_times {}, consume_message_orderly {}",
                 h.group,
-                h.retry_max_times
+                h.retry_max_times,
+                h.consume_message_orderly
             );
             Reply::ok(Empty)
         }

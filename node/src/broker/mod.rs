@@ -228,6 +228,14 @@ impl Broker {
             .unwrap_or(self.config.max_reconsume_times)
     }
 
+    /// Whether a consumer group consumes orderly (its `consume_message_orderly` setting).
+    pub fn orderly(&self, group: &str) -> bool {
+        self.group_configs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .orderly(group)
+    }
+
     /// How long a queue lock lasts without renewal (`rebalanceLockMaxLiveTime`).
     pub fn lock_max_live_ms(&self) -> i64 {
         i64::try_from(self.config.rebalance_lock_max_live_time_ms).unwrap_or(i64::MAX)

@@ -30,6 +30,8 @@ crate::wire_struct! {
         pub subscriptions: Vec<Subscription>,
         /// The group's retry limit on this broker (its setting, else `maxReconsumeTimes`).
         pub retry_max_times: u32,
+        /// The group consumes orderly (its setting; false by default).
+        pub consume_message_orderly: bool,
     }
 }
 
@@ -57,6 +59,7 @@ mod tests {
                 members: vec!["c1".into()],
                 subscriptions: vec![],
                 retry_max_times: 16,
+                consume_message_orderly: true,
             }],
         };
         assert_eq!(ConsumerGroupList::decode(&g.to_vec().unwrap()).unwrap(), g);

@@ -14,6 +14,9 @@ crate::wire_struct! {
         /// Retries before the dead-letter topic when the consumer does not set its own
         /// limit (RocketMQ `retryMaxTimes`; 0 sends a failed message to the DLQ at once).
         pub retry_max_times: u32,
+        /// The group consumes orderly (RocketMQ `consumeMessageOrderly`): RocketMQ 5's
+        /// SDKs are told `fifo`, and their POP is orderly.
+        pub consume_message_orderly: bool,
     }
 }
 
@@ -35,8 +38,9 @@ mod tests {
         let c = SubscriptionGroupConfig {
             group: "cg".into(),
             retry_max_times: 3,
+            consume_message_orderly: true,
         };
-        assert_eq!(c.to_vec().unwrap(), b"\x00\x02cg\x00\x00\x00\x03");
+        assert_eq!(c.to_vec().unwrap(), b"\x00\x02cg\x00\x00\x00\x03\x01");
         assert_eq!(
             SubscriptionGroupConfig::decode(&c.to_vec().unwrap()).unwrap(),
             c

@@ -324,6 +324,7 @@ fn group_json(g: &ConsumerGroupInfo) -> rbody::SubscriptionGroupConfig {
     rbody::SubscriptionGroupConfig {
         group_name: g.group.clone(),
         retry_max_times: i32::try_from(g.retry_max_times).unwrap_or(i32::MAX),
+        consume_message_orderly: g.consume_message_orderly,
         ..Default::default()
     }
 }

@@ -98,6 +98,7 @@ pub fn translate(code: i32, ext: &ExtFields, body: &[u8]) -> Result<Option<Trans
             let n = SubscriptionGroupConfig {
                 group: c.group_name,
                 retry_max_times,
+                consume_message_orderly: c.consume_message_orderly,
             };
             native(
                 RequestCode::UpdateAndCreateSubscriptionGroup,
