@@ -3,18 +3,20 @@
 //! NotifyClientTermination read them; a client whose Settings are unknown is answered
 //! `UNRECOGNIZED_CLIENT_TYPE`, as RocketMQ's proxy answers. With the Settings, the sender of
 //! the client's Telemetry stream: a transaction check-back reaches a producer of the topic
-//! through it.
+//! through it. With them, the consumer groups' settings ([`Groups`]) that a consumer's
+//! Settings answer carries.
 //!
 //! Bounded: at most [`CLIENTS_MAX`] clients; a client silent (no Telemetry settings, no
 //! heartbeat) for [`CLIENT_IDLE_MAX`] is forgotten when room is needed. Full of live
 //! clients: a new one is refused (TOO_MANY_REQUESTS).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
+use crate::groups::Groups;
 use crate::pb::{self, settings::PubSub};
 
 /// The outbound half of a client's Telemetry stream.
@@ -35,6 +37,8 @@ struct Entry {
 #[derive(Default)]
 pub(crate) struct Clients {
     map: Mutex<HashMap<String, Entry>>,
+    /// `None`: every group has the defaults (tests).
+    groups: Option<Arc<Groups>>,
 }
 
 /// The registry is full of live clients.
@@ -42,6 +46,19 @@ pub(crate) struct Clients {
 pub(crate) struct Full;
 
 impl Clients {
+    /// An empty registry whose consumers are told their groups' settings from `groups`.
+    pub(crate) fn with_groups(groups: Arc<Groups>) -> Self {
+        Clients {
+            map: Mutex::default(),
+            groups: Some(groups),
+        }
+    }
+
+    /// The consumer groups' settings, when known.
+    pub(crate) fn groups(&self) -> Option<&Groups> {
+        self.groups.as_deref()
+    }
+
     /// Records `settings` (and the client's Telemetry stream) as `client_id`'s.
     pub(crate) fn put(
         &self,

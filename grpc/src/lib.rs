@@ -27,8 +27,9 @@
 //! ChangeInvisibleDuration, NotifyClientTermination, RecallMessage, transactions (the half,
 //! EndTransaction, the check-back as RecoverOrphanedTransactionCommand on Telemetry),
 //! ForwardMessageToDeadLetterQueue; `auto_renew` receipts renewed by the edge
-//! (`renew`). Not yet: the offset-based pull RPCs, ACL signatures, TLS. See
-//! `docs/grpc.md`.
+//! (`renew`); the offset-based PullMessage, UpdateOffset, GetOffset and QueryOffset
+//! (`pull`, `offsets`: the group's one offset table, shared with native and remoting
+//! consumers). Not yet: ACL signatures, TLS. See `docs/grpc.md`.
 //!
 //! [`Producer`]: ringmq_client::Producer
 //! [`Admin`]: ringmq_client::Admin
@@ -36,8 +37,11 @@
 
 mod clients;
 mod convert;
+mod groups;
 mod handle;
+mod offsets;
 pub mod pb;
+mod pull;
 mod receive;
 mod renew;
 mod route;

@@ -10,6 +10,16 @@
 //! [`AUTO_RENEW_INVISIBLE`] and the edge keeps renewing it ([`crate::renew`]) until the
 //! client acks it or is gone.
 //!
+//! A FIFO group (its orderly flag on the brokers: [`Groups`]) is popped orderly, as
+//! RocketMQ pops a FIFO group: a queue's next message is not handed out while an earlier
+//! one of that queue is invisible and unacked, and when its invisible time ends the queue
+//! is delivered again from it. One message per ReceiveMessage: the native orderly POP takes
+//! the acks of one pop in offset order, and the SDKs consume (and ack) different message
+//! groups of one batch concurrently, so a batch of several groups sharing a queue would have
+//! acks refused. An orderly message's invisible time cannot change (the native orderly POP
+//! refuses it), so `auto_renew` does not keep it past its 60 s: a FIFO message not acked
+//! within that time is delivered again.
+//!
 //! Acks and invisible-time changes carry the receipt handle the message came with; the
 //! handle names its broker, queue and offset, so the edge keeps nothing per message but the
 //! `auto_renew` records: for those, the native handle of the latest renewal is used.
@@ -20,6 +30,7 @@ use ringmq_client::consumer::{EdgeConsumer, PopCall};
 use ringmq_client::MessageSelector;
 
 use crate::convert::{epoch_ms, ms_timestamp, std_duration, to_pb};
+use crate::groups::Groups;
 use crate::handle;
 use crate::pb::{self, receive_message_response::Content, Code, FilterType};
 use crate::renew::{Renewals, AUTO_RENEW_INVISIBLE};
@@ -40,6 +51,7 @@ pub(crate) const ACK_ENTRIES_MAX: usize = 1024;
 pub(crate) async fn receive_message(
     consumer: &EdgeConsumer,
     renewals: &Renewals,
+    groups: &Groups,
     client_id: Option<&str>,
     req: pb::ReceiveMessageRequest,
 ) -> Vec<pb::ReceiveMessageResponse> {
@@ -48,10 +60,15 @@ pub(crate) async fn receive_message(
             content: Some(Content::Status(s)),
         }]
     };
-    let call = match pop_call(&req) {
+    let mut call = match pop_call(&req) {
         Ok(c) => c,
         Err(s) => return one(s),
     };
+    if groups.policy(&call.group).await.orderly {
+        // A FIFO group: orderly POP, one message of a queue at a time (see the module docs).
+        call.orderly = true;
+        call.max = 1;
+    }
     let shown_invisible = call.invisible;
     match consumer.pop(&call).await {
         Ok(msgs) if msgs.is_empty() => one(status(Code::MessageNotFound, "no new message")),
@@ -175,7 +192,7 @@ fn pop_call(req: &pb::ReceiveMessageRequest) -> Result<PopCall, pb::Status> {
     })
 }
 
-fn selector(f: Option<&pb::FilterExpression>) -> Result<MessageSelector, pb::Status> {
+pub(crate) fn selector(f: Option<&pb::FilterExpression>) -> Result<MessageSelector, pb::Status> {
     let (kind, expr) = f.map_or((FilterType::Tag as i32, ""), |f| {
         (f.r#type, f.expression.as_str())
     });

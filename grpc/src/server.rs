@@ -19,6 +19,7 @@ use tokio::sync::oneshot;
 use tokio_stream::wrappers::TcpListenerStream;
 
 use crate::clients::Clients;
+use crate::groups::Groups;
 use crate::pb::{self, messaging_service_server::MessagingServiceServer, AddressScheme};
 use crate::renew::{self, Renewals};
 use crate::service::Edge;
@@ -184,7 +185,9 @@ async fn edge(opts: &GrpcOptions, endpoints: pb::Endpoints) -> Result<Edge, Grpc
     if let Some(c) = &opts.credentials {
         producer = producer.credentials(c.clone());
     }
-    let clients = Arc::new(Clients::default());
+    let admin = Admin::with_config(cfg.clone()).await?;
+    let groups = Arc::new(Groups::new(admin.clone()));
+    let clients = Arc::new(Clients::with_groups(Arc::clone(&groups)));
     let consumer = EdgeConsumer::start(cfg.clone()).await?;
     let renewals = Arc::new(Renewals::default());
     tokio::spawn(renew::run(
@@ -196,7 +199,8 @@ async fn edge(opts: &GrpcOptions, endpoints: pb::Endpoints) -> Result<Edge, Grpc
         producer: producer.start().await?,
         consumer,
         renewals,
-        admin: Admin::with_config(cfg.clone()).await?,
+        admin,
+        groups,
         transactions: Arc::new(Transactions::new(cfg, Arc::clone(&clients))),
         clients,
         endpoints,

@@ -5,9 +5,9 @@
 //!
 //! Served: QueryRoute, Heartbeat, SendMessage, QueryAssignment, ReceiveMessage,
 //! AckMessage, ChangeInvisibleDuration, Telemetry, NotifyClientTermination,
-//! RecallMessage, EndTransaction, ForwardMessageToDeadLetterQueue. The others
-//! answer NOT_IMPLEMENTED in their response status (PullMessage: a stream of that one
-//! status), and SyncLiteSubscription the gRPC status UNIMPLEMENTED.
+//! RecallMessage, EndTransaction, ForwardMessageToDeadLetterQueue, PullMessage,
+//! UpdateOffset, GetOffset, QueryOffset. SyncLiteSubscription answers the gRPC status
+//! UNIMPLEMENTED.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -18,7 +18,10 @@ use tokio_stream::Stream;
 use tonic::{Request, Response, Status as GrpcStatus, Streaming};
 
 use crate::clients::Clients;
+use crate::groups::Groups;
+use crate::offsets::{get_offset, query_offset, update_offset};
 use crate::pb::{self, messaging_service_server::MessagingService, ClientType, Code};
+use crate::pull::pull_message;
 use crate::receive::{
     ack_message, change_invisible_duration, forward_to_dead_letter, group_name, receive_message,
 };
@@ -38,6 +41,8 @@ pub(crate) struct Edge {
     pub(crate) consumer: EdgeConsumer,
     pub(crate) admin: Admin,
     pub(crate) clients: Arc<Clients>,
+    /// Consumer groups' orderly flags and retry limits, as the brokers keep them.
+    pub(crate) groups: Arc<Groups>,
     pub(crate) transactions: Arc<Transactions>,
     /// The `auto_renew` messages the edge keeps invisible.
     pub(crate) renewals: Arc<Renewals>,
@@ -53,13 +58,6 @@ fn client_id<T>(req: &Request<T>) -> Option<String> {
         .and_then(|v| v.to_str().ok())
         .map(str::to_string)
         .filter(|s| !s.is_empty())
-}
-
-fn not_implemented(rpc: &str) -> pb::Status {
-    status(
-        Code::NotImplemented,
-        format!("{rpc} is not served by ringmq's gRPC edge yet"),
-    )
 }
 
 fn client_id_required() -> pb::Status {
@@ -133,6 +131,7 @@ impl MessagingService for Edge {
         let out = receive_message(
             &self.consumer,
             &self.renewals,
+            &self.groups,
             client.as_deref(),
             req.into_inner(),
         )
@@ -164,43 +163,39 @@ impl MessagingService for Edge {
 
     async fn pull_message(
         &self,
-        _req: Request<pb::PullMessageRequest>,
+        req: Request<pb::PullMessageRequest>,
     ) -> Result<Response<Self::PullMessageStream>, GrpcStatus> {
-        let one = pb::PullMessageResponse {
-            content: Some(pb::pull_message_response::Content::Status(not_implemented(
-                "PullMessage",
-            ))),
-        };
-        Ok(Response::new(Box::pin(tokio_stream::iter([Ok(one)]))))
+        let out = pull_message(&self.consumer, req.into_inner()).await;
+        Ok(Response::new(Box::pin(tokio_stream::iter(
+            out.into_iter().map(Ok),
+        ))))
     }
 
     async fn update_offset(
         &self,
-        _req: Request<pb::UpdateOffsetRequest>,
+        req: Request<pb::UpdateOffsetRequest>,
     ) -> Result<Response<pb::UpdateOffsetResponse>, GrpcStatus> {
-        Ok(Response::new(pb::UpdateOffsetResponse {
-            status: Some(not_implemented("UpdateOffset")),
-        }))
+        Ok(Response::new(
+            update_offset(&self.admin, req.into_inner()).await,
+        ))
     }
 
     async fn get_offset(
         &self,
-        _req: Request<pb::GetOffsetRequest>,
+        req: Request<pb::GetOffsetRequest>,
     ) -> Result<Response<pb::GetOffsetResponse>, GrpcStatus> {
-        Ok(Response::new(pb::GetOffsetResponse {
-            status: Some(not_implemented("GetOffset")),
-            offset: 0,
-        }))
+        Ok(Response::new(
+            get_offset(&self.admin, req.into_inner()).await,
+        ))
     }
 
     async fn query_offset(
         &self,
-        _req: Request<pb::QueryOffsetRequest>,
+        req: Request<pb::QueryOffsetRequest>,
     ) -> Result<Response<pb::QueryOffsetResponse>, GrpcStatus> {
-        Ok(Response::new(pb::QueryOffsetResponse {
-            status: Some(not_implemented("QueryOffset")),
-            offset: 0,
-        }))
+        Ok(Response::new(
+            query_offset(&self.admin, req.into_inner()).await,
+        ))
     }
 
     async fn end_transaction(

@@ -9,18 +9,24 @@
 //! | producer | `publishing.validate_message_type` | true |
 //! | consumer | `subscription.receive_batch_size` | 32 |
 //! | consumer | `subscription.long_polling_timeout` | 20 s |
-//! | consumer | `subscription.fifo` | false (see below) |
-//! | consumer | `backoff_policy` | 17 attempts (16 retries + 1), exponential 1 s .. 2 h, ×2 |
+//! | consumer | `subscription.fifo` | the group's orderly flag |
+//! | consumer | `backoff_policy` | the group's retry limit + 1 attempts (17 by default), exponential 1 s .. 2 h, ×2 |
 //! | both | `metric` | `{on: false}` |
 //!
-//! `fifo` comes from the consumer group's orderly flag in RocketMQ; ringmq's group settings
-//! have no such flag yet, so every group is concurrent and FIFO messages reach a
-//! SimpleConsumer in any order (each message group still lands on one queue).
+//! `fifo` and the attempts come from the group's settings on the brokers ([`Groups`]:
+//! `ringmq-ctl group update G -o true -r N`, or mqadmin's updateSubGroup), as RocketMQ's
+//! proxy takes them from its subscription group table; [`merged`] fills the defaults and
+//! [`for_client`] the group's own.
 
 use std::time::Duration;
 
+use crate::clients::Clients;
 use crate::convert::{duration, BODY_BYTES_MAX};
-use crate::pb::{self, retry_policy, settings::PubSub, ExponentialBackoff, RetryPolicy};
+use crate::groups::GroupPolicy;
+use crate::pb::{
+    self, retry_policy, settings::PubSub, telemetry_command::Command, ExponentialBackoff,
+    RetryPolicy,
+};
 
 /// Most messages one ReceiveMessage asks for (RocketMQ's `grpcClientConsumerLongPollingBatchSize`).
 pub(crate) const RECEIVE_BATCH_SIZE: i32 = 32;
@@ -30,8 +36,8 @@ pub(crate) const LONG_POLLING_MAX: Duration = Duration::from_secs(20);
 pub(crate) const LONG_POLLING_MIN: Duration = Duration::from_secs(5);
 /// Send attempts a producer makes (RocketMQ's `grpcClientProducerMaxAttempts`).
 const PRODUCER_ATTEMPTS: i32 = 3;
-/// Deliveries of a message before the dead-letter topic: the broker's default retry limit
-/// (16) plus the first.
+/// Deliveries of a message before the dead-letter topic when the group's settings are not
+/// known yet: the broker's default retry limit (16) plus the first.
 const CONSUMER_ATTEMPTS: i32 = 17;
 
 /// The merged settings of `raw` (a client's own, as it sent them).
@@ -64,6 +70,46 @@ pub(crate) fn merged(raw: &pb::Settings) -> pb::Settings {
         endpoints: None,
     });
     s
+}
+
+/// A Settings command of a consumer, with its group's `fifo` and attempts (from the
+/// groups `clients` knows); any other command as it is.
+pub(crate) async fn for_client(
+    mut cmd: pb::TelemetryCommand,
+    clients: &Clients,
+) -> pb::TelemetryCommand {
+    let Some(groups) = clients.groups() else {
+        return cmd;
+    };
+    let Some(Command::Settings(s)) = &mut cmd.command else {
+        return cmd;
+    };
+    let Some(PubSub::Subscription(sub)) = &s.pub_sub else {
+        return cmd;
+    };
+    let Some(group) = sub
+        .group
+        .as_ref()
+        .map(|g| g.name.clone())
+        .filter(|g| !g.is_empty())
+    else {
+        return cmd;
+    };
+    let policy = groups.policy(&group).await;
+    apply(s, policy);
+    cmd
+}
+
+/// `policy` in a consumer's merged settings.
+fn apply(s: &mut pb::Settings, policy: GroupPolicy) {
+    if let Some(PubSub::Subscription(sub)) = &mut s.pub_sub {
+        sub.fifo = Some(policy.orderly);
+        s.backoff_policy = Some(backoff(
+            policy.max_attempts(),
+            Duration::from_secs(1),
+            Duration::from_secs(7200),
+        ));
+    }
 }
 
 fn backoff(attempts: i32, initial: Duration, max: Duration) -> RetryPolicy {
@@ -121,5 +167,27 @@ mod tests {
             s.backoff_policy.and_then(|b| b.strategy),
             Some(retry_policy::Strategy::ExponentialBackoff(_))
         ));
+    }
+
+    #[test]
+    fn a_groups_policy_sets_fifo_and_attempts() {
+        let raw = pb::Settings {
+            client_type: Some(pb::ClientType::PushConsumer as i32),
+            pub_sub: Some(PubSub::Subscription(pb::Subscription::default())),
+            ..Default::default()
+        };
+        let mut s = merged(&raw);
+        apply(
+            &mut s,
+            GroupPolicy {
+                orderly: true,
+                retry_max_times: 2,
+            },
+        );
+        let Some(PubSub::Subscription(sub)) = &s.pub_sub else {
+            panic!("subscription kept")
+        };
+        assert_eq!(sub.fifo, Some(true));
+        assert_eq!(s.backoff_policy.as_ref().map(|b| b.max_attempts), Some(3));
     }
 }

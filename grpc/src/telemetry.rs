@@ -18,7 +18,7 @@ use tonic::Streaming;
 
 use crate::clients::{Clients, TelemetrySender};
 use crate::pb::{self, telemetry_command::Command};
-use crate::settings::merged;
+use crate::settings::{for_client, merged};
 use crate::status::ok;
 
 /// Commands queued for one client's Telemetry stream.
@@ -45,7 +45,7 @@ pub(crate) fn telemetry(
                 }
             };
             let out = match answer(&clients, &client_id, cmd, &tx) {
-                Ok(Some(c)) => Ok(c),
+                Ok(Some(c)) => Ok(for_client(c, &clients).await),
                 Ok(None) => continue,
                 Err(s) => Err(s),
             };

@@ -9,6 +9,9 @@
 //! an edge keeps no state per delivered message. A handle of a message popped from the
 //! group's pop retry topic is acked in that topic. A dead-lettering also needs the record's
 //! physical offset, which the caller keeps beside the handle.
+//!
+//! It also pulls by offset for any group ([`EdgeConsumer::pull`], RocketMQ 5's
+//! PullMessage), committing nothing.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -21,10 +24,13 @@ use ringmq_wire::command::{
 };
 
 use super::simple::{popped, RECEIVE_MAX};
-use super::{MessageSelector, PoppedMessage};
+use super::{MessageSelector, PoppedMessage, PullResult};
 use crate::error::{Error, Result};
 use crate::instance::{ClientConfig, Instance};
-use crate::route::TopicRouteInfo;
+use crate::route::{MessageQueue, TopicRouteInfo};
+
+/// Most bytes one [`EdgeConsumer::pull`] answers.
+pub const EDGE_PULL_BYTES_MAX: u32 = 4 * 1024 * 1024;
 
 /// One POP request of an [`EdgeConsumer`].
 #[derive(Debug, Clone)]
@@ -128,6 +134,39 @@ impl EdgeConsumer {
             }
         }
         Ok(keep)
+    }
+
+    /// An offset-based pull for `group` (RocketMQ 5's PullMessage): up to `max` messages of
+    /// `mq` from `offset` that `selector` takes, the broker holding the request up to `wait`
+    /// when there is none. Nothing is committed; the group's offsets are its own business
+    /// (the admin client's `commit_offset`).
+    pub async fn pull(
+        &self,
+        group: &str,
+        mq: &MessageQueue,
+        offset: u64,
+        max: u32,
+        selector: &MessageSelector,
+        wait: Duration,
+    ) -> Result<PullResult> {
+        if max == 0 || max > RECEIVE_MAX {
+            return Err(Error::Config(format!(
+                "a pull asks for 1..={RECEIVE_MAX} messages, not {max}"
+            )));
+        }
+        selector.check()?;
+        super::pull_queue(
+            &self.inst,
+            group,
+            mq,
+            offset,
+            max,
+            EDGE_PULL_BYTES_MAX,
+            selector,
+            wait,
+            None,
+        )
+        .await
     }
 
     /// Acks the message `handle` names, delivered to `group` as a message of `topic`.
