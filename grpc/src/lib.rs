@@ -29,14 +29,20 @@
 //! ForwardMessageToDeadLetterQueue; `auto_renew` receipts renewed by the edge
 //! (`renew`); the offset-based PullMessage, UpdateOffset, GetOffset and QueryOffset
 //! (`pull`, `offsets`: the group's one offset table, shared with native and remoting
-//! consumers). Not yet: ACL signatures, TLS. See `docs/grpc.md`.
+//! consumers). With ACL on, every RPC passes the `gate` (RocketMQ 5's signature checked by
+//! the node's [`auth::Authority`], permissions per topic and group); the port serves TLS and
+//! plaintext (`tls`); SendMessage and AckMessage entries are counted before decoding
+//! (`entries`). See `docs/grpc.md`.
 //!
 //! [`Producer`]: ringmq_client::Producer
 //! [`Admin`]: ringmq_client::Admin
 #![forbid(unsafe_code)]
 
+pub mod auth;
 mod clients;
 mod convert;
+mod entries;
+mod gate;
 mod groups;
 mod handle;
 mod offsets;
@@ -51,9 +57,11 @@ mod service;
 pub mod settings;
 mod status;
 mod telemetry;
+mod tls;
 mod transaction;
 
 pub use ringmq_client::{Credentials, TlsOptions};
 pub use server::{
     start, GrpcError, GrpcOptions, GrpcServer, REQUEST_BYTES_MAX, STREAMS_PER_CONNECTION_MAX,
 };
+pub use tls::GrpcTls;

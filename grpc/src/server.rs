@@ -16,13 +16,16 @@ use std::time::Duration;
 use ringmq_client::consumer::EdgeConsumer;
 use ringmq_client::{Admin, ClientConfig, Credentials, Producer, TlsOptions};
 use tokio::sync::oneshot;
-use tokio_stream::wrappers::TcpListenerStream;
 
+use crate::auth::Authority;
 use crate::clients::Clients;
+use crate::entries::EntryCap;
+use crate::gate::Gate;
 use crate::groups::Groups;
 use crate::pb::{self, messaging_service_server::MessagingServiceServer, AddressScheme};
 use crate::renew::{self, Renewals};
 use crate::service::Edge;
+use crate::tls::{self, GrpcTls};
 use crate::transaction::Transactions;
 
 /// Concurrent HTTP/2 streams per connection.
@@ -39,7 +42,7 @@ const START_WAIT: Duration = Duration::from_secs(10);
 const PRODUCER_GROUP: &str = "RINGMQ_GRPC_EDGE";
 
 /// What the gRPC edge listens on and whom it talks to.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct GrpcOptions {
     /// Address to listen on (port 0: any free port).
     pub listen: SocketAddr,
@@ -51,6 +54,22 @@ pub struct GrpcOptions {
     pub credentials: Option<Credentials>,
     /// TLS of the edge's native clients (brokers and name servers that require it).
     pub tls: TlsOptions,
+    /// Who judges gRPC callers (the node's ACL); `None`: every request is served.
+    pub authority: Option<Arc<dyn Authority>>,
+    /// TLS on the gRPC port; `None`: plaintext only.
+    pub listener_tls: Option<GrpcTls>,
+}
+
+impl std::fmt::Debug for GrpcOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GrpcOptions")
+            .field("listen", &self.listen)
+            .field("advertise_host", &self.advertise_host)
+            .field("name_servers", &self.name_servers)
+            .field("authority", &self.authority.is_some())
+            .field("listener_tls", &self.listener_tls)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Why the edge did not start.
@@ -148,7 +167,12 @@ pub fn start(opts: GrpcOptions) -> Result<GrpcServer, GrpcError> {
                     }
                 };
                 let _ = ready_tx.send(Ok(()));
-                serve(edge, listener, shutdown_rx).await;
+                let gate = Gate {
+                    edge,
+                    authority: opts.authority.clone(),
+                };
+                let incoming = tls::incoming(listener, opts.listener_tls.clone());
+                serve(gate, incoming, shutdown_rx).await;
             });
         })
         .map_err(GrpcError::Runtime)?;
@@ -207,16 +231,23 @@ async fn edge(opts: &GrpcOptions, endpoints: pb::Endpoints) -> Result<Edge, Grpc
     })
 }
 
-async fn serve(edge: Edge, listener: tokio::net::TcpListener, shutdown: oneshot::Receiver<()>) {
-    let transactions = Arc::clone(&edge.transactions);
-    let service = MessagingServiceServer::new(edge).max_decoding_message_size(REQUEST_BYTES_MAX);
+async fn serve(
+    gate: Gate,
+    incoming: tokio_stream::wrappers::ReceiverStream<std::io::Result<tls::Conn>>,
+    shutdown: oneshot::Receiver<()>,
+) {
+    let transactions = Arc::clone(&gate.edge.transactions);
+    let service = EntryCap {
+        inner: MessagingServiceServer::new(gate).max_decoding_message_size(REQUEST_BYTES_MAX),
+        request_bytes_max: REQUEST_BYTES_MAX,
+    };
     let graceful = Arc::new(tokio::sync::Notify::new());
     let begin = Arc::clone(&graceful);
     let server = tonic::transport::Server::builder()
         .max_concurrent_streams(Some(STREAMS_PER_CONNECTION_MAX))
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .add_service(service)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async move {
+        .serve_with_incoming_shutdown(incoming, async move {
             begin.notified().await;
         });
     tokio::pin!(server);

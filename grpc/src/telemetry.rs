@@ -6,7 +6,18 @@
 //! INVALID_ARGUMENT, as RocketMQ's proxy does.
 //!
 //! Each stream has a bounded outbound queue ([`TELEMETRY_QUEUE_MAX`]); a client that reads
-//! nothing while its queue is full loses the stream.
+//! nothing while its queue is full loses the stream. A stream whose first Settings does not
+//! come within [`SETTINGS_WAIT`] is ended with INVALID_ARGUMENT (the SDKs send Settings as
+//! soon as they open the stream), so a stream nobody configures holds nothing for long.
+//!
+//! With ACL on, each Settings is checked ([`SettingsCheck`]: the gate's authorization of
+//! the topics and group it names) before it is recorded; a refusal ends the stream with the
+//! check's gRPC status.
+//!
+//! Thread stack traces and verify-message results are the client's answers to
+//! PrintThreadStackTraceCommand and VerifyMessageCommand. The edge never sends those
+//! commands (nothing asks it to yet), so an answer is logged (nonce and size) and the
+//! stream goes on.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -23,6 +34,12 @@ use crate::status::ok;
 
 /// Commands queued for one client's Telemetry stream.
 pub(crate) const TELEMETRY_QUEUE_MAX: usize = 16;
+/// How long a new Telemetry stream may go without its first Settings.
+pub(crate) const SETTINGS_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// May this client hold these Settings? (ACL on: the gate's authorization.)
+pub(crate) type SettingsCheck =
+    Box<dyn Fn(&pb::Settings) -> Result<(), tonic::Status> + Send + Sync + 'static>;
 
 /// The outbound half of a Telemetry stream.
 pub(crate) type Outbound =
@@ -32,11 +49,39 @@ pub(crate) type Outbound =
 pub(crate) fn telemetry(
     clients: Arc<Clients>,
     client_id: String,
+    inbound: Streaming<pb::TelemetryCommand>,
+) -> Outbound {
+    telemetry_checked(clients, client_id, inbound, None)
+}
+
+/// [`telemetry`], with each Settings checked by `check` first.
+pub(crate) fn telemetry_checked(
+    clients: Arc<Clients>,
+    client_id: String,
     mut inbound: Streaming<pb::TelemetryCommand>,
+    check: Option<SettingsCheck>,
 ) -> Outbound {
     let (tx, rx) = mpsc::channel(TELEMETRY_QUEUE_MAX);
     tokio::spawn(async move {
-        while let Some(next) = inbound.next().await {
+        let deadline = tokio::time::Instant::now() + SETTINGS_WAIT;
+        let mut configured = false;
+        loop {
+            let next = if configured {
+                inbound.next().await
+            } else {
+                match tokio::time::timeout_at(deadline, inbound.next()).await {
+                    Ok(n) => n,
+                    Err(_) => {
+                        let _ = tx
+                            .send(Err(tonic::Status::invalid_argument(format!(
+                                "no Settings within {SETTINGS_WAIT:?} of opening Telemetry"
+                            ))))
+                            .await;
+                        break;
+                    }
+                }
+            };
+            let Some(next) = next else { break };
             let cmd = match next {
                 Ok(c) => c,
                 Err(e) => {
@@ -44,12 +89,20 @@ pub(crate) fn telemetry(
                     break;
                 }
             };
+            if let (Some(Command::Settings(s)), Some(check)) = (&cmd.command, &check) {
+                if let Err(refused) = check(s) {
+                    let _ = tx.send(Err(refused)).await;
+                    break;
+                }
+            }
+            let settings = matches!(cmd.command, Some(Command::Settings(_)));
             let out = match answer(&clients, &client_id, cmd, &tx) {
                 Ok(Some(c)) => Ok(for_client(c, &clients).await),
                 Ok(None) => continue,
                 Err(s) => Err(s),
             };
             let end = out.is_err();
+            configured |= settings && !end;
             if tx.send(out).await.is_err() || end {
                 break;
             }
@@ -81,11 +134,19 @@ fn answer(
             }))
         }
         Some(Command::ThreadStackTrace(t)) => {
-            log::info!("thread stack trace from {client_id}: nonce {}", t.nonce);
+            log::info!(
+                "thread stack trace from {client_id}: nonce {}, {} bytes (not asked for: kept nowhere)",
+                t.nonce,
+                t.thread_stack_trace.as_ref().map_or(0, String::len)
+            );
             Ok(None)
         }
         Some(Command::VerifyMessageResult(v)) => {
-            log::info!("verify-message result from {client_id}: nonce {}", v.nonce);
+            log::info!(
+                "verify-message result from {client_id}: nonce {}, status {:?} (not asked for: kept nowhere)",
+                v.nonce,
+                cmd.status.as_ref().map(|s| s.code)
+            );
             Ok(None)
         }
         _ => Ok(None),

@@ -7,7 +7,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use ringmq_node::broker::node as run;
 use ringmq_node::broker::shard::start::StartOptions;
 use ringmq_node::config::{
-    BrokerConfig, FlushDiskType, IgnoredKey, MetricsConfig, NamesrvConfig, TlsMode,
+    BrokerConfig, FlushDiskType, IgnoredKey, MetricsConfig, NamesrvConfig, TlsConfig, TlsMode,
 };
 use ringmq_node::metrics::{self, Sources};
 use ringmq_node::net::namesrv;
@@ -228,13 +228,16 @@ fn standalone(a: StandaloneArgs, signals: &ringmq_node::io::signal::Signals) -> 
     cfg.namesrv_addr = vec![ns.addr.to_string()];
     let metrics_cfg = cfg.metrics.clone();
     // gRPC edge (ringmq-grpc): --grpc-port, else grpcServerPort, else 8081 if free.
-    let grpc_cfg = GrpcStart {
+    let mut grpc_cfg = GrpcStart {
         port: a.grpc_port.or(cfg.grpc_server_port),
         default_port: Some(GRPC_DEFAULT_PORT),
         host: a.host,
         name_servers: cfg.namesrv_addr.clone(),
         credentials: inner_credentials(&cfg),
         tls: native_tls(&cfg),
+        acl: None,
+        replay_window_ms: cfg.acl.replay_window_ms,
+        listener_tls: cfg.tls.clone(),
     };
     log_start("standalone", &cfg, fallback);
     let opts = StartOptions {
@@ -279,6 +282,8 @@ fn standalone(a: StandaloneArgs, signals: &ringmq_node::io::signal::Signals) -> 
             return Err(e);
         }
     };
+    // The broker's own ACL (plain_acl.yml or ACL 2.0): gRPC callers meet the same one.
+    grpc_cfg.acl = broker.broker.acl.clone();
     let grpc = match start_grpc(grpc_cfg) {
         Ok(g) => g,
         Err(e) => {
@@ -398,13 +403,16 @@ fn broker_cmd(a: BrokerArgs, signals: &ringmq_node::io::signal::Signals) -> Resu
     });
     let metrics_cfg = cfg.metrics.clone();
     // gRPC edge (ringmq-grpc) only when grpcServerPort is set.
-    let grpc_cfg = GrpcStart {
+    let mut grpc_cfg = GrpcStart {
         port: cfg.grpc_server_port,
         default_port: None,
         host: publish,
         name_servers: cfg.namesrv_addr.clone(),
         credentials: inner_credentials(&cfg),
         tls: native_tls(&cfg),
+        acl: None,
+        replay_window_ms: cfg.acl.replay_window_ms,
+        listener_tls: cfg.tls.clone(),
     };
     log_start("broker", &cfg, fallback);
     let opts = StartOptions {
@@ -426,6 +434,8 @@ fn broker_cmd(a: BrokerArgs, signals: &ringmq_node::io::signal::Signals) -> Resu
             return Err(e);
         }
     };
+    // The broker's own ACL (plain_acl.yml or ACL 2.0): gRPC callers meet the same one.
+    grpc_cfg.acl = broker.broker.acl.clone();
     let grpc = match start_grpc(grpc_cfg) {
         Ok(g) => g,
         Err(e) => {
@@ -485,6 +495,22 @@ struct GrpcStart {
     name_servers: Vec<String>,
     credentials: Option<ringmq_grpc::Credentials>,
     tls: ringmq_grpc::TlsOptions,
+    /// The broker's ACL, which gRPC callers are judged by (ACL on).
+    acl: Option<ringmq_node::acl::Acl>,
+    /// `aclReplayWindowMs`: how far a signature's date may be from this node's clock.
+    replay_window_ms: u64,
+    /// The node's listener TLS keys (`tls.server.*`): the gRPC port serves them too.
+    listener_tls: TlsConfig,
+}
+
+/// The gRPC port's TLS: the node's listener certificates, permissive or enforcing as
+/// `tls.server.mode` says; `None` when it is disabled.
+fn grpc_listener_tls(tls: &TlsConfig) -> Result<Option<ringmq_grpc::GrpcTls>, String> {
+    let node = ringmq_node::net::tls_load::node_tls(tls, false, "gRPC")?;
+    Ok(node.server.map(|s| ringmq_grpc::GrpcTls {
+        config: s.rustls_config(),
+        enforcing: s.enforcing,
+    }))
 }
 
 /// The broker's own account (`innerAccessKey`/`innerSecretKey`) when ACL is on: the gRPC
@@ -518,12 +544,19 @@ fn start_grpc(g: GrpcStart) -> Result<Option<ringmq_grpc::GrpcServer>, String> {
         (None, Some(p)) => (p, false),
         (None, None) => return Ok(None),
     };
+    let authority = g.acl.map(|acl| {
+        let a: std::sync::Arc<dyn ringmq_grpc::auth::Authority> =
+            ringmq_node::net::grpc_acl::GrpcAcl::new(acl, g.replay_window_ms);
+        a
+    });
     let opts = ringmq_grpc::GrpcOptions {
         listen: SocketAddr::new(g.host, port),
         advertise_host: g.host,
         name_servers: g.name_servers,
         credentials: g.credentials,
         tls: g.tls,
+        authority,
+        listener_tls: grpc_listener_tls(&g.listener_tls)?,
     };
     match ringmq_grpc::start(opts) {
         Ok(server) => {

@@ -182,6 +182,11 @@ impl TlsServer {
         })
     }
 
+    /// The rustls context, for a listener that runs its own TLS (the gRPC edge's).
+    pub fn rustls_config(&self) -> Arc<ServerConfig> {
+        Arc::clone(&self.config)
+    }
+
     /// The mode for the start log, e.g. `TLS enforcing (client certificates: require)`.
     pub fn describe(&self) -> String {
         format!(

@@ -7,6 +7,7 @@ pub mod admit;
 pub mod call;
 pub mod connection;
 pub mod frames;
+pub mod grpc_acl;
 pub mod namesrv;
 pub mod out_queue;
 pub mod remoting;

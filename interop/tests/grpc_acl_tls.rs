@@ -1,0 +1,314 @@
+//! ringmq's gRPC edge with ACL on, TLS on its port, and bad input, against RocketMQ 5's Python
+//! SDK (PyPI `rocketmq-python-client` 5.1.2, unchanged) and requests made by hand through its
+//! generated stubs, each a real process against a real `ringmq standalone` on loopback
+//! (`docs/grpc.md`). Requirements as in `grpc_python.rs`: the SDK's venv, and
+//! `cargo build -p ringmq-node --bin ringmq` first.
+//!
+//! - `grpc_signatures_are_checked_against_the_acl` (`grpc/grpc_acl.py`): with `aclEnable=true`
+//!   and a `plain_acl.yml`, the SDK's Producer and SimpleConsumer with right credentials send,
+//!   receive and ack; unsigned, wrong secret, unknown key, stale or future or unreadable date
+//!   answer UNAUTHORIZED; a missing permission FORBIDDEN; Telemetry ends with UNAUTHENTICATED /
+//!   PERMISSION_DENIED; both date forms and both hex cases are accepted. ringmq's native admin
+//!   then finds in the topic exactly the accepted messages.
+//! - `grpc_port_serves_tls_and_plaintext` (`grpc/grpc_tls.py`): `tls.server.mode=permissive`
+//!   serves the SDK over TLS (its CA given through gRPC's default roots file) and plaintext on
+//!   the same port; `enforcing` closes plaintext connections and still serves TLS.
+//! - `bad_grpc_streams_get_a_status_and_store_nothing` (`grpc/grpc_bad_stream.py`): a
+//!   Telemetry stream that never sends Settings, an AckMessage of a million receipt handles, a
+//!   SendMessage of 100,000 empty messages; then a good send is the topic's one message.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use ringmq_client::wire::properties::keys;
+use ringmq_client::{Admin, ClientConfig, Credentials, MessageQueue, TlsOptions};
+use ringmq_testkit::{bin, certs::TestPki, run, Proc, Spawn};
+
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+const SCRIPT_LIMIT: Duration = Duration::from_secs(120);
+const QUEUES: u32 = 8;
+const TOPIC: &str = "GrpcAcl";
+const GROUP: &str = "grpc-acl";
+
+const ACL: &str = "\
+accounts:
+  - accessKey: root
+    secretKey: rootsecret1
+    admin: true
+  - accessKey: gpub
+    secretKey: gpubsecret1
+    admin: false
+    topicPerms:
+      - GrpcAcl=PUB
+  - accessKey: gsub
+    secretKey: gsubsecret1
+    admin: false
+    topicPerms:
+      - GrpcAcl=SUB
+    groupPerms:
+      - grpc-acl=SUB
+";
+
+#[test]
+fn grpc_signatures_are_checked_against_the_acl() {
+    let python = python();
+    let dir = ringmq_testkit::tempdir("grpc-acl");
+    let acl = dir.path().join("plain_acl.yml");
+    std::fs::write(&acl, ACL).expect("writing plain_acl.yml");
+    let acl_file = format!("aclFilePath={}", acl.display());
+    let (mut node, namesrv, grpc) = start_node(
+        dir.path(),
+        &[
+            "aclEnable=true",
+            &acl_file,
+            "innerAccessKey=root",
+            "innerSecretKey=rootsecret1",
+        ],
+    );
+    let rt = runtime();
+    let admin = rt
+        .block_on(Admin::with_config(ClientConfig {
+            name_servers: vec![namesrv.to_string()],
+            credentials: Some(Credentials::new("root", "rootsecret1")),
+            ..ClientConfig::default()
+        }))
+        .expect("an admin client");
+    rt.block_on(admin.create_topic(TOPIC, QUEUES, Duration::from_secs(10)))
+        .expect("creating the topic");
+
+    let out = script(
+        &python,
+        dir.path(),
+        "grpc_acl.py",
+        &[
+            &grpc.to_string(),
+            TOPIC,
+            GROUP,
+            "gpub",
+            "gpubsecret1",
+            "gsub",
+            "gsubsecret1",
+        ],
+        &[],
+        &mut node,
+    );
+    let sent: BTreeSet<String> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("sent "))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(sent.len(), 7, "5 SDK sends and 2 signed by hand accepted");
+    let stored: BTreeSet<String> = rt.block_on(read_ids(&admin, TOPIC)).into_iter().collect();
+    assert_eq!(
+        stored, sent,
+        "the topic holds exactly the accepted messages (nothing of a refused send)"
+    );
+    assert!(
+        !node.log_tail(400).contains("panicked"),
+        "the node logged a panic"
+    );
+}
+
+#[test]
+fn grpc_port_serves_tls_and_plaintext() {
+    let python = python();
+    let pki = TestPki::new();
+    for mode in ["permissive", "enforcing"] {
+        let dir = ringmq_testkit::tempdir(&format!("grpc-tls-{mode}"));
+        let sets = [
+            format!("tls.server.mode={mode}"),
+            format!("tls.server.certPath={}", pki.server_cert.display()),
+            format!("tls.server.keyPath={}", pki.server_key.display()),
+            "tls.enable=true".to_string(),
+            format!("tls.client.trustCertPath={}", pki.ca.display()),
+        ];
+        let sets: Vec<&str> = sets.iter().map(String::as_str).collect();
+        let (mut node, namesrv, grpc) = start_node(dir.path(), &sets);
+        let rt = runtime();
+        let admin = rt
+            .block_on(Admin::with_config(ClientConfig {
+                name_servers: vec![namesrv.to_string()],
+                tls: TlsOptions {
+                    enabled: true,
+                    ca_path: Some(pki.ca.clone()),
+                    ..TlsOptions::default()
+                },
+                ..ClientConfig::default()
+            }))
+            .expect("an admin client");
+        let topic = format!("GrpcTls_{mode}");
+        rt.block_on(admin.create_topic(&topic, QUEUES, Duration::from_secs(10)))
+            .expect("creating the topic");
+        let ca = pki.ca.display().to_string();
+        let out = script(
+            &python,
+            dir.path(),
+            "grpc_tls.py",
+            &[&grpc.to_string(), &topic, mode],
+            &[("GRPC_DEFAULT_SSL_ROOTS_FILE_PATH", ca.as_str())],
+            &mut node,
+        );
+        let sent: BTreeSet<String> = out
+            .lines()
+            .filter_map(|l| l.strip_prefix("sent "))
+            .map(str::to_string)
+            .collect();
+        let want = if mode == "permissive" { 2 } else { 1 };
+        assert_eq!(sent.len(), want, "{mode}: messages the script sent");
+        let stored: BTreeSet<String> = rt.block_on(read_ids(&admin, &topic)).into_iter().collect();
+        assert_eq!(stored, sent, "{mode}: the topic holds what was sent");
+    }
+}
+
+#[test]
+fn bad_grpc_streams_get_a_status_and_store_nothing() {
+    let python = python();
+    let dir = ringmq_testkit::tempdir("grpc-bad-stream");
+    let (mut node, namesrv, grpc) = start_node(dir.path(), &[]);
+    let rt = runtime();
+    let admin = rt
+        .block_on(Admin::connect(&namesrv.to_string()))
+        .expect("an admin client");
+    let topic = "GrpcBadStream";
+    rt.block_on(admin.create_topic(topic, QUEUES, Duration::from_secs(10)))
+        .expect("creating the topic");
+    let out = script(
+        &python,
+        dir.path(),
+        "grpc_bad_stream.py",
+        &[&grpc.to_string(), topic],
+        &[],
+        &mut node,
+    );
+    let sent: Vec<String> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("sent "))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(sent, vec!["ID-GOOD".to_string()]);
+    assert_eq!(rt.block_on(read_ids(&admin, topic)), sent, "stored");
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
+/// Runs `interop/tests/grpc/NAME` with `args`; its stdout, or the test fails with its output
+/// and the node's log.
+fn script(
+    python: &Path,
+    dir: &Path,
+    name: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+    node: &mut Proc,
+) -> String {
+    let mut spawn = Spawn::new(name, python)
+        .arg(scripts_dir().join(name))
+        .args(args.iter().copied())
+        .env("HOME", dir)
+        .env("TZ", "UTC")
+        .env("PYTHONUNBUFFERED", "1")
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .log(dir.join(format!("{name}.stderr.log")));
+    for (k, v) in env {
+        spawn = spawn.env(k, v);
+    }
+    let out = run(spawn, SCRIPT_LIMIT);
+    if out.code != 0 {
+        panic!(
+            "{name} failed (exit {}, {:.1?})\n----- stdout -----\n{}----- stderr (last 60 lines) \
+             -----\n{}\n----- ringmq node log (last 60 lines) -----\n{}\n-----",
+            out.code,
+            out.elapsed,
+            out.stdout,
+            ringmq_testkit::tail(&out.stderr, 60),
+            node.log_tail(60),
+        );
+    }
+    print!("{}", out.stdout);
+    out.stdout
+}
+
+/// The `UNIQ_KEY` of every message of every queue of `topic` on broker-a.
+async fn read_ids(admin: &Admin, topic: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for q in 0..QUEUES {
+        let mq = MessageQueue::new(topic, "broker-a", q);
+        let msgs = admin
+            .read_messages(&mq, 0, 1000)
+            .await
+            .unwrap_or_else(|e| panic!("reading {mq}: {e}"));
+        out.extend(
+            msgs.iter()
+                .map(|m| m.property(keys::UNIQ_KEY).unwrap_or("").to_string()),
+        );
+    }
+    out
+}
+
+/// A `ringmq standalone` with every port its own choice and the broker keys `sets`; the
+/// guard, the name server address and the gRPC address.
+fn start_node(dir: &Path, sets: &[&str]) -> (Proc, SocketAddr, SocketAddr) {
+    let mut node = Spawn::new("ringmq", bin::ringmq())
+        .args(["standalone", "--data"])
+        .arg(dir.join("data"))
+        .args(["--host", "127.0.0.1"])
+        .args([
+            "--namesrv-port",
+            "0",
+            "--broker-port",
+            "0",
+            "--grpc-port",
+            "0",
+        ])
+        .args(["--shards", "2"])
+        .args(["--set", "mappedFileSizeCommitLog=8388608"])
+        .args(sets.iter().flat_map(|k| ["--set", k]))
+        .env_default("RUST_LOG", "info")
+        .log(dir.join("ringmq.log"))
+        .start();
+    let line = node.wait_line(START_TIMEOUT, "its gRPC line", |l| {
+        l.starts_with("ringmq grpc: ")
+    });
+    let grpc: SocketAddr = line["ringmq grpc: ".len()..]
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("gRPC address in {line:?}: {e}"));
+    let ready = node.wait_ready(START_TIMEOUT);
+    (node, ready.namesrv_addr(), grpc)
+}
+
+fn scripts_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join("grpc")
+}
+
+/// The interpreter of the SDK's Python environment; fails the test when the SDK is missing.
+fn python() -> PathBuf {
+    let python = match std::env::var_os("RINGMQ_GRPC_PYTHON") {
+        Some(p) => PathBuf::from(p),
+        None => {
+            let home = std::env::var_os("HOME").unwrap_or_else(|| "/root".into());
+            PathBuf::from(home).join(".cache/ringmq/grpc-python/bin/python")
+        }
+    };
+    let ok = Command::new(&python)
+        .args(["-c", "import rocketmq.v5, grpc"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "RocketMQ 5's Python SDK is missing at {}: run scripts/test.sh, or set RINGMQ_GRPC_PYTHON",
+        python.display()
+    );
+    python
+}
