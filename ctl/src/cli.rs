@@ -120,6 +120,13 @@ pub enum Command {
     /// any account. Secret keys are never printed.
     #[command(subcommand)]
     Acl(AclCmd),
+    /// ACL 2.0 users of the brokers (brokers with authenticationEnabled or
+    /// authorizationEnabled): create, update, delete, get, list, with RocketMQ 5's AUTH_*
+    /// requests. Needs a super user (--access-key USERNAME with RINGMQ_SECRET_KEY = its
+    /// password). Passwords are read from a variable or stdin and never printed. Their
+    /// policies: `acl policy`.
+    #[command(subcommand)]
+    User(UserCmd),
     /// Serve a web page of the cluster: brokers, topics, consumer groups with a lag graph,
     /// message lookup, scheduled and transactional state, dead letters with resend.
     ///
@@ -754,6 +761,149 @@ pub enum AclCmd {
     /// explicit permissions (or: anonymous, admitted by the global white list).
     /// JSON: {"whoami": [...]}.
     Whoami(AclTargetArgs),
+    /// ACL 2.0 policies (brokers with authenticationEnabled or authorizationEnabled): per
+    /// user, entries of resource, actions, source addresses and decision. The verbs above
+    /// (list, add, update, delete) are ACL 1.0's plain_acl.yml accounts; these are under
+    /// `acl policy`. Needs a super user.
+    #[command(subcommand)]
+    Policy(PolicyCmd),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum UserCmd {
+    /// Create a user on every master (or -c, or -b). The password comes from
+    /// --password-env VAR or the first line of stdin (--password-stdin). Type Normal and
+    /// status enable unless given. JSON: {"brokers": [...]}.
+    ///
+    /// Example: PW=... ringmq-ctl --access-key root user create app --password-env PW
+    Create(UserWriteArgs),
+    /// Change a user: only what is given (password, --user-type, --user-status). The last
+    /// enabled super user cannot be demoted or disabled. JSON: {"brokers": [...]}.
+    Update(UserWriteArgs),
+    /// Delete a user and its policies. The user this request is signed with and the last
+    /// enabled super user are refused. JSON: {"brokers": [...]}.
+    Delete(UserNameArgs),
+    /// One user (never its password); fails where it does not exist. JSON: {"users": [...]}.
+    Get(UserNameArgs),
+    /// The users (never their passwords). JSON: {"users": [...]}.
+    List(UserListArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct UserWriteArgs {
+    /// The username (the access key its clients sign with).
+    #[arg(value_name = "USERNAME")]
+    pub username: String,
+    /// Read the password from this environment variable (its name, not the password).
+    #[arg(long, value_name = "VAR", conflicts_with = "password_stdin")]
+    pub password_env: Option<String>,
+    /// Read the password from the first line of stdin.
+    #[arg(long)]
+    pub password_stdin: bool,
+    /// Super (may do anything, manages users and policies) or Normal.
+    #[arg(long, value_name = "Super|Normal")]
+    pub user_type: Option<String>,
+    /// enable or disable (a disabled user's requests are refused).
+    #[arg(long, value_name = "enable|disable")]
+    pub user_status: Option<String>,
+    #[command(flatten)]
+    pub target: AclTargetArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct UserNameArgs {
+    #[arg(value_name = "USERNAME")]
+    pub username: String,
+    #[command(flatten)]
+    pub target: AclTargetArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct UserListArgs {
+    /// Only usernames containing this.
+    #[arg(long, value_name = "TEXT")]
+    pub filter: Option<String>,
+    #[command(flatten)]
+    pub target: AclTargetArgs,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum PolicyCmd {
+    /// Add entries to a user's policy (as RocketMQ's mqadmin createAcl): one entry per
+    /// --resource, each with --actions, --source-ip and --decision. An entry for a resource
+    /// the policy already has is replaced. JSON: {"brokers": [...]}.
+    ///
+    /// Example: ringmq-ctl --access-key root acl policy create app -r Topic:orders
+    /// -r 'Group:billing*' -a Pub,Sub -d Allow
+    Create(PolicyWriteArgs),
+    /// The same merge as create (RocketMQ 5 answers both alike).
+    Update(PolicyWriteArgs),
+    /// Delete a user's whole ACL, or one entry (--resource, in --policy-type).
+    /// JSON: {"brokers": [...]}.
+    Delete(PolicyDeleteArgs),
+    /// A user's entries; fails where it has none. JSON: {"entries": [...]}.
+    Get(PolicySubjectArgs),
+    /// Every user's entries (filters: --subject-filter, --resource-filter).
+    /// JSON: {"entries": [...]}.
+    List(PolicyListArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct PolicyWriteArgs {
+    /// The subject: User:NAME (or just NAME).
+    #[arg(value_name = "SUBJECT")]
+    pub subject: String,
+    /// Topic:NAME, Topic:PREFIX*, Topic:*, Group:..., Cluster:..., or * (repeatable).
+    #[arg(short = 'r', long, value_name = "RESOURCE", required = true)]
+    pub resource: Vec<String>,
+    /// Pub, Sub, Create, Update, Delete, Get, List, All (comma-separated).
+    #[arg(short = 'a', long, value_name = "ACTIONS")]
+    pub actions: String,
+    /// Allow or Deny.
+    #[arg(short = 'd', long, value_name = "Allow|Deny", default_value = "Allow")]
+    pub decision: String,
+    /// Only requests from this address or CIDR block (repeatable; any when none).
+    #[arg(short = 'i', long = "source-ip", value_name = "IP|CIDR")]
+    pub source_ip: Vec<String>,
+    /// Custom (consulted first) or Default (only when no Custom entry matches).
+    #[arg(long, value_name = "Custom|Default", default_value = "Custom")]
+    pub policy_type: String,
+    #[command(flatten)]
+    pub target: AclTargetArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct PolicyDeleteArgs {
+    #[arg(value_name = "SUBJECT")]
+    pub subject: String,
+    /// Only this entry (else the whole ACL).
+    #[arg(short = 'r', long, value_name = "RESOURCE")]
+    pub resource: Option<String>,
+    /// The policy of --resource: Custom (default) or Default.
+    #[arg(long, value_name = "Custom|Default", requires = "resource")]
+    pub policy_type: Option<String>,
+    #[command(flatten)]
+    pub target: AclTargetArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct PolicySubjectArgs {
+    #[arg(value_name = "SUBJECT")]
+    pub subject: String,
+    #[command(flatten)]
+    pub target: AclTargetArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct PolicyListArgs {
+    /// Only subjects containing this.
+    #[arg(long, value_name = "TEXT")]
+    pub subject_filter: Option<String>,
+    /// Only entries whose resource contains this.
+    #[arg(long, value_name = "TEXT")]
+    pub resource_filter: Option<String>,
+    #[command(flatten)]
+    pub target: AclTargetArgs,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -2,6 +2,7 @@
 //! master is asked by default (so a cluster's files stay the same), or those of one cluster
 //! (-c), or one broker (-b); each broker's answer is its own row. A new secret key is read
 //! from an environment variable or stdin, never from the command line, and never printed.
+//! ACL 2.0's policy verbs (`acl policy ...`) and users (`user ...`) are in [`super::user`].
 
 use std::collections::BTreeMap;
 use std::io::BufRead as _;
@@ -23,7 +24,7 @@ use crate::output::{json_only, text, Report, Section};
 pub const SECRET_SHOWN_AS: &str = "<set>";
 
 /// The brokers to ask: (name, address).
-async fn targets(admin: &Admin, t: &AclTargetArgs) -> Result<Vec<(String, SocketAddr)>> {
+pub(crate) async fn targets(admin: &Admin, t: &AclTargetArgs) -> Result<Vec<(String, SocketAddr)>> {
     if let Some(b) = &t.broker {
         let addr = admin
             .broker_addr(b)
@@ -90,7 +91,7 @@ fn account_row(broker: &str, addr: SocketAddr, a: &AclAccountView) -> Vec<Value>
 }
 
 /// The first failure when every broker failed; else the notes for those that did.
-fn failures(
+pub(crate) fn failures(
     answers: &[(String, SocketAddr, std::result::Result<(), String>)],
     doing: &str,
 ) -> Result<Vec<String>> {

@@ -13,6 +13,7 @@ pub mod msg;
 pub mod topic;
 pub mod trace;
 pub mod txn;
+pub mod user;
 
 use ringmq_client::{Admin, ClientConfig};
 
@@ -25,7 +26,10 @@ pub use topic::PutMode;
 
 /// Runs one command.
 pub async fn run(admin: &Admin, cfg: &ClientConfig, command: &Command) -> Result<Report> {
-    use crate::cli::{AclCmd, BrokerCmd, ClusterCmd, DelayCmd, GroupCmd, MsgCmd, TopicCmd, TxnCmd};
+    use crate::cli::{
+        AclCmd, BrokerCmd, ClusterCmd, DelayCmd, GroupCmd, MsgCmd, PolicyCmd, TopicCmd, TxnCmd,
+        UserCmd,
+    };
     match command {
         Command::Cluster(ClusterCmd::List(a)) | Command::ClusterList(a) => {
             cluster::list(admin, a).await
@@ -78,6 +82,20 @@ pub async fn run(admin: &Admin, cfg: &ClientConfig, command: &Command) -> Result
         Command::Acl(AclCmd::Update(a)) => acl::update(admin, a).await,
         Command::Acl(AclCmd::Delete(a)) => acl::delete(admin, a).await,
         Command::Acl(AclCmd::Whoami(a)) => acl::whoami(admin, a).await,
+        Command::Acl(AclCmd::Policy(p)) => match p {
+            PolicyCmd::Create(a) => user::policy_write(admin, a, false).await,
+            PolicyCmd::Update(a) => user::policy_write(admin, a, true).await,
+            PolicyCmd::Delete(a) => user::policy_delete(admin, a).await,
+            PolicyCmd::Get(a) => user::policy_get(admin, a).await,
+            PolicyCmd::List(a) => user::policy_list(admin, a).await,
+        },
+        Command::User(u) => match u {
+            UserCmd::Create(a) => user::user_write(admin, a, false).await,
+            UserCmd::Update(a) => user::user_write(admin, a, true).await,
+            UserCmd::Delete(a) => user::user_delete(admin, a).await,
+            UserCmd::Get(a) => user::user_get(admin, a).await,
+            UserCmd::List(a) => user::user_list(admin, a).await,
+        },
         // Serves until stopped; main starts it (crate::dashboard), it is not one report.
         Command::Dashboard(_) => Err(usage("dashboard is not a one-shot command")),
     }

@@ -17,6 +17,7 @@
 //! | RECALL_MESSAGE | RECALL_MESSAGE | the answer's `msgId` is the recalled message's id |
 //! | GET_ROUTEINFO_BY_TOPIC, GET_BROKER_CLUSTER_INFO, GET_ALL_TOPIC_LIST_FROM_NAMESERVER | same | name server |
 //! | CHECK_CLIENT_CONFIG | answered here | SUCCESS: SQL92 is checked when the pull parses it |
+//! | AUTH_CREATE_USER ... AUTH_LIST_ACL (3001-3010) | same numbers | [`auth`]: extFields -> native header, JSON bodies pass through |
 //! | POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME | POP_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME | order=true: orderly POP (reconsume counts in the records, no orderCountInfo); an ack whose handle says retry names the pop retry topic |
 
 use std::net::SocketAddr;
@@ -46,6 +47,7 @@ use ringmq_wire::remoting::headers::{self as h, message_sys_flag as sys};
 use super::Peer;
 
 mod admin;
+mod auth;
 use crate::net::reply::Body;
 use crate::net::service::Service;
 
@@ -447,10 +449,13 @@ fn translate_inner<S: Service + ?Sized>(
         )),
         other => match admin::translate(other, ext, body)? {
             Some(t) => Ok(t),
-            None => Err(Refusal {
-                code: response::REQUEST_CODE_NOT_SUPPORTED,
-                remark: format!("request code {other} is not supported by ringmq"),
-            }),
+            None => match auth::translate(other, ext, body)? {
+                Some(t) => Ok(t),
+                None => Err(Refusal {
+                    code: response::REQUEST_CODE_NOT_SUPPORTED,
+                    remark: format!("request code {other} is not supported by ringmq"),
+                }),
+            },
         },
     }
 }
