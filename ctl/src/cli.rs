@@ -373,11 +373,16 @@ pub enum GroupCmd {
     /// "total_lag", "retry_lag", "dlq_lag", "max_lag_age_s"}}.
     Progress(GroupProgressArgs),
     /// Move a group's committed offsets of a topic to the earliest or latest message, or
-    /// to the first message stored at or after a time.
+    /// to the first message stored at or after a time; or one queue to an offset
+    /// (--offset N --queue Q [--broker B]).
     ///
     /// Stop the group's consumers first: running consumers commit their own positions over
     /// the reset. JSON: {"offsets": [...]}.
     ResetOffset(ResetOffsetArgs),
+    /// A group's connections: the consumers of the consumer group and the producers of the
+    /// producer group of that name, per master (client ids, as their heartbeats name
+    /// them). JSON: {"consumers": [...], "producers": [...]}.
+    Connections(GroupArg),
     /// Dead letters of a group: the messages in %DLQ%GROUP (a message goes there after
     /// its group's maxReconsumeTimes failed deliveries), oldest first.
     ///
@@ -497,14 +502,24 @@ pub struct ResetOffsetArgs {
     #[arg(
         long,
         value_name = "earliest|latest|TIMESTAMP",
-        required_unless_present = "timestamp",
-        conflicts_with = "timestamp"
+        required_unless_present_any = ["timestamp", "offset"],
+        conflicts_with_all = ["timestamp", "offset"]
     )]
     pub to: Option<String>,
     /// A time (ms since the epoch or RFC 3339): the same as --to TIMESTAMP (mqadmin's
     /// resetOffsetByTime -s).
-    #[arg(long, short = 's', value_name = "TIMESTAMP")]
+    #[arg(long, short = 's', value_name = "TIMESTAMP", conflicts_with = "offset")]
     pub timestamp: Option<String>,
+    /// Move one queue (--queue, and --broker when several brokers hold the topic) to this
+    /// offset: between the queue's min and max offset.
+    #[arg(long, value_name = "N", requires = "queue")]
+    pub offset: Option<u64>,
+    /// The queue --offset moves.
+    #[arg(long, short = 'q', value_name = "Q", requires = "offset")]
+    pub queue: Option<u32>,
+    /// The broker of the queue --offset moves.
+    #[arg(long, short = 'b', value_name = "BROKER", requires = "offset")]
+    pub broker: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]

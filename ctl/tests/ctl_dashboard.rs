@@ -9,8 +9,16 @@
 //! - the page in headless Chromium (chromedriver, W3C WebDriver): what a person sees: the
 //!   topic, the lag number, the lag graph's line, a lookup's body, a dead letter put back
 //!   into its topic with the Resend button;
-//! - with ACL on: the login form, a wrong secret refused, the right one showing data, and
-//!   an account without rights on a topic not seeing it.
+//! - with ACL on: the login form, a wrong secret refused, the right one showing data, an
+//!   account without rights on a topic not seeing it, the page saying what it does not show,
+//!   and an action the account may not take refused in place;
+//! - administration in the page, each action checked against the broker: a topic created
+//!   (and refused a second time), updated and deleted; a group's connections (consumer and
+//!   producer), its consume-rate history and the topic's in/out history; a message's detail
+//!   with its trace timeline; offsets reset to the earliest message and one queue to an
+//!   offset (and one past the queue's end refused); a group's settings saved and deleted;
+//!   a broker key changed and a fixed one refused; a 1 KiB dead letter one line high until
+//!   clicked.
 //!
 //! Screenshots go to `target/dashboard-screenshots/` (printed).
 #![allow(clippy::unwrap_used)]
@@ -563,5 +571,364 @@ fn dashboard_with_acl_asks_for_a_login_and_shows_only_what_the_account_may_read(
     b.wait_text("#account-key", "viewer");
     // Scheduled and transactional state need an admin: shown as not allowed, in place.
     b.wait_text("#delay-error", "not allowed");
+    // Listing every group needs an admin too: the page says whose names it shows.
+    b.wait_text("#groups-hidden", "needs an admin account");
     b.screenshot("acl-viewer.png");
+    // An action this account may not take is refused in place, and nothing is made.
+    b.type_into("#topic-create-name", "ViewerMade");
+    b.click("#topic-create-submit");
+    b.wait_text("#topics-error", "not allowed");
+    let out = ctl_env(
+        &[
+            "-n",
+            node.namesrv.as_str(),
+            "--access-key",
+            "root",
+            "topic",
+            "route",
+            "ViewerMade",
+        ],
+        &[("RINGMQ_SECRET_KEY", ROOT_SECRET)],
+    );
+    assert_ne!(out.code, 0, "ViewerMade was created: {}", out.stdout);
+}
+
+/// Clicks the row of table `table` whose text contains `text`, as the page's click handler
+/// sees a person's click (the table is redrawn every reading, so the row is found and
+/// clicked in one step).
+fn click_row(b: &Browser, table: &str, text: &str) {
+    b.wait_for(
+        Duration::from_secs(30),
+        &format!("a row of {table} with {text:?}"),
+        |b| {
+            let clicked = b.js(
+                "const tr = [...document.querySelectorAll(arguments[0] + ' tbody tr')]
+                   .find((tr) => tr.innerText.includes(arguments[1]));
+                 if (!tr) return false;
+                 tr.click();
+                 return true;",
+                serde_json::json!([table, text]),
+            );
+            (clicked == Value::Bool(true)).then_some(())
+        },
+    );
+}
+
+/// Clicks the `Ok` of the confirm dialog the last click opened.
+fn confirm(b: &Browser) {
+    b.wait_for(Duration::from_secs(10), "the confirm dialog", |b| {
+        b.accept_alert().then_some(())
+    });
+}
+
+/// How many points the chart line `css` (an SVG path) has drawn.
+fn chart_points(b: &Browser, css: &str) -> usize {
+    let v = b.js(
+        "const p = document.querySelector(arguments[0]); return p ? p.getAttribute('data-points') : null;",
+        serde_json::json!([css]),
+    );
+    v.as_str().and_then(|s| s.parse().ok()).unwrap_or(0)
+}
+
+/// The retry limit and orderly flag the master keeps for `group` (the brokers' answer to
+/// GET_ALL_SUBSCRIPTIONGROUP_CONFIG).
+fn group_settings(rt: &tokio::runtime::Runtime, node: &Node, group: &str) -> Option<(u32, bool)> {
+    rt.block_on(async {
+        let admin = ringmq_client::Admin::connect(&node.namesrv).await.unwrap();
+        let addr = node.broker.parse().unwrap();
+        let list = admin.subscription_groups(addr).await.unwrap();
+        admin.close();
+        list.groups
+            .into_iter()
+            .find(|g| g.group == group)
+            .map(|g| (g.retry_max_times, g.consume_message_orderly))
+    })
+}
+
+/// A traced producer (group `group`) that sent `n` messages to `topic` with keys
+/// `admin-i`, and a traced push consumer of group `group` that consumed them all.
+async fn traced_clients(
+    namesrv: &str,
+    topic: &str,
+    group: &str,
+    n: usize,
+) -> (ringmq_client::Producer, ringmq_client::PushConsumer) {
+    use ringmq_client::{
+        ConsumeContext, ConsumeResult, Message, Producer, PushConsumer, ReceivedMessage,
+        StartPosition,
+    };
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let p = Producer::builder()
+        .group(group)
+        .name_server(namesrv)
+        .trace(true)
+        .start()
+        .await
+        .unwrap();
+    for i in 0..n {
+        let m = Message::new(topic, format!("admin body {i}")).with_key(format!("admin-{i}"));
+        p.send(m).await.unwrap();
+    }
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&seen);
+    let c = PushConsumer::builder()
+        .group(group)
+        .name_server(namesrv)
+        .subscribe(topic, "*")
+        .start_position(StartPosition::First)
+        .rebalance_interval(Duration::from_millis(300))
+        .long_poll(Duration::from_secs(2))
+        .trace(true)
+        .start(move |m: Vec<ReceivedMessage>, _: ConsumeContext| {
+            let counted = Arc::clone(&counted);
+            async move {
+                counted.fetch_add(m.len(), Ordering::SeqCst);
+                ConsumeResult::Success
+            }
+        })
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while seen.load(Ordering::SeqCst) < n {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "consumed {} of {n}",
+            seen.load(Ordering::SeqCst)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (p, c)
+}
+
+/// The committed offsets of `group` on `topic` per queue, as `group progress` reads them.
+fn committed(node: &Node, group: &str, topic: &str) -> Vec<(u64, Option<u64>)> {
+    let p = node.json(&["group", "progress", group, "--topic", topic]);
+    p["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|q| q["topic"] == topic)
+        .map(|q| (q["queue"].as_u64().unwrap(), q["consumer_offset"].as_u64()))
+        .collect()
+}
+
+#[test]
+fn dashboard_administers_topics_groups_offsets_and_broker_config_checked_against_the_broker() {
+    webdriver::require_chromium();
+    let node = Node::start();
+    let d = Dashboard::start(&node, None);
+    let b = Browser::start();
+    b.goto(&d.url());
+    b.wait_text("#brokers", &node.broker);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+
+    // Create a topic from the form; the broker has it as asked. Again: refused, with why.
+    b.type_into("#topic-create-name", "AdminOrders");
+    b.type_into("#topic-create-queues", "4");
+    b.click("#topic-create-submit");
+    b.wait_text("#topics-result", "created AdminOrders on broker-a");
+    let q = node.json(&["topic", "route", "AdminOrders"])["queues"][0].clone();
+    assert_eq!(
+        (&q["read_queues"], &q["write_queues"], &q["perm"]),
+        (&Value::from(4), &Value::from(4), &Value::from(6)),
+        "{q}"
+    );
+    b.click("#topic-create-submit");
+    b.wait_text("#topics-error", "already exists");
+
+    // Update it: 6 queues, read-only; then read-write again.
+    click_row(&b, "#topic-table", "AdminOrders");
+    b.wait_text("#topic-detail-name", "AdminOrders");
+    b.type_into("#topic-update-queues", "6");
+    b.click("#topic-update-perm option[value='r']");
+    b.click("#topic-update-submit");
+    b.wait_text("#topic-action-result", "updated AdminOrders");
+    let q = node.json(&["topic", "route", "AdminOrders"])["queues"][0].clone();
+    assert_eq!(
+        (&q["read_queues"], &q["write_queues"], &q["perm"]),
+        (&Value::from(6), &Value::from(6), &Value::from(4)),
+        "{q}"
+    );
+    b.type_into("#topic-update-queues", "");
+    b.click("#topic-update-perm option[value='rw']");
+    b.click("#topic-update-submit");
+    ringmq_testkit::wait::wait_until(Duration::from_secs(10), "AdminOrders writable", || {
+        node.json(&["topic", "route", "AdminOrders"])["queues"][0]["perm"] == 6
+    });
+
+    // Live clients of group admin-billing: 12 traced messages sent and consumed.
+    let (producer, consumer) = rt.block_on(traced_clients(
+        &node.namesrv,
+        "AdminOrders",
+        "admin-billing",
+        12,
+    ));
+
+    // The group's connections, and its throughput history beside the topic's.
+    click_row(&b, "#group-table", "admin-billing");
+    b.wait_text("#group-detail-name", "admin-billing");
+    let conns = b.wait_text("#group-connections", "producer");
+    assert!(
+        conns.contains("consumer") && conns.contains("broker-a"),
+        "{conns}"
+    );
+    b.wait_for(Duration::from_secs(30), "2+ consume-rate readings", |b| {
+        (chart_points(b, "#consume-chart svg path.line") >= 2).then_some(())
+    });
+    click_row(&b, "#topic-table", "AdminOrders");
+    b.wait_for(
+        Duration::from_secs(30),
+        "2+ readings of the topic's rates",
+        |b| {
+            let (i, o) = (
+                chart_points(b, "#topic-chart svg path[data-series='in']"),
+                chart_points(b, "#topic-chart svg path[data-series='out']"),
+            );
+            (i >= 2 && o >= 2).then_some(())
+        },
+    );
+    b.screenshot("admin-topic.png");
+
+    // A message's detail with its trace: the send and the consume, on a timeline.
+    b.type_into("#msg-key-topic", "AdminOrders");
+    b.type_into("#msg-key-key", "admin-3");
+    b.click("#msg-key-submit");
+    b.wait_text("#msg-results", "admin body 3");
+    click_row(&b, "#msg-results", "admin body 3");
+    b.wait_text("#msg-fields", "UNIQ_KEY");
+    b.wait_for(
+        Duration::from_secs(30),
+        "the send and the consume traced",
+        |b| {
+            let t = b.text("#msg-trace tbody");
+            (t.contains("send") && t.contains("consume") && t.contains("admin-billing"))
+                .then_some(())
+        },
+    );
+    let marks = b.js(
+        "return [document.querySelectorAll('#trace-chart rect.event.send').length, \
+                 document.querySelectorAll('#trace-chart rect.event.consume').length];",
+        serde_json::json!([]),
+    );
+    assert!(
+        marks[0].as_u64() >= Some(1) && marks[1].as_u64() >= Some(1),
+        "{marks}"
+    );
+    b.js(
+        "document.getElementById('msg-detail').scrollIntoView();",
+        serde_json::json!([]),
+    );
+    b.screenshot("admin-trace.png");
+
+    // Reset offsets (consumer stopped first, as the page says): to the earliest message,
+    // then one queue to an offset.
+    rt.block_on(consumer.shutdown());
+    click_row(&b, "#group-table", "admin-billing");
+    b.wait_text("#group-reset-topic", "AdminOrders");
+    b.click("#group-reset-topic option[value='AdminOrders']");
+    b.click("#group-reset-mode option[value='earliest']");
+    b.click("#group-reset-submit");
+    confirm(&b);
+    b.wait_text("#group-action-result", "reset broker-a#0");
+    let offsets = committed(&node, "admin-billing", "AdminOrders");
+    assert!(
+        !offsets.is_empty() && offsets.iter().all(|(_, o)| *o == Some(0)),
+        "{offsets:?}"
+    );
+    b.click("#group-reset-mode option[value='offset']");
+    b.type_into("#group-reset-queue", "1");
+    b.type_into("#group-reset-offset", "2");
+    b.click("#group-reset-submit");
+    confirm(&b);
+    b.wait_text("#group-action-result", "broker-a#1: 0 → 2");
+    let offsets = committed(&node, "admin-billing", "AdminOrders");
+    assert!(offsets.contains(&(1, Some(2))), "{offsets:?}");
+    // Past the queue's end: refused, nothing moved.
+    b.type_into("#group-reset-offset", "99");
+    b.click("#group-reset-submit");
+    confirm(&b);
+    b.wait_text("#group-detail-error", "outside queue 1");
+    assert!(committed(&node, "admin-billing", "AdminOrders").contains(&(1, Some(2))));
+
+    // The group's settings: saved, then deleted (the brokers' defaults again).
+    b.type_into("#group-create-name", "admin-billing");
+    b.type_into("#group-create-retries", "3");
+    b.click("#group-create-orderly");
+    b.click("#group-create-submit");
+    b.wait_text("#groups-result", "saved the settings of admin-billing");
+    assert_eq!(group_settings(&rt, &node, "admin-billing"), Some((3, true)));
+    b.click("#group-delete");
+    confirm(&b);
+    b.wait_text(
+        "#group-action-result",
+        "deleted the settings of admin-billing",
+    );
+    let after = group_settings(&rt, &node, "admin-billing");
+    assert!(
+        after.is_none_or(|(n, orderly)| n != 3 && !orderly),
+        "{after:?}"
+    );
+
+    // The broker's configuration: read, one runtime key changed, a fixed key refused.
+    click_row(&b, "#brokers", &node.broker);
+    b.wait_text("#broker-config", "maxMessageSize");
+    b.type_into("#broker-config-key", "maxMessageSize");
+    b.type_into("#broker-config-value", "2097152");
+    b.click("#broker-config-submit");
+    b.wait_text("#broker-config-result", "maxMessageSize=2097152");
+    let cfg = node.json(&["broker", "config", &node.broker]);
+    let size = cfg["config"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["key"] == "maxMessageSize")
+        .map(|c| c["value"].clone());
+    assert_eq!(size, Some(Value::from("2097152")), "{cfg}");
+    b.type_into("#broker-config-key", "listenPort");
+    b.type_into("#broker-config-value", "1");
+    b.click("#broker-config-submit");
+    b.wait_text("#broker-config-error", "cannot be changed at run time");
+    b.screenshot("admin-broker-config.png");
+
+    // A dead letter with a 1 KiB body is one line high until clicked.
+    node.ctl(&["topic", "create", "AdminDlq", "--queues", "1"])
+        .ok(&[]);
+    let big = "x".repeat(1024);
+    node.ctl(&["send", "AdminDlq", &big]).ok(&[]);
+    rt.block_on(dead_letter_one(&node.namesrv, "AdminDlq", "admin-dlq"));
+    b.type_into("#dlq-group", "admin-dlq");
+    b.click("#dlq-show");
+    b.wait_text("#dlq-table", "AdminDlq");
+    let height = |b: &Browser| {
+        b.js(
+            "return document.querySelector('#dlq-table tbody tr').getBoundingClientRect().height;",
+            serde_json::json!([]),
+        )
+        .as_f64()
+        .unwrap()
+    };
+    let h = height(&b);
+    assert!(h < 40.0, "a dead letter row is {h} px high");
+    b.js(
+        "document.querySelector('#dlq-table tbody tr td.clip span').click();",
+        serde_json::json!([]),
+    );
+    let open = height(&b);
+    assert!(open > 2.0 * h, "the clicked body opens: {open} px");
+
+    // Delete the topic: confirmed, gone from the broker.
+    click_row(&b, "#topic-table", "AdminOrders");
+    b.wait_text("#topic-detail-name", "AdminOrders");
+    b.click("#topic-delete");
+    confirm(&b);
+    b.wait_text("#topics-result", "deleted AdminOrders");
+    ringmq_testkit::wait::wait_until(Duration::from_secs(10), "AdminOrders gone", || {
+        node.ctl(&["topic", "route", "AdminOrders"]).code != 0
+    });
+    rt.block_on(producer.shutdown());
 }

@@ -9,7 +9,8 @@ use ringmq_wire::code::{RequestCode, Status};
 use ringmq_wire::codec::Empty;
 use ringmq_wire::command::{
     ConsumerGroupList, ConsumerOffsetEntry, ConsumerOffsetTable, GetAllConsumerOffsetRequest,
-    GetConsumerListRequest, GetPopStatusRequest, PopGroupStatus, PopStatus,
+    GetConsumerListRequest, GetPopStatusRequest, GetProducerListRequest, PopGroupStatus, PopStatus,
+    ProducerList,
 };
 
 use super::{Admin, BrokerRef};
@@ -223,6 +224,31 @@ impl Admin {
         Err(last.unwrap_or(Error::NotFound {
             what: format!("no master to ask for the members of group {group}"),
         }))
+    }
+
+    /// A producer group's live producers on each master (client ids, most recently heard
+    /// first), as each master's heartbeats saw them; masters without one are left out.
+    pub async fn producer_connections(&self, group: &str) -> Result<Vec<(BrokerRef, Vec<String>)>> {
+        let req = GetProducerListRequest {
+            producer_group: group.to_string(),
+        };
+        let mut out = Vec::new();
+        for b in self
+            .brokers()
+            .await?
+            .into_iter()
+            .filter(BrokerRef::is_master)
+        {
+            let list: ProducerList = self
+                .call(b.addr, RequestCode::GetProducerConnectionList, &req, &[])
+                .await?
+                .expect(&[Status::Success])?
+                .decode_body()?;
+            if !list.client_ids.is_empty() {
+                out.push((b, list.client_ids));
+            }
+        }
+        Ok(out)
     }
 
     /// A group's progress per queue: broker max offset, committed offset, lag and the member

@@ -1,16 +1,16 @@
-//! `group list|progress|reset-offset` and `consumerProgress`. Progress shows the group's
+//! `group list|progress|reset-offset|connections` and `consumerProgress`. Progress shows the group's
 //! retry topic (`%RETRY%<group>`) and dead-letter topic (`%DLQ%<group>`, lag = dead letters
 //! not resent) beside its own topics, with their lags apart in the summary, and its POP
 //! counts (in flight now; acked, revived and dead-lettered since each broker started).
 
-use ringmq_client::admin::{QueueProgress, ResetTo};
-use ringmq_client::{Admin, Error};
+use ringmq_client::admin::{OffsetReset, QueueProgress, ResetTo};
+use ringmq_client::{Admin, Error, MessageQueue};
 use serde_json::{json, Value};
 
 use super::dlq::{dlq_queues, dlq_topic, retry_topic, DlqQueue};
 use super::{group_of, now_ms, usage};
 use crate::cli::{GroupUpdateArgs, ResetOffsetArgs};
-use crate::error::{Context, Result};
+use crate::error::{Context, CtlError, Result};
 use crate::output::{float, int, json_only, text, Report, Section};
 
 /// RocketMQ's retry limit of a group whose update names none (`SubscriptionGroupConfig`).
@@ -222,11 +222,14 @@ pub async fn update(admin: &Admin, a: &GroupUpdateArgs) -> Result<Report> {
 
 pub async fn reset(admin: &Admin, a: &ResetOffsetArgs) -> Result<Report> {
     let group = group_of(&a.group);
-    let to = parse_reset_to(
-        a.to.as_deref()
-            .or(a.timestamp.as_deref())
-            .unwrap_or_default(),
-    )?;
+    let to = match a.offset {
+        Some(_) => None,
+        None => Some(parse_reset_to(
+            a.to.as_deref()
+                .or(a.timestamp.as_deref())
+                .unwrap_or_default(),
+        )?),
+    };
     let route = admin
         .topic_route(&a.topic)
         .await
@@ -235,10 +238,16 @@ pub async fn reset(admin: &Admin, a: &ResetOffsetArgs) -> Result<Report> {
         .group_members(&group, &route.masters())
         .await
         .doing(|| format!("reading the members of group {group}"))?;
-    let changes = admin
-        .reset_offset(&group, &a.topic, to)
-        .await
-        .doing(|| format!("resetting the offsets of group {group} on {}", a.topic))?;
+    let changes = match (to, a.offset, a.queue) {
+        (Some(to), _, _) => admin
+            .reset_offset(&group, &a.topic, to)
+            .await
+            .doing(|| format!("resetting the offsets of group {group} on {}", a.topic))?,
+        (None, Some(offset), Some(queue)) => {
+            vec![reset_one(admin, &group, a, queue, offset).await?]
+        }
+        _ => return Err(usage("give --to, --timestamp, or --offset with --queue")),
+    };
     let mut s = Section::list(
         "offsets",
         vec![
@@ -266,6 +275,125 @@ pub async fn reset(admin: &Admin, a: &ResetOffsetArgs) -> Result<Report> {
         ));
     }
     Ok(report)
+}
+
+/// `reset-offset --offset N --queue Q [--broker B]`: one readable queue of the topic to
+/// an offset between its min and max offset.
+async fn reset_one(
+    admin: &Admin,
+    group: &str,
+    a: &ResetOffsetArgs,
+    queue: u32,
+    offset: u64,
+) -> Result<OffsetReset> {
+    let route = admin
+        .topic_route(&a.topic)
+        .await
+        .doing(|| format!("reading the route of {}", a.topic))?;
+    let found: Vec<&MessageQueue> = route
+        .read_queues
+        .iter()
+        .filter(|mq| mq.queue_id == queue)
+        .filter(|mq| a.broker.as_deref().is_none_or(|b| mq.broker_name == b))
+        .collect();
+    let mq = match found.as_slice() {
+        [mq] => (*mq).clone(),
+        [] => {
+            return Err(usage(format!(
+                "{} has no readable queue {queue}{}",
+                a.topic,
+                a.broker
+                    .as_deref()
+                    .map(|b| format!(" on broker {b}"))
+                    .unwrap_or_default()
+            )))
+        }
+        _ => {
+            return Err(usage(format!(
+                "queue {queue} of {} is on {} brokers: give --broker",
+                a.topic,
+                found.len()
+            )))
+        }
+    };
+    let min = admin
+        .min_offset(&mq)
+        .await
+        .doing(|| format!("reading the min offset of {mq}"))?;
+    let max = admin
+        .max_offset(&mq)
+        .await
+        .doing(|| format!("reading the max offset of {mq}"))?;
+    if offset < min || offset > max {
+        return Err(CtlError::Refused(format!(
+            "offset {offset} is outside queue {queue} of {} on {}: its messages are {min}..{max}",
+            a.topic, mq.broker_name
+        )));
+    }
+    let old = admin
+        .committed_offset(group, &mq)
+        .await
+        .doing(|| format!("reading the offset of group {group} on {mq}"))?;
+    admin
+        .reset_queue_offset(group, &mq, offset)
+        .await
+        .doing(|| format!("resetting the offset of group {group} on {mq}"))?;
+    Ok(OffsetReset {
+        queue: mq,
+        old,
+        new: offset,
+    })
+}
+
+/// `group connections`: the consumer group's live members and the producer group's live
+/// producers, per master.
+pub async fn connections(admin: &Admin, group: &str) -> Result<Report> {
+    let masters: Vec<_> = admin
+        .brokers()
+        .await
+        .doing(|| "listing the brokers".into())?
+        .into_iter()
+        .filter(|b| b.is_master())
+        .collect();
+    let columns = || {
+        vec![
+            text("BROKER", "broker"),
+            text("CLIENT_ID", "client_id"),
+            text("CLIENT_HOST", "client_host"),
+        ]
+    };
+    let mut consumers = Section::list("consumers", columns());
+    for b in &masters {
+        let ids = admin
+            .group_members(group, &[b.addr])
+            .await
+            .doing(|| format!("reading the consumers of group {group} on {}", b.name))?;
+        for id in ids {
+            consumers.push(connection_row(&b.name, &id));
+        }
+    }
+    let mut producers = Section::list("producers", columns());
+    for (b, ids) in admin
+        .producer_connections(group)
+        .await
+        .doing(|| format!("reading the producers of group {group}"))?
+    {
+        for id in ids {
+            producers.push(connection_row(&b.name, &id));
+        }
+    }
+    let mut report = Report::one(consumers).with(producers);
+    if masters.is_empty() {
+        report.notes.push("no master is registered".into());
+    }
+    Ok(report)
+}
+
+/// A client id is `HOST@instance[…]` (RocketMQ's clients put their IP first): its host is
+/// the part before the first `@`.
+fn connection_row(broker: &str, client_id: &str) -> Vec<Value> {
+    let addr = client_id.split('@').next().unwrap_or_default();
+    vec![json!(broker), json!(client_id), json!(addr)]
 }
 
 /// `earliest`, `latest`, ms since the epoch, or RFC 3339.

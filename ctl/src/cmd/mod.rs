@@ -61,6 +61,7 @@ pub async fn run(admin: &Admin, cfg: &ClientConfig, command: &Command) -> Result
             group::progress(admin, &group_of(&a.group), a.topic.as_deref()).await
         }
         Command::Group(GroupCmd::ResetOffset(a)) => group::reset(admin, a).await,
+        Command::Group(GroupCmd::Connections(a)) => group::connections(admin, &group_of(a)).await,
         Command::Group(GroupCmd::Dlq(a)) => dlq::list(admin, a).await,
         Command::Group(GroupCmd::ResendDlq(a)) => dlq::resend(admin, cfg, a).await,
         Command::Group(GroupCmd::Update(a)) => group::update(admin, a).await,

@@ -5,7 +5,8 @@
 //! [`sampler`](super::sampler) computed. Errors are
 //! `{"error": "..."}` with a 4xx/5xx status; a broker's NO_PERMISSION is 403 with
 //! `"not_allowed": true`. Only `POST` changes anything (login, logout, resending dead
-//! letters); a `POST` whose `Origin` is not this server is refused.
+//! letters, and the administration in [`actions`]: topics, groups, offsets, broker
+//! configuration); a `POST` whose `Origin` is not this server is refused.
 //!
 //! With ACL on, every `/api/` route but `config` and `login` needs a session
 //! ([`super::session`]) and runs with its `Admin` (the [`Ctx`] extractor); lists keep only
@@ -27,6 +28,7 @@ use axum::Router;
 use ringmq_client::{Admin, ClientConfig, Credentials};
 use serde_json::{json, Value};
 
+use super::actions;
 use super::answer::{group_arg, param, report, Answer};
 use super::http::{self, Params, Refusal};
 use super::sampler::rows;
@@ -34,6 +36,7 @@ use super::session;
 pub use super::state::{Ctx, State};
 use super::views;
 use crate::cli::{AclTargetArgs, DelayStatusArgs, DlqArgs, MsgIdArgs, MsgKeyArgs, MsgTimeArgs};
+use crate::cmd::topic::PutMode;
 use crate::cmd::{acl, broker, delay, dlq, msg, txn};
 
 const INDEX_HTML: &str = include_str!("index.html");
@@ -72,6 +75,21 @@ pub fn router(state: App) -> Router {
         .route("/api/msg/time", only_get(msg_time))
         .route("/api/delay", only_get(delay_status))
         .route("/api/txn", only_get(txn_status))
+        .route("/api/msg/trace", only_get(msg_trace))
+        .route("/api/topic/create", only_post(topic_create))
+        .route("/api/topic/update", only_post(topic_update))
+        .route("/api/topic/delete", only_post(topic_delete))
+        .route("/api/group/update", only_post(group_update))
+        .route("/api/group/delete", only_post(group_delete))
+        .route("/api/group/reset", only_post(group_reset))
+        .route("/api/group/connections", only_get(group_connections))
+        .route(
+            "/api/broker/config",
+            get(broker_config)
+                .post(broker_config_set)
+                .head(|uri: Uri| async move { wrong_method(&uri, "GET, POST") })
+                .fallback(|uri: Uri| async move { wrong_method(&uri, "GET, POST") }),
+        )
         .fallback(
             |uri: Uri| async move { http::error(404, &format!("no such page: {}", uri.path())) },
         )
@@ -162,8 +180,8 @@ async fn topics(Shared(state): Shared<App>, ctx: Ctx) -> Response {
     done(&ctx, views::topics(&state, &ctx).await)
 }
 
-async fn topic(ctx: Ctx, Query(p): Query<Params>) -> Response {
-    done(&ctx, views::topic_view(&ctx, &p).await)
+async fn topic(Shared(state): Shared<App>, ctx: Ctx, Query(p): Query<Params>) -> Response {
+    done(&ctx, views::topic_view(&state, &ctx, &p).await)
 }
 
 async fn groups(Shared(state): Shared<App>, ctx: Ctx) -> Response {
@@ -201,6 +219,89 @@ async fn dlq_resend(Shared(state): Shared<App>, headers: HeaderMap, body: Bytes)
         Ok(ctx) => done(&ctx, views::resend(&ctx, &body).await),
         Err(r) => r.into_response(),
     }
+}
+
+/// A `POST` that changes something: its origin is checked before its session, then
+/// `action` runs with the session's account.
+async fn act<F>(state: &App, headers: &HeaderMap, action: F) -> Response
+where
+    F: AsyncFnOnce(&Ctx) -> Answer,
+{
+    if !same_origin(headers) {
+        return cross_origin();
+    }
+    match context(state, headers) {
+        Ok(ctx) => {
+            let answer = action(&ctx).await;
+            done(&ctx, answer)
+        }
+        Err(r) => r.into_response(),
+    }
+}
+
+async fn topic_create(Shared(state): Shared<App>, headers: HeaderMap, body: Bytes) -> Response {
+    act(&state, &headers, async |ctx| {
+        actions::topic_put(ctx, &body, PutMode::Create).await
+    })
+    .await
+}
+
+async fn topic_update(Shared(state): Shared<App>, headers: HeaderMap, body: Bytes) -> Response {
+    act(&state, &headers, async |ctx| {
+        actions::topic_put(ctx, &body, PutMode::Update).await
+    })
+    .await
+}
+
+async fn topic_delete(Shared(state): Shared<App>, headers: HeaderMap, body: Bytes) -> Response {
+    act(&state, &headers, async |ctx| {
+        actions::topic_delete(ctx, &body).await
+    })
+    .await
+}
+
+async fn group_update(Shared(state): Shared<App>, headers: HeaderMap, body: Bytes) -> Response {
+    act(&state, &headers, async |ctx| {
+        actions::group_update(ctx, &body, false).await
+    })
+    .await
+}
+
+async fn group_delete(Shared(state): Shared<App>, headers: HeaderMap, body: Bytes) -> Response {
+    act(&state, &headers, async |ctx| {
+        actions::group_update(ctx, &body, true).await
+    })
+    .await
+}
+
+async fn group_reset(Shared(state): Shared<App>, headers: HeaderMap, body: Bytes) -> Response {
+    act(&state, &headers, async |ctx| {
+        actions::group_reset(ctx, &body).await
+    })
+    .await
+}
+
+async fn group_connections(ctx: Ctx, Query(p): Query<Params>) -> Response {
+    done(&ctx, actions::group_connections(&ctx, &p).await)
+}
+
+async fn broker_config(ctx: Ctx, Query(p): Query<Params>) -> Response {
+    done(&ctx, actions::broker_config(&ctx, &p).await)
+}
+
+async fn broker_config_set(
+    Shared(state): Shared<App>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    act(&state, &headers, async |ctx| {
+        actions::broker_config_set(ctx, &body).await
+    })
+    .await
+}
+
+async fn msg_trace(ctx: Ctx, Query(p): Query<Params>) -> Response {
+    done(&ctx, actions::msg_trace(&ctx, &p).await)
 }
 
 async fn msg_id(ctx: Ctx, Query(p): Query<Params>) -> Response {

@@ -4,7 +4,8 @@
 //!   server parses, axum routes, `server::guard` wraps every route).
 //! - [`http`]: the answers (JSON, the headers every answer carries) and the size limits.
 //! - [`api`]: the routes; every JSON answer comes from the same command functions as the
-//!   other subcommands ([`crate::cmd`]); [`views`]: those joined with the sampler's figures.
+//!   other subcommands ([`crate::cmd`]); [`views`]: those joined with the sampler's figures;
+//!   [`actions`]: what the page changes (topics, groups, offsets, broker configuration).
 //! - [`sampler`]: rates and lag history, read every `--refresh` with ringmq-ctl's own
 //!   credentials.
 //! - [`session`]: logins when the brokers use ACL.
@@ -15,6 +16,7 @@
 //! sampler take turns. The shared state is behind `Arc`/`Mutex` because axum's handlers
 //! must be `Send`; a lock is taken only between awaits, so it is never waited for.
 
+mod actions;
 mod answer;
 mod api;
 mod http;

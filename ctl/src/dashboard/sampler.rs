@@ -64,11 +64,15 @@ pub struct BrokerSample {
     pub store_bytes: u64,
 }
 
+/// (ms since the epoch, in per second, out per second).
+pub type RatePoint = (i64, Option<f64>, Option<f64>);
+
 /// One group's readings.
 #[derive(Debug, Clone, Default)]
 pub struct GroupSample {
-    /// (ms since the epoch, total lag in messages), oldest first.
-    pub history: VecDeque<(i64, u64)>,
+    /// (ms since the epoch, total lag in messages, messages the group committed per
+    /// second), oldest first.
+    pub history: VecDeque<(i64, u64, Option<f64>)>,
     /// Committed offsets summed per topic of the group (not its retry or DLQ topic).
     pub consumed: BTreeMap<String, Counter>,
 }
@@ -88,6 +92,9 @@ pub struct Samples {
     pub brokers: BTreeMap<String, BrokerSample>,
     /// Sum of max offsets per topic.
     pub topics_in: BTreeMap<String, Counter>,
+    /// Per topic: (ms since the epoch, messages stored per second, messages its groups
+    /// committed per second), one point per reading, oldest first.
+    pub topic_history: BTreeMap<String, VecDeque<RatePoint>>,
     pub groups: BTreeMap<String, GroupSample>,
     /// Group names of the last `group list` that worked.
     pub group_names: Vec<String>,
@@ -128,6 +135,7 @@ pub async fn sample(admin: &Admin, s: &mut Samples, points: usize) {
     sample_brokers(admin, s, now, &mut errors).await;
     sample_topics(admin, s, now, &mut errors).await;
     sample_groups(admin, s, now, points, &mut errors).await;
+    topic_history(s, now_ms(), points);
     s.sampled_at_ms = now_ms();
     s.errors = errors;
 }
@@ -250,12 +258,6 @@ async fn sample_groups(
             }
         };
         let g = s.groups.entry(name.clone()).or_default();
-        if let Some(lag) = p["summary"]["total_lag"].as_u64() {
-            g.history.push_back((at_ms, lag));
-            while g.history.len() > points {
-                g.history.pop_front();
-            }
-        }
         let mut sums: BTreeMap<String, u64> = BTreeMap::new();
         for q in rows(&p, "queues") {
             let Some(t) = q["topic"].as_str() else {
@@ -277,8 +279,33 @@ async fn sample_groups(
             })
             .collect();
         g.consumed = consumed;
+        if let Some(lag) = p["summary"]["total_lag"].as_u64() {
+            let rate = g.consume_per_s();
+            g.history.push_back((at_ms, lag, rate));
+            while g.history.len() > points {
+                g.history.pop_front();
+            }
+        }
     }
     s.groups.retain(|g, _| names.contains(g));
+}
+
+/// One point per sampled topic: its in rate and its groups' out rate now.
+fn topic_history(s: &mut Samples, at_ms: i64, points: usize) {
+    let now: Vec<(String, Option<f64>, Option<f64>)> = s
+        .topics_in
+        .iter()
+        .map(|(t, c)| (t.clone(), c.per_s, s.topic_out_per_s(t)))
+        .collect();
+    for (t, i, o) in now {
+        let h = s.topic_history.entry(t).or_default();
+        h.push_back((at_ms, i, o));
+        while h.len() > points {
+            h.pop_front();
+        }
+    }
+    let topics = &s.topics_in;
+    s.topic_history.retain(|t, _| topics.contains_key(t));
 }
 
 /// (min, max) offset of every read queue of `topic`: `topic status` without the newest

@@ -66,6 +66,7 @@ fn sampler_info(v: &mut Value, samples: &Samples) {
 pub async fn topics(state: &State, ctx: &Ctx) -> Answer {
     let list = report(topic::list(&ctx.admin).await)?;
     let mut out = Vec::new();
+    let mut hidden = 0usize;
     for t in rows(&list, "topics")
         .iter()
         .filter(|t| t["kind"] != "system")
@@ -89,28 +90,50 @@ pub async fn topics(state: &State, ctx: &Ctx) -> Answer {
                 );
                 row.insert("out_per_s".into(), json!(s.topic_out_per_s(name)));
             }
-            // The brokers do not answer this account for it: not listed.
-            Err(e) if not_allowed(&e) => continue,
+            // The brokers do not answer this account for it: not listed, but counted.
+            Err(e) if not_allowed(&e) => {
+                hidden += 1;
+                continue;
+            }
             Err(e) => {
                 row.insert("error".into(), json!(e.to_string()));
             }
         }
         out.push(Value::Object(row));
     }
-    let mut v = json!({ "topics": out });
+    let mut v = json!({ "topics": out, "hidden": hidden });
     sampler_info(&mut v, &state.samples());
     Ok(v)
 }
 
-/// One topic: per queue offsets (`topic status`) and where it lives (`topic route`).
-pub async fn topic_view(ctx: &Ctx, params: &Params) -> Answer {
+/// One topic: per queue offsets (`topic status`), where it lives (`topic route`), and its
+/// throughput history (messages stored and committed per second, one point per reading).
+pub async fn topic_view(state: &State, ctx: &Ctx, params: &Params) -> Answer {
     let name = param(params, "name")?;
     let mut v = report(topic::status(&ctx.admin, name).await)?;
     let route = report(topic::route(&ctx.admin, name).await)?;
+    let points: Vec<Value> = state
+        .samples()
+        .topic_history
+        .get(name)
+        .map(|h| {
+            h.iter()
+                .map(|(t, i, o)| json!({ "t_ms": t, "in_per_s": i, "out_per_s": o }))
+                .collect()
+        })
+        .unwrap_or_default();
     if let Some(o) = v.as_object_mut() {
         o.insert("topic".into(), json!(name));
         o.insert("brokers".into(), route["brokers"].clone());
         o.insert("route".into(), route["queues"].clone());
+        o.insert(
+            "history".into(),
+            json!({
+                "points": points,
+                "refresh_ms": state.refresh.as_millis() as u64,
+                "history_ms": state.history.as_millis() as u64,
+            }),
+        );
     }
     Ok(v)
 }
@@ -119,6 +142,8 @@ pub async fn topic_view(ctx: &Ctx, params: &Params) -> Answer {
 pub async fn groups(state: &State, ctx: &Ctx) -> Answer {
     // `group list` is an admin request; other accounts get the names the sampler saw,
     // each then read (or refused) with this account.
+    let mut hidden = 0usize;
+    let mut listed = true;
     let (names, members): (Vec<String>, Vec<Value>) = match group::list(&ctx.admin).await {
         Ok(r) => {
             let v = r.to_json();
@@ -130,7 +155,10 @@ pub async fn groups(state: &State, ctx: &Ctx) -> Answer {
                 g.to_vec(),
             )
         }
-        Err(e) if not_allowed(&e) => (state.samples().group_names.clone(), Vec::new()),
+        Err(e) if not_allowed(&e) => {
+            listed = false;
+            (state.samples().group_names.clone(), Vec::new())
+        }
         Err(e) => return Err(failure(&e)),
     };
     let mut out = Vec::new();
@@ -169,14 +197,19 @@ pub async fn groups(state: &State, ctx: &Ctx) -> Answer {
                     json!(g.and_then(|g| g.consume_per_s())),
                 );
             }
-            Err(e) if not_allowed(&e) => continue,
+            Err(e) if not_allowed(&e) => {
+                hidden += 1;
+                continue;
+            }
             Err(e) => {
                 row.insert("error".into(), json!(e.to_string()));
             }
         }
         out.push(Value::Object(row));
     }
-    let mut v = json!({ "groups": out });
+    // Without `group list` (an admin request) the names are those the sampler saw with
+    // ringmq-ctl's own account: the page says so.
+    let mut v = json!({ "groups": out, "hidden": hidden, "names_from_sampler": !listed });
     sampler_info(&mut v, &state.samples());
     Ok(v)
 }
@@ -193,7 +226,7 @@ pub async fn group_view(state: &State, ctx: &Ctx, params: &Params, full: bool) -
         .map(|g| {
             g.history
                 .iter()
-                .map(|(t, lag)| json!({ "t_ms": t, "lag": lag }))
+                .map(|(t, lag, rate)| json!({ "t_ms": t, "lag": lag, "consume_per_s": rate }))
                 .collect()
         })
         .unwrap_or_default();
