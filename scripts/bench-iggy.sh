@@ -64,7 +64,7 @@
 #
 # Environment: IGGY_SRC (required unless IGGY_BIN), IGGY_REF (HEAD), IGGY_BIN (a directory
 # holding iggy-server and iggy-bench already built: no Iggy build; IGGY_COMMIT names it),
-# BENCH_ROUNDS (3), BENCH_BATCHES (20000), BENCH_BATCHES2 (15000), BENCH_UNBATCHED (60000),
+# BENCH_ROUNDS (3; fewer is refused unless BENCH_FEWER_ROUNDS=1), BENCH_BATCHES (20000), BENCH_BATCHES2 (15000), BENCH_UNBATCHED (60000),
 # BENCH_POLL_BATCH (100; must divide BENCH_BATCHES2 x 100), BENCH_SERVER_CPU (0),
 # BENCH_CLIENT_CPU (1), BENCH_IGGY_PORT (18090), BENCH_DIR (work directory, kept between runs
 # for the Iggy build; default ${TMPDIR:-/tmp}/ringmq-bench-iggy; must be outside the
@@ -98,6 +98,10 @@ size=1024
 for tool in jq taskset git; do
   command -v "$tool" >/dev/null || { echo "bench-iggy.sh needs $tool" >&2; exit 2; }
 done
+if [ "$rounds" -lt 3 ] && [ "${BENCH_REPORT_ONLY:-0}" != 1 ] && [ "${BENCH_FEWER_ROUNDS:-0}" != 1 ]; then
+  echo "BENCH_ROUNDS=$rounds: the comparison holds with 3 rounds or more (BENCH_FEWER_ROUNDS=1 for a trial run)" >&2
+  exit 2
+fi
 [ $((batches2 * 100 % poll)) = 0 ] || { echo "BENCH_POLL_BATCH must divide BENCH_BATCHES2 x 100" >&2; exit 2; }
 mkdir -p "$work"
 work=$(cd "$work" && pwd -P)
@@ -194,7 +198,8 @@ if [ "${BENCH_REPORT_ONLY:-0}" != 1 ]; then
   iggy_server=$run/bin/iggy-server iggy_bench=$run/bin/iggy-bench
   jq -n --arg commit "$commit" --arg iggy "$iggy_commit" --arg data "$data_parent" \
     --arg fs "$(stat -f -c %T "$data_parent")" --argjson rounds "$rounds" \
-    '{commit: $commit, iggy_commit: $iggy, data: $data, fs: $fs, rounds: $rounds}' >"$run/meta.json"
+    --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" \
+    '{commit: $commit, iggy_commit: $iggy, data: $data, fs: $fs, rounds: $rounds, load_before: $load}' >"$run/meta.json"
 fi
 
 # --- servers --------------------------------------------------------------------------------
@@ -335,6 +340,8 @@ if [ "${BENCH_REPORT_ONLY:-0}" != 1 ]; then
     if [ $((round % 2)) = 1 ]; then ringmq_round "$round"; iggy_round "$round"
     else iggy_round "$round"; ringmq_round "$round"; fi
   done
+  jq --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" '. + {load_after: $load}' "$run/meta.json" >"$run/meta.tmp"
+  mv "$run/meta.tmp" "$run/meta.json"
 fi
 
 # --- table ----------------------------------------------------------------------------------
@@ -345,7 +352,33 @@ lat() { # BROKER CELL
   [ "${2:0:1}" = c ] && { echo "—"; return; }
   echo "$(med "$1" "$2" .p50_us) / $(med "$1" "$2" .p99_us)"
 }
-meta() { jq -r ".$1" "$run/meta.json"; }
+meta() { jq -r ".$1 // \"not recorded\"" "$run/meta.json"; }
+# round_ratios CELL: ringmq's msgs/s over Iggy's in each round, "a / b / ..."; and min_ratio
+# CELL: the smallest of them (the goal must hold in every round, not only in the median).
+round_ratio_list() {
+  local r
+  for r in $(seq 1 "$(meta rounds)"); do
+    [ -f "$run/r$r-ringmq-$1.json" ] && [ -f "$run/r$r-iggy-$1.json" ] || continue
+    jq -n --slurpfile a "$run/r$r-ringmq-$1.json" --slurpfile b "$run/r$r-iggy-$1.json" \
+      'if $b[0].msgs_per_s > 0 then $a[0].msgs_per_s / $b[0].msgs_per_s * 100 | round / 100 else empty end'
+  done
+}
+round_ratios() { round_ratio_list "$1" | paste -sd/ | sed 's#/# / #g'; }
+min_ratio() { round_ratio_list "$1" | sort -g | head -n 1; }
+# goal CELL: the goal of issue #40 for the cell and whether the run met it (in every round
+# for msgs/s; on the medians for p99).
+goal() {
+  local want=1.5 m
+  [ "${1:0:1}" = c ] && want=3
+  m=$(min_ratio "$1")
+  local ok; ok=$(jq -n "${m:-0} >= $want")
+  local text="≥ ${want}x msgs/s every round: $([ "$ok" = true ] && echo met || echo "not met (lowest ${m:-?}x)")"
+  if [ "$1" = b1p1 ]; then
+    local rp ip; rp=$(med ringmq b1p1 .p99_us) ip=$(med iggy b1p1 .p99_us)
+    text="$text; p99 ≤ ½ Iggy's: $(jq -rn "if $rp * 2 <= $ip then \"met\" else \"not met\" end") ($rp vs $ip µs)"
+  fi
+  echo "$text"
+}
 
 marker=bench-iggy.sh save_note=""
 if [ -n "${BENCH_IGGY_SAVE:-}" ]; then
@@ -371,12 +404,22 @@ table=$(
     echo "journal, which is written to the segment file every 1024 messages or 1 MiB."
   fi
   echo
-  echo "| cell | messages | ringmq msgs/s | Iggy msgs/s | ringmq / Iggy | ringmq p50 / p99 µs | Iggy p50 / p99 µs | ringmq server CPU µs/msg | Iggy server CPU µs/msg |"
-  echo "|---|---|---|---|---|---|---|---|---|"
+  echo "Load average $(meta load_before) before the run, $(meta load_after) after."
+  echo
+  echo "| cell | messages | ringmq msgs/s | Iggy msgs/s | ringmq / Iggy | ringmq p50 / p99 µs | Iggy p50 / p99 µs | ringmq server CPU µs/msg | Iggy server CPU µs/msg | Iggy / ringmq CPU |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
   for cell in "${cells[@]}"; do
     r=$(med ringmq "$cell" .msgs_per_s) i=$(med iggy "$cell" .msgs_per_s)
     ratio=$(jq -n "if $i > 0 then ($r / $i * 100 | round / 100 | tostring) + \"x\" else \"-\" end" -r)
-    echo "| ${label[$cell]} | ${messages[$cell]} | $r | $i | $ratio | $(lat ringmq "$cell") | $(lat iggy "$cell") | $(med ringmq "$cell" '.server_us_per_msg * 100 | round / 100') | $(med iggy "$cell" '.server_us_per_msg * 100 | round / 100') |"
+    rc=$(med ringmq "$cell" .server_us_per_msg) ic=$(med iggy "$cell" .server_us_per_msg)
+    cratio=$(jq -rn "if $rc > 0 then ($ic / $rc * 100 | round / 100 | tostring) + \"x\" else \"-\" end")
+    echo "| ${label[$cell]} | ${messages[$cell]} | $r | $i | $ratio | $(lat ringmq "$cell") | $(lat iggy "$cell") | $(jq -n "$rc * 100 | round / 100") | $(jq -n "$ic * 100 | round / 100") | $cratio |"
+  done
+  echo
+  echo "ringmq / Iggy msgs/s in each round, and the goals (issue #40):"
+  echo
+  for cell in "${cells[@]}"; do
+    echo "- ${label[$cell]}: $(round_ratios "$cell"); $(goal "$cell")."
   done
   echo
   echo "Per round (msgs/s, ringmq; Iggy):"
