@@ -139,6 +139,9 @@ pub enum Caller {
     Anonymous,
     /// A request signed with this account's secret.
     Account(Arc<str>),
+    /// A request signed with this user's password, from `peer`: the user's policies may
+    /// allow or deny by source address (RocketMQ 5's ACL 2.0).
+    User { name: Arc<str>, peer: IpAddr },
 }
 
 /// A resource a request touches.

@@ -10,6 +10,8 @@
 //!   answer UNAUTHORIZED; a missing permission FORBIDDEN; Telemetry ends with UNAUTHENTICATED /
 //!   PERMISSION_DENIED; both date forms and both hex cases are accepted. ringmq's native admin
 //!   then finds in the topic exactly the accepted messages.
+//! - `grpc_acl2_policies_see_the_callers_address` (`grpc/grpc_acl2.py`): ACL 2.0 users whose
+//!   policy allows Pub from 127.0.0.1/32 (sends) or only from 10.0.0.0/8 (FORBIDDEN).
 //! - `grpc_port_serves_tls_and_plaintext` (`grpc/grpc_tls.py`): `tls.server.mode=permissive`
 //!   serves the SDK over TLS (its CA given through gRPC's default roots file) and plaintext on
 //!   the same port; `enforcing` closes plaintext connections and still serves TLS.
@@ -110,6 +112,88 @@ fn grpc_signatures_are_checked_against_the_acl() {
         !node.log_tail(400).contains("panicked"),
         "the node logged a panic"
     );
+}
+
+/// ACL 2.0 over gRPC: a user's policy entries with `sourceIps` are judged by the caller's
+/// address (the edge passes it), an entry for 127.0.0.1/32 allows, one for 10.0.0.0/8 does
+/// not; the topic holds only the allowed message.
+#[test]
+fn grpc_acl2_policies_see_the_callers_address() {
+    use ringmq_client::wire::command::{AclInfo, PolicyEntryInfo, PolicyInfo, UserInfo};
+    let python = python();
+    let dir = ringmq_testkit::tempdir("grpc-acl2");
+    let (mut node, namesrv, grpc) = start_node(
+        dir.path(),
+        &[
+            "authenticationEnabled=true",
+            "authorizationEnabled=true",
+            r#"initAuthenticationUser={"username":"root","password":"rootpw-2"}"#,
+            r#"innerClientAuthenticationCredentials={"accessKey":"root","secretKey":"rootpw-2"}"#,
+        ],
+    );
+    let topic = "GrpcAcl2";
+    let rt = runtime();
+    let admin = rt
+        .block_on(Admin::with_config(ClientConfig {
+            name_servers: vec![namesrv.to_string()],
+            credentials: Some(Credentials::new("root", "rootpw-2")),
+            ..ClientConfig::default()
+        }))
+        .expect("an admin client");
+    rt.block_on(admin.create_topic(topic, QUEUES, Duration::from_secs(10)))
+        .expect("creating the topic");
+    let broker = rt
+        .block_on(admin.broker_addr("broker-a"))
+        .expect("broker-a's address");
+    for (user, pw, from) in [
+        ("near", "nearpw-2", "127.0.0.1/32"),
+        ("far", "farpw-2", "10.0.0.0/8"),
+    ] {
+        let u = UserInfo {
+            username: Some(user.into()),
+            password: Some(pw.into()),
+            user_type: Some("Normal".into()),
+            ..UserInfo::default()
+        };
+        rt.block_on(admin.user_write(broker, false, &u))
+            .unwrap_or_else(|e| panic!("creating user {user}: {e}"));
+        let acl = AclInfo {
+            subject: Some(format!("User:{user}")),
+            policies: vec![PolicyInfo {
+                policy_type: Some("Custom".into()),
+                entries: vec![PolicyEntryInfo {
+                    resource: Some(format!("Topic:{topic}")),
+                    actions: vec!["Pub".into()],
+                    source_ips: vec![from.into()],
+                    decision: Some("Allow".into()),
+                }],
+            }],
+        };
+        rt.block_on(admin.policy_write(broker, false, &acl))
+            .unwrap_or_else(|e| panic!("the policy of {user}: {e}"));
+    }
+    let out = script(
+        &python,
+        dir.path(),
+        "grpc_acl2.py",
+        &[
+            &grpc.to_string(),
+            topic,
+            "near",
+            "nearpw-2",
+            "far",
+            "farpw-2",
+        ],
+        &[],
+        &mut node,
+    );
+    let sent: Vec<String> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("sent "))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(sent, vec!["ACL2-NEAR".to_string()]);
+    assert_eq!(rt.block_on(read_ids(&admin, topic)), sent, "stored");
 }
 
 #[test]

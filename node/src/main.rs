@@ -513,15 +513,19 @@ fn grpc_listener_tls(tls: &TlsConfig) -> Result<Option<ringmq_grpc::GrpcTls>, St
     }))
 }
 
-/// The broker's own account (`innerAccessKey`/`innerSecretKey`) when ACL is on: the gRPC
-/// edge's native clients sign with it.
+/// The broker's own account when ACL (1.0 or 2.0) is on: the gRPC edge's native clients
+/// sign with it.
 fn inner_credentials(cfg: &BrokerConfig) -> Option<ringmq_grpc::Credentials> {
-    if !cfg.acl.enable {
+    if !cfg.acl.enable && !cfg.acl.v2() {
         return None;
     }
-    let ak = cfg.acl.inner_access_key.clone()?;
-    let sk = cfg.acl.inner_secret_key.as_ref()?.expose().to_string();
-    Some(ringmq_grpc::Credentials::new(ak, sk))
+    // ACL 1.0's innerAccessKey/innerSecretKey, else ACL 2.0's
+    // innerClientAuthenticationCredentials (the config check refused a half-set pair).
+    let c = cfg.acl.inner_credentials().ok().flatten()?;
+    Some(ringmq_grpc::Credentials::new(
+        c.access_key(),
+        c.secret().expose(),
+    ))
 }
 
 /// The broker's client TLS settings (`tls.enable`, `tls.client.*`), for the gRPC edge's

@@ -68,8 +68,7 @@ impl Authority for GrpcAcl {
         }
         Ok(match caller {
             Caller::Account(k) => grpc::Caller::Account(k),
-            // ACL 2.0: the edge's caller has no address yet (`acl::v2::check`).
-            Caller::User { name, .. } => grpc::Caller::Account(name),
+            Caller::User { name, ip } => grpc::Caller::User { name, peer: ip },
             Caller::Open | Caller::Anonymous => grpc::Caller::Anonymous,
         })
     }
@@ -77,6 +76,10 @@ impl Authority for GrpcAcl {
     fn authorize(&self, caller: &grpc::Caller, rpc: &str, need: grpc::Need) -> Result<(), String> {
         let caller = match caller {
             grpc::Caller::Account(k) => Caller::Account(Arc::clone(k)),
+            grpc::Caller::User { name, peer } => Caller::User {
+                name: Arc::clone(name),
+                ip: *peer,
+            },
             grpc::Caller::Anonymous => Caller::Anonymous,
         };
         let need = match need {

@@ -53,7 +53,8 @@ pub fn check(
     let (name, ip) = match caller {
         Caller::Open => return Ok(()),
         Caller::User { name, ip } => (name, Some(*ip)),
-        // A protocol edge that passes no address (gRPC, for now): the user, address unknown.
+        // An ACL 1.0 account's caller shape with ACL 2.0 on: the user, address unknown
+        // (every protocol edge passes `User` with its address; this stays fail-closed).
         Caller::Account(k) => (k, None),
         Caller::Anonymous => {
             let listed = code.is_some_and(|c| auth.settings().whitelist.contains(&u16::from(c)));
