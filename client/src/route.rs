@@ -2,8 +2,11 @@
 //! read, each broker group's master and slave addresses, and the shard that owns each queue
 //! (so every request goes straight to the right shard's connection).
 //!
-//! Queues are ordered by (broker name, queue id): the order queue selectors, sharding-key
-//! hashing and rebalancing index into, identical in every client.
+//! Write queues are ordered by (broker name, queue id): the order queue selectors and
+//! sharding-key hashing index into, identical in every client. Readable queues, which
+//! rebalancing indexes into, are ordered as RocketMQ clients of the same group see them (a
+//! broker with several shards is one broker per shard to them, `<name>@<shard>`), so a group
+//! with members of both kinds splits the queues the same way.
 //!
 //! Writes go to masters only: [`TopicRouteInfo::write_queues`] lists the queues of broker
 //! groups with a registered master. Reads may also go to a slave (which holds the same
@@ -82,6 +85,27 @@ impl BrokerEntry {
     }
 }
 
+/// Where a RocketMQ client sorts `q`: by the broker name it sees (a broker announcing its
+/// shards' own addresses is one broker per shard to it, `<name>@<shard>`, each numbering its
+/// share of the queues from 0 in the broker's order), then by queue id.
+fn rocketmq_order(
+    brokers: &BTreeMap<String, BrokerEntry>,
+    split: &std::collections::BTreeSet<&str>,
+    q: &MessageQueue,
+) -> (String, u32) {
+    if !split.contains(q.broker_name.as_str()) {
+        return (q.broker_name.clone(), q.queue_id);
+    }
+    let shard = brokers
+        .get(&q.broker_name)
+        .and_then(|b| b.queue_shards.get(q.queue_id as usize).copied())
+        .unwrap_or(0);
+    (
+        ringmq_wire::command::route::shard_broker_name(&q.broker_name, shard),
+        q.queue_id,
+    )
+}
+
 impl TopicRouteInfo {
     /// Digests a name server route.
     pub fn from_wire(route: &TopicRoute) -> Self {
@@ -140,8 +164,17 @@ impl TopicRouteInfo {
             }
         }
         write_queues.sort();
-        read_queues.sort();
-        consume_queues.sort();
+        // Readable queues in the order RocketMQ clients of the same group allocate them in
+        // (see `rocketmq_order`), so a group mixing both splits the queues the same way.
+        let split: std::collections::BTreeSet<&str> = route
+            .brokers
+            .iter()
+            .filter(|b| b.replicas.values().any(|r| r.shard_addresses.len() > 1))
+            .map(|b| b.broker_name.as_str())
+            .collect();
+        let order = |q: &MessageQueue| rocketmq_order(&brokers, &split, q);
+        read_queues.sort_by_cached_key(order);
+        consume_queues.sort_by_cached_key(order);
         TopicRouteInfo {
             topic: route.topic.clone(),
             write_queues,
@@ -211,6 +244,7 @@ mod tests {
                     role: BrokerRole::AsyncMaster,
                     shard_count: 2,
                     version: "0".into(),
+                    shard_addresses: Vec::new(),
                 },
             )]),
         }
@@ -261,6 +295,7 @@ mod tests {
             role,
             shard_count,
             version: "0".into(),
+            shard_addresses: Vec::new(),
         }
     }
 

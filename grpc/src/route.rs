@@ -247,6 +247,7 @@ mod tests {
                 role: BrokerRole::AsyncMaster,
                 shard_count: 1,
                 version: String::new(),
+                shard_addresses: Vec::new(),
             },
         );
         TopicRoute {

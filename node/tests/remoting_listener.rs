@@ -11,7 +11,7 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::time::Duration;
 
 use common::*;
@@ -20,73 +20,21 @@ use ringmq_wire::command::{PullResponse, SendResponse};
 use ringmq_wire::properties;
 use ringmq_wire::remoting::batch;
 use ringmq_wire::remoting::code::{request, response};
-use ringmq_wire::remoting::frame::{self as rframe, Command, SerializeType};
+use ringmq_wire::remoting::frame::{Command, SerializeType};
 
-/// A blocking remoting client on one connection.
-struct Remoting {
-    s: TcpStream,
-    buf: Vec<u8>,
-    opaque: i32,
-    st: SerializeType,
-}
-
-impl Remoting {
-    fn connect(addr: SocketAddr, st: SerializeType) -> Self {
-        let s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
-        s.set_read_timeout(Some(READ_TIMEOUT)).unwrap();
-        Remoting {
-            s,
-            buf: Vec::new(),
-            opaque: 0,
-            st,
-        }
-    }
-
-    fn call(&mut self, code: i32, ext: &[(&str, &str)], body: &[u8]) -> (Command, Vec<u8>) {
-        self.try_call(code, ext, body)
-            .unwrap_or_else(|e| panic!("remoting request {code}: {e}"))
-    }
-
-    fn try_call(
-        &mut self,
-        code: i32,
-        ext: &[(&str, &str)],
-        body: &[u8],
-    ) -> Result<(Command, Vec<u8>), String> {
-        self.opaque += 1;
-        let fields: BTreeMap<String, String> = ext
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        let mut cmd = Command::request(code, self.opaque, fields);
-        cmd.language = ringmq_wire::remoting::Language::Cpp;
-        let f = rframe::encode(&cmd, self.st, body).unwrap();
-        self.s.write_all(&f).map_err(|e| e.to_string())?;
-        self.read_response(self.opaque)
-    }
-
-    fn read_response(&mut self, opaque: i32) -> Result<(Command, Vec<u8>), String> {
-        loop {
-            if let Some(n) = rframe::check(&self.buf, rframe::FRAME_BYTES_MAX).unwrap() {
-                let frame: Vec<u8> = self.buf.drain(..n).collect();
-                let p = rframe::parse(&frame).unwrap();
-                assert_eq!(
-                    p.serialize_type, self.st,
-                    "answered in another serialization"
-                );
-                if p.command.is_response() && p.command.opaque == opaque {
-                    return Ok((p.command, p.body.to_vec()));
-                }
-                continue;
-            }
-            let mut chunk = [0u8; 64 * 1024];
-            match self.s.read(&mut chunk) {
-                Ok(0) => return Err("connection closed".into()),
-                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
-                Err(e) => return Err(e.to_string()),
-            }
-        }
-    }
+/// A remoting route's brokers: name -> master address.
+fn shard_brokers(route: &serde_json::Value) -> BTreeMap<String, String> {
+    route["brokerDatas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            (
+                b["brokerName"].as_str().unwrap().to_string(),
+                b["brokerAddrs"]["0"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
 }
 
 /// SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE's required short-name fields.
@@ -130,16 +78,21 @@ fn one_port_serves_native_and_remoting_clients() {
     let broker = node.broker_addr();
 
     // The name server answers a remoting route request for the default topic, in JSON with
-    // quoted keys and the fields clients require, naming the broker's one address.
+    // quoted keys and the fields clients require, naming each of the broker's two shards as
+    // a broker at its own port (the cluster info still names the one broker).
     for st in [SerializeType::Json, SerializeType::RocketMq] {
         let mut ns = Remoting::connect(node.namesrv_addr(), st);
         let (resp, body) = ns.call(request::GET_ROUTEINFO_BY_TOPIC, &[("topic", "TBW102")], &[]);
         assert_eq!(resp.code, response::SUCCESS, "{:?}", resp.remark);
         let route: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let shards = shard_brokers(&route);
         assert_eq!(
-            route["brokerDatas"][0]["brokerAddrs"]["0"],
-            broker.to_string()
+            shards.keys().map(String::as_str).collect::<Vec<_>>(),
+            ["broker-a@0", "broker-a@1"]
         );
+        let addrs: std::collections::BTreeSet<&String> = shards.values().collect();
+        assert_eq!(addrs.len(), 2, "{shards:?}");
+        assert!(!addrs.contains(&broker.to_string()), "{shards:?}");
         assert_eq!(route["queueDatas"][0]["topicSysFlag"], 0);
         assert!(route["filterServerTable"].is_object());
         let (resp, _) = ns.call(request::GET_ROUTEINFO_BY_TOPIC, &[("topic", "NoSuch")], &[]);

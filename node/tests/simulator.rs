@@ -428,6 +428,7 @@ fn name_server_leases_ignore_wall_clock_jumps() {
         heartbeat_timeout_ms: 120_000,
         data_version: DataVersion::default(),
         topics: Vec::new(),
+        shard_addresses: Vec::new(),
     };
     let body = reg.to_vec().unwrap();
     let answered: Rc<Cell<Option<Status>>> = Rc::default();

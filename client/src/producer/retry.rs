@@ -183,6 +183,7 @@ mod tests {
                     role: BrokerRole::SyncMaster,
                     shard_count: 1,
                     version: "0".into(),
+                    shard_addresses: Vec::new(),
                 },
             )]),
         };

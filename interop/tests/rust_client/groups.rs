@@ -26,14 +26,14 @@ pub async fn create_topic(rmq: &Rmq, topic: &str) {
     p.shutdown().await;
 }
 
-/// The queue ids of `topic` a push consumer holds now.
+/// The queue ids of `topic` a push consumer holds now, as the broker numbers them.
 pub async fn held_queues(c: &DefaultMQPushConsumer, topic: &str) -> BTreeSet<i32> {
     match c.consumer_running_info().await {
         Ok(info) => info
             .mq_table
             .keys()
             .filter(|mq| mq.topic() == topic)
-            .map(|mq| mq.queue_id())
+            .map(|mq| rmq::broker_queue_id(topic, mq.broker_name(), mq.queue_id()))
             .collect(),
         Err(_) => BTreeSet::new(),
     }

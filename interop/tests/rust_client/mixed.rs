@@ -114,7 +114,11 @@ pub async fn rocketmq_to_native(namesrv: &str) {
             "offset id of {m:?}"
         );
         let mq = r.message_queue.as_ref().expect("a queue");
-        assert_eq!(m.queue_id as i32, mq.queue_id(), "{m:?}");
+        assert_eq!(
+            m.queue_id as i32,
+            rmq::broker_queue_id(topic, mq.broker_name(), mq.queue_id()),
+            "{m:?}"
+        );
         assert_eq!(m.queue_offset, r.queue_offset, "{m:?}");
         assert_eq!(m.reconsume_times, 0);
     }
@@ -168,7 +172,11 @@ pub async fn native_to_rocketmq(namesrv: &str) {
         assert_eq!(g.uniq, r.unique_key, "UNIQ_KEY of {g:?}");
         assert_offset_id(&g.offset_id);
         assert_eq!(g.offset_id, r.msg_id, "offset id of {g:?}");
-        assert_eq!(g.queue_id as u32, r.queue.queue_id, "{g:?}");
+        assert_eq!(
+            rmq::delivered_broker_queue_id(topic, g) as u32,
+            r.queue.queue_id,
+            "{g:?}"
+        );
         assert_eq!(g.queue_offset as u64, r.queue_offset, "{g:?}");
     }
     c.shutdown().await;

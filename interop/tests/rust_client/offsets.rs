@@ -139,7 +139,7 @@ pub async fn classic_pull(namesrv: &str) {
         "PULL_OFFSET_MOVED: next is the end, min, max"
     );
 
-    let empty = MessageQueue::from_parts(topic, mq.broker_name(), (mq.queue_id() + 1) % 8);
+    let empty = MessageQueue::from_parts(topic, mq.broker_name(), (mq.queue_id() + 1) % 4);
     let emax = c.max_offset(&empty).await.expect("GET_MAX_OFFSET");
     if emax == 0 {
         let r = c

@@ -450,3 +450,35 @@ pub fn duplicates<T: Ord + Clone>(items: impl IntoIterator<Item = T>) -> Vec<T> 
         .map(|(k, _)| k)
         .collect()
 }
+
+/// Shards of the node the tests start (`node.rs`).
+pub const NODE_SHARDS: u16 = 2;
+
+/// The broker's own queue id of a queue a RocketMQ client names. A broker with several
+/// shards is announced to RocketMQ clients as one broker per shard, `<brokerName>@<shard>`
+/// at the shard's own port, whose queue j is the shard's j-th queue of the topic in the
+/// broker's order (queue q is on shard `shard_of(topic, q)`); native clients name the broker's
+/// ids.
+pub fn broker_queue_id(topic: &str, broker_name: &str, queue_id: i32) -> i32 {
+    use ringmq_client::wire::command::route::{shard_of, split_shard_broker_name};
+    let Some((_, shard)) = split_shard_broker_name(broker_name) else {
+        return queue_id;
+    };
+    (0u32..)
+        .filter(|&q| shard_of(topic, q, NODE_SHARDS) == shard)
+        .nth(usize::try_from(queue_id).expect("a queue id"))
+        .and_then(|q| i32::try_from(q).ok())
+        .expect("a queue id")
+}
+
+/// The broker's own queue id of a message a RocketMQ consumer was handed: its offset id
+/// names the shard (physical offsets carry it in their top 16 bits).
+pub fn delivered_broker_queue_id(topic: &str, g: &Got) -> i32 {
+    let physical = u64::from_str_radix(&g.offset_id[16..], 16).expect("an offset id");
+    let shard = u16::try_from(physical >> 48).expect("a shard");
+    broker_queue_id(
+        topic,
+        &ringmq_client::wire::command::route::shard_broker_name("broker-a", shard),
+        g.queue_id,
+    )
+}

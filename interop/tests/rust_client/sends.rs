@@ -455,7 +455,9 @@ pub async fn many_async_sends_in_flight(namesrv: &str) {
         failed.first()
     );
     let places = duplicates(results.iter().filter_map(|r| r.as_ref().ok()).map(|r| {
-        let q = r.message_queue.as_ref().map_or(-1, |q| q.queue_id());
+        let q = r.message_queue.as_ref().map_or((String::new(), -1), |q| {
+            (q.broker_name().to_string(), q.queue_id())
+        });
         (q, r.queue_offset)
     }));
     assert!(

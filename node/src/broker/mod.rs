@@ -169,6 +169,8 @@ pub struct Broker {
     pub master: Mutex<MasterAddrs>,
     /// This broker's HA address (masters), published to name servers.
     pub ha_addr: Option<SocketAddr>,
+    /// Each shard's own listener (`shard::ports`), by shard id; empty with one shard.
+    pub shard_addrs: Vec<SocketAddr>,
     /// Controller mode: the role the controllers gave this broker (`controller`).
     pub role: role::RoleState,
     /// The newest master epoch in any shard's store.

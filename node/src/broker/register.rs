@@ -87,6 +87,7 @@ pub async fn register_all(shard: &Shard) {
             })
             .chain(auto_create_marker(shard))
             .collect(),
+        shard_addresses: b.shard_addrs.iter().map(|a| a.to_string()).collect(),
     };
     let body = match reg.to_vec() {
         Ok(b) => b,

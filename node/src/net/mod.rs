@@ -13,4 +13,5 @@ pub mod out_queue;
 pub mod remoting;
 pub mod reply;
 pub mod service;
+pub mod shard_view;
 pub mod tls_load;

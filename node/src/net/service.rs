@@ -11,6 +11,7 @@ use crate::acl::{Acl, Caller};
 use crate::metrics::shard::Protocol as Via;
 use crate::net::out_queue::OutQueue;
 use crate::net::reply::Outcome;
+pub use crate::net::shard_view::ShardView;
 
 /// Bytes requested from the socket per read.
 pub const READ_CHUNK_BYTES: usize = 64 * 1024;
@@ -62,6 +63,12 @@ pub trait Service {
     /// The broker's name (`brokerName`), for the recall handle of a scheduled remoting send;
     /// `None` where no broker serves.
     fn broker_name(&self) -> Option<String> {
+        None
+    }
+
+    /// On a shard's own port (a broker with several shards): the view remoting requests on
+    /// this connection are read in (queue ids, broker name). `None`: the broker as a whole.
+    fn shard_view(&self) -> Option<ShardView> {
         None
     }
 

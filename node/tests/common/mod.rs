@@ -17,6 +17,7 @@ mod ha;
 mod netns;
 mod node;
 mod records;
+mod remoting;
 
 pub use client::*;
 pub use controllers::*;
@@ -24,6 +25,7 @@ pub use ha::*;
 pub use netns::*;
 pub use node::*;
 pub use records::*;
+pub use remoting::*;
 pub use ringmq_testkit::wait_until;
 
 use std::collections::{BTreeMap, HashMap};

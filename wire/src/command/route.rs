@@ -63,6 +63,19 @@ pub fn shard_of(topic: &str, queue_id: u32, shard_count: u16) -> u16 {
     ((topic_hash(topic) % n + queue_id % n) % n) as u16
 }
 
+/// The broker name RocketMQ (remoting) clients know shard `shard` of broker `broker_name` by,
+/// when the broker announces its shards' own addresses ([`BrokerReplica::shard_addresses`]):
+/// `<broker_name>@<shard>`.
+pub fn shard_broker_name(broker_name: &str, shard: u16) -> String {
+    format!("{broker_name}@{shard}")
+}
+
+/// The broker name and shard of a name made by [`shard_broker_name`].
+pub fn split_shard_broker_name(name: &str) -> Option<(&str, u16)> {
+    let (broker, shard) = name.rsplit_once('@')?;
+    Some((broker, shard.parse().ok()?))
+}
+
 /// The placement [`shard_of`] gives to queues `0..queue_count` of `topic`.
 pub fn default_placement(topic: &str, queue_count: u32, shard_count: u16) -> Vec<u16> {
     (0..queue_count)
@@ -189,6 +202,10 @@ crate::wire_struct! {
         pub shard_count: u16,
         /// The broker's software version, free-form.
         pub version: String,
+        /// `host:port` of each shard's own listener, by shard id (empty with one shard): a
+        /// connection there is served by that shard. Remoting routes announce each shard as
+        /// a broker of its own at this address.
+        pub shard_addresses: Vec<String>,
     }
 }
 
@@ -295,6 +312,8 @@ crate::wire_struct! {
         pub heartbeat_timeout_ms: u32,
         pub data_version: DataVersion,
         pub topics: Vec<TopicConfig>,
+        /// As [`BrokerReplica::shard_addresses`].
+        pub shard_addresses: Vec<String>,
     }
 }
 
@@ -307,6 +326,7 @@ impl BrokerRegistration {
             role: self.role,
             shard_count: self.shard_count,
             version: self.version.clone(),
+            shard_addresses: self.shard_addresses.clone(),
         }
     }
 }
@@ -350,6 +370,7 @@ mod tests {
                 counter: 3,
             },
             topics: vec![TopicConfig::new("orders", 4, 2)],
+            shard_addresses: vec!["127.0.0.1:40001".into(), "127.0.0.1:40002".into()],
         }
     }
 

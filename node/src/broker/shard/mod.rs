@@ -13,6 +13,7 @@ pub(crate) mod filter;
 pub(crate) mod flusher;
 pub mod hooks;
 pub(crate) mod metrics;
+pub(crate) mod ports;
 pub(crate) mod reroute;
 pub mod route;
 pub(crate) mod run;

@@ -16,6 +16,7 @@ use crate::limits;
 use crate::net::admit::admit;
 use crate::net::connection::{self, ReadEnd, Service};
 use crate::net::reply::Outcome;
+use crate::net::service::ShardView;
 use crate::shard::mailbox::Mail;
 
 /// Zeros ahead of the log's appends (`commitLogPrewriteBytes`), written when the loop has
@@ -50,6 +51,7 @@ fn set_prewrite_as_idle_work(shard: &Rc<Shard>) {
 pub async fn run(
     shard: Rc<Shard>,
     listener: Listener,
+    own_listener: Option<Listener>,
     ha_listener: Option<Listener>,
     inbox: flume::Receiver<Mail>,
 ) {
@@ -76,7 +78,10 @@ pub async fn run(
     for room in shard.broker.hooks.rooms {
         room.start(&shard, &mut started);
     }
-    let accept = rt::spawn_joinable(accept_loop(Rc::clone(&shard), listener));
+    let accept = rt::spawn_joinable(accept_loop(Rc::clone(&shard), listener, false));
+    // The shard's own port: its connections see this shard as a broker of its own.
+    let own_accept =
+        own_listener.map(|l| rt::spawn_joinable(accept_loop(Rc::clone(&shard), l, true)));
     while let Ok(mail) = inbox.recv_async().await {
         match mail {
             Mail::Request { frame, reply } => {
@@ -131,11 +136,14 @@ pub async fn run(
         }
     }
     drop(accept);
+    drop(own_accept);
     drop(started.keep);
     stop(&shard).await;
 }
 
-async fn accept_loop(shard: Rc<Shard>, listener: Listener) {
+/// Accepts on `listener`; `own`: the shard's own port (`ports`), whose remoting
+/// connections get the shard's view of the broker.
+async fn accept_loop(shard: Rc<Shard>, listener: Listener, own: bool) {
     loop {
         let (conn, _peer) = match listener.accept().await {
             Ok(c) => c,
@@ -162,14 +170,18 @@ async fn accept_loop(shard: Rc<Shard>, listener: Listener) {
             continue;
         }
         match shard.broker.tls.server.clone() {
-            None => rt::spawn(serve_conn(Rc::clone(&shard), conn, Vec::new())),
+            None => rt::spawn(serve_conn(Rc::clone(&shard), conn, Vec::new(), own)),
             Some(tls) => {
                 let shard = Rc::clone(&shard);
                 rt::spawn(async move {
-                    let listener = format!("shard {} client port", shard.id);
+                    let listener = if own {
+                        format!("shard {} own port", shard.id)
+                    } else {
+                        format!("shard {} client port", shard.id)
+                    };
                     let count = || count_tls_required(&shard);
                     if let Some((conn, pending)) = admit(Some(&tls), conn, &listener, count).await {
-                        serve_conn(shard, conn, pending).await;
+                        serve_conn(shard, conn, pending, own).await;
                     }
                 });
             }
@@ -219,8 +231,8 @@ async fn refuse_connection(conn: Conn) {
 /// (and a replication link for another shard has to be served by that shard anyway, see
 /// `ha::serve_new`). The session is all the TLS state there is between reads (plaintext
 /// read so far travels as `pending`), and nothing is written to the socket while it moves.
-async fn serve_conn(shard: Rc<Shard>, conn: Conn, pending: Vec<u8>) {
-    let svc = Rc::new(ShardService::new(&shard));
+async fn serve_conn(shard: Rc<Shard>, conn: Conn, pending: Vec<u8>, own: bool) {
+    let svc = Rc::new(ShardService::new(&shard, own));
     match connection::serve(svc, conn.clone(), pending).await {
         ReadEnd::Closed => {}
         ReadEnd::HandOff {
@@ -265,17 +277,19 @@ async fn serve_adopted(
     // The HELLO is answered by the shard that now owns the connection: put it back in front.
     let mut bytes = hello_frame;
     bytes.extend_from_slice(&pending);
-    let svc = Rc::new(ShardService::new(&shard));
+    let svc = Rc::new(ShardService::new(&shard, false));
     let _ = connection::serve_resumed(svc, conn, bytes, guard).await;
 }
 
-/// The broker's frames on one connection of a shard.
-struct ShardService(Rc<Shard>, u64);
+/// The broker's frames on one connection of a shard: the shard, the connection's id, and
+/// whether it came in on the shard's own port (its remoting requests name this shard's
+/// queues by their ids in the shard's view, `net::remoting::view`).
+struct ShardService(Rc<Shard>, u64, bool);
 
 impl ShardService {
-    fn new(shard: &Rc<Shard>) -> Self {
+    fn new(shard: &Rc<Shard>, own: bool) -> Self {
         let id = shard.broker.next_conn.fetch_add(1, Ordering::Relaxed);
-        ShardService(Rc::clone(shard), id)
+        ShardService(Rc::clone(shard), id, own)
     }
 }
 
@@ -289,7 +303,9 @@ impl Service for ShardService {
             frame,
             Origin {
                 forwarded: false,
-                zero_copy: true,
+                // On the shard's own port records come back as bytes: the remoting edge
+                // writes the shard's queue ids into them.
+                zero_copy: !self.2,
                 conn: Some(self.1),
             },
             Some(caller),
@@ -345,7 +361,18 @@ impl Service for ShardService {
     }
 
     fn broker_name(&self) -> Option<String> {
-        Some(self.0.broker.config.broker_name.clone())
+        let name = &self.0.broker.config.broker_name;
+        Some(match self.shard_view() {
+            Some(v) => v.broker_name(name),
+            None => name.clone(),
+        })
+    }
+
+    fn shard_view(&self) -> Option<ShardView> {
+        (self.2 && self.0.broker.shard_count > 1).then_some(ShardView {
+            shard: self.0.id,
+            shard_count: self.0.broker.shard_count,
+        })
     }
 
     fn handoff_target(&self, frame: &[u8]) -> Option<u16> {

@@ -69,6 +69,15 @@ pub fn start(
     let listeners = ionet::bind_shared(opts.listen, usize::from(shard_count))
         .map_err(|e| format!("binding {}: {e}", opts.listen))?;
     let port = listeners[0].local_addr().map_err(|e| e.to_string())?.port();
+    let own_listeners = super::ports::bind(&root, opts.listen.ip(), shard_count)?;
+    let shard_addrs = own_listeners
+        .iter()
+        .map(|l| {
+            l.local_addr()
+                .map(|a| SocketAddr::new(opts.publish_host, a.port()))
+        })
+        .collect::<std::io::Result<Vec<_>>>()
+        .map_err(|e| e.to_string())?;
     let ha_listeners = bind_ha(&config, opts.listen, shard_count)?;
     let addr = SocketAddr::new(opts.publish_host, port);
     let ha_addr = ha_listeners
@@ -80,15 +89,20 @@ pub fn start(
         hooks,
         topics,
         shard_count,
-        addr,
-        ha_addr,
+        Published {
+            addr,
+            ha_addr,
+            shard_addrs,
+        },
         opts.transfer_msg_by_heap,
     )?;
     let (ready_tx, ready_rx) = mpsc::channel::<(u16, Ready)>();
     let mut threads = Vec::new();
     let mut ha_listeners = ha_listeners.into_iter();
+    let mut own_listeners = own_listeners.into_iter();
     for (id, (listener, inbox)) in listeners.into_iter().zip(inboxes).enumerate() {
         let ha_listener = ha_listeners.next();
+        let own_listener = own_listeners.next();
         let id = id as u16;
         let broker = Arc::clone(&broker);
         let ready = ready_tx.clone();
@@ -101,6 +115,7 @@ pub fn start(
                     id,
                     broker,
                     listener,
+                    own_listener,
                     ha_listener,
                     inbox,
                     pin,
@@ -232,16 +247,27 @@ fn check_shard_count(root: &std::path::Path, shards: u16) -> Result<(), String> 
     }
 }
 
+/// The addresses a broker publishes: its port, its HA port, each shard's own port.
+struct Published {
+    addr: SocketAddr,
+    ha_addr: Option<SocketAddr>,
+    shard_addrs: Vec<SocketAddr>,
+}
+
 /// The state every shard shares, and each shard's mailbox receiver.
 fn build_broker(
     config: BrokerConfig,
     hooks: Hooks,
     topics: Topics,
     shard_count: u16,
-    addr: SocketAddr,
-    ha_addr: Option<SocketAddr>,
+    published: Published,
     transfer_msg_by_heap: bool,
 ) -> Result<(Arc<Broker>, Vec<flume::Receiver<Mail>>), String> {
+    let Published {
+        addr,
+        ha_addr,
+        shard_addrs,
+    } = published;
     let tls = crate::net::tls_load::node_tls(&config.tls, true, "broker")?;
     for room in hooks.rooms {
         room.prepare(&topics, &config)?;
@@ -322,6 +348,7 @@ fn build_broker(
         started_ms: Broker::now_ms(),
         master: Mutex::new(master),
         ha_addr,
+        shard_addrs,
         tls,
         role: Default::default(),
         store_epoch: Default::default(),
@@ -402,6 +429,7 @@ fn shard_thread(
     id: u16,
     broker: Arc<Broker>,
     listener: std::net::TcpListener,
+    own_listener: Option<std::net::TcpListener>,
     ha_listener: Option<std::net::TcpListener>,
     inbox: flume::Receiver<Mail>,
     pin: Option<usize>,
@@ -444,6 +472,13 @@ fn shard_thread(
                 return;
             }
         };
+        let own = match own_listener.map(Listener::from_std).transpose() {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = ready.send((id, Err(format!("the shard's own listener: {e}"))));
+                return;
+            }
+        };
         let ha_listener = match ha_listener.map(Listener::from_std).transpose() {
             Ok(l) => l,
             Err(e) => {
@@ -452,7 +487,7 @@ fn shard_thread(
             }
         };
         let _ = ready.send((id, Ok(info)));
-        run(shard, listener, ha_listener, inbox).await;
+        run(shard, listener, own, ha_listener, inbox).await;
     });
 }
 
@@ -489,12 +524,23 @@ pub fn start_sim(
         .map(Listener::bind_sim)
         .transpose()
         .map_err(|e| format!("binding the HA port: {e}"))?;
-    let (broker, mut inboxes) = build_broker(config, hooks, topics, 1, addr, ha_addr, true)?;
+    let (broker, mut inboxes) = build_broker(
+        config,
+        hooks,
+        topics,
+        1,
+        Published {
+            addr,
+            ha_addr,
+            shard_addrs: Vec::new(),
+        },
+        true,
+    )?;
     let (shard, info) = open_shard(0, Arc::clone(&broker), NodeDisk::Sim(disk), false)?;
     log::debug!("sim broker {addr}: {info}");
     let shard = Rc::new(shard);
     let inbox = inboxes.pop().ok_or("no mailbox")?;
-    world.spawn(run(Rc::clone(&shard), listener, ha_listener, inbox));
+    world.spawn(run(Rc::clone(&shard), listener, None, ha_listener, inbox));
     Ok(SimBroker {
         broker,
         shards: vec![shard],

@@ -36,6 +36,7 @@ fn reg(name: &str, id: u64, port: u16, topics: &[(&str, u32)], v: u64) -> Broker
             .iter()
             .map(|&(t, queues)| TopicConfig::new(t, queues, 2))
             .collect(),
+        shard_addresses: Vec::new(),
     }
 }
 

@@ -33,6 +33,7 @@ pub mod admin;
 pub mod push;
 pub mod reply;
 pub mod request;
+pub mod view;
 
 pub use push::PushCodec;
 
@@ -159,6 +160,7 @@ fn handle_frame<S: Service + 'static>(
             }
         },
     };
+    let view = svc.shard_view();
     let translated = request::translate(svc.as_ref(), &cmd, parsed.body, peer);
     let (native, kind) = match translated {
         request::Translated::Native { frame, kind } => (frame, kind),
@@ -185,10 +187,10 @@ fn handle_frame<S: Service + 'static>(
         let second = Rc::clone(svc);
         let min_frame = min_offset_frame.clone();
         let fut = async move { consumer_offset(first, second.as_ref(), min_frame, &caller).await };
-        answer_later(out, inflight, fut, deliver(kind, st, opaque, oneway));
+        answer_later(out, inflight, fut, deliver(kind, st, opaque, oneway, view));
         return Ok(());
     }
-    let deliver = deliver(kind, st, opaque, oneway);
+    let deliver = deliver(kind, st, opaque, oneway, view);
     let timed = svc.timing().then(|| {
         (
             crate::io::clock::Instant::now(),
@@ -228,10 +230,11 @@ fn deliver(
     st: SerializeType,
     opaque: i32,
     oneway: bool,
+    view: Option<crate::net::shard_view::ShardView>,
 ) -> impl FnOnce(&OutQueue, Reply) {
     move |out, r| {
         if !oneway {
-            let (resp, body) = reply::translate(&kind, r);
+            let (resp, body) = reply::translate(&kind, r, view);
             push(out, st, with_opaque(resp, opaque), body);
         }
     }

@@ -23,10 +23,13 @@ use ringmq_wire::remoting::frame::Command;
 use ringmq_wire::remoting::headers as h;
 
 use super::request::ReplyKind;
+use super::view;
 use crate::net::reply::{Body, Reply};
+use crate::net::shard_view::ShardView;
 
-/// The remoting response (opaque and flag are set by the caller) and its body.
-pub fn translate(kind: &ReplyKind, r: Reply) -> (Command, Body) {
+/// The remoting response (opaque and flag are set by the caller) and its body; `view`: the
+/// connection's shard view (queue ids in the answer are the shard's).
+pub fn translate(kind: &ReplyKind, r: Reply, view: Option<ShardView>) -> (Command, Body) {
     let remark = read_remark(&r.header)
         .map(|(s, _)| s.to_string())
         .unwrap_or_default();
@@ -41,6 +44,7 @@ pub fn translate(kind: &ReplyKind, r: Reply) -> (Command, Body) {
             record_lens,
             transaction_id,
             recall,
+            view_topic,
         } => {
             let stored = r.status.message_stored();
             let ext = fields::<SendResponse>(&r).filter(|_| stored).map(|f| {
@@ -57,9 +61,13 @@ pub fn translate(kind: &ReplyKind, r: Reply) -> (Command, Body) {
                         }
                         .encode()
                     });
+                let queue_id = match view_topic {
+                    Some(t) => view::local(view, t, f.queue_id),
+                    None => f.queue_id,
+                };
                 h::SendMessageResponseHeader {
                     msg_id,
-                    queue_id: i32::try_from(f.queue_id).unwrap_or(i32::MAX),
+                    queue_id: i32::try_from(queue_id).unwrap_or(i32::MAX),
                     queue_offset: as_i64(f.first_queue_offset),
                     transaction_id: transaction_id.clone(),
                     batch_uniq_id: None,
@@ -78,7 +86,7 @@ pub fn translate(kind: &ReplyKind, r: Reply) -> (Command, Body) {
             });
             (ext, Body::Empty)
         }
-        ReplyKind::Pull => {
+        ReplyKind::Pull { view_queue } => {
             let ext = fields::<PullResponse>(&r).map(|f| {
                 h::PullMessageResponseHeader {
                     suggest_which_broker_id: as_i64(f.suggest_broker_id),
@@ -89,7 +97,7 @@ pub fn translate(kind: &ReplyKind, r: Reply) -> (Command, Body) {
                 }
                 .to_ext()
             });
-            (ext, r.body)
+            (ext, in_view(view, r.body, *view_queue))
         }
         ReplyKind::Offset | ReplyKind::ConsumerOffset { .. } => {
             // QUERY_CONSUMER_OFFSET's fields have the same one-u64 layout.
@@ -102,7 +110,13 @@ pub fn translate(kind: &ReplyKind, r: Reply) -> (Command, Body) {
             (ext, Body::Empty)
         }
         ReplyKind::Pop => {
-            let ext = fields::<PopResponse>(&r).map(|f| {
+            let popped = fields::<PopResponse>(&r);
+            // The records come from the shard that keeps the checkpoint: its ids.
+            let keeper = view.zip(popped.as_ref()).map(|(v, f)| ShardView {
+                shard: f.revive_shard,
+                shard_count: v.shard_count,
+            });
+            let ext = popped.map(|f| {
                 h::PopMessageResponseHeader {
                     pop_time: f.pop_time_ms,
                     invisible_time: as_i64(f.invisible_time_ms),
@@ -112,7 +126,7 @@ pub fn translate(kind: &ReplyKind, r: Reply) -> (Command, Body) {
                 }
                 .to_ext()
             });
-            (ext, r.body)
+            (ext, in_view(keeper, r.body, None))
         }
         ReplyKind::ChangeInvisible => {
             let ext = fields::<ChangeInvisibleTimeResponse>(&r).map(|f| {
@@ -135,7 +149,7 @@ pub fn translate(kind: &ReplyKind, r: Reply) -> (Command, Body) {
             });
             (ext, r.body)
         }
-        other => (None, body_of(other, r)),
+        other => (None, body_of(other, r, view)),
     };
     if let Some(ext) = ext {
         cmd.ext_fields = ext;
@@ -144,7 +158,7 @@ pub fn translate(kind: &ReplyKind, r: Reply) -> (Command, Body) {
 }
 
 /// The body of an answer with no response fields.
-fn body_of(kind: &ReplyKind, r: Reply) -> Body {
+fn body_of(kind: &ReplyKind, r: Reply, view: Option<ShardView>) -> Body {
     match kind {
         ReplyKind::Records => r.body,
         ReplyKind::Plain => Body::Empty,
@@ -154,13 +168,16 @@ fn body_of(kind: &ReplyKind, r: Reply) -> Body {
             }
             .to_json()
         }),
-        ReplyKind::LockBatch => json_body(&r, |l: LockBatchResponse| {
+        ReplyKind::LockBatch => json_body(&r, |mut l: LockBatchResponse| {
+            view::queues_to_view(view, &mut l.locked);
             rbody::LockBatchResponseBody {
                 lock_ok_mq_set: l.locked.into_iter().map(queue_json).collect(),
             }
             .to_json()
         }),
-        ReplyKind::Route => json_body(&r, |route: TopicRoute| route_json(&route).to_json()),
+        ReplyKind::Route => json_body(&r, |route: TopicRoute| {
+            route_json(&view::split_route(&route)).to_json()
+        }),
         ReplyKind::ClusterInfo => json_body(&r, |c: ClusterInfo| cluster_json(&c).to_json()),
         ReplyKind::TopicList => json_body(&r, |l: TopicList| {
             serde_json::to_vec(&serde_json::json!({ "topicList": l.topics })).unwrap_or_default()
@@ -168,12 +185,28 @@ fn body_of(kind: &ReplyKind, r: Reply) -> Body {
         // Answered with fields above.
         ReplyKind::Send { .. }
         | ReplyKind::Recall
-        | ReplyKind::Pull
+        | ReplyKind::Pull { .. }
         | ReplyKind::Offset
         | ReplyKind::ConsumerOffset { .. }
         | ReplyKind::Pop
         | ReplyKind::ChangeInvisible
         | ReplyKind::QueryMessage => Body::Empty,
+    }
+}
+
+/// Records of a pull (`queue`) or POP (`None`) answer with the view's queue ids. Bodies on a
+/// shard's own port are bytes (its connections ask for copies, not log runs).
+fn in_view(view: Option<ShardView>, body: Body, queue: Option<u32>) -> Body {
+    match (view, body) {
+        (Some(v), Body::Bytes(mut b)) => {
+            view::patch_records(v, &mut b, queue);
+            Body::Bytes(b)
+        }
+        (Some(_), Body::Log { .. }) => {
+            log::warn!("remoting: records of a shard's port came as log runs; not answered");
+            Body::Empty
+        }
+        (_, body) => body,
     }
 }
 

@@ -44,7 +44,9 @@ use ringmq_wire::remoting::ext::{ExtFields, FromExt};
 use ringmq_wire::remoting::frame::Command;
 use ringmq_wire::remoting::headers::{self as h, message_sys_flag as sys};
 
+use super::view::{self, global};
 use super::Peer;
+use crate::net::shard_view::ShardView;
 
 mod admin;
 mod auth;
@@ -77,10 +79,15 @@ pub enum ReplyKind {
         record_lens: Vec<usize>,
         transaction_id: Option<String>,
         recall: Option<RecallBase>,
+        /// On a shard's own port: the topic, to name the queue in the shard's view.
+        view_topic: Option<String>,
     },
     /// RECALL_MESSAGE: the `msgId` field.
     Recall,
-    Pull,
+    /// On a shard's own port: the queue's id in the shard's view, written into the records.
+    Pull {
+        view_queue: Option<u32>,
+    },
     /// An `offset` field (QUERY_CONSUMER_OFFSET, GET_MAX/MIN_OFFSET, SEARCH_OFFSET...).
     Offset,
     /// QUERY_CONSUMER_OFFSET: when nothing is stored, this GET_MIN_OFFSET frame decides.
@@ -161,12 +168,13 @@ fn translate_inner<S: Service + ?Sized>(
 ) -> Result<Translated> {
     let ext = &cmd.ext_fields;
     let code = cmd.code;
+    let view = svc.shard_view();
     match code {
         rc::SEND_MESSAGE
         | rc::SEND_MESSAGE_V2
         | rc::SEND_BATCH_MESSAGE
         | rc::SEND_REPLY_MESSAGE
-        | rc::SEND_REPLY_MESSAGE_V2 => send(cmd, body, peer.addr, svc.cluster_name(), || {
+        | rc::SEND_REPLY_MESSAGE_V2 => send(cmd, body, peer.addr, svc.cluster_name(), view, || {
             svc.broker_name()
         }),
         rc::RECALL_MESSAGE => {
@@ -174,17 +182,24 @@ fn translate_inner<S: Service + ?Sized>(
             let h = RecallRequest {
                 producer_group: r.producer_group.unwrap_or_default(),
                 topic: r.topic,
-                recall_handle: r.recall_handle,
+                recall_handle: view::recall_to_broker(view, r.recall_handle),
             };
             native(RequestCode::RecallMessage, &h, &[], ReplyKind::Recall)
         }
         rc::PULL_MESSAGE | rc::LITE_PULL_MESSAGE => {
-            let h = pull(svc, typed(code, ext)?)?;
-            native(RequestCode::PullMessage, &h, &[], ReplyKind::Pull)
+            let mut h = pull(svc, typed(code, ext)?)?;
+            let view_queue = view.map(|_| h.queue_id);
+            h.queue_id = global(view, &h.topic, h.queue_id);
+            native(
+                RequestCode::PullMessage,
+                &h,
+                &[],
+                ReplyKind::Pull { view_queue },
+            )
         }
         rc::QUERY_CONSUMER_OFFSET => {
             let r: h::QueryConsumerOffsetRequestHeader = typed(code, ext)?;
-            let queue_id = queue(r.queue_id)?;
+            let queue_id = global(view, &r.topic, queue(r.queue_id)?);
             let min = GetOffsetRequest {
                 topic: r.topic.clone(),
                 queue_id,
@@ -216,8 +231,8 @@ fn translate_inner<S: Service + ?Sized>(
             let r: h::UpdateConsumerOffsetRequestHeader = typed(code, ext)?;
             let h = UpdateConsumerOffsetRequest {
                 consumer_group: r.consumer_group,
+                queue_id: global(view, &r.topic, queue(r.queue_id)?),
                 topic: r.topic,
-                queue_id: queue(r.queue_id)?,
                 offset: offset(r.commit_offset)?,
             };
             native(RequestCode::UpdateConsumerOffset, &h, &[], ReplyKind::Plain)
@@ -225,16 +240,16 @@ fn translate_inner<S: Service + ?Sized>(
         rc::GET_MAX_OFFSET => {
             let r: h::GetMaxOffsetRequestHeader = typed(code, ext)?;
             let h = GetOffsetRequest {
+                queue_id: global(view, &r.topic, queue(r.queue_id)?),
                 topic: r.topic,
-                queue_id: queue(r.queue_id)?,
             };
             native(RequestCode::GetMaxOffset, &h, &[], ReplyKind::Offset)
         }
         rc::GET_MIN_OFFSET => {
             let r: h::GetMinOffsetRequestHeader = typed(code, ext)?;
             let h = GetOffsetRequest {
+                queue_id: global(view, &r.topic, queue(r.queue_id)?),
                 topic: r.topic,
-                queue_id: queue(r.queue_id)?,
             };
             native(RequestCode::GetMinOffset, &h, &[], ReplyKind::Offset)
         }
@@ -246,8 +261,8 @@ fn translate_inner<S: Service + ?Sized>(
                 } else {
                     Boundary::Lower
                 },
+                queue_id: global(view, &r.topic, queue(r.queue_id)?),
                 topic: r.topic,
-                queue_id: queue(r.queue_id)?,
                 timestamp_ms: r.timestamp,
             };
             native(
@@ -317,10 +332,14 @@ fn translate_inner<S: Service + ?Sized>(
                     return Err(Refusal::bad(format!("expType {other} is not TAG or SQL92")))
                 }
             };
+            let queue_id = match u32::try_from(r.queue_id) {
+                Ok(q) => i32::try_from(global(view, &r.topic, q)).unwrap_or(i32::MAX),
+                Err(_) => -1,
+            };
             let h = PopRequest {
                 consumer_group: r.consumer_group,
                 topic: r.topic,
-                queue_id: r.queue_id.max(-1),
+                queue_id,
                 max_messages: u32::try_from(r.max_msg_nums).unwrap_or(0),
                 invisible_time_ms: u64::try_from(r.invisible_time).unwrap_or(0),
                 poll_time_ms: u32::try_from(r.poll_time.max(0)).unwrap_or(u32::MAX),
@@ -340,22 +359,28 @@ fn translate_inner<S: Service + ?Sized>(
         }
         rc::ACK_MESSAGE => {
             let r: h::AckMessageRequestHeader = typed(code, ext)?;
+            let topic = pop_queue_topic(&r.consumer_group, &r.topic, &r.extra_info);
+            let (queue_id, extra_info) =
+                view::receipt_to_broker(view, &topic, queue(r.queue_id)?, r.extra_info);
             let h = AckRequest {
-                topic: pop_queue_topic(&r.consumer_group, &r.topic, &r.extra_info),
+                queue_id,
+                extra_info,
+                topic,
                 consumer_group: r.consumer_group,
-                queue_id: queue(r.queue_id)?,
-                extra_info: r.extra_info,
                 offset: offset(r.offset)?,
             };
             native(RequestCode::AckMessage, &h, &[], ReplyKind::Plain)
         }
         rc::CHANGE_MESSAGE_INVISIBLETIME => {
             let r: h::ChangeInvisibleTimeRequestHeader = typed(code, ext)?;
+            let topic = pop_queue_topic(&r.consumer_group, &r.topic, &r.extra_info);
+            let (queue_id, extra_info) =
+                view::receipt_to_broker(view, &topic, queue(r.queue_id)?, r.extra_info);
             let h = ChangeInvisibleTimeRequest {
-                topic: pop_queue_topic(&r.consumer_group, &r.topic, &r.extra_info),
+                queue_id,
+                extra_info,
+                topic,
                 consumer_group: r.consumer_group,
-                queue_id: queue(r.queue_id)?,
-                extra_info: r.extra_info,
                 offset: offset(r.offset)?,
                 invisible_time_ms: u64::try_from(r.invisible_time).unwrap_or(0),
             };
@@ -389,7 +414,7 @@ fn translate_inner<S: Service + ?Sized>(
         rc::LOCK_BATCH_MQ | rc::UNLOCK_BATCH_MQ => {
             let req = rbody::LockBatchRequestBody::from_json(body)
                 .map_err(|e| Refusal::bad(format!("lock batch body: {e}")))?;
-            let native_body = lock_batch(req)?
+            let native_body = lock_batch(req, view)?
                 .to_vec()
                 .map_err(|e| Refusal::bad(format!("lock batch: {e}")))?;
             if code == rc::LOCK_BATCH_MQ {
@@ -499,6 +524,7 @@ fn send(
     body: &[u8],
     born_host: SocketAddr,
     cluster: Option<&str>,
+    view: Option<ShardView>,
     broker_name: impl FnOnce() -> Option<String>,
 ) -> Result<Translated> {
     let reply = cmd.code == rc::SEND_REPLY_MESSAGE || cmd.code == rc::SEND_REPLY_MESSAGE_V2;
@@ -517,6 +543,7 @@ fn send(
         code: response::MESSAGE_ILLEGAL,
         remark: format!("queueId {} is negative", h.queue_id),
     })?;
+    let queue_id = global(view, topic, queue_id);
     // The C++ client writes `batch` as 1.
     let batch_key = if v2 { "m" } else { "batch" };
     let batch = cmd.code == rc::SEND_BATCH_MESSAGE
@@ -628,6 +655,7 @@ fn send(
             record_lens,
             transaction_id,
             recall,
+            view_topic: view.map(|_| topic.to_string()),
         },
     })
 }
@@ -760,8 +788,8 @@ fn heartbeat(hb: rbody::HeartbeatData) -> HeartbeatData {
     }
 }
 
-fn lock_batch(b: rbody::LockBatchRequestBody) -> Result<LockBatchRequest> {
-    let queues = b
+fn lock_batch(b: rbody::LockBatchRequestBody, view: Option<ShardView>) -> Result<LockBatchRequest> {
+    let mut queues = b
         .mq_set
         .into_iter()
         .map(|q| {
@@ -772,6 +800,7 @@ fn lock_batch(b: rbody::LockBatchRequestBody) -> Result<LockBatchRequest> {
             })
         })
         .collect::<Result<Vec<_>>>()?;
+    view::queues_to_broker(view, &mut queues);
     Ok(LockBatchRequest {
         consumer_group: b.consumer_group,
         client_id: b.client_id,
