@@ -20,16 +20,17 @@
 //!   SendMessage of 100,000 empty messages; then a good send is the topic's one message.
 
 use std::collections::BTreeSet;
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::Duration;
 
 use ringmq_client::wire::properties::keys;
 use ringmq_client::{Admin, ClientConfig, Credentials, MessageQueue, TlsOptions};
-use ringmq_testkit::{bin, certs::TestPki, run, Proc, Spawn};
+use ringmq_testkit::{certs::TestPki, Proc};
 
-const START_TIMEOUT: Duration = Duration::from_secs(30);
+#[path = "grpc/harness.rs"]
+mod harness;
+use harness::{runtime, standalone as start_node};
+
 const SCRIPT_LIMIT: Duration = Duration::from_secs(120);
 const QUEUES: u32 = 8;
 const TOPIC: &str = "GrpcAcl";
@@ -56,7 +57,7 @@ accounts:
 
 #[test]
 fn grpc_signatures_are_checked_against_the_acl() {
-    let python = python();
+    harness::python(); // fails now, before a node starts, when the SDK is missing
     let dir = ringmq_testkit::tempdir("grpc-acl");
     let acl = dir.path().join("plain_acl.yml");
     std::fs::write(&acl, ACL).expect("writing plain_acl.yml");
@@ -82,7 +83,6 @@ fn grpc_signatures_are_checked_against_the_acl() {
         .expect("creating the topic");
 
     let out = script(
-        &python,
         dir.path(),
         "grpc_acl.py",
         &[
@@ -120,7 +120,7 @@ fn grpc_signatures_are_checked_against_the_acl() {
 #[test]
 fn grpc_acl2_policies_see_the_callers_address() {
     use ringmq_client::wire::command::{AclInfo, PolicyEntryInfo, PolicyInfo, UserInfo};
-    let python = python();
+    harness::python(); // fails now, before a node starts, when the SDK is missing
     let dir = ringmq_testkit::tempdir("grpc-acl2");
     let (mut node, namesrv, grpc) = start_node(
         dir.path(),
@@ -173,7 +173,6 @@ fn grpc_acl2_policies_see_the_callers_address() {
             .unwrap_or_else(|e| panic!("the policy of {user}: {e}"));
     }
     let out = script(
-        &python,
         dir.path(),
         "grpc_acl2.py",
         &[
@@ -198,7 +197,7 @@ fn grpc_acl2_policies_see_the_callers_address() {
 
 #[test]
 fn grpc_port_serves_tls_and_plaintext() {
-    let python = python();
+    harness::python(); // fails now, before a node starts, when the SDK is missing
     let pki = TestPki::new();
     for mode in ["permissive", "enforcing"] {
         let dir = ringmq_testkit::tempdir(&format!("grpc-tls-{mode}"));
@@ -228,7 +227,6 @@ fn grpc_port_serves_tls_and_plaintext() {
             .expect("creating the topic");
         let ca = pki.ca.display().to_string();
         let out = script(
-            &python,
             dir.path(),
             "grpc_tls.py",
             &[&grpc.to_string(), &topic, mode],
@@ -249,7 +247,7 @@ fn grpc_port_serves_tls_and_plaintext() {
 
 #[test]
 fn bad_grpc_streams_get_a_status_and_store_nothing() {
-    let python = python();
+    harness::python(); // fails now, before a node starts, when the SDK is missing
     let dir = ringmq_testkit::tempdir("grpc-bad-stream");
     let (mut node, namesrv, grpc) = start_node(dir.path(), &[]);
     let rt = runtime();
@@ -260,7 +258,6 @@ fn bad_grpc_streams_get_a_status_and_store_nothing() {
     rt.block_on(admin.create_topic(topic, QUEUES, Duration::from_secs(10)))
         .expect("creating the topic");
     let out = script(
-        &python,
         dir.path(),
         "grpc_bad_stream.py",
         &[&grpc.to_string(), topic],
@@ -276,49 +273,13 @@ fn bad_grpc_streams_get_a_status_and_store_nothing() {
     assert_eq!(rt.block_on(read_ids(&admin, topic)), sent, "stored");
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime")
-}
-
-/// Runs `interop/tests/grpc/NAME` with `args`; its stdout, or the test fails with its output
-/// and the node's log.
-fn script(
-    python: &Path,
-    dir: &Path,
-    name: &str,
-    args: &[&str],
-    env: &[(&str, &str)],
-    node: &mut Proc,
-) -> String {
-    let mut spawn = Spawn::new(name, python)
-        .arg(scripts_dir().join(name))
-        .args(args.iter().copied())
-        .env("HOME", dir)
-        .env("TZ", "UTC")
-        .env("PYTHONUNBUFFERED", "1")
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .log(dir.join(format!("{name}.stderr.log")));
-    for (k, v) in env {
-        spawn = spawn.env(k, v);
-    }
-    let out = run(spawn, SCRIPT_LIMIT);
-    if out.code != 0 {
-        panic!(
-            "{name} failed (exit {}, {:.1?})\n----- stdout -----\n{}----- stderr (last 60 lines) \
-             -----\n{}\n----- ringmq node log (last 60 lines) -----\n{}\n-----",
-            out.code,
-            out.elapsed,
-            out.stdout,
-            ringmq_testkit::tail(&out.stderr, 60),
-            node.log_tail(60),
-        );
-    }
-    print!("{}", out.stdout);
-    out.stdout
+/// Runs `interop/tests/grpc/NAME` with `args` (the clients' clocks in UTC: the Python SDK
+/// signs local time with a literal `Z`); its stdout, or the test fails with its output and
+/// the node's log.
+fn script(dir: &Path, name: &str, args: &[&str], env: &[(&str, &str)], node: &mut Proc) -> String {
+    let mut all = vec![("TZ", "UTC")];
+    all.extend_from_slice(env);
+    harness::script_env(dir, name, args, &all, SCRIPT_LIMIT, &[node])
 }
 
 /// The `UNIQ_KEY` of every message of every queue of `topic` on broker-a.
@@ -336,63 +297,4 @@ async fn read_ids(admin: &Admin, topic: &str) -> Vec<String> {
         );
     }
     out
-}
-
-/// A `ringmq standalone` with every port its own choice and the broker keys `sets`; the
-/// guard, the name server address and the gRPC address.
-fn start_node(dir: &Path, sets: &[&str]) -> (Proc, SocketAddr, SocketAddr) {
-    let mut node = Spawn::new("ringmq", bin::ringmq())
-        .args(["standalone", "--data"])
-        .arg(dir.join("data"))
-        .args(["--host", "127.0.0.1"])
-        .args([
-            "--namesrv-port",
-            "0",
-            "--broker-port",
-            "0",
-            "--grpc-port",
-            "0",
-        ])
-        .args(["--shards", "2"])
-        .args(["--set", "mappedFileSizeCommitLog=8388608"])
-        .args(sets.iter().flat_map(|k| ["--set", k]))
-        .env_default("RUST_LOG", "info")
-        .log(dir.join("ringmq.log"))
-        .start();
-    let line = node.wait_line(START_TIMEOUT, "its gRPC line", |l| {
-        l.starts_with("ringmq grpc: ")
-    });
-    let grpc: SocketAddr = line["ringmq grpc: ".len()..]
-        .trim()
-        .parse()
-        .unwrap_or_else(|e| panic!("gRPC address in {line:?}: {e}"));
-    let ready = node.wait_ready(START_TIMEOUT);
-    (node, ready.namesrv_addr(), grpc)
-}
-
-fn scripts_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests")
-        .join("grpc")
-}
-
-/// The interpreter of the SDK's Python environment; fails the test when the SDK is missing.
-fn python() -> PathBuf {
-    let python = match std::env::var_os("RINGMQ_GRPC_PYTHON") {
-        Some(p) => PathBuf::from(p),
-        None => {
-            let home = std::env::var_os("HOME").unwrap_or_else(|| "/root".into());
-            PathBuf::from(home).join(".cache/ringmq/grpc-python/bin/python")
-        }
-    };
-    let ok = Command::new(&python)
-        .args(["-c", "import rocketmq.v5, grpc"])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        ok,
-        "RocketMQ 5's Python SDK is missing at {}: run scripts/test.sh, or set RINGMQ_GRPC_PYTHON",
-        python.display()
-    );
-    python
 }

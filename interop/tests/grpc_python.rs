@@ -25,17 +25,17 @@
 //! `cargo build -p ringmq-node --bin ringmq`.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use ringmq_client::wire::properties::keys;
 use ringmq_client::{Admin, MessageQueue};
-use ringmq_testkit::{bin, run, Proc, Spawn};
+use ringmq_testkit::{run, Spawn};
+
+#[path = "grpc/harness.rs"]
+mod harness;
+use harness::{python, scripts_dir, standalone as start_node};
 
 /// How long the node may take to print its ready line.
-const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// The script's own watchdog ends it at 100 s; this is the outer bound.
 const SCRIPT_LIMIT: Duration = Duration::from_secs(120);
 const NORMAL_TOPIC: &str = "GrpcNormal";
@@ -636,67 +636,4 @@ async fn read_topic(admin: &Admin, topic: &str) -> Vec<Stored> {
         }
     }
     out
-}
-
-/// A `ringmq standalone` with every port (gRPC included) of its own choosing and the broker
-/// keys `sets`; the guard, the name server address and the gRPC address.
-fn start_node(dir: &Path, sets: &[&str]) -> (Proc, SocketAddr, SocketAddr) {
-    let data = dir.join("data");
-    let mut node = Spawn::new("ringmq", bin::ringmq())
-        .args(["standalone", "--data"])
-        .arg(&data)
-        .args([
-            "--namesrv-port",
-            "0",
-            "--broker-port",
-            "0",
-            "--grpc-port",
-            "0",
-        ])
-        .args(["--shards", "2"])
-        // 8 MiB CommitLog segments: the 1 GiB default reserves GiBs of disk per test.
-        .args(["--set", "mappedFileSizeCommitLog=8388608"])
-        .args(sets.iter().flat_map(|k| ["--set", k]))
-        .env_default("RUST_LOG", "info")
-        .log(dir.join("ringmq.log"))
-        .start();
-    let line = node.wait_line(START_TIMEOUT, "its gRPC line", |l| {
-        l.starts_with("ringmq grpc: ")
-    });
-    let grpc: SocketAddr = line["ringmq grpc: ".len()..]
-        .trim()
-        .parse()
-        .unwrap_or_else(|e| panic!("gRPC address in {line:?}: {e}"));
-    let ready = node.wait_ready(START_TIMEOUT);
-    (node, ready.namesrv_addr(), grpc)
-}
-
-fn scripts_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests")
-        .join("grpc")
-}
-
-/// The interpreter of the SDK's Python environment; fails the test when the SDK is missing.
-fn python() -> PathBuf {
-    let python = match std::env::var_os("RINGMQ_GRPC_PYTHON") {
-        Some(p) => PathBuf::from(p),
-        None => {
-            let home = std::env::var_os("HOME").unwrap_or_else(|| "/root".into());
-            PathBuf::from(home).join(".cache/ringmq/grpc-python/bin/python")
-        }
-    };
-    let ok = Command::new(&python)
-        .args(["-c", "import rocketmq.v5, grpc"])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        ok,
-        "RocketMQ 5's Python SDK is missing at {}: run scripts/test.sh (it creates that venv), \
-         or `python3 -m venv ~/.cache/ringmq/grpc-python && \
-         ~/.cache/ringmq/grpc-python/bin/pip install rocketmq-python-client==5.1.2`, or set \
-         RINGMQ_GRPC_PYTHON",
-        python.display()
-    );
-    python
 }

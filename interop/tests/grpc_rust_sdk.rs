@@ -26,12 +26,13 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ringmq_client::wire::properties::keys;
 use ringmq_client::{Admin, MessageQueue};
-use ringmq_testkit::{bin, Proc, Spawn};
+
+#[path = "grpc/harness.rs"]
+mod harness;
 use rocketmq_grpc_sdk::conf::{ClientOption, ProducerOption, SimpleConsumerOption};
 use rocketmq_grpc_sdk::model::common::{FilterExpression, FilterType};
 use rocketmq_grpc_sdk::model::message::{MessageBuilder, MessageView};
@@ -39,7 +40,6 @@ use rocketmq_grpc_sdk::model::transaction::{Transaction, TransactionResolution};
 use rocketmq_grpc_sdk::{Producer, SimpleConsumer};
 
 /// How long the node may take to print its ready line.
-const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a consumer keeps receiving before the test gives up on the missing messages.
 const RECEIVE_LIMIT: Duration = Duration::from_secs(60);
 const NORMAL_TOPIC: &str = "RustSdkNormal";
@@ -64,7 +64,7 @@ struct Sent {
 #[test]
 fn rust_sdk_sends_and_receives_through_the_grpc_edge() {
     let dir = ringmq_testkit::tempdir("grpc-rust-sdk");
-    let (mut node, namesrv, grpc) = start_node(dir.path());
+    let (mut node, namesrv, grpc) = harness::standalone(dir.path(), &[]);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -431,36 +431,4 @@ async fn read_topic(admin: &Admin, topic: &str) -> Vec<Stored> {
         }
     }
     out
-}
-
-/// A `ringmq standalone` with every port (gRPC included) of its own choosing; the guard, the
-/// name server address and the gRPC address.
-fn start_node(dir: &Path) -> (Proc, SocketAddr, SocketAddr) {
-    let data = dir.join("data");
-    let mut node = Spawn::new("ringmq", bin::ringmq())
-        .args(["standalone", "--data"])
-        .arg(&data)
-        .args([
-            "--namesrv-port",
-            "0",
-            "--broker-port",
-            "0",
-            "--grpc-port",
-            "0",
-        ])
-        .args(["--shards", "2"])
-        // 8 MiB CommitLog segments: the 1 GiB default reserves GiBs of disk per test.
-        .args(["--set", "mappedFileSizeCommitLog=8388608"])
-        .env_default("RUST_LOG", "info")
-        .log(dir.join("ringmq.log"))
-        .start();
-    let line = node.wait_line(START_TIMEOUT, "its gRPC line", |l| {
-        l.starts_with("ringmq grpc: ")
-    });
-    let grpc: SocketAddr = line["ringmq grpc: ".len()..]
-        .trim()
-        .parse()
-        .unwrap_or_else(|e| panic!("gRPC address in {line:?}: {e}"));
-    let ready = node.wait_ready(START_TIMEOUT);
-    (node, ready.namesrv_addr(), grpc)
 }

@@ -12,7 +12,6 @@ import datetime
 import hmac
 import os
 import sys
-import threading
 import time
 from hashlib import sha1
 
@@ -22,19 +21,12 @@ from rocketmq.grpc_protocol import definition_pb2 as d
 from rocketmq.grpc_protocol import service_pb2 as s
 from rocketmq.grpc_protocol import service_pb2_grpc
 
+from common import fail, start_watchdog
+
 WATCHDOG_S = 90
 N_SDK = 5
 
 
-def fail(why):
-    print(f"FAIL: {why}", flush=True)
-    sys.exit(1)
-
-
-def watchdog():
-    time.sleep(WATCHDOG_S)
-    print(f"FAIL: watchdog: still running after {WATCHDOG_S} s", flush=True)
-    os._exit(3)
 
 
 def compact(t):
@@ -196,7 +188,7 @@ def raw(endpoint, topic, group, pub, sub):
 def main():
     endpoint, topic, group = sys.argv[1], sys.argv[2], sys.argv[3]
     pub, sub = (sys.argv[4], sys.argv[5]), (sys.argv[6], sys.argv[7])
-    threading.Thread(target=watchdog, daemon=True).start()
+    start_watchdog(WATCHDOG_S)
     raw_ids = raw(endpoint, topic, group, pub, sub)
     sdk(endpoint, topic, group, pub, sub, raw_ids)
     print("done", flush=True)

@@ -8,29 +8,19 @@ Prints one `ok:` line per check and `sent ID` for the one good message; exits no
 a `FAIL:` line.
 """
 
-import os
 import sys
-import threading
-import time
 
 import grpc
 from rocketmq.grpc_protocol import definition_pb2 as d
 from rocketmq.grpc_protocol import service_pb2 as s
 from rocketmq.grpc_protocol import service_pb2_grpc
 
+from common import fail, start_watchdog
+
 WATCHDOG_S = 60
 ID = [("x-mq-client-id", "grpc-bad-input")]
 
 
-def fail(why):
-    print(f"FAIL: {why}", flush=True)
-    sys.exit(1)
-
-
-def watchdog():
-    time.sleep(WATCHDOG_S)
-    print(f"FAIL: watchdog: still running after {WATCHDOG_S} s", flush=True)
-    os._exit(3)
 
 
 def expect(what, status, code):
@@ -51,7 +41,7 @@ def message(topic, body, mid, props=None):
 
 def main():
     endpoint, topic = sys.argv[1], sys.argv[2]
-    threading.Thread(target=watchdog, daemon=True).start()
+    start_watchdog(WATCHDOG_S)
     opts = [("grpc.max_send_message_length", 64 * 1024 * 1024)]
     with grpc.insecure_channel(endpoint, options=opts) as ch:
         stub = service_pb2_grpc.MessagingServiceStub(ch)

@@ -16,7 +16,6 @@ Prints `ok:` lines and `sent KIND ID BODY` per message; exits non-zero with a `F
 
 import os
 import sys
-import threading
 import time
 
 import grpc
@@ -26,19 +25,12 @@ from rocketmq.grpc_protocol import definition_pb2 as d
 from rocketmq.grpc_protocol import service_pb2 as s
 from rocketmq.grpc_protocol import service_pb2_grpc
 
+from common import fail, start_watchdog
+
 WATCHDOG_S = 150
 RECEIVE_DEADLINE_S = 60
 
 
-def fail(why):
-    print(f"FAIL: {why}", flush=True)
-    sys.exit(1)
-
-
-def watchdog():
-    time.sleep(WATCHDOG_S)
-    print(f"FAIL: watchdog: still running after {WATCHDOG_S} s", flush=True)
-    os._exit(3)
 
 
 class Checker(TransactionChecker):
@@ -79,7 +71,7 @@ def receive_all(config, group, topic, want):
 
 def main():
     ep_a, ep_b, normal, fifo, txn, n = sys.argv[1:6] + [int(sys.argv[6])]
-    threading.Thread(target=watchdog, daemon=True).start()
+    start_watchdog(WATCHDOG_S)
     for ep in (ep_a, ep_b):
         for topic in (normal, fifo, txn):
             routes(ep, topic)

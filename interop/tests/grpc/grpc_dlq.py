@@ -8,9 +8,7 @@ Usage: python grpc_dlq.py ENDPOINT TOPIC GROUP
 Prints `ok:` lines and `dead-lettered ID BODY`; exits non-zero with a `FAIL:` line.
 """
 
-import os
 import sys
-import threading
 import time
 
 import grpc
@@ -18,24 +16,17 @@ from rocketmq import (ClientConfiguration, Credentials, FilterExpression, Messag
                       Producer, SimpleConsumer)
 from rocketmq.grpc_protocol import definition_pb2, service_pb2, service_pb2_grpc
 
+from common import fail, start_watchdog
+
 WATCHDOG_S = 60
 OK = 20000
 
 
-def fail(why):
-    print(f"FAIL: {why}", flush=True)
-    sys.exit(1)
-
-
-def watchdog():
-    time.sleep(WATCHDOG_S)
-    print(f"FAIL: watchdog: still running after {WATCHDOG_S} s", flush=True)
-    os._exit(3)
 
 
 def main():
     endpoint, topic, group = sys.argv[1], sys.argv[2], sys.argv[3]
-    threading.Thread(target=watchdog, daemon=True).start()
+    start_watchdog(WATCHDOG_S)
     config = ClientConfiguration(endpoint, Credentials())
     producer = Producer(config, (topic,))
     producer.startup()

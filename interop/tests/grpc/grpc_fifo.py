@@ -24,20 +24,13 @@ import time
 from rocketmq import (ClientConfiguration, ConsumeResult, Credentials, FilterExpression,
                       Message, MessageListener, Producer, PushConsumer, SimpleConsumer)
 
+from common import fail, start_watchdog
+
 WATCHDOG_S = 150
 PUSH_DEADLINE_S = 60
 SIMPLE_DEADLINE_S = 60
 
 
-def fail(why):
-    print(f"FAIL: {why}", flush=True)
-    sys.exit(1)
-
-
-def watchdog():
-    time.sleep(WATCHDOG_S)
-    print(f"FAIL: watchdog: still running after {WATCHDOG_S} s", flush=True)
-    os._exit(3)
 
 
 class Listener(MessageListener):
@@ -145,7 +138,7 @@ def simple(endpoint, topic, group, groups, per_group):
 def main():
     endpoint, topic, push_group, simple_group = sys.argv[1:5]
     groups, per_group = int(sys.argv[5]), int(sys.argv[6])
-    threading.Thread(target=watchdog, daemon=True).start()
+    start_watchdog(WATCHDOG_S)
     send(endpoint, topic, groups, per_group)
     push(endpoint, topic, push_group, groups, per_group)
     simple(endpoint, topic, simple_group, groups, per_group)

@@ -17,7 +17,6 @@ Prints `ok:` lines; exits non-zero with a `FAIL:` line.
 
 import os
 import sys
-import threading
 import time
 
 import grpc
@@ -27,19 +26,12 @@ from rocketmq.grpc_protocol import definition_pb2 as d
 from rocketmq.grpc_protocol import service_pb2 as s
 from rocketmq.grpc_protocol import service_pb2_grpc
 
+from common import fail, start_watchdog
+
 WATCHDOG_S = 60
 ID = [("x-mq-client-id", "grpc-offsets")]
 
 
-def fail(why):
-    print(f"FAIL: {why}", flush=True)
-    sys.exit(1)
-
-
-def watchdog():
-    time.sleep(WATCHDOG_S)
-    print(f"FAIL: watchdog: still running after {WATCHDOG_S} s", flush=True)
-    os._exit(3)
 
 
 def expect(what, status, code):
@@ -172,7 +164,7 @@ def second(stub, topic, group, n, offset):
 
 def main():
     endpoint, topic, group, n, phase = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
-    threading.Thread(target=watchdog, daemon=True).start()
+    start_watchdog(WATCHDOG_S)
     with grpc.insecure_channel(endpoint) as ch:
         stub = service_pb2_grpc.MessagingServiceStub(ch)
         if phase == "first":

@@ -8,7 +8,6 @@ N messages; the listener fails `push-0` once. Prints `ok:` lines and `consumed B
 per listener call; exits non-zero with a `FAIL:` line.
 """
 
-import os
 import sys
 import threading
 import time
@@ -16,19 +15,12 @@ import time
 from rocketmq import (ClientConfiguration, ConsumeResult, Credentials, FilterExpression,
                       Message, MessageListener, Producer, PushConsumer)
 
+from common import fail, start_watchdog
+
 WATCHDOG_S = 90
 CONSUME_DEADLINE_S = 45
 
 
-def fail(why):
-    print(f"FAIL: {why}", flush=True)
-    sys.exit(1)
-
-
-def watchdog():
-    time.sleep(WATCHDOG_S)
-    print(f"FAIL: watchdog: still running after {WATCHDOG_S} s", flush=True)
-    os._exit(3)
 
 
 class Listener(MessageListener):
@@ -48,7 +40,7 @@ class Listener(MessageListener):
 
 def main():
     endpoint, topic, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    threading.Thread(target=watchdog, daemon=True).start()
+    start_watchdog(WATCHDOG_S)
     config = ClientConfiguration(endpoint, Credentials())
     listener = Listener()
     consumer = PushConsumer(config, "grpc-push", listener, {topic: FilterExpression("*")})

@@ -10,7 +10,6 @@ N messages; the listener keeps `hold-0` for HOLD_S seconds before it succeeds. P
 lines and `consumed BODY ATTEMPT` per listener call; exits non-zero with a `FAIL:` line.
 """
 
-import os
 import sys
 import threading
 import time
@@ -18,20 +17,13 @@ import time
 from rocketmq import (ClientConfiguration, ConsumeResult, Credentials, FilterExpression,
                       Message, MessageListener, Producer, PushConsumer)
 
+from common import fail, start_watchdog
+
 # After the hold: how long a redelivery of a message acked with a stale handle would still
 # be looked for.
 AFTER_HOLD_S = 5
 
 
-def fail(why):
-    print(f"FAIL: {why}", flush=True)
-    sys.exit(1)
-
-
-def watchdog(limit_s):
-    time.sleep(limit_s)
-    print(f"FAIL: watchdog: still running after {limit_s} s", flush=True)
-    os._exit(3)
 
 
 class Listener(MessageListener):
@@ -54,7 +46,7 @@ class Listener(MessageListener):
 
 def main():
     endpoint, topic, n, hold_s = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
-    threading.Thread(target=watchdog, args=(hold_s + 45,), daemon=True).start()
+    start_watchdog(hold_s + 45)
     config = ClientConfiguration(endpoint, Credentials())
     listener = Listener(hold_s)
     consumer = PushConsumer(config, "grpc-push-hold", listener, {topic: FilterExpression("*")})

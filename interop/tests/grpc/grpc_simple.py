@@ -14,11 +14,12 @@ against what ringmq stored. Exits non-zero with a
 """
 
 import sys
-import threading
 import time
 
 from rocketmq import (ClientConfiguration, Credentials, FilterExpression, Message,
                       Producer, SimpleConsumer)
+
+from common import fail, start_watchdog
 
 # The whole script's deadline; the Rust test's own bound is above it.
 WATCHDOG_S = 100
@@ -28,16 +29,6 @@ INVISIBLE_S = 20
 DELAY_S = 4
 
 
-def fail(why):
-    print(f"FAIL: {why}", flush=True)
-    sys.exit(1)
-
-
-def watchdog():
-    time.sleep(WATCHDOG_S)
-    print(f"FAIL: watchdog: still running after {WATCHDOG_S} s", flush=True)
-    import os
-    os._exit(3)
 
 
 def send_all(producer, normal_topic, fifo_topic, n_normal, groups, per_group):
@@ -102,7 +93,7 @@ def main():
     endpoint, normal_topic, fifo_topic = sys.argv[1], sys.argv[2], sys.argv[3]
     n_normal, groups, per_group = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
     delay_topic = sys.argv[7]
-    threading.Thread(target=watchdog, daemon=True).start()
+    start_watchdog(WATCHDOG_S)
     config = ClientConfiguration(endpoint, Credentials())
 
     producer = Producer(config, (normal_topic, fifo_topic, delay_topic))

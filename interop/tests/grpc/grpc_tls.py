@@ -9,8 +9,6 @@ per check; exits non-zero with a `FAIL:` line.
 
 import os
 import sys
-import threading
-import time
 
 import grpc
 from rocketmq import ClientConfiguration, Credentials, Message, Producer
@@ -18,18 +16,11 @@ from rocketmq.grpc_protocol import definition_pb2 as d
 from rocketmq.grpc_protocol import service_pb2 as s
 from rocketmq.grpc_protocol import service_pb2_grpc
 
+from common import fail, start_watchdog
+
 WATCHDOG_S = 60
 
 
-def fail(why):
-    print(f"FAIL: {why}", flush=True)
-    sys.exit(1)
-
-
-def watchdog():
-    time.sleep(WATCHDOG_S)
-    print(f"FAIL: watchdog: still running after {WATCHDOG_S} s", flush=True)
-    os._exit(3)
 
 
 def send_with_sdk(endpoint, topic, tls, body):
@@ -45,7 +36,7 @@ def send_with_sdk(endpoint, topic, tls, body):
 
 def main():
     endpoint, topic, mode = sys.argv[1], sys.argv[2], sys.argv[3]
-    threading.Thread(target=watchdog, daemon=True).start()
+    start_watchdog(WATCHDOG_S)
 
     send_with_sdk(endpoint, topic, True, "over-tls")
     print(f"ok: {mode}: the SDK's Producer sent over TLS", flush=True)

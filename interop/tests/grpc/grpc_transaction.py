@@ -11,7 +11,6 @@ Prints `ok:` lines, `checked BODY` per check-back answered, and `delivered ID BO
 message received; exits non-zero with a `FAIL:` line on the first failed check.
 """
 
-import os
 import sys
 import threading
 import time
@@ -19,20 +18,13 @@ import time
 from rocketmq import (ClientConfiguration, Credentials, FilterExpression, Message,
                       Producer, SimpleConsumer, TransactionChecker, TransactionResolution)
 
+from common import fail, start_watchdog
+
 WATCHDOG_S = 100
 RECEIVE_DEADLINE_S = 45
 INVISIBLE_S = 20
 
 
-def fail(why):
-    print(f"FAIL: {why}", flush=True)
-    sys.exit(1)
-
-
-def watchdog():
-    time.sleep(WATCHDOG_S)
-    print(f"FAIL: watchdog: still running after {WATCHDOG_S} s", flush=True)
-    os._exit(3)
 
 
 class Checker(TransactionChecker):
@@ -51,7 +43,7 @@ class Checker(TransactionChecker):
 
 def main():
     endpoint, topic = sys.argv[1], sys.argv[2]
-    threading.Thread(target=watchdog, daemon=True).start()
+    start_watchdog(WATCHDOG_S)
     config = ClientConfiguration(endpoint, Credentials())
     checker = Checker()
     producer = Producer(config, (topic,), checker)

@@ -112,17 +112,31 @@ pub fn script(
     limit: Duration,
     logs: &[&Proc],
 ) -> String {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    script_env(dir, script, &args, &[], limit, logs)
+}
+
+/// [`script`] with more environment variables.
+pub fn script_env(
+    dir: &Path,
+    script: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+    limit: Duration,
+    logs: &[&Proc],
+) -> String {
     let python = python();
-    let out = run(
-        Spawn::new(script, &python)
-            .arg(scripts_dir().join(script))
-            .args(args)
-            .env("HOME", dir)
-            .env("PYTHONUNBUFFERED", "1")
-            .env("PYTHONDONTWRITEBYTECODE", "1")
-            .log(dir.join(format!("{script}.stderr.log"))),
-        limit,
-    );
+    let mut spawn = Spawn::new(script, &python)
+        .arg(scripts_dir().join(script))
+        .args(args.iter().copied())
+        .env("HOME", dir)
+        .env("PYTHONUNBUFFERED", "1")
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .log(dir.join(format!("{script}.stderr.log")));
+    for (k, v) in env {
+        spawn = spawn.env(k, v);
+    }
+    let out = run(spawn, limit);
     if out.code != 0 {
         let nodes: String = logs
             .iter()
