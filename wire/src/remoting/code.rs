@@ -30,6 +30,7 @@ pub mod request {
     pub const NOTIFY_CONSUMER_IDS_CHANGED: i32 = 40;
     pub const LOCK_BATCH_MQ: i32 = 41;
     pub const UNLOCK_BATCH_MQ: i32 = 42;
+    pub const CLONE_GROUP_OFFSET: i32 = 43;
     pub const CHECK_CLIENT_CONFIG: i32 = 46;
     pub const GET_ROUTEINFO_BY_TOPIC: i32 = 105;
     pub const GET_BROKER_CLUSTER_INFO: i32 = 106;

@@ -98,6 +98,17 @@ ext_header! {
 }
 
 ext_header! {
+    /// CLONE_GROUP_OFFSET (43): `destGroup` takes `srcGroup`'s committed offsets on `topic`
+    /// (every topic of `srcGroup` when absent); `offline` skips the subscription check.
+    pub struct CloneGroupOffsetRequestHeader {
+        pub src_group: String = "srcGroup",
+        pub dest_group: String = "destGroup",
+        pub topic: Option<String> = "topic",
+        pub offline: Option<bool> = "offline",
+    }
+}
+
+ext_header! {
     /// The answer to GET_BROKER_CONFIG: the configuration's `DataVersion` as JSON.
     pub struct GetBrokerConfigResponseHeader {
         pub version: String = "version",
