@@ -454,7 +454,30 @@ fn enforcing_listeners_refuse_plaintext_and_serve_tls() {
         .remoting(request::GET_ROUTEINFO_BY_TOPIC, &[("topic", "TBW102")])
         .unwrap();
     assert_eq!(resp.code, response::SUCCESS, "{:?}", resp.remark);
-    assert!(String::from_utf8_lossy(&body).contains(&broker.to_string()));
+    // Two shards: RocketMQ clients are routed to each shard's own port, which enforces TLS
+    // as the broker port does.
+    let route: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let shard_port: SocketAddr = route["brokerDatas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["brokerName"] == "broker-a@1")
+        .expect("shard 1 announced")["brokerAddrs"]["0"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_ne!(shard_port, broker);
+    assert_plaintext_remoting_refused(shard_port, "shard 1's port, remoting");
+    let mut on_shard = TlsClient::connect(shard_port, &cfg).unwrap();
+    let (resp, _) = on_shard
+        .remoting(
+            request::GET_MAX_OFFSET,
+            &[("topic", "NoSuchTopic"), ("queueId", "0")],
+        )
+        .unwrap();
+    // Answered inside TLS by the shard.
+    assert_eq!(resp.code, response::TOPIC_NOT_EXIST, "{:?}", resp.remark);
 
     // Sends and pulls over TLS on the shard that accepted the connection (its pulls take
     // the log-run path: read from the file, encrypted), then on a connection handed to the
