@@ -30,7 +30,6 @@ pub mod request {
     pub const NOTIFY_CONSUMER_IDS_CHANGED: i32 = 40;
     pub const LOCK_BATCH_MQ: i32 = 41;
     pub const UNLOCK_BATCH_MQ: i32 = 42;
-    pub const CLONE_GROUP_OFFSET: i32 = 43;
     pub const CHECK_CLIENT_CONFIG: i32 = 46;
     pub const GET_ROUTEINFO_BY_TOPIC: i32 = 105;
     pub const GET_BROKER_CLUSTER_INFO: i32 = 106;
@@ -62,6 +61,7 @@ pub mod request {
     pub const GET_TOPICS_BY_CLUSTER: i32 = 224;
     pub const QUERY_TOPIC_CONSUME_BY_WHO: i32 = 300;
     pub const GET_CONSUMER_RUNNING_INFO: i32 = 307;
+    pub const CLONE_GROUP_OFFSET: i32 = 314;
     pub const QUERY_TOPICS_BY_CONSUMER: i32 = 343;
     pub const GET_TOPIC_CONFIG: i32 = 351;
     pub const GET_SUBSCRIPTIONGROUP_CONFIG: i32 = 352;

@@ -98,7 +98,7 @@ ext_header! {
 }
 
 ext_header! {
-    /// CLONE_GROUP_OFFSET (43): `destGroup` takes `srcGroup`'s committed offsets on `topic`
+    /// CLONE_GROUP_OFFSET (314): `destGroup` takes `srcGroup`'s committed offsets on `topic`
     /// (every topic of `srcGroup` when absent); `offline` skips the subscription check.
     pub struct CloneGroupOffsetRequestHeader {
         pub src_group: String = "srcGroup",
