@@ -354,7 +354,8 @@ async function resetGroup() {
   }
   const j = await act('/api/group/reset', body, 'group-action-result', 'group-detail-error',
     'Reset the offsets of ' + state.group + ' on ' + topic + '?',
-    (j) => 'reset ' + (j.offsets || []).map((o) => o.broker + '#' + o.queue + ': ' + num(o.old_offset) +
+    (j) => 'reset ' + (j.offsets || []).slice().sort((a, b) => a.broker.localeCompare(b.broker) || a.queue - b.queue)
+      .map((o) => o.broker + '#' + o.queue + ': ' + num(o.old_offset) +
       ' → ' + num(o.new_offset)).join(', '));
   if (j) loadGroups();
 }
