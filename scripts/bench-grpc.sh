@@ -23,7 +23,8 @@
 #   send batched     BENCH_BATCHED (100000) messages in sends of BENCH_BATCH (32)
 #   send unbatched   BENCH_UNBATCHED (20000) messages, one per send
 #   consume          the batched cell's messages received (at most BENCH_BATCH per receive)
-#                    and acked, one consumer group: native POP; gRPC ReceiveMessage + AckMessage
+#                    and acked, one consumer group: native POP (until idle for 3 s: every
+#                    message of the topic); gRPC ReceiveMessage + AckMessage (until --count)
 # Broker CPU: utime+stime from /proc/<pid>/stat over the client's run, per message moved
 # (ringmq: the one process, gRPC edge included; the port: proxy + name server + broker).
 # Before each ringmq cell the node is left to go idle (at most 30 s).
@@ -37,7 +38,8 @@
 # Environment: BENCH_ROUNDS (2), BENCH_BATCHED (100000), BENCH_UNBATCHED (20000), BENCH_BATCH
 # (32), BENCH_CONCURRENCY (8), BENCH_PORT (1; 0 = part (1) only), BENCH_SERVER_CPU (0),
 # BENCH_CLIENT_CPU (1), BENCH_DIR (work directory, removed unless BENCH_KEEP=1), BENCH_DOC,
-# BENCH_NO_BUILD=1, BENCH_COMMIT, BENCH_REPORT_ONLY=1, RMQ_RUST_ROOT.
+# BENCH_NO_BUILD=1, BENCH_COMMIT, BENCH_REPORT_ONLY=1, RMQ_RUST_ROOT, BENCH_GRPC_CLIENT (the
+# grpc_bench binary, default target/release/examples/grpc_bench).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/bench-lib.sh
@@ -85,7 +87,8 @@ if [ "${BENCH_REPORT_ONLY:-0}" != 1 ]; then
   fi
   commit=${BENCH_COMMIT:-$commit}
   mkdir -p "$work/bin"
-  cp "$ringmq" "$perf" target/release/examples/grpc_bench "$work/bin/"
+  cp "$ringmq" "$perf" "$work/bin/"
+  cp "${BENCH_GRPC_CLIENT:-target/release/examples/grpc_bench}" "$work/bin/grpc_bench"
   ringmq=$work/bin/ringmq perf=$work/bin/ringmq-perf
   jq -n --arg commit "$commit" --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" \
     --argjson rounds "$rounds" '{commit: $commit, load_before: $load, rounds: $rounds}' >"$work/meta.json"
@@ -278,7 +281,7 @@ ringmq_round() { # ROUND
   for p in "${order[@]}"; do
     case $p in
       grpc) grpc_cell "$r" ringmq-consume-grpc --topic gb-grpc --count "$batched" --batch "$batch" receive --group "bench-grpc-$r" ;;
-      native) perf_cell "$r" ringmq-consume-native consume --pop --topic gb-native --group "bench-pop-$r" --pull-batch "$batch" --consumers 1 --count "$batched" --idle-exit 5s ;;
+      native) perf_cell "$r" ringmq-consume-native consume --pop --topic gb-native --group "bench-pop-$r" --pull-batch "$batch" --consumers 1 --duration 600s --idle-exit 3s ;;
     esac
   done
   stop_all
@@ -319,12 +322,14 @@ ratio() {
   for r in $(seq 1 "$(jq -r .rounds "$work/meta.json")"); do
     [ -f "$work/r$r-$1.json" ] && [ -f "$work/r$r-$2.json" ] || continue
     jq -n --slurpfile a "$work/r$r-$1.json" --slurpfile b "$work/r$r-$2.json" \
-      'if $a[0].us_per_msg == null or $b[0].us_per_msg == null then empty else $a[0].us_per_msg / $b[0].us_per_msg end'
+      'if $a[0].us_per_msg == null or $b[0].us_per_msg == null or $b[0].us_per_msg == 0 then empty else $a[0].us_per_msg / $b[0].us_per_msg end'
   done | sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else printf "%.2fx", v[int((NR + 1) / 2)] }'
 }
 meta() { jq -r ".$1" "$work/meta.json"; }
 row() { # LABEL CELL BASE
-  echo "| $1 | $(med "$2" .messages) | $(med "$2" .msgs_per_s) | $(med "$2" .p50_us) / $(med "$2" .p99_us) | $(med "$2" .errors) | $(us "$2") | $( [ -n "$3" ] && ratio "$2" "$3" || echo 1) | $(per_round "$2" .msgs_per_s) | $(per_round "$2" '.us_per_msg | values * 100 | round / 100') |"
+  local rat=1
+  [ -n "$3" ] && rat=$(ratio "$2" "$3")
+  echo "| $1 | $(med "$2" .messages) | $(med "$2" .msgs_per_s) | $(med "$2" .p50_us) / $(med "$2" .p99_us) | $(med "$2" .errors) | $(us "$2") | $rat | $(per_round "$2" .msgs_per_s) | $(per_round "$2" '.us_per_msg | values * 100 | round / 100') |"
 }
 
 table=$(
