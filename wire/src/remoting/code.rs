@@ -62,6 +62,9 @@ pub mod request {
     pub const QUERY_TOPIC_CONSUME_BY_WHO: i32 = 300;
     pub const GET_CONSUMER_RUNNING_INFO: i32 = 307;
     pub const CLONE_GROUP_OFFSET: i32 = 314;
+    /// Several topics or groups deleted at once (the Rust port's admin tool sends them).
+    pub const DELETE_TOPIC_IN_BROKER_LIST: i32 = 5002;
+    pub const DELETE_SUBSCRIPTIONGROUP_LIST: i32 = 5003;
     pub const QUERY_TOPICS_BY_CONSUMER: i32 = 343;
     pub const GET_TOPIC_CONFIG: i32 = 351;
     pub const GET_SUBSCRIPTIONGROUP_CONFIG: i32 = 352;
