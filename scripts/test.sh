@@ -60,6 +60,10 @@ if [ ! -x /usr/bin/prometheus ]; then
         $SUDO apt-get install -y --no-install-recommends prometheus
     fi
 fi
+# The Rust port's mqadmin (`rocketmq-admin-cli` 1.0.0 from crates.io, built without its
+# RocksDB export feature) for interop/tests/admin_cli.rs, into ~/.cache/ringmq/admin-cli;
+# skipped when already there.
+bash scripts/install-admin-cli.sh
 echo "== cargo test (unit, property, integration, RocketMQ clients written by others)"
 # --no-fail-fast: one failing test binary does not hide the others' results.
 cargo test --workspace --locked --no-fail-fast

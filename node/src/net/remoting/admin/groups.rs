@@ -13,7 +13,7 @@ use ringmq_wire::command::{
 };
 use ringmq_wire::remoting::body::{self as rbody, JsonBody};
 use ringmq_wire::remoting::code::response;
-use ringmq_wire::remoting::headers::ResetOffsetRequestHeader;
+use ringmq_wire::remoting::headers::{CloneGroupOffsetRequestHeader, ResetOffsetRequestHeader};
 
 use super::topics::{queue_json, topic_config};
 use super::{long, ok, Answer, Failed, Natives, Result};
@@ -210,6 +210,63 @@ pub(super) async fn reset_offset<S: Service + ?Sized>(
     ok(rbody::reset_offset_body(&table))
 }
 
+/// CLONE_GROUP_OFFSET: `destGroup` takes `srcGroup`'s committed offsets on this broker,
+/// topic by topic, as RocketMQ's broker does: every topic `srcGroup` has offsets for when
+/// no topic is named; a topic not on this broker is passed over, and so, unless `offline`,
+/// is a topic that `srcGroup`'s live members do not subscribe to. Queues `srcGroup` has no
+/// offset for keep `destGroup`'s.
+pub(super) async fn clone_offset<S: Service + ?Sized>(
+    n: &mut Natives<'_, S>,
+    h: CloneGroupOffsetRequestHeader,
+) -> Result<Answer> {
+    if h.src_group.is_empty() || h.dest_group.is_empty() {
+        return Err(Failed::new(
+            response::SYSTEM_ERROR,
+            "srcGroup and destGroup must both be named",
+        ));
+    }
+    let offsets = group_offsets(n, &h.src_group).await?;
+    let topics: BTreeSet<String> = match h.topic.filter(|t| !t.trim().is_empty()) {
+        Some(t) => BTreeSet::from([t]),
+        None => offsets.keys().map(|(t, _)| t.clone()).collect(),
+    };
+    // The topics the source group's live members subscribe to (None: no check).
+    let subscribed: Option<BTreeSet<String>> = if h.offline.unwrap_or(false) {
+        None
+    } else {
+        groups(n)
+            .await?
+            .groups
+            .into_iter()
+            .find(|g| g.group == h.src_group && !g.subscriptions.is_empty())
+            .map(|g| g.subscriptions.into_iter().map(|s| s.topic).collect())
+    };
+    for topic in topics {
+        if topic_config(n, &topic).await.is_err() {
+            continue;
+        }
+        if subscribed.as_ref().is_some_and(|s| !s.contains(&topic)) {
+            continue;
+        }
+        let queues: Vec<(u32, u64)> = offsets
+            .range((topic.clone(), 0)..=(topic.clone(), u32::MAX))
+            .map(|((_, q), o)| (*q, *o))
+            .collect();
+        n.budget(queues.len())?;
+        for (queue_id, offset) in queues {
+            let set = UpdateConsumerOffsetRequest {
+                consumer_group: h.dest_group.clone(),
+                topic: topic.clone(),
+                queue_id,
+                offset,
+            };
+            n.call(RequestCode::InvokeBrokerToResetOffset, &set, &[])
+                .await?;
+        }
+    }
+    ok(Vec::new())
+}
+
 /// QUERY_TOPIC_CONSUME_BY_WHO: the groups that subscribe to or have offsets on `topic`.
 pub(super) async fn consume_by_who<S: Service + ?Sized>(
     n: &mut Natives<'_, S>,
@@ -373,4 +430,18 @@ pub(super) async fn delete<S: Service + ?Sized>(
         Status::SubscriptionNotExist,
     )
     .await
+}
+
+/// DELETE_SUBSCRIPTIONGROUP_LIST: each group as DELETE_SUBSCRIPTIONGROUP, in turn; the first
+/// failure is the answer (the groups before it are deleted).
+pub(super) async fn delete_list<S: Service + ?Sized>(
+    n: &mut Natives<'_, S>,
+    groups: Vec<String>,
+) -> Result<Answer> {
+    n.budget(groups.len())?;
+    let mut answer = ok(Vec::new())?;
+    for group in groups {
+        answer = delete(n, &group).await?;
+    }
+    Ok(answer)
 }

@@ -8,8 +8,10 @@
 //! | remoting code | native requests | answer |
 //! |---|---|---|
 //! | DELETE_TOPIC_IN_BROKER 215 | DELETE_TOPIC_IN_BROKER | SUCCESS also when the topic is not here (RocketMQ's answer) |
+//! | DELETE_TOPIC_IN_BROKER_LIST 5002 | DELETE_TOPIC_IN_BROKER per topic | as 215, topic by topic |
 //! | DELETE_TOPIC_IN_NAMESRV 216 (name server) | DELETE_TOPIC_IN_NAMESRV | SUCCESS also when no route is left |
 //! | DELETE_SUBSCRIPTIONGROUP 207 | DELETE_SUBSCRIPTIONGROUP | SUCCESS also when the group has no settings |
+//! | DELETE_SUBSCRIPTIONGROUP_LIST 5003 | DELETE_SUBSCRIPTIONGROUP per group | SUCCESS also for groups with no settings |
 //! | GET_ALL_TOPIC_CONFIG 21 | GET_ALL_TOPIC_CONFIG | `TopicConfigAndMappingSerializeWrapper` |
 //! | GET_TOPIC_CONFIG 351 | GET_ALL_TOPIC_CONFIG | `TopicConfigAndQueueMapping`; TOPIC_NOT_EXIST |
 //! | GET_BROKER_CONFIG 26 | GET_BROKER_CONFIG | properties text, `version` field |
@@ -21,6 +23,7 @@
 //! | GET_CONSUMER_CONNECTION_LIST 203 | GET_ALL_SUBSCRIPTIONGROUP_CONFIG | `ConsumerConnection`; CONSUMER_NOT_ONLINE |
 //! | GET_PRODUCER_CONNECTION_LIST 204 | GET_PRODUCER_CONNECTION_LIST | `ProducerConnection`; SYSTEM_ERROR when the group has no live member |
 //! | INVOKE_BROKER_TO_RESET_OFFSET 222 | GET_ALL_TOPIC_CONFIG, SEARCH_OFFSET_BY_TIMESTAMP or GET_MAX_OFFSET, INVOKE_BROKER_TO_RESET_OFFSET per queue | `ResetOffsetBody` |
+//! | CLONE_GROUP_OFFSET 314 | HELLO, GET_ALL_CONSUMER_OFFSET per shard, GET_ALL_SUBSCRIPTIONGROUP_CONFIG, GET_ALL_TOPIC_CONFIG, INVOKE_BROKER_TO_RESET_OFFSET per queue | SUCCESS |
 //! | QUERY_TOPIC_CONSUME_BY_WHO 300 | GET_ALL_SUBSCRIPTIONGROUP_CONFIG, HELLO, GET_ALL_CONSUMER_OFFSET | `GroupList` |
 //! | QUERY_TOPICS_BY_CONSUMER 343 | same | `TopicList` |
 //! | GET_TOPICS_BY_CLUSTER 224 (name server) | GET_BROKER_CLUSTER_INFO, GET_ALL_TOPIC_LIST_FROM_NAMESERVER, GET_ROUTEINFO_BY_TOPIC per topic | `TopicList` |
@@ -37,7 +40,7 @@ use ringmq_wire::command::{read_remark, HelloRequest, HelloResponse, Response};
 use ringmq_wire::frame;
 use ringmq_wire::remoting::code::{response, response_code};
 use ringmq_wire::remoting::frame::Command;
-use ringmq_wire::remoting::headers::ResetOffsetRequestHeader;
+use ringmq_wire::remoting::headers::{CloneGroupOffsetRequestHeader, ResetOffsetRequestHeader};
 
 use crate::acl::Caller;
 use crate::net::reply::{Body, Outcome, Reply};
@@ -62,7 +65,10 @@ pub enum Job {
     DeleteTopic { topic: String },
     DeleteTopicInNamesrv(ringmq_wire::command::DeleteTopicInNamesrvRequest),
     DeleteGroup { group: String },
+    DeleteGroups { groups: Vec<String> },
+    DeleteTopics { topics: Vec<String> },
     ResetOffset(ResetOffsetRequestHeader),
+    CloneOffset(CloneGroupOffsetRequestHeader),
     ConsumeByWho { topic: String },
     TopicsByConsumer { group: String },
     TopicsByCluster { cluster: String },
@@ -93,7 +99,10 @@ pub async fn run<S: Service + ?Sized>(svc: &S, caller: &Caller, job: Job) -> Ans
         Job::DeleteTopic { topic } => topics::delete(&mut n, &topic).await,
         Job::DeleteTopicInNamesrv(h) => topics::delete_in_namesrv(&mut n, h).await,
         Job::DeleteGroup { group } => groups::delete(&mut n, &group).await,
+        Job::DeleteGroups { groups } => groups::delete_list(&mut n, groups).await,
+        Job::DeleteTopics { topics } => topics::delete_list(&mut n, topics).await,
         Job::ResetOffset(h) => groups::reset_offset(&mut n, h).await,
+        Job::CloneOffset(h) => groups::clone_offset(&mut n, h).await,
         Job::ConsumeByWho { topic } => groups::consume_by_who(&mut n, &topic).await,
         Job::TopicsByConsumer { group } => groups::topics_by_consumer(&mut n, &group).await,
     };

@@ -315,3 +315,17 @@ pub(super) async fn delete_in_namesrv<S: Service + ?Sized>(
     n.absent_ok(RequestCode::DeleteTopicInNamesrv, &h, Status::TopicNotExist)
         .await
 }
+
+/// DELETE_TOPIC_IN_BROKER_LIST: each topic as DELETE_TOPIC_IN_BROKER, in turn; the first
+/// failure is the answer (the topics before it are deleted).
+pub(super) async fn delete_list<S: Service + ?Sized>(
+    n: &mut Natives<'_, S>,
+    topics: Vec<String>,
+) -> Result<Answer> {
+    n.budget(topics.len())?;
+    let mut answer = ok(Vec::new())?;
+    for topic in topics {
+        answer = delete(n, &topic).await?;
+    }
+    Ok(answer)
+}

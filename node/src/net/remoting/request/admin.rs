@@ -114,6 +114,12 @@ pub fn translate(code: i32, ext: &ExtFields, body: &[u8]) -> Result<Option<Trans
                 group: r.group_name,
             })
         }
+        rc::DELETE_SUBSCRIPTIONGROUP_LIST => job(Job::DeleteGroups {
+            groups: name_list(body, "groupNameList")?,
+        }),
+        rc::DELETE_TOPIC_IN_BROKER_LIST => job(Job::DeleteTopics {
+            topics: name_list(body, "topicList")?,
+        }),
         rc::GET_ALL_SUBSCRIPTIONGROUP_CONFIG => job(Job::AllGroups),
         rc::GET_SUBSCRIPTIONGROUP_CONFIG => {
             let r: h::GroupRequestHeader = typed(code, ext)?;
@@ -148,6 +154,7 @@ pub fn translate(code: i32, ext: &ExtFields, body: &[u8]) -> Result<Option<Trans
             })
         }
         rc::INVOKE_BROKER_TO_RESET_OFFSET => job(Job::ResetOffset(typed(code, ext)?)),
+        rc::CLONE_GROUP_OFFSET => job(Job::CloneOffset(typed(code, ext)?)),
         rc::QUERY_TOPIC_CONSUME_BY_WHO => {
             let r: h::TopicRequestHeader = typed(code, ext)?;
             job(Job::ConsumeByWho { topic: r.topic })
@@ -201,6 +208,31 @@ fn attributes(text: &str) -> Result<std::collections::BTreeMap<String, String>> 
     Ok(out)
 }
 
+/// The names in a list request's JSON body (DELETE_SUBSCRIPTIONGROUP_LIST's
+/// `{"groupNameList":[...],"cleanOffset":b}`, DELETE_TOPIC_IN_BROKER_LIST's
+/// `{"topicList":[...]}`): at least one and at most [`ENTRIES_MAX`], none empty.
+fn name_list(body: &[u8], field: &str) -> Result<Vec<String>> {
+    let v: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| Refusal::bad(format!("{field} body: {e}")))?;
+    let items = v
+        .get(field)
+        .and_then(|l| l.as_array())
+        .ok_or_else(|| Refusal::bad(format!("the body has no {field} array")))?;
+    if items.is_empty() || items.len() > ENTRIES_MAX {
+        return Err(Refusal::bad(format!(
+            "{field} names {} entries; 1..={ENTRIES_MAX} are allowed",
+            items.len()
+        )));
+    }
+    items
+        .iter()
+        .map(|i| match i.as_str() {
+            Some(name) if !name.is_empty() => Ok(name.to_string()),
+            _ => Err(Refusal::bad(format!("{field} holds {i}, not a name"))),
+        })
+        .collect()
+}
+
 /// A Java properties text (`key=value` lines, `#` comments) as a map.
 pub fn properties(body: &[u8]) -> Result<std::collections::BTreeMap<String, String>> {
     let text =
@@ -241,6 +273,24 @@ mod tests {
         assert_eq!(p.get("brokerPermission").map(String::as_str), Some("6"));
         assert!(properties(b"").is_err());
         assert!(properties(b"novalue").is_err());
+    }
+
+    #[test]
+    fn list_bodies_name_their_entries_or_are_refused() {
+        let g = name_list(
+            br#"{"groupNameList":["a","b"],"cleanOffset":true}"#,
+            "groupNameList",
+        )
+        .expect("parses");
+        assert_eq!(g, vec!["a", "b"]);
+        assert!(name_list(br#"{"topicList":[]}"#, "topicList").is_err());
+        assert!(name_list(br#"{"topicList":[""]}"#, "topicList").is_err());
+        assert!(name_list(br#"{"topicList":[7]}"#, "topicList").is_err());
+        assert!(name_list(br#"{"groupNameList":["a"]}"#, "topicList").is_err());
+        assert!(name_list(b"{not json", "topicList").is_err());
+        let many: Vec<String> = (0..=ENTRIES_MAX).map(|i| format!("\"t{i}\"")).collect();
+        let body = format!(r#"{{"topicList":[{}]}}"#, many.join(","));
+        assert!(name_list(body.as_bytes(), "topicList").is_err());
     }
 
     #[test]
