@@ -175,6 +175,10 @@ def fields(msg, member):
         "body": text(m.body),
         "id": text(m.id),
         "queue_id": m.queue_id,
+        # A queue is (shard, queue id): a broker with several shards is one broker per shard
+        # to RocketMQ clients, each numbering its queues from 0; the physical offset carries
+        # the shard in its top 16 bits.
+        "queue": (m.commit_log_offset >> 48, m.queue_id),
         "queue_offset": m.queue_offset,
         "reconsume_times": m.reconsume_times,
         "commit_log_offset": m.commit_log_offset,

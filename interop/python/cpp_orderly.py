@@ -21,13 +21,13 @@ group = unique("CppOrderCG")
 create_topic(topic, 4)
 p = producer(unique("CppOrderPG"))
 
-busy = {}  # queue id -> member consuming it right now
+busy = {}  # queue -> member consuming it right now
 overlap = []
 busy_lock = threading.Lock()
 
 
 def slow(f):
-    q = f["queue_id"]
+    q = f["queue"]
     with busy_lock:
         if busy.get(q) not in (None, f["member"]):
             overlap.append((q, busy[q], f["member"]))
@@ -70,7 +70,7 @@ for order in range(ORDERS):
     steps = [int(m["body"].split("-s")[1]) for m in got if m["body"].startswith("o%d-" % order)]
     if steps != list(range(STEPS)):
         fail("order o%d consumed out of order: %s" % (order, steps))
-    queues = {m["queue_id"] for m in got if m["body"].startswith("o%d-" % order)}
+    queues = {m["queue"] for m in got if m["body"].startswith("o%d-" % order)}
     if len(queues) != 1:
         fail("order o%d spread over queues %s" % (order, sorted(queues)))
 ok("every order's %d steps consumed once, in order, from one queue; no queue consumed by "

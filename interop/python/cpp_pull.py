@@ -38,8 +38,21 @@ if dll.FetchSubscriptionMessageQueues(c._handle, topic.encode(), ctypes.pointer(
                                       ctypes.pointer(size)) != 0:
     fail("FetchSubscriptionMessageQueues failed: %s" % text(dll.GetLatestErrorMessage()))
 mqs = [mqs_ptr[i] for i in range(size.value)]
-if sorted(mq.queueId for mq in mqs) != [0, 1, 2, 3]:
-    fail("the route gave queues %s, want 0..3" % sorted(mq.queueId for mq in mqs))
+
+
+def qkey(mq):
+    """A queue is a broker name and an id: a broker with several shards is one broker per
+    shard to RocketMQ clients (broker-a@0, broker-a@1, ...), each numbering its queues from 0."""
+    return (text(mq.brokerName), mq.queueId)
+
+
+per_broker = {}
+for mq in mqs:
+    per_broker.setdefault(text(mq.brokerName), []).append(mq.queueId)
+if sum(len(ids) for ids in per_broker.values()) != 4 or any(
+        sorted(ids) != list(range(len(ids))) for ids in per_broker.values()):
+    fail("the route gave queues %s, want 4 numbered from 0 on each broker"
+         % sorted(qkey(mq) for mq in mqs))
 ok("the route lists the topic's 4 queues")
 
 
@@ -48,7 +61,7 @@ def pull_all(expr, offsets):
     last answer's (status, next, min, max) per queue."""
     got, ends = [], {}
     for mq in mqs:
-        q = mq.queueId
+        q = qkey(mq)
         off = offsets.get(q, 0)
         for _ in range(200):  # bounded: a broken nextBeginOffset would loop forever
             r = dll.Pull(c._handle, ctypes.pointer(mq), expr.encode(), off, 8)
@@ -61,19 +74,19 @@ def pull_all(expr, offsets):
             nxt, lo, hi = r.nextBeginOffset, r.minOffset, r.maxOffset
             dll.ReleasePullResult(r)
             if status == _CPullStatus.BROKER_TIMEOUT:
-                fail("pull of queue %d at %d: no answer (BROKER_TIMEOUT)" % (q, off))
+                fail("pull of queue %s at %d: no answer (BROKER_TIMEOUT)" % (q, off))
             if status == _CPullStatus.NO_NEW_MSG:
                 ends[q] = (status, nxt, lo, hi)
                 break
             if status in (_CPullStatus.FOUND, _CPullStatus.NO_MATCHED_MSG) and nxt <= off:
-                fail("queue %d: pull at %d answered status %d with nextBeginOffset %d (not "
+                fail("queue %s: pull at %d answered status %d with nextBeginOffset %d (not "
                      "advancing: are the offsets JSON strings?)" % (q, off, status, nxt))
             if status == _CPullStatus.OFFSET_ILLEGAL:
-                fail("queue %d: pull at %d answered OFFSET_ILLEGAL (next %d min %d max %d)"
+                fail("queue %s: pull at %d answered OFFSET_ILLEGAL (next %d min %d max %d)"
                      % (q, off, nxt, lo, hi))
             off = nxt
         else:
-            fail("queue %d: 200 pulls without reaching NO_NEW_MSG" % q)
+            fail("queue %s: 200 pulls without reaching NO_NEW_MSG" % (q,))
         offsets[q] = off
     return got, ends
 
@@ -88,11 +101,11 @@ for q, qoff, body, tag, keys, i in got:
         fail("%s: tag %r keys %r property i %r" % (body, tag, keys, i))
 for q, (status, nxt, lo, hi) in ends.items():
     if nxt != hi or lo != 0:
-        fail("queue %d at its end: nextBeginOffset %d minOffset %d maxOffset %d (want next = max, min 0)"
+        fail("queue %s at its end: nextBeginOffset %d minOffset %d maxOffset %d (want next = max, min 0)"
              % (q, nxt, lo, hi))
     per_q = sorted(g[1] for g in got if g[0] == q)
     if per_q != list(range(hi)):
-        fail("queue %d: offsets %s, want 0..%d" % (q, per_q, hi - 1))
+        fail("queue %s: offsets %s, want 0..%d" % (q, per_q, hi - 1))
 ok("pulled all 40 messages once with tags, keys and properties; every queue ended with "
    "NO_NEW_MSG, nextBeginOffset = maxOffset, minOffset 0")
 

@@ -53,7 +53,7 @@ while True:
 ok("members A and B share the topic (%d messages so far, receivers %s)"
    % (len(sent), sorted(members_of("p1"))))
 
-queues_b = {m["queue_id"] for m in inbox.snapshot() if m["member"] == "B"}
+queues_b = {m["queue"] for m in inbox.snapshot() if m["member"] == "B"}
 n_before_leave = len(sent)
 
 # Phase 2: B leaves (shutdown: persists its offsets, unregisters).
@@ -81,7 +81,7 @@ if lost:
 ok("all %d messages delivered exactly once (%d before B left, %d after)"
    % (len(sent), n_before_leave, len(sent) - n_before_leave))
 
-queues_a_after = {m["queue_id"] for m in got if m["member"] == "A" and m["body"].startswith("p2")}
+queues_a_after = {m["queue"] for m in got if m["member"] == "A" and m["body"].startswith("p2")}
 if not queues_b <= queues_a_after:
     fail("member A did not take over B's queues %s (A consumed from %s after B left)"
          % (sorted(queues_b), sorted(queues_a_after)))
