@@ -577,7 +577,7 @@ fn dashboard_with_acl_asks_for_a_login_and_shows_only_what_the_account_may_read(
     // An action this account may not take is refused in place, and nothing is made.
     b.type_into("#topic-create-name", "ViewerMade");
     b.click("#topic-create-submit");
-    b.wait_text("#topics-error", "not allowed");
+    b.wait_text("#topics-action-error", "not allowed");
     let out = ctl_env(
         &[
             "-n",
@@ -739,7 +739,7 @@ fn dashboard_administers_topics_groups_offsets_and_broker_config_checked_against
         "{q}"
     );
     b.click("#topic-create-submit");
-    b.wait_text("#topics-error", "already exists");
+    b.wait_text("#topics-action-error", "already exists");
 
     // Update it: 6 queues, read-only; then read-write again.
     click_row(&b, "#topic-table", "AdminOrders");
@@ -852,7 +852,7 @@ fn dashboard_administers_topics_groups_offsets_and_broker_config_checked_against
     b.type_into("#group-reset-offset", "99");
     b.click("#group-reset-submit");
     confirm(&b);
-    b.wait_text("#group-detail-error", "outside queue 1");
+    b.wait_text("#group-action-error", "outside queue 1");
     assert!(committed(&node, "admin-billing", "AdminOrders").contains(&(1, Some(2))));
 
     // The group's settings: saved, then deleted (the brokers' defaults again).

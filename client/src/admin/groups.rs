@@ -288,7 +288,11 @@ impl Admin {
                     owner.insert(q, m.clone());
                 }
             }
-            for mq in queues {
+            // Listed by broker and queue id (the route orders them by shard, as the
+            // clients' allocation sees them).
+            let mut listed = queues;
+            listed.sort();
+            for mq in listed {
                 let broker_max_offset = self.max_offset(&mq).await?;
                 let committed_offset = self.committed_offset(group, &mq).await?;
                 let lag = committed_offset.map(|c| broker_max_offset.saturating_sub(c));
@@ -338,7 +342,9 @@ impl Admin {
             });
         }
         let mut out = Vec::new();
-        for mq in route.read_queues.iter() {
+        let mut queues = route.read_queues.clone();
+        queues.sort();
+        for mq in queues.iter() {
             let new = match to {
                 ResetTo::Earliest => self.min_offset(mq).await?,
                 ResetTo::Latest => self.max_offset(mq).await?,

@@ -45,7 +45,9 @@ function showError(id, e) {
 // or null.
 async function act(path, body, resultId, errorId, confirmText, doneText) {
   if (confirmText && !window.confirm(confirmText)) return null;
+  // The outcome stays until the next action (the refresh loop never clears it).
   $(resultId).textContent = '';
+  showError(errorId, null);
   try {
     const j = await api(path, body);
     showError(errorId, null);
@@ -218,7 +220,7 @@ async function createTopic() {
   const j = await act('/api/topic/create', {
     topic: name, queues: whole('topic-create-queues'),
     perm: $('topic-create-perm').value || null, cluster: $('topic-create-cluster').value.trim() || null,
-  }, 'topics-result', 'topics-error', null, (j) => 'created ' + name + ' on ' + brokersOf(j));
+  }, 'topics-result', 'topics-action-error', null, (j) => 'created ' + name + ' on ' + brokersOf(j));
   if (j) { state.topic = name; loadTopics(); }
 }
 
@@ -226,13 +228,13 @@ async function updateTopic() {
   const name = state.topic;
   const j = await act('/api/topic/update', {
     topic: name, queues: whole('topic-update-queues'), perm: $('topic-update-perm').value || null,
-  }, 'topic-action-result', 'topic-detail-error', null, (j) => 'updated ' + name + ' on ' + brokersOf(j));
+  }, 'topic-action-result', 'topic-action-error', null, (j) => 'updated ' + name + ' on ' + brokersOf(j));
   if (j) loadTopics();
 }
 
 async function deleteTopic() {
   const name = state.topic;
-  const j = await act('/api/topic/delete', { topic: name }, 'topics-result', 'topic-detail-error',
+  const j = await act('/api/topic/delete', { topic: name }, 'topics-result', 'topic-action-error',
     'Delete topic ' + name + ' and every message in it?', (j) => 'deleted ' + name + ' on ' + brokersOf(j));
   if (j) { state.topic = null; $('topic-detail').hidden = true; loadTopics(); }
 }
@@ -329,14 +331,14 @@ async function saveGroup() {
   const name = $('group-create-name').value.trim();
   const body = { group: name, retry_max_times: whole('group-create-retries') };
   if ($('group-create-orderly').checked) body.orderly = true;
-  const j = await act('/api/group/update', body, 'groups-result', 'groups-error', null,
+  const j = await act('/api/group/update', body, 'groups-result', 'groups-action-error', null,
     (j) => 'saved the settings of ' + name + ' on ' + brokersOf(j));
   if (j) loadGroups();
 }
 
 async function deleteGroup() {
   const name = state.group;
-  await act('/api/group/delete', { group: name }, 'group-action-result', 'group-detail-error',
+  await act('/api/group/delete', { group: name }, 'group-action-result', 'group-action-error',
     'Delete the settings of group ' + name + '? Its offsets stay.',
     (j) => 'deleted the settings of ' + name + ' on ' + brokersOf(j));
   loadGroups();
@@ -352,7 +354,7 @@ async function resetGroup() {
   } else {
     body.to = mode === 'time' ? $('group-reset-time').value.trim() : mode;
   }
-  const j = await act('/api/group/reset', body, 'group-action-result', 'group-detail-error',
+  const j = await act('/api/group/reset', body, 'group-action-result', 'group-action-error',
     'Reset the offsets of ' + state.group + ' on ' + topic + '?',
     (j) => 'reset ' + (j.offsets || []).slice().sort((a, b) => a.broker.localeCompare(b.broker) || a.queue - b.queue)
       .map((o) => o.broker + '#' + o.queue + ': ' + num(o.old_offset) +
