@@ -62,6 +62,7 @@ pub mod request {
     pub const QUERY_TOPIC_CONSUME_BY_WHO: i32 = 300;
     pub const GET_CONSUMER_RUNNING_INFO: i32 = 307;
     pub const CLONE_GROUP_OFFSET: i32 = 314;
+    pub const GET_BROKER_CONSUME_STATS: i32 = 317;
     /// Several topics or groups deleted at once (the Rust port's admin tool sends them).
     pub const DELETE_TOPIC_IN_BROKER_LIST: i32 = 5002;
     pub const DELETE_SUBSCRIPTIONGROUP_LIST: i32 = 5003;

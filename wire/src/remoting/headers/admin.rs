@@ -98,6 +98,14 @@ ext_header! {
 }
 
 ext_header! {
+    /// GET_BROKER_CONSUME_STATS (317): every group's consume stats on one broker; `isOrder`
+    /// keeps only topics marked orderly.
+    pub struct GetConsumeStatsInBrokerHeader {
+        pub is_order: Option<bool> = "isOrder",
+    }
+}
+
+ext_header! {
     /// CLONE_GROUP_OFFSET (314): `destGroup` takes `srcGroup`'s committed offsets on `topic`
     /// (every topic of `srcGroup` when absent); `offline` skips the subscription check.
     pub struct CloneGroupOffsetRequestHeader {
