@@ -423,6 +423,25 @@ pub async fn families(cli: &Cli, target: &Target) {
         }
     }
     assert_eq!(admin.committed_offset(g3, first).await.unwrap(), Some(1));
+    // Every group's lag per broker: the two groups hold 7 of the 8 messages each.
+    let mut diff_total = 0;
+    for (_, addr) in &target.brokers {
+        let out = cli.ok(&["broker", "brokerConsumeStats", "-b", &addr.to_string()]);
+        let total = out
+            .lines()
+            .find_map(|l| l.strip_prefix("Diff Total: "))
+            .unwrap_or_else(|| panic!("no Diff Total in {out}"));
+        diff_total += total.trim().parse::<u64>().unwrap();
+    }
+    let mut lag = 0;
+    for group in [g, g3] {
+        lag += admin
+            .group_progress(group, Some(t))
+            .await
+            .unwrap()
+            .total_lag();
+    }
+    assert_eq!((diff_total, lag), (14, 14));
     // The tool's own fault: it asks for timestamp u64::MAX, which it then refuses to send
     // as a Java long; nothing reaches the broker and the offsets stay.
     let out = cli.run(&["offset", "skipAccumulatedMessage", "-g", g, "-t", t]);

@@ -210,6 +210,85 @@ pub(super) async fn reset_offset<S: Service + ?Sized>(
     ok(rbody::reset_offset_body(&table))
 }
 
+/// GET_BROKER_CONSUME_STATS: each group's `ConsumeStats` on this broker, one per topic, as
+/// RocketMQ's broker gathers them: the groups with settings, live members or committed
+/// offsets, each topic the group has committed offsets for that is on this broker and, when
+/// the group has live members, that they subscribe to. `isOrder` keeps topics marked orderly: ringmq's topics
+/// carry no such mark (orderly is a group setting), so it keeps none. `lastTimestamp` is 0,
+/// as in GET_CONSUME_STATS; `totalDiff` sums broker minus consumer offset over every queue.
+pub(super) async fn broker_consume_stats<S: Service + ?Sized>(
+    n: &mut Natives<'_, S>,
+    is_order: bool,
+) -> Result<Answer> {
+    let list = groups(n).await?;
+    let mut committed: BTreeMap<(String, String, u32), u64> = BTreeMap::new();
+    for e in all_offsets(n).await? {
+        committed.insert((e.consumer_group, e.topic, e.queue_id), e.offset);
+    }
+    // The groups RocketMQ's broker would hold a config for: with settings, live members
+    // (whose heartbeat creates one there) or committed offsets; with their subscriptions.
+    let mut names: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for g in &list.groups {
+        names
+            .entry(g.group.as_str())
+            .or_default()
+            .extend(g.subscriptions.iter().map(|s| s.topic.as_str()));
+    }
+    for (group, _, _) in committed.keys() {
+        names.entry(group.as_str()).or_default();
+    }
+    let broker = n.svc.broker_name().unwrap_or_default();
+    let mut total_diff: i64 = 0;
+    let mut per_group: Vec<String> = Vec::with_capacity(names.len());
+    for (group, subscribed) in &names {
+        let topics: BTreeSet<&str> = committed
+            .keys()
+            .filter(|(g, _, _)| g == group)
+            .map(|(_, t, _)| t.as_str())
+            .collect();
+        let mut stats: Vec<String> = Vec::new();
+        for topic in topics {
+            if is_order || (!subscribed.is_empty() && !subscribed.contains(topic)) {
+                continue;
+            }
+            let Ok(c) = topic_config(n, topic).await else {
+                continue;
+            };
+            n.budget(c.read_queue_count as usize)?;
+            let mut table = Vec::with_capacity(c.read_queue_count as usize);
+            for q in 0..c.read_queue_count {
+                let h = GetOffsetRequest {
+                    topic: topic.to_string(),
+                    queue_id: q,
+                };
+                let max: OffsetResponse = n.fields(RequestCode::GetMaxOffset, &h).await?;
+                let at = committed
+                    .get(&(group.to_string(), topic.to_string(), q))
+                    .map(|&o| long(o))
+                    .unwrap_or(0);
+                total_diff = total_diff.saturating_add(long(max.offset).saturating_sub(at));
+                table.push((
+                    queue_json(topic, &broker, q),
+                    rbody::OffsetWrapper {
+                        broker_offset: long(max.offset),
+                        consumer_offset: at,
+                        pull_offset: at,
+                        last_timestamp: 0,
+                    },
+                ));
+            }
+            stats.push(String::from_utf8_lossy(&rbody::consume_stats(&table, 0.0)).into_owned());
+        }
+        let name = serde_json::to_string(group).unwrap_or_else(|_| "\"\"".to_string());
+        per_group.push(format!("{{{name}:[{}]}}", stats.join(",")));
+    }
+    let body = format!(
+        r#"{{"consumeStatsList":[{}],"totalDiff":{total_diff},"totalInflightDiff":0}}"#,
+        per_group.join(",")
+    );
+    ok(body.into_bytes())
+}
+
 /// CLONE_GROUP_OFFSET: `destGroup` takes `srcGroup`'s committed offsets on this broker,
 /// topic by topic, as RocketMQ's broker does: every topic `srcGroup` has offsets for when
 /// no topic is named; a topic not on this broker is passed over, and so, unless `offline`,

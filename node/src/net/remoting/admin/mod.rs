@@ -23,6 +23,7 @@
 //! | GET_CONSUMER_CONNECTION_LIST 203 | GET_ALL_SUBSCRIPTIONGROUP_CONFIG | `ConsumerConnection`; CONSUMER_NOT_ONLINE |
 //! | GET_PRODUCER_CONNECTION_LIST 204 | GET_PRODUCER_CONNECTION_LIST | `ProducerConnection`; SYSTEM_ERROR when the group has no live member |
 //! | INVOKE_BROKER_TO_RESET_OFFSET 222 | GET_ALL_TOPIC_CONFIG, SEARCH_OFFSET_BY_TIMESTAMP or GET_MAX_OFFSET, INVOKE_BROKER_TO_RESET_OFFSET per queue | `ResetOffsetBody` |
+//! | GET_BROKER_CONSUME_STATS 317 | GET_ALL_SUBSCRIPTIONGROUP_CONFIG, HELLO, GET_ALL_CONSUMER_OFFSET per shard, GET_ALL_TOPIC_CONFIG and GET_MAX_OFFSET per queue | `ConsumeStatsList` |
 //! | CLONE_GROUP_OFFSET 314 | HELLO, GET_ALL_CONSUMER_OFFSET per shard, GET_ALL_SUBSCRIPTIONGROUP_CONFIG, GET_ALL_TOPIC_CONFIG, INVOKE_BROKER_TO_RESET_OFFSET per queue | SUCCESS |
 //! | QUERY_TOPIC_CONSUME_BY_WHO 300 | GET_ALL_SUBSCRIPTIONGROUP_CONFIG, HELLO, GET_ALL_CONSUMER_OFFSET | `GroupList` |
 //! | QUERY_TOPICS_BY_CONSUMER 343 | same | `TopicList` |
@@ -69,6 +70,7 @@ pub enum Job {
     DeleteTopics { topics: Vec<String> },
     ResetOffset(ResetOffsetRequestHeader),
     CloneOffset(CloneGroupOffsetRequestHeader),
+    BrokerConsumeStats { is_order: bool },
     ConsumeByWho { topic: String },
     TopicsByConsumer { group: String },
     TopicsByCluster { cluster: String },
@@ -103,6 +105,9 @@ pub async fn run<S: Service + ?Sized>(svc: &S, caller: &Caller, job: Job) -> Ans
         Job::DeleteTopics { topics } => topics::delete_list(&mut n, topics).await,
         Job::ResetOffset(h) => groups::reset_offset(&mut n, h).await,
         Job::CloneOffset(h) => groups::clone_offset(&mut n, h).await,
+        Job::BrokerConsumeStats { is_order } => {
+            groups::broker_consume_stats(&mut n, is_order).await
+        }
         Job::ConsumeByWho { topic } => groups::consume_by_who(&mut n, &topic).await,
         Job::TopicsByConsumer { group } => groups::topics_by_consumer(&mut n, &group).await,
     };

@@ -155,6 +155,12 @@ pub fn translate(code: i32, ext: &ExtFields, body: &[u8]) -> Result<Option<Trans
         }
         rc::INVOKE_BROKER_TO_RESET_OFFSET => job(Job::ResetOffset(typed(code, ext)?)),
         rc::CLONE_GROUP_OFFSET => job(Job::CloneOffset(typed(code, ext)?)),
+        rc::GET_BROKER_CONSUME_STATS => {
+            let r: h::GetConsumeStatsInBrokerHeader = typed(code, ext)?;
+            job(Job::BrokerConsumeStats {
+                is_order: r.is_order.unwrap_or(false),
+            })
+        }
         rc::QUERY_TOPIC_CONSUME_BY_WHO => {
             let r: h::TopicRequestHeader = typed(code, ext)?;
             job(Job::ConsumeByWho { topic: r.topic })
