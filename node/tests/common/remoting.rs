@@ -15,7 +15,8 @@ pub struct Remoting {
 impl Remoting {
     pub fn connect(addr: SocketAddr, st: SerializeType) -> Self {
         let s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connecting");
-        s.set_read_timeout(Some(READ_TIMEOUT)).expect("a read timeout");
+        s.set_read_timeout(Some(READ_TIMEOUT))
+            .expect("a read timeout");
         Remoting {
             s,
             buf: Vec::new(),
@@ -49,7 +50,9 @@ impl Remoting {
 
     pub fn read_response(&mut self, opaque: i32) -> Result<(Command, Vec<u8>), String> {
         loop {
-            if let Some(n) = rframe::check(&self.buf, rframe::FRAME_BYTES_MAX).expect("a valid frame") {
+            if let Some(n) =
+                rframe::check(&self.buf, rframe::FRAME_BYTES_MAX).expect("a valid frame")
+            {
                 let frame: Vec<u8> = self.buf.drain(..n).collect();
                 let p = rframe::parse(&frame).expect("a parsable frame");
                 assert_eq!(
