@@ -55,6 +55,7 @@ mod code {
     pub const DELETE_TOPIC_IN_BROKER_LIST: i32 = 5002;
     pub const QUERY_TOPICS_BY_CONSUMER: i32 = 343;
     pub const GET_TOPIC_CONFIG: i32 = 351;
+    pub const GET_ROUTEINFO_BY_TOPIC: i32 = 105;
     pub const GET_SUBSCRIPTIONGROUP_CONFIG: i32 = 352;
 
     pub const SUCCESS: i32 = 0;
@@ -111,6 +112,21 @@ fn mq(topic: &str, queue_id: u32) -> MessageQueue {
         broker_name: BROKER.to_string(),
         queue_id,
     }
+}
+
+/// The unsigned number right after `prefix` in `body`.
+fn json_number(body: &str, prefix: &str) -> u64 {
+    let from = body
+        .find(prefix)
+        .unwrap_or_else(|| panic!("{prefix} in {body}"))
+        + prefix.len();
+    let digits: String = body[from..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits
+        .parse()
+        .unwrap_or_else(|_| panic!("a number after {prefix} in {body}"))
 }
 
 /// Asserts `a` has code `want`, showing the remark otherwise.
@@ -235,6 +251,42 @@ async fn admin_requests_over_remoting() {
     );
     assert!(stats.body.contains(r#""topicPutTps":"#), "{}", stats.body);
     assert_eq!(stats.body.matches(r#""topic":"adm-raw"}:"#).count(), 4);
+    // On each shard's port (a broker of its own to RocketMQ clients: `broker-a@N`), that
+    // shard's queues only, numbered from 0 as its route says; together, the whole topic.
+    let route = expect_code!(
+        call(n, code::GET_ROUTEINFO_BY_TOPIC, &[("topic", t)], &[]),
+        code::SUCCESS
+    );
+    let (mut queues, mut stored) = (0, 0);
+    for shard in ["broker-a@0", "broker-a@1"] {
+        let count = json_number(
+            &route.body,
+            &format!(r#""brokerName":"{shard}","readQueueNums":"#),
+        );
+        let at = format!(r#""brokerName":"{shard}","brokerAddrs":{{"0":""#);
+        let from = route.body.find(&at).expect("the shard's address") + at.len();
+        let addr = &route.body[from..from + route.body[from..].find('"').expect("quoted")];
+        let stats = expect_code!(
+            call(addr, code::GET_TOPIC_STATS_INFO, &[("topic", t)], &[]),
+            code::SUCCESS
+        );
+        assert_eq!(
+            stats.body.matches(r#""topic":"adm-raw"}:"#).count() as u64,
+            count
+        );
+        for q in 0..count {
+            let key = format!(
+                r#"{{"brokerName":"{shard}","queueId":{q},"topic":"adm-raw"}}:{{"minOffset":0,"maxOffset":"#
+            );
+            stored += json_number(&stats.body, &key);
+        }
+        queues += count;
+    }
+    assert_eq!(
+        (queues, stored),
+        (4, 3),
+        "queues and messages over the shards"
+    );
 
     // Broker config and runtime.
     let cfg = expect_code!(call(b, code::GET_BROKER_CONFIG, &[], &[]), code::SUCCESS);

@@ -72,8 +72,9 @@ pub(super) async fn consume_stats<S: Service + ?Sized>(
         let Ok(c) = topic_config(n, &topic).await else {
             continue;
         };
-        n.budget(c.read_queue_count as usize)?;
-        for q in 0..c.read_queue_count {
+        let queues = super::view_queues(n.svc, &topic, c.read_queue_count);
+        n.budget(queues.len())?;
+        for (seen, q) in queues {
             let h = GetOffsetRequest {
                 topic: topic.clone(),
                 queue_id: q,
@@ -84,7 +85,7 @@ pub(super) async fn consume_stats<S: Service + ?Sized>(
                 .map(|&o| long(o))
                 .unwrap_or(0);
             table.push((
-                queue_json(&topic, &broker, q),
+                queue_json(&topic, &broker, seen),
                 rbody::OffsetWrapper {
                     broker_offset: long(max.offset),
                     consumer_offset: committed,
@@ -170,29 +171,31 @@ pub(super) async fn reset_offset<S: Service + ?Sized>(
 ) -> Result<Answer> {
     let c = topic_config(n, &h.topic).await?;
     let broker = n.svc.broker_name().unwrap_or_default();
+    // (the id the caller knows, the broker's id) of the queues it sees.
+    let all = super::view_queues(n.svc, &h.topic, c.read_queue_count);
     let one = match (h.queue_id, h.offset) {
         (Some(q), Some(o)) if q >= 0 => {
             let q = u32::try_from(q).unwrap_or(u32::MAX);
-            if q >= c.read_queue_count {
+            let Some(&pair) = all.get(q as usize) else {
                 return Err(Failed::new(
                     response::SYSTEM_ERROR,
                     format!("topic {} has no queue {q}", h.topic),
                 ));
-            }
+            };
             let o = u64::try_from(o).map_err(|_| {
                 Failed::new(response::SYSTEM_ERROR, format!("offset {o} is negative"))
             })?;
-            Some((q, o))
+            Some((pair, o))
         }
         _ => None,
     };
-    let queues: Vec<u32> = match one {
-        Some((q, _)) => vec![q],
-        None => (0..c.read_queue_count).collect(),
+    let queues: Vec<(u32, u32)> = match one {
+        Some((pair, _)) => vec![pair],
+        None => all,
     };
     n.budget(queues.len() * 2)?;
     let mut table = Vec::with_capacity(queues.len());
-    for q in queues {
+    for (seen, q) in queues {
         let offset = match one {
             Some((_, o)) => o,
             None => queue_offset_at(n, &h.topic, q, h.timestamp).await?,
@@ -205,7 +208,7 @@ pub(super) async fn reset_offset<S: Service + ?Sized>(
         };
         n.call(RequestCode::InvokeBrokerToResetOffset, &set, &[])
             .await?;
-        table.push((queue_json(&h.topic, &broker, q), long(offset)));
+        table.push((queue_json(&h.topic, &broker, seen), long(offset)));
     }
     ok(rbody::reset_offset_body(&table))
 }
@@ -254,9 +257,10 @@ pub(super) async fn broker_consume_stats<S: Service + ?Sized>(
             let Ok(c) = topic_config(n, topic).await else {
                 continue;
             };
-            n.budget(c.read_queue_count as usize)?;
-            let mut table = Vec::with_capacity(c.read_queue_count as usize);
-            for q in 0..c.read_queue_count {
+            let queues = super::view_queues(n.svc, topic, c.read_queue_count);
+            n.budget(queues.len())?;
+            let mut table = Vec::with_capacity(queues.len());
+            for (seen, q) in queues {
                 let h = GetOffsetRequest {
                     topic: topic.to_string(),
                     queue_id: q,
@@ -268,7 +272,7 @@ pub(super) async fn broker_consume_stats<S: Service + ?Sized>(
                     .unwrap_or(0);
                 total_diff = total_diff.saturating_add(long(max.offset).saturating_sub(at));
                 table.push((
-                    queue_json(topic, &broker, q),
+                    queue_json(topic, &broker, seen),
                     rbody::OffsetWrapper {
                         broker_offset: long(max.offset),
                         consumer_offset: at,

@@ -226,6 +226,18 @@ impl<S: Service + ?Sized> Natives<'_, S> {
     }
 }
 
+/// The queues of `topic`'s first `count` that the caller sees, as (the id the caller knows,
+/// the broker's id): all of them on the broker's port; on a shard's port (a broker of its
+/// own to RocketMQ clients, `net::shard_view`) that shard's, numbered from 0.
+fn view_queues<S: Service + ?Sized>(svc: &S, topic: &str, count: u32) -> Vec<(u32, u32)> {
+    match svc.shard_view() {
+        Some(v) => (0..v.count(topic, count))
+            .map(|j| (j, v.global(topic, j)))
+            .collect(),
+        None => (0..count).map(|q| (q, q)).collect(),
+    }
+}
+
 /// A native error reply as RocketMQ's code and the native remark.
 fn failed(r: &Reply) -> Failed {
     let remark = read_remark(&r.header)

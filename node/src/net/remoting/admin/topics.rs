@@ -175,10 +175,10 @@ pub(super) async fn stats<S: Service + ?Sized>(
 ) -> Result<Answer> {
     let c = topic_config(n, topic).await?;
     let broker = n.svc.broker_name().unwrap_or_default();
-    let queues = c.read_queue_count.max(c.write_queue_count);
-    n.budget(queues as usize * 2)?;
-    let mut table = Vec::with_capacity(queues as usize);
-    for q in 0..queues {
+    let queues = super::view_queues(n.svc, topic, c.read_queue_count.max(c.write_queue_count));
+    n.budget(queues.len() * 2)?;
+    let mut table = Vec::with_capacity(queues.len());
+    for (seen, q) in queues {
         let h = GetOffsetRequest {
             topic: topic.to_string(),
             queue_id: q,
@@ -186,7 +186,7 @@ pub(super) async fn stats<S: Service + ?Sized>(
         let min: OffsetResponse = n.fields(RequestCode::GetMinOffset, &h).await?;
         let max: OffsetResponse = n.fields(RequestCode::GetMaxOffset, &h).await?;
         table.push((
-            queue_json(topic, &broker, q),
+            queue_json(topic, &broker, seen),
             rbody::TopicOffset {
                 min_offset: long(min.offset),
                 max_offset: long(max.offset),
