@@ -274,6 +274,11 @@ async fn admin_requests_over_remoting() {
             stats.body.matches(r#""topic":"adm-raw"}:"#).count() as u64,
             count
         );
+        let one = expect_code!(
+            call(addr, code::GET_TOPIC_CONFIG, &[("topic", t)], &[]),
+            code::SUCCESS
+        );
+        assert_eq!(json_number(&one.body, r#""readQueueNums":"#), count);
         for q in 0..count {
             let key = format!(
                 r#"{{"brokerName":"{shard}","queueId":{q},"topic":"adm-raw"}}:{{"minOffset":0,"maxOffset":"#

@@ -19,6 +19,7 @@ use ringmq_wire::remoting::headers::GetBrokerConfigResponseHeader;
 use super::{long, ok, Answer, Failed, Natives, Result};
 use crate::net::reply::Body;
 use crate::net::service::Service;
+use crate::net::shard_view::ShardView;
 
 /// The RocketMQ version whose admin protocol ringmq answers (`MQVersion.Version.V5_3_3`, its
 /// ordinal): tools decide which requests to send by it.
@@ -28,11 +29,12 @@ pub const ROCKETMQ_VERSION_ORDINAL: i32 = 479;
 /// GET_ALL_TOPIC_CONFIG.
 pub(super) async fn all_configs<S: Service + ?Sized>(n: &mut Natives<'_, S>) -> Result<Answer> {
     let t: TopicConfigTable = n.body(RequestCode::GetAllTopicConfig, &Empty).await?;
+    let view = n.svc.shard_view();
     let body = rbody::TopicConfigSerializeWrapper {
         topic_config_table: t
             .topics
             .iter()
-            .map(|c| (c.topic.clone(), topic_json(c)))
+            .map(|c| (c.topic.clone(), topic_json(c, view)))
             .collect(),
         data_version: version_json(&t.data_version),
         ..Default::default()
@@ -46,7 +48,7 @@ pub(super) async fn config<S: Service + ?Sized>(
     topic: &str,
 ) -> Result<Answer> {
     let c = topic_config(n, topic).await?;
-    ok(topic_json(&c).to_json())
+    ok(topic_json(&c, n.svc.shard_view()).to_json())
 }
 
 /// GET_BROKER_CONFIG: RocketMQ's properties text (`key=value` lines) and its version.
@@ -266,8 +268,13 @@ pub(super) async fn topic_config<S: Service + ?Sized>(
         })
 }
 
-fn topic_json(c: &TopicConfig) -> rbody::TopicConfig {
-    let count = |v: u32| i32::try_from(v).unwrap_or(i32::MAX);
+/// A topic's config as RocketMQ's JSON; its queue counts in `view` (a shard's share, on a
+/// shard's port).
+fn topic_json(c: &TopicConfig, view: Option<ShardView>) -> rbody::TopicConfig {
+    let count = |v: u32| {
+        let v = view.map_or(v, |s| s.count(&c.topic, v));
+        i32::try_from(v).unwrap_or(i32::MAX)
+    };
     rbody::TopicConfig {
         topic_name: c.topic.clone(),
         read_queue_nums: count(c.read_queue_count),
