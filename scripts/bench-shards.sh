@@ -8,6 +8,9 @@
 # markers.
 #
 #   scripts/bench-shards.sh                     # 3 rounds, ~4 minutes
+# A closed-loop cell writes up to ~5 GB at 8 s; the node refuses writes when the disk is
+# fuller than diskSpaceWarningLevelRatio (BENCH_DISK_RATIO, 90 %), and a cell with any
+# refused send stops the run.
 #   BENCH_ROUNDS=5 BENCH_DOC=docs/perf.md scripts/bench-shards.sh
 #
 # Cells, on each node (before each, the broker is left to go idle):
@@ -30,6 +33,7 @@ secs=${BENCH_SECONDS:-8}
 batch=${BENCH_BATCH:-32}
 send_rate=${BENCH_SEND_RATE:-100000}
 doc=${BENCH_DOC:--}
+disk_ratio=${BENCH_DISK_RATIO:-90}
 work=${BENCH_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/ringmq-bench-shards.XXXXXX")}
 
 if [ "${BENCH_NO_BUILD:-0}" = 1 ]; then
@@ -79,6 +83,9 @@ run_cell() { # round shards cell protocol topic [more args]
     --topic "$topic" --batch "$batch" --producers 2 --inflight 8 --duration "${secs}s" "$@" \
     >"$json.out" 2>&1 || { echo "failed:" >&2; cat "$json.out" >&2; exit 1; }
   [ "$(jq .messages "$json")" -gt 0 ] || { echo "no message:" >&2; cat "$json.out" >&2; exit 1; }
+  # A refused send (e.g. the disk over diskSpaceWarningLevelRatio: each closed-loop cell
+  # writes GBs) makes the cell's figures meaningless.
+  [ "$(jq .errors "$json")" = 0 ] || { echo "errors:" >&2; grep -m3 -i error "$json.out" >&2; exit 1; }
   jq -r '"\(.msgs_per_s | floor) msgs/s, p99 \(.latency_us.p99) µs, errors \(.errors), broker \(.cpu.node_us_per_msg) µs/msg"' "$json" >&2
 }
 
@@ -88,11 +95,14 @@ for round in $(seq 1 "$rounds"); do
   if [ $((round % 2)) = 1 ]; then order=(1 2); else order=(2 1); fi
   for shards in "${order[@]}"; do
     data=$(mktemp -d "$work/data.XXXXXX")
+    # Each node its own output file: the ready line of the node before must not be read.
+    out="$work/node-r$round-s$shards.out"
     RUST_LOG=warn "$ringmq" standalone --data "$data" --namesrv-port 0 --broker-port 0 \
-      --flush async --shards "$shards" >"$work/node.out" 2>"$work/node.err" &
+      --flush async --shards "$shards" --set "diskSpaceWarningLevelRatio=$disk_ratio" \
+      >"$out" 2>"${out%.out}.err" &
     node_pid=$!
-    bench_wait_line "$work/node.out" ready "ringmq standalone"
-    namesrv=$(grep -o 'namesrv [0-9.:]*' "$work/node.out" | cut -d' ' -f2)
+    bench_wait_line "$out" ready "ringmq standalone"
+    namesrv=$(grep -o 'namesrv [0-9.:]*' "$out" | cut -d' ' -f2)
     "$perf" produce -n "$namesrv" --protocol remoting --topic warmup --count 16 --inflight 1 -q \
       >"$work/warmup.out" 2>&1 || { echo "warm-up failed:" >&2; cat "$work/warmup.out" >&2; exit 1; }
     if [ $((round % 2)) = 1 ]; then
