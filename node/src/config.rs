@@ -226,6 +226,9 @@ pub struct BrokerConfig {
     /// `grpcServerPort`: the port of RocketMQ 5's gRPC edge (ringmq-grpc); `None` = no gRPC
     /// listener on a broker (`ringmq standalone` uses 8081 then).
     pub grpc_server_port: Option<u16>,
+    /// `shardListenPorts`: each shard's own port (brokers with more than one shard), in shard
+    /// order; empty = picked by the system at the first start and kept.
+    pub shard_listen_ports: Vec<u16>,
 }
 
 /// RocketMQ's 18 delay levels.
@@ -299,6 +302,7 @@ impl Default for BrokerConfig {
             acl: AclConfig::default(),
             metrics: MetricsConfig::default(),
             grpc_server_port: None,
+            shard_listen_ports: Vec::new(),
         }
     }
 }

@@ -300,6 +300,34 @@ fn one_shard_is_one_broker_at_the_broker_port() {
     assert!(!data.join("config").join("shardPorts").exists());
 }
 
+#[test]
+fn shard_listen_ports_names_the_ports_routes_announce() {
+    let dir = tempdir("remoting-asked-ports");
+    // Two free ports, found by binding and letting go.
+    let free: Vec<u16> = (0..2)
+        .map(|_| {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .unwrap()
+                .port()
+        })
+        .collect();
+    let set = format!("shardListenPorts={},{}", free[0], free[1]);
+    let node = Node::standalone(&dir.path().join("data"), &["--shards", "2", "--set", &set]);
+    let mut native = Client::connect(node.broker_addr());
+    native.create_topic_ok(TOPIC, QUEUES);
+    let route = remoting_route(node.namesrv_addr(), TOPIC);
+    let ports: Vec<String> = route.values().map(|(addr, _)| addr.clone()).collect();
+    assert_eq!(
+        ports,
+        vec![
+            format!("127.0.0.1:{}", free[0]),
+            format!("127.0.0.1:{}", free[1])
+        ],
+        "{route:?}"
+    );
+}
+
 struct Popped {
     queue: u32,
     offset: u64,

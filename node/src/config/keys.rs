@@ -269,7 +269,22 @@ const BROKER_KEYS: &[Key<BrokerConfig>] = &[
     // RocketMQ 5's gRPC edge (ringmq-grpc); 0 = any free port.
     key!("grpcServerPort", |c, v| c.grpc_server_port =
         Some(num(v, 0, u16::MAX.into())?)),
+    // Each shard's own port, in shard order (RocketMQ clients connect to it): `P0,P1,...`.
+    key!("shardListenPorts", |c, v| c.shard_listen_ports = ports(v)?),
 ];
+
+/// A comma-separated list of ports, each 1..=65535 and none twice; empty: none.
+fn ports(v: &str) -> Result<Vec<u16>, String> {
+    let mut out: Vec<u16> = Vec::new();
+    for p in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let port: u16 = num(p, 1, u16::MAX.into())?;
+        if out.contains(&port) {
+            return Err(format!("port {port} is named twice"));
+        }
+        out.push(port);
+    }
+    Ok(out)
+}
 
 const NAMESRV_KEYS: &[Key<NamesrvConfig>] = &[
     key!("bindAddress", |c, v| c.listen_host =

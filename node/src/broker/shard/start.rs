@@ -69,7 +69,12 @@ pub fn start(
     let listeners = ionet::bind_shared(opts.listen, usize::from(shard_count))
         .map_err(|e| format!("binding {}: {e}", opts.listen))?;
     let port = listeners[0].local_addr().map_err(|e| e.to_string())?.port();
-    let own_listeners = super::ports::bind(&root, opts.listen.ip(), shard_count)?;
+    let own_listeners = super::ports::bind(
+        &root,
+        opts.listen.ip(),
+        shard_count,
+        &config.shard_listen_ports,
+    )?;
     let shard_addrs = own_listeners
         .iter()
         .map(|l| {
