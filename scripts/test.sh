@@ -8,6 +8,13 @@ scripts/check-arrows.sh
 scripts/check-arrows.sh --self-test
 echo "== cargo fmt --check"
 cargo fmt --all --check
+# The Rust port's mqadmin (`rocketmq-admin-cli` 1.0.0 from crates.io, built without its
+# RocksDB export feature) for interop/tests/admin_cli.rs, into ~/.cache/ringmq/admin-cli;
+# skipped when already there. Built in the background while clippy builds the workspace
+# (its own target folder; the two share the cores), waited for before the tests.
+ADMIN_CLI_LOG="$(mktemp "${TMPDIR:-/tmp}/ringmq-admin-cli-install.XXXXXX")"
+bash scripts/install-admin-cli.sh >"$ADMIN_CLI_LOG" 2>&1 &
+ADMIN_CLI_PID=$!
 # protoc from the system's packages: grpc/build.rs compiles RocketMQ 5's protocol files with
 # it (Debian's protobuf-compiler also ships the google/protobuf/*.proto files they import).
 if ! command -v protoc >/dev/null 2>&1 && [ -z "${PROTOC:-}" ]; then
@@ -60,10 +67,14 @@ if [ ! -x /usr/bin/prometheus ]; then
         $SUDO apt-get install -y --no-install-recommends prometheus
     fi
 fi
-# The Rust port's mqadmin (`rocketmq-admin-cli` 1.0.0 from crates.io, built without its
-# RocksDB export feature) for interop/tests/admin_cli.rs, into ~/.cache/ringmq/admin-cli;
-# skipped when already there.
-bash scripts/install-admin-cli.sh
+echo "== rocketmq-admin-cli (built in the background since clippy)"
+if ! wait "$ADMIN_CLI_PID"; then
+    tail -n 40 "$ADMIN_CLI_LOG"
+    echo "scripts/install-admin-cli.sh failed (its log: $ADMIN_CLI_LOG)" >&2
+    exit 1
+fi
+tail -n 3 "$ADMIN_CLI_LOG"
+rm -f "$ADMIN_CLI_LOG"
 echo "== cargo test (unit, property, integration, RocketMQ clients written by others)"
 # --no-fail-fast: one failing test binary does not hide the others' results.
 cargo test --workspace --locked --no-fail-fast
