@@ -1,6 +1,7 @@
 //! Generates the Rust types and the server trait of RocketMQ 5's gRPC protocol from the
 //! vendored `proto/apache/rocketmq/v2/{definition,service}.proto` (see `proto/README.md`).
-//! Needs `protoc` on the PATH (or `PROTOC`): Debian's `protobuf-compiler`, which
+//! Needs `protoc` on the PATH (or `PROTOC`) and the `google/protobuf/*.proto` files the
+//! protocol imports: Debian's `protobuf-compiler` and `libprotobuf-dev`, which
 //! `scripts/test.sh` installs.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -16,15 +16,17 @@ ADMIN_CLI_LOG="$(mktemp "${TMPDIR:-/tmp}/ringmq-admin-cli-install.XXXXXX")"
 bash scripts/install-admin-cli.sh >"$ADMIN_CLI_LOG" 2>&1 &
 ADMIN_CLI_PID=$!
 # protoc from the system's packages: grpc/build.rs compiles RocketMQ 5's protocol files with
-# it (Debian's protobuf-compiler also ships the google/protobuf/*.proto files they import).
-if ! command -v protoc >/dev/null 2>&1 && [ -z "${PROTOC:-}" ]; then
-    echo "== apt-get install protobuf-compiler (protoc, for grpc/build.rs)"
+# it. They import google/protobuf/{timestamp,duration}.proto, which Debian ships in
+# libprotobuf-dev (only recommended by protobuf-compiler, so named here).
+if [ -z "${PROTOC:-}" ] && { ! command -v protoc >/dev/null 2>&1 \
+    || [ ! -f /usr/include/google/protobuf/timestamp.proto ]; }; then
+    echo "== apt-get install protobuf-compiler libprotobuf-dev (protoc and the protocol files it imports, for grpc/build.rs)"
     export DEBIAN_FRONTEND=noninteractive
     SUDO=""
     if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-    if ! $SUDO apt-get install -y --no-install-recommends protobuf-compiler; then
+    if ! $SUDO apt-get install -y --no-install-recommends protobuf-compiler libprotobuf-dev; then
         $SUDO apt-get update
-        $SUDO apt-get install -y --no-install-recommends protobuf-compiler
+        $SUDO apt-get install -y --no-install-recommends protobuf-compiler libprotobuf-dev
     fi
 fi
 echo "== cargo clippy (warnings denied)"
