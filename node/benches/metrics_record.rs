@@ -1,7 +1,9 @@
 //! `cargo bench -p ringmq-node --bench metrics_record`: what a shard's metrics recording adds
-//! to one request, apart from everything else the request does. Per send: the request's
-//! latency (two clock reads, one histogram), the append's latency (two clock reads, one
-//! histogram), the topic's flow and each body's size; per pull: the request's latency and the
+//! to one request, apart from everything else the request does. Per send: the frame's wait
+//! from its read to its handler and the reply's from queued to written (the connection's
+//! stage histograms: two clock reads and one histogram each), the request's latency (two
+//! clock reads, one histogram), the append's latency (two clock reads, one histogram), the
+//! topic's flow and each body's size; per pull: the two stages, the request's latency and the
 //! (group, topic) flow and position. Measured for sends of 1 and of 64 messages over 1,000
 //! topics (a hash-map lookup per send), against a recorder that is off (what a node with
 //! `metricsExporterType=DISABLE` runs: one branch). The per-message figure is what to set
@@ -13,7 +15,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use ringmq_node::io::clock;
-use ringmq_node::metrics::shard::{Protocol, Recorder, SERIES_MAX_DEFAULT};
+use ringmq_node::metrics::shard::{Protocol, Recorder, Stage, SERIES_MAX_DEFAULT};
 use ringmq_wire::code::Status;
 
 const TOPICS: usize = 1_000;
@@ -23,6 +25,14 @@ fn micros(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
+/// The reply's queued-to-written stage, as the connection's write loop records it.
+fn written(r: &mut Recorder) {
+    let queued = r.is_on().then(clock::Instant::now);
+    if let Some(q) = queued {
+        r.stage(Stage::Write, micros(q.elapsed()));
+    }
+}
+
 /// ns per request of `REQUESTS` sends of `batch` messages each.
 fn sends(on: bool, batch: usize, topics: &[String]) -> f64 {
     let mut r = Recorder::new(on, SERIES_MAX_DEFAULT);
@@ -30,6 +40,10 @@ fn sends(on: bool, batch: usize, topics: &[String]) -> f64 {
     let t0 = Instant::now();
     for i in 0..REQUESTS {
         let topic = &topics[i % topics.len()];
+        let arrived = r.is_on().then(clock::Instant::now);
+        if let Some(t) = arrived {
+            r.stage(Stage::Read, micros(t.elapsed()));
+        }
         let since = r.is_on().then(clock::Instant::now);
         let append = r.is_on().then(clock::Instant::now);
         if let Some(a) = append {
@@ -43,6 +57,7 @@ fn sends(on: bool, batch: usize, topics: &[String]) -> f64 {
         if let Some(s) = since {
             r.served(10, Status::Success, Protocol::Native, micros(s.elapsed()));
         }
+        written(&mut r);
     }
     black_box(&r);
     t0.elapsed().as_nanos() as f64 / REQUESTS as f64
@@ -54,6 +69,10 @@ fn pulls(on: bool, topics: &[String]) -> f64 {
     let t0 = Instant::now();
     for i in 0..REQUESTS {
         let topic = &topics[i % topics.len()];
+        let arrived = r.is_on().then(clock::Instant::now);
+        if let Some(t) = arrived {
+            r.stage(Stage::Read, micros(t.elapsed()));
+        }
         let since = r.is_on().then(clock::Instant::now);
         r.pulled(
             black_box("group-a"),
@@ -66,6 +85,7 @@ fn pulls(on: bool, topics: &[String]) -> f64 {
         if let Some(s) = since {
             r.served(11, Status::Success, Protocol::Native, micros(s.elapsed()));
         }
+        written(&mut r);
     }
     black_box(&r);
     t0.elapsed().as_nanos() as f64 / REQUESTS as f64
