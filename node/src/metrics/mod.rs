@@ -209,7 +209,7 @@ const SHARD_FAMILIES: &[ShardFamily] = &[
     (
         "ringmq_parked_pulls",
         "gauge",
-        "Long-polling pulls waiting for messages on this shard.",
+        "Long-polling pulls and pops waiting for messages on this shard.",
         |s| s.parked_pulls.into(),
     ),
     (

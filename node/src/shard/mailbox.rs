@@ -27,6 +27,13 @@ pub enum Mail {
     /// A frame the broker sends on its own (a oneway request) to a client whose connection
     /// this shard serves.
     Push { conn: u64, frame: Vec<u8> },
+    /// Shard `from` has long polls waiting for a queue of `topic` (`on`): tell it once, at
+    /// the next event that may make one of this shard's queues of the topic ready
+    /// (`Ready`); or no longer (`!on`).
+    Watch { topic: String, from: u16, on: bool },
+    /// A queue of `topic` on shard `from` may have become ready for the long polls waiting
+    /// here (the answer to a `Watch`).
+    Ready { topic: String, from: u16 },
     /// Drop the ConsumeQueues of a deleted topic.
     DeleteTopic { topic: String },
     /// Stop: finish in-flight work, flush, checkpoint, close the store.

@@ -14,6 +14,9 @@
 //! in flight: the state is rebuilt from the records at start ([`open`]), from a watermark
 //! saved beside the consumer offsets (`config/popState.<shard>.offset`).
 //!
+//! A pop that finds nothing long-polls (`wait.rs`): a pop of any queue waits on the shard it
+//! landed on for any queue of the topic (and of the pop retry topic) on every shard.
+//!
 //! An ack after the invisible time ended is refused (INVALID_RECEIPT_HANDLE): the message
 //! is, or is about to be, delivered again, and an acknowledged ack must mean "never again".
 //! A queue a group pops is refused to that group's PULL_MESSAGE, and a pop is refused while
@@ -26,14 +29,11 @@
 
 mod revive;
 pub mod state;
+mod wait;
 
-use std::future::Future;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
-use std::task::{Context, Poll};
-use std::time::Duration;
 
 use ringmq_wire::code::Status;
 use ringmq_wire::codec::{Decode, Empty, Encode};
@@ -50,7 +50,6 @@ use crate::broker::shard::filter::Filter;
 use crate::broker::shard::route::{forward_or_refuse, route, store_error, NotLocal, Origin};
 use crate::broker::shard::Shard;
 use crate::broker::Broker;
-use crate::io::clock::Instant;
 use crate::io::rt;
 use crate::limits;
 use crate::net::reply::{Body, Outcome, Reply};
@@ -169,20 +168,19 @@ pub fn pop(shard: &Rc<Shard>, h: PopRequest, frame: Vec<u8>, origin: Origin) -> 
             }
         }
     }
+    // Any queue: the other shards that own some of the topic's (or its pop retry topic's),
+    // for a pop that finds nothing here.
+    let mut elsewhere = wait::Elsewhere::default();
+    if h.queue_id < 0 && !origin.forwarded {
+        elsewhere.add(&h.topic, cfg.queue_shards.iter().copied(), shard.id);
+    }
     // Orderly POP delivers again from the queue itself, never from the retry topic.
     let retry = pop_retry_topic(&h.consumer_group, &h.topic);
     if let Some(&owner) = table.get(&retry).and_then(|c| c.queue_shards.first()) {
         if owner == shard.id && !h.order {
             queues.push((retry, 0));
-        }
-    }
-    // Any queue: the other shards that own some, for a pop that finds nothing here.
-    let mut others: Vec<u16> = Vec::new();
-    if h.queue_id < 0 && !origin.forwarded {
-        for &o in &cfg.queue_shards {
-            if o != shard.id && !others.contains(&o) {
-                others.push(o);
-            }
+        } else if !h.order && h.queue_id < 0 && !origin.forwarded {
+            elsewhere.add(&retry, [owner], shard.id);
         }
     }
     drop(table);
@@ -202,6 +200,14 @@ pub fn pop(shard: &Rc<Shard>, h: PopRequest, frame: Vec<u8>, origin: Origin) -> 
         Ok(f) => f,
         Err(reply) => return reply.into(),
     };
+    let others = elsewhere.shards.clone();
+    let pop = wait::Pop {
+        h,
+        queues,
+        filter,
+        elsewhere,
+        origin,
+    };
     // Any queue, several shards: one pop in (shards) starts here; the others first take
     // what another shard has ready (it answers at once), so a consumer whose connection
     // landed on one shard is not fed only that shard's queues while they have messages.
@@ -213,8 +219,9 @@ pub fn pop(shard: &Rc<Shard>, h: PopRequest, frame: Vec<u8>, origin: Origin) -> 
         };
         let slot = (turn % (others.len() as u64 + 1)) as usize;
         if slot > 0 {
-            if let Some(first) = no_wait_frame(&h, &frame) {
-                let asked = forward_or_refuse(shard, others[slot - 1], first, origin);
+            if let Some(first) = wait::no_wait_frame(&pop.h, &frame) {
+                let to = others[slot - 1];
+                let asked = forward_or_refuse(shard, to, first, origin);
                 let shard = Rc::clone(shard);
                 return Outcome::later(async move {
                     let r = match asked {
@@ -224,7 +231,7 @@ pub fn pop(shard: &Rc<Shard>, h: PopRequest, frame: Vec<u8>, origin: Origin) -> 
                     if r.status != Status::PullNotFound {
                         return r;
                     }
-                    match pop_here(&shard, h, queues, filter, others, frame, origin) {
+                    match wait::pop_here(&shard, pop, frame, Some(to)) {
                         Outcome::Now(r) => r,
                         Outcome::Later(f) => f.await,
                     }
@@ -232,86 +239,7 @@ pub fn pop(shard: &Rc<Shard>, h: PopRequest, frame: Vec<u8>, origin: Origin) -> 
             }
         }
     }
-    pop_here(shard, h, queues, filter, others, frame, origin)
-}
-
-/// The pop of `queues` (this shard's), then of another shard's, then long polling here.
-fn pop_here(
-    shard: &Rc<Shard>,
-    h: PopRequest,
-    queues: Vec<(String, u32)>,
-    filter: Filter,
-    others: Vec<u16>,
-    frame: Vec<u8>,
-    origin: Origin,
-) -> Outcome {
-    match try_pop(shard, &h, &queues, &filter) {
-        Err(reply) => return reply.into(),
-        Ok(Some(found)) => return found,
-        Ok(None) => {}
-    }
-    if !others.is_empty() {
-        let turn = shard.pop().borrow().turn;
-        let to = others[(turn as usize) % others.len()];
-        return forward_or_refuse(shard, to, frame, origin);
-    }
-    let wait_ms = u64::from(h.poll_time_ms).min(limits::LONG_POLL_TIMEOUT_MS_MAX);
-    if wait_ms == 0
-        || queues.is_empty()
-        || !shard.broker.rt.long_polling
-        || shard.parked_count.get() >= limits::PARKED_PULLS_PER_SHARD_MAX
-    {
-        return not_found(shard, &h);
-    }
-    let shard = Rc::clone(shard);
-    Outcome::later(async move {
-        shard.parked_count.set(shard.parked_count.get() + 1);
-        let deadline = Instant::now() + Duration::from_millis(wait_ms);
-        let out = loop {
-            let listeners = AnyOf(
-                queues
-                    .iter()
-                    .map(|(t, q)| shard.queue_event(t, *q).listen())
-                    .collect(),
-            );
-            match try_pop(&shard, &h, &queues, &filter) {
-                Err(reply) => break reply.into(),
-                Ok(Some(found)) => break found,
-                Ok(None) => {}
-            }
-            let now = Instant::now();
-            if now >= deadline || shard.broker.is_shutting_down() {
-                break not_found(&shard, &h);
-            }
-            rt::timeout(deadline - now, listeners).await;
-        };
-        shard.parked_count.set(shard.parked_count.get() - 1);
-        match out {
-            Outcome::Now(r) => r,
-            Outcome::Later(f) => f.await,
-        }
-    })
-}
-
-/// The request of `frame` again with no long polling, for a shard asked first (see
-/// [`pop`]); `None` when it cannot be built (then no shard is asked first).
-fn no_wait_frame(h: &PopRequest, frame: &[u8]) -> Option<Vec<u8>> {
-    let parsed = ringmq_wire::frame::parse(frame).ok()?;
-    let header = PopRequest {
-        poll_time_ms: 0,
-        ..h.clone()
-    };
-    let mut out = Vec::new();
-    ringmq_wire::frame::encode_request(
-        &mut out,
-        ringmq_wire::code::RequestCode::PopMessage,
-        false,
-        parsed.request_id,
-        &header,
-        &[],
-    )
-    .ok()?;
-    Some(out)
+    wait::pop_here(shard, pop, frame, None)
 }
 
 fn not_found(shard: &Shard, h: &PopRequest) -> Outcome {
@@ -1230,22 +1158,6 @@ pub fn open(shard: &Shard) -> Result<(), String> {
         );
     }
     Ok(())
-}
-
-/// Ready when any of the listeners is.
-struct AnyOf(Vec<event_listener::EventListener>);
-
-impl Future for AnyOf {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        for l in self.0.iter_mut() {
-            if Pin::new(l).poll(cx).is_ready() {
-                return Poll::Ready(());
-            }
-        }
-        Poll::Pending
-    }
 }
 
 #[cfg(test)]

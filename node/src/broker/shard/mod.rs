@@ -19,6 +19,7 @@ pub mod route;
 pub(crate) mod run;
 pub mod start;
 pub(crate) mod timers;
+pub(crate) mod watch;
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
@@ -58,6 +59,9 @@ pub struct Shard {
     /// Per (topic, queue): the event parked pulls wait on.
     parked: RefCell<HashMap<String, BTreeMap<u32, Rc<Event>>>>,
     pub parked_count: Cell<usize>,
+    /// Long polls waiting across shards: this shard's for other shards' queues, and other
+    /// shards' for this one's ([`watch`]).
+    watches: watch::Watches,
     pub flusher: Flusher,
     /// Descriptors of log segments for zero-copy sends, by segment start.
     files: RefCell<Vec<(u64, FileHandle)>>,
@@ -135,6 +139,7 @@ impl Shard {
             offsets: RefCell::new(offsets),
             parked: RefCell::new(HashMap::new()),
             parked_count: Cell::new(0),
+            watches: watch::Watches::default(),
             flusher: Flusher::new(synced),
             files: RefCell::new(Vec::new()),
             connections: Cell::new(0),
@@ -288,8 +293,11 @@ impl Shard {
         Rc::clone(qs.entry(queue_id).or_insert_with(|| Rc::new(Event::new())))
     }
 
-    /// Wakes pulls parked on `(topic, queue)` (after an append to it).
+    /// Wakes pulls parked on `(topic, queue)` (after an append to it, or whatever else may
+    /// make a message of it ready), and tells the shards whose long polls wait for `topic`
+    /// ([`watch`]).
     pub fn wake_queue(&self, topic: &str, queue_id: u32) {
+        self.tell_waiting(topic);
         if self.parked_count.get() == 0 {
             return;
         }
@@ -344,8 +352,11 @@ impl Shard {
         }
     }
 
-    /// Wakes every parked pull (shutdown: they answer at once).
+    /// Wakes every parked pull and pop, those waiting for other shards' queues too
+    /// (shutdown: they answer at once; the read cap moved: they look again), and tells every
+    /// shard whose long polls wait for a topic here.
     pub fn wake_all(&self) {
+        self.tell_all_waiting();
         for qs in self.parked.borrow().values() {
             for ev in qs.values() {
                 ev.notify(usize::MAX);

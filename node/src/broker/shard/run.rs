@@ -126,6 +126,8 @@ pub async fn run(
             Mail::Push { conn, frame } => {
                 shard.push_local(conn, frame);
             }
+            Mail::Watch { topic, from, on } => shard.watch_mail(topic, from, on),
+            Mail::Ready { topic, from } => shard.ready_mail(&topic, from),
             Mail::DeleteTopic { topic } => {
                 if let Err(e) = shard.store.borrow_mut().delete_topic(&topic) {
                     log::warn!("shard {}: deleting topic {topic}: {e}", shard.id);
