@@ -171,7 +171,6 @@ brokerIp1 = "127.0.0.1"
 listenPort = $br_port
 storePathRootDir = "$data/store"
 autoCreateTopicEnable = true
-defaultTopicQueueNums = 8
 
 [broker.brokerServerConfig]
 bindAddress = "127.0.0.1"
