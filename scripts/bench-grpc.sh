@@ -31,7 +31,9 @@
 #
 # The port: ROCKETMQ_HOME and HOME a fresh folder, ROCKETMQ_SECURITY_PROFILE=
 # development-insecure-loopback, every listener on 127.0.0.1 (free ports), ASYNC_FLUSH, its
-# broker.toml as scripts/bench-rocketmq.sh writes it, the proxy `--mode cluster
+# broker.toml as scripts/bench-rocketmq.sh writes it but in cluster DefaultCluster (the
+# proxy 1.0.0 stops at start with broker.lookup.not_found when its cluster, DefaultCluster by
+# default, has no broker), the proxy `--mode cluster
 # --grpcListenAddr 127.0.0.1:P --namesrvAddr ...`. Its topics are created by one remoting send
 # (client-production-benchmark, autoCreateTopicEnable) before the cell; ringmq's by ringmq-perf.
 #
@@ -177,7 +179,7 @@ bindAddress = "127.0.0.1"
 
 [broker.brokerIdentity]
 brokerName = "bench-broker-a"
-brokerClusterName = "BenchCluster"
+brokerClusterName = "DefaultCluster"
 brokerId = 0
 
 [store]
