@@ -42,8 +42,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cpu_cs() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-
 cells=(unbatched1 unbatched batched pull e2e)
 declare -A label=(
   [unbatched1]="send unbatched, 1 in flight"
@@ -57,10 +55,10 @@ run_cell() { # round cell mode args...
   local round=$1 cell=$2 mode=$3; shift 3
   local json="$work/r$round-$cell.json" c0 c1
   printf '[round %d/%d] %-46s ' "$round" "$rounds" "${label[$cell]}" >&2
-  c0=$(cpu_cs "$node_pid")
+  c0=$(bench_cpu_ticks "$node_pid")
   "$perf" "$mode" -n "$namesrv" --node-pid "$node_pid" -q --json "$json" "$@" >"$json.out" 2>&1 \
     || { echo "failed:" >&2; cat "$json.out" >&2; exit 1; }
-  c1=$(cpu_cs "$node_pid")
+  c1=$(bench_cpu_ticks "$node_pid")
   # Broker CPU seconds over the cell, next to perf's own figures.
   jq --argjson cs "$((c1 - c0))" '. + {broker_cpu_s: ($cs / 100)}' "$json" >"$json.tmp" && mv "$json.tmp" "$json"
   jq -r '"\(.msgs_per_s | floor) msgs/s, p50 \(.latency_us.p50) µs, p99 \(.latency_us.p99) µs, errors \(.errors), CPU/msg broker \(.cpu.node_us_per_msg) µs perf \(.cpu.generator_us_per_msg) µs"' "$json" >&2

@@ -44,8 +44,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cpu_cs() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-
 cells=(plain delayed due)
 declare -A label=(
   [plain]="send unbatched, 2 producers x 16 in flight"
@@ -57,10 +55,10 @@ run_cell() { # round cell mode args...
   local round=$1 cell=$2 mode=$3; shift 3
   local json="$work/r$round-$cell.json" c0 c1
   printf '[round %d/%d] %-46s ' "$round" "$rounds" "${label[$cell]}" >&2
-  c0=$(cpu_cs "$node_pid")
+  c0=$(bench_cpu_ticks "$node_pid")
   "$perf" "$mode" -n "$namesrv" -q --json "$json" "$@" >"$json.out" 2>&1 \
     || { echo "failed:" >&2; cat "$json.out" >&2; exit 1; }
-  c1=$(cpu_cs "$node_pid")
+  c1=$(bench_cpu_ticks "$node_pid")
   # Broker CPU over the cell, and per message (µs) next to perf's own figures.
   jq --argjson cs "$((c1 - c0))" \
     '. + {broker_cpu_s: ($cs / 100), broker_us_per_msg: (if .messages > 0 then ($cs * 10000 / .messages * 100 | round / 100) else null end)}' \

@@ -99,50 +99,13 @@ grpc_bench=$work/bin/grpc_bench
 
 # --- processes ------------------------------------------------------------------------------
 
-pids=()
-stop_all() {
-  local p
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do
-    for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$p" 2>/dev/null || true
-    wait "$p" 2>/dev/null || true
-  done
-  pids=()
-}
+pids=() # the running broker processes (bench_stop_all)
 cleanup() {
-  stop_all
+  bench_stop_all
   rm -rf "$work"/data.* "$work/bin"
   [ "${BENCH_KEEP:-0}" = 1 ] || [ "${BENCH_REPORT_ONLY:-0}" = 1 ] || rm -rf "$work"
 }
 trap cleanup EXIT
-
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-free_port() {
-  local p
-  for _ in $(seq 1 100); do
-    p=$((20000 + RANDOM % 30000))
-    port_open $((p - 2)) || port_open "$p" || port_open $((p + 1)) || { echo "$p"; return 0; }
-  done
-  echo "no free port found" >&2; exit 1
-}
-wait_port() { # PORT PID WHAT LOG
-  for _ in $(seq 1 300); do
-    port_open "$1" && return 0
-    kill -0 "$2" 2>/dev/null || break
-    sleep 0.1
-  done
-  echo "$3 did not start:" >&2; tail -n 20 "$4" >&2 || true; exit 1
-}
-cpu_ticks() { local t=0 p; for p in "${pids[@]}"; do t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat"))); done; echo "$t"; }
-settle() {
-  local a b
-  for _ in $(seq 1 60); do
-    a=$(cpu_ticks); sleep 0.5; b=$(cpu_ticks)
-    [ $((b - a)) -le 5 ] && return 0
-  done
-  echo "(the broker did not go idle within 30 s)" >&2
-}
 
 start_ringmq() { # DATA
   RUST_LOG=warn taskset -c "$server_cpu" "$ringmq" standalone --data "$1" --namesrv-port 0 \
@@ -155,50 +118,13 @@ start_ringmq() { # DATA
 }
 
 start_port() { # DATA
-  local data=$1 ns_port br_port px_port
-  mkdir -p "$data/home/conf" "$data/store"
-  export_port_env() { export ROCKETMQ_HOME="$data/home" HOME="$data/home" RUST_LOG=warn \
-    ROCKETMQ_SECURITY_PROFILE=development-insecure-loopback; }
-  ns_port=$(free_port)
-  (export_port_env; cd "$data/home" && exec taskset -c "$server_cpu" "$rmq_namesrv" \
-    --listenPort "$ns_port" --bindAddress 127.0.0.1) >"$work/namesrv.out" 2>&1 &
-  pids=($!)
-  wait_port "$ns_port" "${pids[0]}" "rocketmq-namesrv-rust" "$work/namesrv.out"
-  namesrv=127.0.0.1:$ns_port
-  br_port=$(free_port)
-  cat >"$data/home/conf/broker.toml" <<EOF
-[broker]
-namesrvAddr = "$namesrv"
-brokerIp1 = "127.0.0.1"
-listenPort = $br_port
-storePathRootDir = "$data/store"
-autoCreateTopicEnable = true
-
-[broker.brokerServerConfig]
-bindAddress = "127.0.0.1"
-
-[broker.brokerIdentity]
-brokerName = "bench-broker-a"
-brokerClusterName = "DefaultCluster"
-brokerId = 0
-
-[store]
-storeType = "LocalFile"
-brokerRole = "ASYNC_MASTER"
-flushDiskType = "ASYNC_FLUSH"
-storePathRootDir = "$data/store"
-haListenAddress = "127.0.0.1"
-haListenPort = $((br_port + 1))
-EOF
-  (export_port_env; cd "$data/home" && exec taskset -c "$server_cpu" "$rmq_broker" \
-    -c "$data/home/conf/broker.toml" -n "$namesrv") >"$work/broker.out" 2>&1 &
-  pids+=($!)
-  wait_port "$br_port" "${pids[1]}" "rocketmq-broker-rust" "$work/broker.out"
-  px_port=$(free_port)
-  (export_port_env; cd "$data/home" && exec taskset -c "$server_cpu" "$rmq_proxy" --mode cluster \
+  local data=$1 px_port
+  rmq_rust_start "$data" ASYNC_FLUSH DefaultCluster
+  px_port=$(bench_free_port)
+  (rmq_rust_exec "$data" taskset -c "$server_cpu" "$rmq_proxy" --mode cluster \
     --grpcListenAddr "127.0.0.1:$px_port" --namesrvAddr "$namesrv") >"$work/proxy.out" 2>&1 &
   pids+=($!)
-  wait_port "$px_port" "${pids[2]}" "rocketmq-proxy-rust" "$work/proxy.out"
+  bench_wait_port "$px_port" "${pids[2]}" "rocketmq-proxy-rust" "$work/proxy.out"
   grpc=127.0.0.1:$px_port
 }
 
@@ -232,12 +158,12 @@ record() {
 perf_cell() {
   local round=$1 cell=$2 c0 c1 f; shift 2
   f="$work/r$round-$cell"
-  settle
+  bench_settle "${pids[@]}"
   printf '[round %d/%d] %-28s ' "$round" "$rounds" "$cell" >&2
-  c0=$(cpu_ticks)
+  c0=$(bench_cpu_ticks "${pids[@]}")
   taskset -c "$client_cpu" "$perf" "$@" -n "$namesrv" --threads 1 -q --json "$f.perf.json" \
     >"$f.out" 2>&1 || { echo "failed:" >&2; tail -n 20 "$f.out" >&2; exit 1; }
-  c1=$(cpu_ticks)
+  c1=$(bench_cpu_ticks "${pids[@]}")
   record "$f.json" $((c1 - c0)) "$(jq .messages "$f.perf.json")" "$(jq .msgs_per_s "$f.perf.json")" \
     "$(jq '.latency_us.p50 // null' "$f.perf.json")" "$(jq '.latency_us.p99 // null' "$f.perf.json")" \
     "$(jq '.errors // 0' "$f.perf.json")"
@@ -248,9 +174,9 @@ perf_cell() {
 grpc_cell() {
   local round=$1 cell=$2 c0 c1 f; shift 2
   f="$work/r$round-$cell"
-  [ "${cell%%-*}" = ringmq ] && settle
+  [ "${cell%%-*}" = ringmq ] && bench_settle "${pids[@]}"
   printf '[round %d/%d] %-28s ' "$round" "$rounds" "$cell" >&2
-  c0=$(cpu_ticks)
+  c0=$(bench_cpu_ticks "${pids[@]}")
   if ! taskset -c "$client_cpu" "$grpc_bench" --endpoint "$grpc" --concurrency "$conc" "$@" \
     >"$f.out" 2>"$f.err"; then
     echo "failed:" >&2; tail -n 5 "$f.err" >&2; tail -n 2 "$f.out" >&2
@@ -258,7 +184,7 @@ grpc_cell() {
     { grep -i 'code\|message\|error' "$f.err" || true; } | tr -s ' ' | tail -n 3 | paste -sd ' ' >"$f.failed"
     return 0
   fi
-  c1=$(cpu_ticks)
+  c1=$(bench_cpu_ticks "${pids[@]}")
   local line; line=$(grep '^{"messages"' "$f.out" | tail -n 1)
   record "$f.json" $((c1 - c0)) "$(jq .messages <<<"$line")" "$(jq .msgs_per_s <<<"$line")" \
     "$(jq .latency_us.p50 <<<"$line")" "$(jq .latency_us.p99 <<<"$line")" "$(jq .errors <<<"$line")"
@@ -291,7 +217,7 @@ ringmq_round() { # ROUND
       native) perf_cell "$r" ringmq-consume-native consume --pop --topic gb-native --group "bench-pop-$r" --pull-batch "$batch" --consumers 1 --duration 600s --idle-exit 3s ;;
     esac
   done
-  stop_all
+  bench_stop_all
   rm -rf "$data"
 }
 
@@ -303,7 +229,7 @@ port_round() { # ROUND
   grpc_cell "$r" port-send-batched-grpc --topic gb-grpc --count "$batched" --batch "$batch" send --size "$size"
   grpc_cell "$r" port-send-unbatched-grpc --topic g1-grpc --count "$unbatched" --batch 1 send --size "$size"
   MAY_FAIL=1 grpc_cell "$r" port-consume-grpc --topic gb-grpc --count "$batched" --batch "$batch" receive --group "bench-grpc-$r"
-  stop_all
+  bench_stop_all
   rm -rf "$data"
 }
 

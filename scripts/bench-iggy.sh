@@ -207,10 +207,7 @@ fi
 server_pid=""
 stop_server() {
   [ -n "$server_pid" ] || return 0
-  kill -TERM "$server_pid" 2>/dev/null || true
-  for _ in $(seq 1 300); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$server_pid" 2>/dev/null || true
-  wait "$server_pid" 2>/dev/null || true
+  bench_stop 30 "$server_pid"
   server_pid=""
 }
 cleanup() {
@@ -219,8 +216,6 @@ cleanup() {
   rm -rf "$run/bin"
 }
 trap cleanup EXIT
-
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 start_ringmq() { # DATA_DIR
   RUST_LOG=warn taskset -c "$server_cpu" "$ringmq" standalone --data "$1" --namesrv-port 0 \
@@ -231,7 +226,7 @@ start_ringmq() { # DATA_DIR
 }
 
 start_iggy() { # DATA_DIR
-  port_open "$iggy_port" && { echo "port $iggy_port is in use (set BENCH_IGGY_PORT)" >&2; exit 1; }
+  bench_port_open "$iggy_port" && { echo "port $iggy_port is in use (set BENCH_IGGY_PORT)" >&2; exit 1; }
   # From DATA_DIR: no core/server/config.toml there, so the server takes its built-in defaults.
   (cd "$1" && IGGY_SYSTEM_PATH="$1/iggy" IGGY_TCP_ADDRESS="127.0.0.1:$iggy_port" \
     IGGY_HTTP_ENABLED=false IGGY_QUIC_ENABLED=false IGGY_WEBSOCKET_ENABLED=false \
@@ -239,19 +234,10 @@ start_iggy() { # DATA_DIR
     IGGY_ROOT_USERNAME=iggy IGGY_ROOT_PASSWORD=iggy \
     exec taskset -c "$server_cpu" "$iggy_server") >"$run/iggy.out" 2>"$run/iggy.err" &
   server_pid=$!
-  for _ in $(seq 1 300); do
-    port_open "$iggy_port" && return 0
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  echo "iggy-server did not start:" >&2
-  tail -n 20 "$run/iggy.out" "$run/iggy.err" >&2 || true
-  exit 1
+  bench_wait_port "$iggy_port" "$server_pid" iggy-server "$run/iggy.out" "$run/iggy.err"
 }
 
 # --- cells ----------------------------------------------------------------------------------
-
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
 # record ROUND BROKER CELL MSGS_PER_S P50_US P99_US TICKS MESSAGES: one result file per cell
 # and broker.
@@ -268,10 +254,10 @@ ringmq_cell() { # ROUND CELL ringmq-perf-args...
   local round=$1 cell=$2 c0 c1 out; shift 2
   out="$run/r$round-ringmq-$cell.perf"
   printf '[round %d/%d] ringmq %-30s ' "$round" "$rounds" "${label[$cell]}" >&2
-  c0=$(cpu_ticks "$server_pid")
+  c0=$(bench_cpu_ticks "$server_pid")
   taskset -c "$client_cpu" "$perf" "$@" -n "$namesrv" --node-pid "$server_pid" --threads 1 -q \
     --json "$out.json" >"$out.out" 2>&1 || { echo "failed:" >&2; tail -n 20 "$out.out" >&2; exit 1; }
-  c1=$(cpu_ticks "$server_pid")
+  c1=$(bench_cpu_ticks "$server_pid")
   # A consumer may take a few pulls beyond --count (those in flight when it is reached): the
   # CPU is divided by what was delivered.
   local got; got=$(jq .messages "$out.json")
@@ -288,13 +274,13 @@ iggy_cell() { # ROUND CELL MESSAGES_PER_BATCH BATCHES_PER_ACTOR iggy-bench-kind-
   local round=$1 cell=$2 mpb=$3 nb=$4 c0 c1 out line; shift 4
   out="$run/r$round-iggy-$cell.out"
   printf '[round %d/%d] Iggy   %-30s ' "$round" "$rounds" "${label[$cell]}" >&2
-  c0=$(cpu_ticks "$server_pid")
+  c0=$(bench_cpu_ticks "$server_pid")
   IGGY_BENCH_MESSAGES_REQUIRED_TO_SAVE=${BENCH_IGGY_SAVE:-} \
   NO_COLOR=1 RUST_LOG=warn taskset -c "$client_cpu" "$iggy_bench" --message-size "$size" \
     --messages-per-batch "$mpb" --message-batches "$nb" --username iggy --password iggy "$@" \
     tcp --server-address "127.0.0.1:$iggy_port" --nodelay >"$out" 2>&1 \
     || { echo "failed:" >&2; tail -n 20 "$out" >&2; exit 1; }
-  c1=$(cpu_ticks "$server_pid")
+  c1=$(bench_cpu_ticks "$server_pid")
   line=$(sed 's/\x1b\[[0-9;]*m//g' "$out" | grep -E '(Producers|Consumers) Results: ' | head -n 1)
   [ -n "$line" ] || { echo "no results line in $out" >&2; exit 1; }
   local msgs p50 p99

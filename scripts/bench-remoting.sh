@@ -76,23 +76,10 @@ declare -A label=(
 declare -A base=([send-remoting]=send-native [send-remoting-bin]=send-native
   [max-remoting]=max-native [pull-remoting]=pull-native [e2e-remoting]=e2e-native)
 
-cpu_cs() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-
-# settle: waits (at most 30 s) until the broker used under 10% of a core over half a second,
-# so a cell is not charged with the flushing that the cell before it left behind.
-settle() {
-  local a b
-  for _ in $(seq 1 60); do
-    a=$(cpu_cs "$node_pid"); sleep 0.5; b=$(cpu_cs "$node_pid")
-    if [ $((b - a)) -le 5 ]; then return 0; fi
-  done
-  echo "(the broker did not go idle within 30 s)" >&2
-}
-
 run_cell() { # round cell mode args...
   local round=$1 cell=$2 mode=$3; shift 3
   local json="$work/r$round-$cell.json"
-  settle
+  bench_settle "$node_pid"
   printf '[round %d/%d] %-44s ' "$round" "$rounds" "${label[$cell]}" >&2
   "$perf" "$mode" -n "$namesrv" --node-pid "$node_pid" -q --json "$json" "$@" >"$json.out" 2>&1 \
     || { echo "failed:" >&2; cat "$json.out" >&2; exit 1; }

@@ -109,45 +109,13 @@ fi
 
 # --- brokers --------------------------------------------------------------------------------
 
-pids=()
-stop_all() {
-  local p
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do
-    for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$p" 2>/dev/null || true
-    wait "$p" 2>/dev/null || true
-  done
-  pids=()
-}
+pids=() # the running broker processes (bench_stop_all)
 cleanup() {
-  stop_all
+  bench_stop_all
   rm -rf "$work"/data.* "$work/bin"
   [ "${BENCH_KEEP:-0}" = 1 ] || [ "${BENCH_REPORT_ONLY:-0}" = 1 ] || rm -rf "$work"
 }
 trap cleanup EXIT
-
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
-# free_port: a port on 127.0.0.1 with nothing listening on it, P-2 and P+1 (the port's
-# broker listens on listenPort, listenPort-2 and haListenPort = listenPort+1).
-free_port() {
-  local p
-  for _ in $(seq 1 100); do
-    p=$((20000 + RANDOM % 30000))
-    port_open $((p - 2)) || port_open "$p" || port_open $((p + 1)) || { echo "$p"; return 0; }
-  done
-  echo "no free port found" >&2; exit 1
-}
-
-wait_port() { # PORT PID WHAT LOG
-  for _ in $(seq 1 300); do
-    port_open "$1" && return 0
-    kill -0 "$2" 2>/dev/null || break
-    sleep 0.1
-  done
-  echo "$3 did not start:" >&2; tail -n 20 "$4" >&2 || true; exit 1
-}
 
 start_ringmq() { # DATA FLUSH
   RUST_LOG=warn taskset -c "$server_cpu" "$ringmq" standalone --data "$1" --namesrv-port 0 \
@@ -157,49 +125,7 @@ start_ringmq() { # DATA FLUSH
   namesrv=$(grep -o 'namesrv [0-9.:]*' "$work/ringmq.out" | cut -d' ' -f2)
 }
 
-start_port() { # DATA FLUSH
-  local data=$1 ns_port br_port
-  mkdir -p "$data/home/conf" "$data/store"
-  ns_port=$(free_port)
-  (export ROCKETMQ_HOME="$data/home" HOME="$data/home" RUST_LOG=warn ROCKETMQ_SECURITY_PROFILE=development-insecure-loopback
-   cd "$data/home" && exec taskset -c "$server_cpu" "$rmq_namesrv" --listenPort "$ns_port" --bindAddress 127.0.0.1) \
-    >"$work/namesrv.out" 2>&1 &
-  pids=($!)
-  wait_port "$ns_port" "${pids[0]}" "rocketmq-namesrv-rust" "$work/namesrv.out"
-  namesrv=127.0.0.1:$ns_port
-  br_port=$(free_port)
-  cat >"$data/home/conf/broker.toml" <<EOF
-[broker]
-namesrvAddr = "$namesrv"
-brokerIp1 = "127.0.0.1"
-listenPort = $br_port
-storePathRootDir = "$data/store"
-autoCreateTopicEnable = true
-
-[broker.brokerServerConfig]
-bindAddress = "127.0.0.1"
-
-[broker.brokerIdentity]
-brokerName = "bench-broker-a"
-brokerClusterName = "BenchCluster"
-brokerId = 0
-
-[store]
-storeType = "LocalFile"
-brokerRole = "ASYNC_MASTER"
-flushDiskType = "${flush_name[$2]}"
-storePathRootDir = "$data/store"
-haListenAddress = "127.0.0.1"
-haListenPort = $((br_port + 1))
-EOF
-  (export ROCKETMQ_HOME="$data/home" HOME="$data/home" RUST_LOG=warn ROCKETMQ_SECURITY_PROFILE=development-insecure-loopback
-   cd "$data/home" && exec taskset -c "$server_cpu" "$rmq_broker" -c "$data/home/conf/broker.toml" -n "$namesrv") \
-    >"$work/broker.out" 2>&1 &
-  pids+=($!)
-  wait_port "$br_port" "${pids[1]}" "rocketmq-broker-rust" "$work/broker.out"
-}
-
-cpu_ticks() { local t=0 p; for p in "${pids[@]}"; do t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat"))); done; echo "$t"; }
+start_port() { rmq_rust_start "$1" "${flush_name[$2]}" BenchCluster; } # DATA FLUSH
 
 # client SCENARIO TOPIC COUNT JSON: the benchmark client on the client core.
 client() {
@@ -223,9 +149,9 @@ run_scenario() { # ROUND FLUSH BROKER SCENARIO
   local round=$1 flush=$2 broker=$3 s=$4 n=${count[$4]} c0 c1
   local f="$work/r$round-$flush-$broker-$s"
   printf '[round %d/%d] %-6s %-7s %-9s ' "$round" "$rounds" "$flush" "$broker" "$s" >&2
-  c0=$(cpu_ticks)
+  c0=$(bench_cpu_ticks "${pids[@]}")
   client "$s" "Bench_${s/-/_}_r$round" "$n" "$f.report.json" >"$f.out" 2>&1 || true
-  c1=$(cpu_ticks)
+  c1=$(bench_cpu_ticks "${pids[@]}")
   if [ ! -f "$f.report.json" ]; then
     echo "no report:" >&2; tail -n 5 "$f.out" >&2
     jq -n --argjson n "$n" '{asked: $n, completed: 0, msgs_per_s: 0, p50_ms: null, p99_ms: null, us_per_msg: null}' >"$f.json"
@@ -245,7 +171,7 @@ run_broker() { # ROUND FLUSH BROKER
   if [ "$3" = ringmq ]; then start_ringmq "$data/ringmq" "$2"; else start_port "$data" "$2"; fi
   warm_up
   for s in $scenarios; do run_scenario "$1" "$2" "$3" "$s"; done
-  stop_all
+  bench_stop_all
   rm -rf "$data"
 }
 

@@ -64,20 +64,10 @@ declare -A label=(
 )
 declare -A native_of=([max-remoting]=max-native [rate-remoting]=rate-native)
 
-cpu_cs() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-settle() {
-  local a b
-  for _ in $(seq 1 60); do
-    a=$(cpu_cs "$node_pid"); sleep 0.5; b=$(cpu_cs "$node_pid")
-    if [ $((b - a)) -le 5 ]; then return 0; fi
-  done
-  echo "(the broker did not go idle within 30 s)" >&2
-}
-
 run_cell() { # round shards cell protocol topic [more args]
   local round=$1 shards=$2 cell=$3 protocol=$4 topic=$5; shift 5
   local json="$work/r$round-s$shards-$cell.json"
-  settle
+  bench_settle "$node_pid"
   printf '[round %d/%d, %d shard(s)] %-40s ' "$round" "$rounds" "$shards" "${label[$cell]}" >&2
   "$perf" produce -n "$namesrv" --node-pid "$node_pid" -q --json "$json" --protocol "$protocol" \
     --topic "$topic" --batch "$batch" --producers 2 --inflight 8 --duration "${secs}s" "$@" \

@@ -163,23 +163,10 @@ declare -A kind_label=(
   [pull]="pull, catching up"
 )
 
-cpu_cs() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-
-# settle: waits (at most 30 s) until the broker used under 10% of a core over half a second,
-# so a cell is not charged with the flushing that the cell before it left behind.
-settle() {
-  local a b
-  for _ in $(seq 1 60); do
-    a=$(cpu_cs "$node_pid"); sleep 0.5; b=$(cpu_cs "$node_pid")
-    if [ $((b - a)) -le 5 ]; then return 0; fi
-  done
-  echo "(the broker did not go idle within 30 s)" >&2
-}
-
 run_cell() { # round variant kind mode args...
   local round=$1 variant=$2 kind=$3 mode=$4; shift 4
   local json="$work/r$round-$variant-$kind.json"
-  settle
+  bench_settle "$node_pid"
   printf '[round %d/%d] %-8s %-30s ' "$round" "$rounds" "$variant" "${kind_label[$kind]}" >&2
   perf_run "$variant" "$mode" -n "$namesrv" --node-pid "$node_pid" -q --json "$json" "$@" \
     >"$json.out" 2>&1 \

@@ -53,12 +53,12 @@ for cell in $cells; do
     *) echo "unknown cell $cell (batched, unbatched, pull, e2e)" >&2; exit 2 ;;
   esac
   echo "[$cell] profiling the broker (pid $node_pid) during: ringmq-perf ${args[*]}" >&2
-  c0=$(awk '{ print $14 + $15 }' "/proc/$node_pid/stat")
+  c0=$(bench_cpu_ticks "$node_pid")
   perf record -q -F "$freq" --call-graph dwarf,16384 -o "$work/$cell.data" -p "$node_pid" 2>/dev/null &
   rec=$!
   "$perf" "${args[@]}" -n "$ns" -q --json "$work/$cell.json" >"$work/$cell.out" 2>&1 \
     || { cat "$work/$cell.out" >&2; exit 1; }
-  c1=$(awk '{ print $14 + $15 }' "/proc/$node_pid/stat")
+  c1=$(bench_cpu_ticks "$node_pid")
   kill -INT "$rec"; wait "$rec" 2>/dev/null || true
   kill -TERM "$node_pid"; wait "$node_pid" 2>/dev/null || true; node_pid=""
   rm -rf "$data"

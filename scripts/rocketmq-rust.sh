@@ -38,6 +38,62 @@ rmq_rust_installed() {
   [ -x "$rmq_namesrv" ] && [ -x "$rmq_broker" ] && [ -x "$rmq_proxy" ] && [ -x "$rmq_bench_client" ]
 }
 
+# rmq_rust_exec DATA COMMAND...: execs COMMAND in DATA/home with the port's environment (in a
+# subshell): ROCKETMQ_HOME and HOME DATA/home, RUST_LOG=warn, and the security profile that
+# runs it without TLS and ACL (the port then checks that every listener is on loopback).
+rmq_rust_exec() {
+  local data=$1; shift
+  export ROCKETMQ_HOME="$data/home" HOME="$data/home" RUST_LOG=warn \
+    ROCKETMQ_SECURITY_PROFILE=development-insecure-loopback
+  cd "$data/home" && exec "$@"
+}
+
+# rmq_rust_start DATA FLUSH_DISK_TYPE CLUSTER: the port's name server and one master broker,
+# for the benchmark scripts (needs scripts/bench-lib.sh): free ports on 127.0.0.1, both pinned
+# to CPU $server_cpu, logs $work/namesrv.out and $work/broker.out; sets $namesrv and $pids
+# (name server, broker). conf/broker.toml as the port's README shows for a single local
+# master, plus flushDiskType and autoCreateTopicEnable; no defaultTopicQueueNums (broker 1.0.0
+# stops at start, printing only "core.service.failed", when it is set; new topics get 8 queues).
+rmq_rust_start() {
+  local data=$1 flush=$2 cluster=$3 ns_port br_port
+  mkdir -p "$data/home/conf" "$data/store"
+  ns_port=$(bench_free_port)
+  (rmq_rust_exec "$data" taskset -c "$server_cpu" "$rmq_namesrv" --listenPort "$ns_port" \
+    --bindAddress 127.0.0.1) >"$work/namesrv.out" 2>&1 &
+  pids=($!)
+  bench_wait_port "$ns_port" "${pids[0]}" "rocketmq-namesrv-rust" "$work/namesrv.out"
+  namesrv=127.0.0.1:$ns_port
+  br_port=$(bench_free_port)
+  cat >"$data/home/conf/broker.toml" <<EOF
+[broker]
+namesrvAddr = "$namesrv"
+brokerIp1 = "127.0.0.1"
+listenPort = $br_port
+storePathRootDir = "$data/store"
+autoCreateTopicEnable = true
+
+[broker.brokerServerConfig]
+bindAddress = "127.0.0.1"
+
+[broker.brokerIdentity]
+brokerName = "bench-broker-a"
+brokerClusterName = "$cluster"
+brokerId = 0
+
+[store]
+storeType = "LocalFile"
+brokerRole = "ASYNC_MASTER"
+flushDiskType = "$flush"
+storePathRootDir = "$data/store"
+haListenAddress = "127.0.0.1"
+haListenPort = $((br_port + 1))
+EOF
+  (rmq_rust_exec "$data" taskset -c "$server_cpu" "$rmq_broker" -c "$data/home/conf/broker.toml" \
+    -n "$namesrv") >"$work/broker.out" 2>&1 &
+  pids+=($!)
+  bench_wait_port "$br_port" "${pids[1]}" "rocketmq-broker-rust" "$work/broker.out"
+}
+
 # rmq_rust_timed WHAT COMMAND...: runs COMMAND (output to stderr), records its wall time.
 rmq_rust_timed() {
   local what=$1 t0=$SECONDS; shift
