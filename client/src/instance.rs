@@ -74,6 +74,9 @@ pub struct ClientConfig {
     pub tls: TlsOptions,
     /// The access key and secret key requests are signed with; default: none.
     pub credentials: Option<Credentials>,
+    /// Brokers of this process reached without a socket (a protocol edge inside the
+    /// broker); default: none, every connection is TCP.
+    pub in_process: Option<crate::net::InProcess>,
 }
 
 impl Default for ClientConfig {
@@ -89,6 +92,7 @@ impl Default for ClientConfig {
             requests_in_flight_max: 256,
             tls: TlsOptions::default(),
             credentials: None,
+            in_process: None,
         }
     }
 }
@@ -188,6 +192,7 @@ impl Instance {
             reconnect_backoff_min: cfg.reconnect_backoff_min,
             reconnect_backoff_max: cfg.reconnect_backoff_max,
             security,
+            in_process: cfg.in_process.clone(),
         });
         Ok(Arc::new(Instance {
             id,
@@ -564,6 +569,13 @@ macro_rules! client_setters {
         ) -> Self {
             self.client.reconnect_backoff_min = min;
             self.client.reconnect_backoff_max = max;
+            self
+        }
+
+        /// Reach brokers of this process without a socket (see
+        /// [`InProcess`](crate::net::InProcess)).
+        pub fn in_process(mut self, p: crate::net::InProcess) -> Self {
+            self.client.in_process = Some(p);
             self
         }
 

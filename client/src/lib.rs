@@ -296,6 +296,7 @@ pub use consumer::{
 pub use error::{Error, Outcome, Result};
 pub use instance::ClientConfig;
 pub use message::{Message, ReceivedMessage};
+pub use net::InProcess;
 pub use producer::{
     EndOutcome, HalfMessage, Producer, ProducerBuilder, QueueSelector, Reply, SendHandle,
     SendResult, SendStatus, TransactionCheck, TransactionProducer, TransactionProducerBuilder,

@@ -60,7 +60,7 @@ mod telemetry;
 mod tls;
 mod transaction;
 
-pub use ringmq_client::{Credentials, TlsOptions};
+pub use ringmq_client::{Credentials, InProcess, TlsOptions};
 pub use server::{
     start, GrpcError, GrpcOptions, GrpcServer, REQUEST_BYTES_MAX, STREAMS_PER_CONNECTION_MAX,
 };

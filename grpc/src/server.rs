@@ -14,7 +14,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use ringmq_client::consumer::EdgeConsumer;
-use ringmq_client::{Admin, ClientConfig, Credentials, Producer, TlsOptions};
+use ringmq_client::{Admin, ClientConfig, Credentials, InProcess, Producer, TlsOptions};
 use tokio::sync::oneshot;
 
 use crate::auth::Authority;
@@ -58,6 +58,9 @@ pub struct GrpcOptions {
     pub authority: Option<Arc<dyn Authority>>,
     /// TLS on the gRPC port; `None`: plaintext only.
     pub listener_tls: Option<GrpcTls>,
+    /// The broker of this process, reached without a socket (its shards serve the edge's
+    /// native connections in process); `None`: every broker over TCP.
+    pub in_process: Option<InProcess>,
 }
 
 impl std::fmt::Debug for GrpcOptions {
@@ -68,6 +71,7 @@ impl std::fmt::Debug for GrpcOptions {
             .field("name_servers", &self.name_servers)
             .field("authority", &self.authority.is_some())
             .field("listener_tls", &self.listener_tls)
+            .field("in_process", &self.in_process.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -200,6 +204,7 @@ async fn edge(opts: &GrpcOptions, endpoints: pb::Endpoints) -> Result<Edge, Grpc
         instance_name: Some(format!("grpc-edge-{}", std::process::id())),
         credentials: opts.credentials.clone(),
         tls: opts.tls.clone(),
+        in_process: opts.in_process.clone(),
         ..ClientConfig::default()
     };
     let mut producer = Producer::builder()
@@ -208,6 +213,9 @@ async fn edge(opts: &GrpcOptions, endpoints: pb::Endpoints) -> Result<Edge, Grpc
         .tls(opts.tls.clone());
     if let Some(c) = &opts.credentials {
         producer = producer.credentials(c.clone());
+    }
+    if let Some(p) = &opts.in_process {
+        producer = producer.in_process(p.clone());
     }
     let admin = Admin::with_config(cfg.clone()).await?;
     let groups = Arc::new(Groups::new(admin.clone()));

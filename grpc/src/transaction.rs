@@ -196,6 +196,9 @@ impl Transactions {
         if let Some(c) = &self.native.credentials {
             b = b.credentials(c.clone());
         }
+        if let Some(p) = &self.native.in_process {
+            b = b.in_process(p.clone());
+        }
         let p = b.start().await.map_err(|e| from_error(&e))?;
         map.insert(topic.to_string(), p.clone());
         Ok(p)

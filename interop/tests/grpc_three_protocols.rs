@@ -14,7 +14,9 @@
 //!    no earlier than its time;
 //! 5. retries across protocols: a message received over gRPC and not acked comes again to
 //!    the native POP consumer of the same group after its invisible time, with one
-//!    reconsume counted.
+//!    reconsume counted;
+//! 6. the gRPC edge reached the shards in process: after all of the above, the node holds
+//!    no TCP connection to its own broker port (its edge's native clients would).
 //!
 //! Build the server first: `cargo build -p ringmq-node --bin ringmq`.
 
@@ -45,7 +47,9 @@ const LIMIT: Duration = Duration::from_secs(40);
 #[test]
 fn one_broker_three_protocols() {
     let dir = ringmq_testkit::tempdir("grpc-three");
-    let (node, namesrv, grpc) = harness::standalone(dir.path(), &[]);
+    let (node, ready, grpc) = harness::standalone_ready(dir.path(), &[]);
+    let namesrv = ready.namesrv_addr();
+    let broker = ready.broker.expect("the broker's address");
     let rt = harness::runtime();
     let ns = namesrv.to_string();
     let admin = rt.block_on(Admin::connect(&ns)).expect("an admin client");
@@ -67,6 +71,15 @@ fn one_broker_three_protocols() {
             node.log_tail(60)
         );
     }
+    let pid = node.pid().expect("the node's pid");
+    let to_itself: Vec<_> = harness::tcp_peers(pid)
+        .into_iter()
+        .filter(|p| p.port() == broker.port())
+        .collect();
+    assert!(
+        to_itself.is_empty(),
+        "the node holds TCP connections to its own broker port {broker}: {to_itself:?}"
+    );
 }
 
 fn client_option(access: &str) -> ClientOption {

@@ -238,6 +238,7 @@ fn standalone(a: StandaloneArgs, signals: &ringmq_node::io::signal::Signals) -> 
         acl: None,
         replay_window_ms: cfg.acl.replay_window_ms,
         listener_tls: cfg.tls.clone(),
+        in_process: None,
     };
     log_start("standalone", &cfg, fallback);
     let opts = StartOptions {
@@ -284,6 +285,9 @@ fn standalone(a: StandaloneArgs, signals: &ringmq_node::io::signal::Signals) -> 
     };
     // The broker's own ACL (plain_acl.yml or ACL 2.0): gRPC callers meet the same one.
     grpc_cfg.acl = broker.broker.acl.clone();
+    grpc_cfg.in_process = Some(ringmq_grpc::InProcess::new(
+        ringmq_node::net::in_process::dialer(broker.broker.clone()),
+    ));
     let grpc = match start_grpc(grpc_cfg) {
         Ok(g) => g,
         Err(e) => {
@@ -413,6 +417,7 @@ fn broker_cmd(a: BrokerArgs, signals: &ringmq_node::io::signal::Signals) -> Resu
         acl: None,
         replay_window_ms: cfg.acl.replay_window_ms,
         listener_tls: cfg.tls.clone(),
+        in_process: None,
     };
     log_start("broker", &cfg, fallback);
     let opts = StartOptions {
@@ -436,6 +441,9 @@ fn broker_cmd(a: BrokerArgs, signals: &ringmq_node::io::signal::Signals) -> Resu
     };
     // The broker's own ACL (plain_acl.yml or ACL 2.0): gRPC callers meet the same one.
     grpc_cfg.acl = broker.broker.acl.clone();
+    grpc_cfg.in_process = Some(ringmq_grpc::InProcess::new(
+        ringmq_node::net::in_process::dialer(broker.broker.clone()),
+    ));
     let grpc = match start_grpc(grpc_cfg) {
         Ok(g) => g,
         Err(e) => {
@@ -501,6 +509,8 @@ struct GrpcStart {
     replay_window_ms: u64,
     /// The node's listener TLS keys (`tls.server.*`): the gRPC port serves them too.
     listener_tls: TlsConfig,
+    /// This process's broker, which the edge reaches without a socket.
+    in_process: Option<ringmq_grpc::InProcess>,
 }
 
 /// The gRPC port's TLS: the node's listener certificates, permissive or enforcing as
@@ -561,6 +571,7 @@ fn start_grpc(g: GrpcStart) -> Result<Option<ringmq_grpc::GrpcServer>, String> {
         tls: g.tls,
         authority,
         listener_tls: grpc_listener_tls(&g.listener_tls)?,
+        in_process: g.in_process,
     };
     match ringmq_grpc::start(opts) {
         Ok(server) => {

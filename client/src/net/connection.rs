@@ -306,6 +306,45 @@ impl Connection {
                 }
             }
         };
+        Ok(Self::start(
+            addr,
+            local_addr,
+            stream,
+            in_flight_max,
+            inbox,
+            security,
+        ))
+    }
+
+    /// A connection over an in-process stream to a broker in this process (see
+    /// [`InProcess`](crate::net::InProcess)): no socket and no TLS (nothing leaves the
+    /// process); requests are signed as on any connection.
+    pub fn in_process(
+        addr: SocketAddr,
+        stream: tokio::io::DuplexStream,
+        in_flight_max: usize,
+        inbox: Arc<Inbox>,
+        security: Arc<Security>,
+    ) -> Connection {
+        let local_addr = SocketAddr::from(([127, 0, 0, 1], 0));
+        Self::start(
+            addr,
+            local_addr,
+            Stream::Local(stream),
+            in_flight_max,
+            inbox,
+            security,
+        )
+    }
+
+    fn start(
+        addr: SocketAddr,
+        local_addr: SocketAddr,
+        stream: Stream,
+        in_flight_max: usize,
+        inbox: Arc<Inbox>,
+        security: Arc<Security>,
+    ) -> Connection {
         let shared = Arc::new(Shared {
             addr,
             local_addr,
@@ -328,15 +367,19 @@ impl Connection {
                 let (rd, wr) = tokio::io::split(*s);
                 spawn_loops(rd, wr, rx, &shared, limit)
             }
+            Stream::Local(s) => {
+                let (rd, wr) = tokio::io::split(s);
+                spawn_loops(rd, wr, rx, &shared, limit)
+            }
         };
-        Ok(Connection {
+        Connection {
             shared,
             out: tx,
             next_id: AtomicU64::new(1),
             in_flight,
             in_flight_max,
             tasks,
-        })
+        }
     }
 
     /// This side's address (the BORNHOST of records sent on this connection).
@@ -559,6 +602,8 @@ enum Stream {
     Plain(TcpStream),
     /// Boxed: a rustls connection is large, and this enum lives only until the split.
     Tls(Box<TlsStream>),
+    /// In-process, to a broker of this process.
+    Local(tokio::io::DuplexStream),
 }
 
 /// Starts the reader on `rd` and the writer on `wr`.

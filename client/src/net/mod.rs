@@ -3,8 +3,10 @@
 //! Nothing above this module touches a socket.
 
 pub mod connection;
+pub mod in_process;
 pub mod inbox;
 pub mod pool;
 
 pub use connection::{Answer, Connection};
+pub use in_process::InProcess;
 pub use pool::{BrokerHello, Endpoint, Peer, Pool, PoolConfig};

@@ -18,6 +18,7 @@ use ringmq_wire::command::{HelloRequest, HelloResponse};
 
 use crate::error::{Error, Result};
 use crate::net::connection::Connection;
+use crate::net::in_process::InProcess;
 use crate::net::inbox::Inbox;
 use crate::security::Security;
 
@@ -47,6 +48,8 @@ pub struct PoolConfig {
     pub reconnect_backoff_max: Duration,
     /// TLS and credentials of every connection.
     pub security: Arc<Security>,
+    /// Brokers of this process, reached without a socket.
+    pub in_process: Option<InProcess>,
 }
 
 #[derive(Default)]
@@ -169,14 +172,29 @@ impl Pool {
     }
 
     async fn connect(&self, ep: Endpoint) -> Result<(Connection, Option<HelloResponse>)> {
-        let conn = Connection::open(
-            ep.addr,
-            self.cfg.connect_timeout,
-            self.cfg.requests_in_flight_max,
-            Arc::clone(&self.inbox),
-            Arc::clone(&self.cfg.security),
-        )
-        .await?;
+        let local = match (&self.cfg.in_process, ep.peer) {
+            (Some(p), Peer::Broker(_)) => p.dial(ep.addr),
+            _ => None,
+        };
+        let conn = match local {
+            Some(stream) => Connection::in_process(
+                ep.addr,
+                stream,
+                self.cfg.requests_in_flight_max,
+                Arc::clone(&self.inbox),
+                Arc::clone(&self.cfg.security),
+            ),
+            None => {
+                Connection::open(
+                    ep.addr,
+                    self.cfg.connect_timeout,
+                    self.cfg.requests_in_flight_max,
+                    Arc::clone(&self.inbox),
+                    Arc::clone(&self.cfg.security),
+                )
+                .await?
+            }
+        };
         // Every native connection opens with HELLO: a listener tells the native protocol from
         // RocketMQ's remoting by the first frame's code (docs/wire.md).
         let shard = match ep.peer {

@@ -17,6 +17,12 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// A `ringmq standalone` with the broker keys `sets`: the guard, the name server address
 /// and the gRPC address.
 pub fn standalone(dir: &Path, sets: &[&str]) -> (Proc, SocketAddr, SocketAddr) {
+    let (node, ready, grpc) = standalone_ready(dir, sets);
+    (node, ready.namesrv_addr(), grpc)
+}
+
+/// [`standalone`], with its whole ready line (the broker's native address too).
+pub fn standalone_ready(dir: &Path, sets: &[&str]) -> (Proc, ringmq_testkit::Ready, SocketAddr) {
     let mut node = Spawn::new("ringmq", bin::ringmq())
         .args(["standalone", "--data"])
         .arg(dir.join("data"))
@@ -37,7 +43,67 @@ pub fn standalone(dir: &Path, sets: &[&str]) -> (Proc, SocketAddr, SocketAddr) {
         .start();
     let grpc = grpc_line(&mut node);
     let ready = node.wait_ready(START_TIMEOUT);
-    (node, ready.namesrv_addr(), grpc)
+    (node, ready, grpc)
+}
+
+/// The remote ends of the TCP connections process `pid` holds (from `/proc/PID/fd` and
+/// `/proc/net/tcp{,6}`; listeners are left out).
+pub fn tcp_peers(pid: u32) -> Vec<SocketAddr> {
+    let mut inodes = std::collections::BTreeSet::new();
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).expect("the node's descriptors");
+    for fd in fds.flatten() {
+        if let Ok(link) = std::fs::read_link(fd.path()) {
+            let link = link.to_string_lossy().into_owned();
+            if let Some(inode) = link
+                .strip_prefix("socket:[")
+                .and_then(|r| r.strip_suffix(']'))
+            {
+                inodes.insert(inode.to_string());
+            }
+        }
+    }
+    let mut peers = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            // sl local rem st tx:rx tr:when retrnsmt uid timeout inode
+            if cols.len() < 10 || cols[3] == "0A" || !inodes.contains(cols[9]) {
+                continue;
+            }
+            if let Some(addr) = proc_net_addr(cols[2]) {
+                peers.push(addr);
+            }
+        }
+    }
+    peers
+}
+
+/// `0100007F:1F90` (IPv4, little-endian words) or the 32-digit IPv6 form, as /proc/net/tcp
+/// writes addresses.
+fn proc_net_addr(s: &str) -> Option<SocketAddr> {
+    let (ip, port) = s.split_once(':')?;
+    let port = u16::from_str_radix(port, 16).ok()?;
+    let words: Vec<u32> = (0..ip.len() / 8)
+        .map(|i| u32::from_str_radix(&ip[i * 8..i * 8 + 8], 16).map(u32::swap_bytes))
+        .collect::<Result<_, _>>()
+        .ok()?;
+    let ip: std::net::IpAddr = match words.as_slice() {
+        [w] => std::net::Ipv4Addr::from(*w).into(),
+        [a, b, c, d] => {
+            let v6 = std::net::Ipv6Addr::from(
+                (u128::from(*a) << 96)
+                    | (u128::from(*b) << 64)
+                    | (u128::from(*c) << 32)
+                    | u128::from(*d),
+            );
+            v6.to_ipv4_mapped().map_or(v6.into(), Into::into)
+        }
+        _ => return None,
+    };
+    Some(SocketAddr::new(ip, port))
 }
 
 /// `ringmq namesrv` on a free port: the guard and its address.

@@ -9,6 +9,7 @@ pub mod background;
 pub mod clock;
 pub mod dir_lock;
 pub mod disk;
+pub mod local;
 pub mod memory;
 pub mod net;
 pub mod node_disk;

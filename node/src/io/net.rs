@@ -17,6 +17,7 @@ use compio::io::{AsyncReadExt, AsyncWriteExt};
 use compio::net::{TcpListener, TcpStream};
 use socket2::{Domain, Protocol, Socket, Type};
 
+use super::local::{LocalConn, LocalStream};
 use super::sim;
 use super::sim::net::{SimConn, SimListener};
 use super::tls::{TlsClient, TlsServer, TlsStream};
@@ -158,21 +159,38 @@ pub enum Conn {
     /// TLS over TCP: reads decrypt, writes encrypt (the session is shared by the clones).
     Tls(TlsStream),
     Sim(SimConn),
+    /// An in-process connection from an edge of this process ([`super::local`]): no socket.
+    Local(LocalConn),
 }
 
 /// A connection on its way to another shard's thread: a duplicate of its socket and, for TLS,
-/// its session (rustls sessions are `Send`; everything else of the connection stays behind).
-pub struct Handed {
-    stream: std::net::TcpStream,
-    tls: Option<Box<rustls::ServerConnection>>,
+/// its session (rustls sessions are `Send`; everything else of the connection stays behind),
+/// or an in-process connection's stream.
+pub enum Handed {
+    Socket {
+        stream: std::net::TcpStream,
+        tls: Option<Box<rustls::ServerConnection>>,
+    },
+    Local(LocalStream),
+}
+
+impl Handed {
+    /// An in-process connection (`super::local`) for a shard to serve.
+    pub fn local(stream: LocalStream) -> Self {
+        Handed::Local(stream)
+    }
 }
 
 impl std::fmt::Debug for Handed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Handed")
-            .field("fd", &self.stream.as_raw_fd())
-            .field("tls", &self.tls.is_some())
-            .finish()
+        match self {
+            Handed::Socket { stream, tls } => f
+                .debug_struct("Handed")
+                .field("fd", &stream.as_raw_fd())
+                .field("tls", &tls.is_some())
+                .finish(),
+            Handed::Local(_) => f.write_str("Handed::Local"),
+        }
     }
 }
 
@@ -217,14 +235,23 @@ impl Conn {
         matches!(self, Conn::Tls(_))
     }
 
+    /// Log bytes can be spliced into it (a plain TCP socket); the others take copies.
+    pub fn splices(&self) -> bool {
+        matches!(self, Conn::Tcp(_))
+    }
+
     /// Adopts a connection handed over from another shard. The socket keeps the blocking
     /// mode the loop's driver gave it (compio makes it non-blocking for an epoll loop only):
     /// on io_uring a non-blocking socket makes a splice into it fail with EAGAIN whenever its
     /// send buffer is full, instead of waiting.
     pub fn from_std(h: Handed) -> io::Result<Self> {
-        let c = TcpStream::from_std(h.stream)?;
+        let (stream, tls) = match h {
+            Handed::Socket { stream, tls } => (stream, tls),
+            Handed::Local(s) => return Ok(Conn::Local(LocalConn::new(s))),
+        };
+        let c = TcpStream::from_std(stream)?;
         let _ = c.set_nodelay(true);
-        Ok(match h.tls {
+        Ok(match tls {
             None => Conn::Tcp(c),
             Some(session) => Conn::Tls(TlsStream::adopt(c, session)),
         })
@@ -239,17 +266,18 @@ impl Conn {
             Ok(std::net::TcpStream::from(owned))
         };
         match self {
-            Conn::Tcp(s) => Ok(Handed {
+            Conn::Tcp(s) => Ok(Handed::Socket {
                 stream: dup(s)?,
                 tls: None,
             }),
             Conn::Tls(t) => {
                 let stream = dup(t.socket())?;
-                Ok(Handed {
+                Ok(Handed::Socket {
                     stream,
                     tls: Some(t.take_server()?),
                 })
             }
+            Conn::Local(l) => Ok(Handed::Local(l.take()?)),
             Conn::Sim(_) => Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 "a simulated connection cannot change threads",
@@ -262,6 +290,7 @@ impl Conn {
             Conn::Tcp(s) => s.peer_addr(),
             Conn::Tls(t) => t.socket().peer_addr(),
             Conn::Sim(c) => Ok(c.peer_addr()),
+            Conn::Local(l) => Ok(l.peer_addr()),
         }
     }
 
@@ -276,6 +305,10 @@ impl Conn {
             Conn::Tls(t) => t.read_append(buf).await,
             Conn::Sim(c) => {
                 let res = c.read_append(&mut buf).await;
+                (res, buf)
+            }
+            Conn::Local(l) => {
+                let res = l.read_append(&mut buf).await;
                 (res, buf)
             }
         }
@@ -294,6 +327,10 @@ impl Conn {
                 let res = c.write(&buf);
                 (res, buf)
             }
+            Conn::Local(l) => {
+                let res = l.write_all(&buf).await;
+                (res, buf)
+            }
         }
     }
 
@@ -305,6 +342,7 @@ impl Conn {
             }
             Conn::Tls(t) => t.shutdown().await,
             Conn::Sim(c) => c.shutdown(),
+            Conn::Local(l) => l.shutdown().await,
         }
     }
 

@@ -8,6 +8,7 @@ pub mod call;
 pub mod connection;
 pub mod frames;
 pub mod grpc_acl;
+pub mod in_process;
 pub mod namesrv;
 pub mod out_queue;
 pub mod remoting;

@@ -218,10 +218,10 @@ pub(super) async fn write_loop(
             match body {
                 Body::Empty => {}
                 Body::Bytes(b) => buf.extend_from_slice(&b),
-                Body::Log { runs, .. } if conn.is_tls() => {
-                    // Splice cannot pass through a user-space TLS session: the runs are read
-                    // from the log file (io_uring reads, so a cold page does not stall the
-                    // shard) into the write buffer and encrypted with the rest.
+                Body::Log { runs, .. } if !conn.splices() => {
+                    // Splice cannot pass through a user-space TLS session or into an
+                    // in-process pipe: the runs are read from the log file (io_uring reads,
+                    // so a cold page does not stall the shard) into the write buffer.
                     for run in runs {
                         let mut done = 0usize;
                         while done < run.len {
@@ -238,7 +238,7 @@ pub(super) async fn write_loop(
                                     return;
                                 }
                                 Err(e) => {
-                                    log::warn!("reading a log run at {at} for a TLS connection: {e}; closing it");
+                                    log::warn!("reading a log run at {at} for a connection that copies: {e}; closing it");
                                     out.close();
                                     return;
                                 }

@@ -21,6 +21,11 @@ pub enum Mail {
         /// The connection's ACL state (ACL on).
         guard: Option<crate::acl::GuardState>,
     },
+    /// A new in-process connection from an edge of this process (`crate::io::local`):
+    /// serve it as a connection accepted on the broker port.
+    Local {
+        stream: crate::io::local::LocalStream,
+    },
     /// For one of the broker's rooms (features): the room that made it takes it back
     /// (`broker::shard::hooks::Room::mail`).
     Room(Box<dyn std::any::Any + Send>),

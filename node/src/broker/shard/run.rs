@@ -114,6 +114,10 @@ pub async fn run(
                 )),
                 Err(e) => log::warn!("shard {}: adopting a connection: {e}", shard.id),
             },
+            Mail::Local { stream } => {
+                let conn = Conn::Local(crate::io::local::LocalConn::new(stream));
+                rt::spawn(serve_conn(Rc::clone(&shard), conn, Vec::new(), false));
+            }
             Mail::Room(mail) => {
                 let mut mail = Some(mail);
                 for room in shard.broker.hooks.rooms {
