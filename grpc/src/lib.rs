@@ -7,16 +7,18 @@
 //! ([`start`]), never on the broker's io_uring shards, and turns each RPC into the typed
 //! requests of ringmq's native client (`ringmq-client`): a [`Producer`] for SendMessage, an
 //! `EdgeConsumer` (POP for any group) for ReceiveMessage, AckMessage and
-//! ChangeInvisibleDuration, an [`Admin`] for routes. Those clients connect to the brokers'
-//! native port like any other client, so every request reaches the shard that owns its
+//! ChangeInvisibleDuration, an [`Admin`] for routes. Those clients speak the native protocol
+//! to the brokers like any other client, so every request reaches the shard that owns its
 //! queue by the native path (HELLO hands each connection to its shard), and the broker
 //! keeps one request path for every protocol: what the native path checks, stores and
 //! replicates, a gRPC message gets too. RocketMQ's own proxy does the same over remoting.
+//! The broker of the edge's own process is reached in process, without a socket
+//! ([`GrpcOptions::in_process`]); other brokers and the name servers over TCP.
 //!
 //! The cost: each gRPC request is decoded twice (protobuf at the edge, the native frame on
-//! the shard) and crosses a loopback connection; the edge's work (HTTP/2, protobuf,
-//! conversion) uses one core at most. In return the edge holds no broker state and cannot
-//! break a shard's invariants, and it can be moved out of the broker process unchanged.
+//! the shard) and wakes the shard's thread; the edge's work (HTTP/2, protobuf, conversion)
+//! uses one core at most. In return the edge holds no broker state and cannot break a
+//! shard's invariants, and it can be moved out of the broker process unchanged.
 //!
 //! # What is served
 //!

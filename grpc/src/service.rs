@@ -1,7 +1,7 @@
 //! `apache.rocketmq.v2.MessagingService` on ringmq: each RPC handed to the module that
 //! serves it, with the native clients it needs. The edge's state is its native clients
-//! (one producer, one POP consumer, one admin client, all connected to the local
-//! broker's name servers) and the registry of gRPC clients' Settings.
+//! (one producer, one POP consumer, one admin client, all asking the local broker's name
+//! servers for routes, and reaching the local broker in process) and the registry of gRPC clients' Settings.
 //!
 //! Served: QueryRoute, Heartbeat, SendMessage, QueryAssignment, ReceiveMessage,
 //! AckMessage, ChangeInvisibleDuration, Telemetry, NotifyClientTermination,
