@@ -1,16 +1,33 @@
 #!/usr/bin/env bash
 # ringmq against the Rust port of RocketMQ (rocketmq-namesrv + rocketmq-broker 1.0.0 from
-# crates.io), side by side with the same RocketMQ client (issue #40 item 3): the port's own
-# client benchmark, `client-production-benchmark` of rocketmq-client-rust 1.0.0, drives a fresh
-# `ringmq standalone --shards 1` and a fresh port name server + broker per round and flush mode,
-# the two alternating which goes first. The brokers are pinned to one core (BENCH_SERVER_CPU,
-# 0) and the client to another (BENCH_CLIENT_CPU, 1) with `taskset`. Medians over the rounds
-# go to stdout as a markdown table and, with BENCH_DOC, into that file between the
-# bench-rocketmq.sh markers. Progress goes to stderr.
+# crates.io), side by side with the same RocketMQ client (issue #40 item 3), and ringmq at
+# several shard counts under that client, same run (issue #40 item 1): the port's own client
+# benchmark, `client-production-benchmark` of rocketmq-client-rust 1.0.0, drives a fresh
+# `ringmq standalone --shards N` for each shard count of BENCH_SHARDS ("1") and a fresh port
+# name server + broker per round and flush mode. The nodes go in that order (ringmq's shard
+# counts as listed, then the port) in odd rounds and in the reverse order in even ones.
+# Medians over the rounds go to stdout as markdown tables and, with BENCH_DOC, into that file
+# between the bench-rocketmq.sh markers (the side-by-side run: one shard count and the port)
+# or between the bench-rocketmq.sh/shards markers (any other run: more than one shard count
+# or BENCH_PORT=0), so neither run overwrites the other's table. Progress goes to stderr.
 #
 #   scripts/rocketmq-rust.sh                              # once: installs the port (see there)
 #   scripts/bench-rocketmq.sh                             # 2 rounds, ASYNC and SYNC_FLUSH
 #   BENCH_ROUNDS=3 BENCH_DOC=docs/perf.md scripts/bench-rocketmq.sh
+#   BENCH_PORT=0 BENCH_SHARDS="1 2" BENCH_FLUSH=async BENCH_SCENARIOS=batch BENCH_ROUNDS=3 \
+#     BENCH_DOC=docs/perf.md scripts/bench-rocketmq.sh    # shard scaling alone
+#
+# Pinning (taskset): the client always on BENCH_CLIENT_CPU (1). The brokers on
+# BENCH_SERVER_CPU, whose default is CPU 0 when BENCH_SHARDS is "1" and every core otherwise:
+# a node of 2 shards needs 2 cores, and in a run that compares shard counts every node gets
+# the same cores, so a ratio between shard counts changes one thing, the shard count, and not
+# the cores as well. ringmq pins its shards itself (pinCores, on by default): shard i on CPU
+# i mod the cores it may use, counted from CPU 0 (keep BENCH_SERVER_CPU starting at 0); its
+# other threads (name server, gRPC edge, fdatasync and readahead helpers) run on any core of
+# BENCH_SERVER_CPU. On 2 cores that is: 1 shard on CPU 0, 2 shards on CPUs 0 and 1, the
+# second sharing CPU 1 with the client, the node's helpers on both. With the load generator
+# on cores of its own (4+ cores: BENCH_SERVER_CPU=0-1 BENCH_CLIENT_CPU=2-3) nothing is shared.
+# The port, when it runs, is on BENCH_SERVER_CPU as well.
 #
 # Scenarios, each round and broker (the example's own; 1 KiB bodies, one topic per scenario,
 # created by the first send with the brokers' autoCreateTopicEnable, 8 queues on both):
@@ -34,7 +51,12 @@
 # example reports them (its --output-json), and the broker's CPU per completed message:
 # utime+stime from /proc/<pid>/stat, from just before the client starts to just after it
 # exits, divided by the messages it completed. ringmq standalone is name server and broker
-# in one process; for the port the two processes' CPU is added.
+# in one process; for the port the two processes' CPU is added. Tables: the side-by-side run
+# (one shard count, with the port) has one row per flush mode and scenario, ringmq and the
+# port in columns; any other run has one row per node ("ringmq 1 shard", "ringmq 2 shards",
+# "port"), and with more than one shard count a second table: each count's msgs/s and broker
+# CPU µs/msg over the first count's, per round (same round and flush mode), median of the
+# rounds and each round's ratio.
 #
 # The port runs with ROCKETMQ_HOME and HOME set to a fresh folder of the work directory (its
 # logs and state go there), ROCKETMQ_SECURITY_PROFILE=development-insecure-loopback (it checks
@@ -45,13 +67,16 @@
 # "core.service.failed", when the file sets defaultTopicQueueNums). Its name server and
 # broker log at warn (RUST_LOG).
 #
-# Environment: BENCH_ROUNDS (2), BENCH_FLUSH ("async sync"), BENCH_SCENARIOS ("sync async batch
-# lite-pull"), BENCH_SYNC, BENCH_ASYNC, BENCH_BATCH, BENCH_BATCH_SIZE, BENCH_LITE_PULL,
-# BENCH_TIMEOUT_MS, BENCH_SIZE (1024), BENCH_SERVER_CPU (0), BENCH_CLIENT_CPU (1), BENCH_DIR
-# (work directory, removed at the end unless BENCH_KEEP=1), BENCH_DOC ("-" = stdout only),
-# BENCH_NO_BUILD=1 (target/release as it is), BENCH_COMMIT, BENCH_REPORT_ONLY=1 (only the
-# table, from the results in BENCH_DIR), RMQ_RUST_ROOT (where scripts/rocketmq-rust.sh
-# installed the port).
+# Environment: BENCH_ROUNDS (2), BENCH_SHARDS ("1"; ringmq's shard counts, e.g. "1 2", the
+# first the base of the ratios), BENCH_PORT (1; 0 = no port, only the client binary of
+# scripts/rocketmq-rust.sh needed), BENCH_FLUSH ("async sync"), BENCH_SCENARIOS ("sync async
+# batch lite-pull"), BENCH_SYNC, BENCH_ASYNC, BENCH_BATCH, BENCH_BATCH_SIZE, BENCH_LITE_PULL,
+# BENCH_TIMEOUT_MS, BENCH_SIZE (1024), BENCH_SERVER_CPU (0, or every core; see Pinning),
+# BENCH_CLIENT_CPU (1), BENCH_DIR (work directory, removed at the end unless BENCH_KEEP=1),
+# BENCH_DOC ("-" = stdout only), BENCH_NO_BUILD=1 (target/release as it is), BENCH_COMMIT,
+# BENCH_REPORT_ONLY=1 (only the tables, from the results in BENCH_DIR, with the same
+# BENCH_SHARDS, BENCH_PORT, BENCH_FLUSH and BENCH_SCENARIOS), RMQ_RUST_ROOT (where
+# scripts/rocketmq-rust.sh installed the port).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/bench-lib.sh
@@ -66,12 +91,15 @@ case "${1:-}" in
 esac
 
 rounds=${BENCH_ROUNDS:-2}
+read -ra shards <<<"${BENCH_SHARDS:-1}"
+with_port=${BENCH_PORT:-1}
 flushes=${BENCH_FLUSH:-async sync}
 scenarios=${BENCH_SCENARIOS:-sync async batch lite-pull}
 batch_size=${BENCH_BATCH_SIZE:-32}
 timeout_ms=${BENCH_TIMEOUT_MS:-10000}
 size=${BENCH_SIZE:-1024}
-server_cpu=${BENCH_SERVER_CPU:-0}
+if [ "${shards[*]}" = 1 ]; then server_cpu=${BENCH_SERVER_CPU:-0}
+else server_cpu=${BENCH_SERVER_CPU:-0-$(($(nproc) - 1))}; fi
 client_cpu=${BENCH_CLIENT_CPU:-1}
 doc=${BENCH_DOC:--}
 work=${BENCH_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/ringmq-bench-rocketmq.XXXXXX")}
@@ -91,11 +119,30 @@ done
 for s in $scenarios; do
   [ -n "${count[$s]:-}" ] || { echo "BENCH_SCENARIOS: unknown scenario $s" >&2; exit 2; }
 done
+[ "${#shards[@]}" -gt 0 ] || { echo "BENCH_SHARDS: no shard count given" >&2; exit 2; }
+for n in "${shards[@]}"; do
+  [[ $n =~ ^[1-9][0-9]*$ ]] || { echo "BENCH_SHARDS: $n is not a shard count" >&2; exit 2; }
+  [ "$(printf '%s\n' "${shards[@]}" | grep -cx "$n")" = 1 ] \
+    || { echo "BENCH_SHARDS: $n is given twice" >&2; exit 2; }
+done
+case $with_port in 0 | 1) ;; *) echo "BENCH_PORT: $with_port is neither 0 nor 1" >&2; exit 2 ;; esac
+
+# The nodes of each round, in the order of odd rounds: ringmq-s<N> per shard count, the port.
+nodes=()
+for n in "${shards[@]}"; do nodes+=("ringmq-s$n"); done
+[ "$with_port" = 1 ] && nodes+=(port)
 mkdir -p "$work"
 work=$(cd "$work" && pwd -P)
+if [ "${BENCH_REPORT_ONLY:-0}" = 1 ] && [ ! -f "$work/meta.json" ]; then
+  echo "BENCH_REPORT_ONLY: $work holds no results (no meta.json)" >&2; exit 2
+fi
 
 if [ "${BENCH_REPORT_ONLY:-0}" != 1 ]; then
-  rmq_rust_installed || { echo "the Rust port is not installed in $RMQ_RUST_ROOT: run scripts/rocketmq-rust.sh first" >&2; exit 2; }
+  if [ "$with_port" = 1 ]; then
+    rmq_rust_installed || { echo "the Rust port is not installed in $RMQ_RUST_ROOT: run scripts/rocketmq-rust.sh first (or BENCH_PORT=0)" >&2; exit 2; }
+  else
+    [ -x "$rmq_bench_client" ] || { echo "the client $rmq_bench_client is not installed: run scripts/rocketmq-rust.sh first" >&2; exit 2; }
+  fi
   if [ "${BENCH_NO_BUILD:-0}" = 1 ]; then
     ringmq=${BENCH_RINGMQ:-target/release/ringmq}
     commit=$(bench_commit)
@@ -121,9 +168,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-start_ringmq() { # DATA FLUSH
+start_ringmq() { # DATA FLUSH SHARDS
   RUST_LOG=warn taskset -c "$server_cpu" "$ringmq" standalone --data "$1" --namesrv-port 0 \
-    --broker-port 0 --grpc-port 0 --shards 1 --flush "$2" >"$work/ringmq.out" 2>"$work/ringmq.err" &
+    --broker-port 0 --grpc-port 0 --shards "$3" --flush "$2" >"$work/ringmq.out" 2>"$work/ringmq.err" &
   pids=($!)
   bench_wait_line "$work/ringmq.out" ready "ringmq standalone"
   namesrv=$(grep -o 'namesrv [0-9.:]*' "$work/ringmq.out" | cut -d' ' -f2)
@@ -149,12 +196,12 @@ sync_sends() {
   echo "$3 sends did not succeed within 30 s:" >&2; tail -n 20 "$work/$3.out" >&2; exit 1
 }
 
-run_scenario() { # ROUND FLUSH BROKER SCENARIO
-  local round=$1 flush=$2 broker=$3 s=$4 n=${count[$4]} c0 c1
-  local f="$work/r$round-$flush-$broker-$s" topic="Bench_${s/-/_}_r$round"
+run_scenario() { # ROUND FLUSH NODE SCENARIO
+  local round=$1 flush=$2 node=$3 s=$4 n=${count[$4]} c0 c1
+  local f="$work/r$round-$flush-$node-$s" topic="Bench_${s/-/_}_r$round"
   # lite-pull reads the topic's queues before it sends: the topic must exist (see --help).
   [ "$s" = lite-pull ] && sync_sends "$topic" 8 create-topic
-  printf '[round %d/%d] %-6s %-7s %-9s ' "$round" "$rounds" "$flush" "$broker" "$s" >&2
+  printf '[round %d/%d] %-6s %-10s %-9s ' "$round" "$rounds" "$flush" "$node" "$s" >&2
   c0=$(bench_cpu_ticks "${pids[@]}")
   client "$s" "$topic" "$n" "$f.report.json" >"$f.out" 2>&1 || true
   c1=$(bench_cpu_ticks "${pids[@]}")
@@ -172,9 +219,12 @@ run_scenario() { # ROUND FLUSH BROKER SCENARIO
   jq -r '"\(.msgs_per_s) msgs/s, \(.completed) of \(.asked), p50 \(.p50_ms) ms, p99 \(.p99_ms) ms, broker \(.cpu_s) s CPU = \((.us_per_msg // 0) * 100 | round / 100) µs/msg"' "$f.json" >&2
 }
 
-run_broker() { # ROUND FLUSH BROKER
+run_node() { # ROUND FLUSH NODE (ringmq-s<N> or port)
   local data; data=$(mktemp -d "$work/data.XXXXXX")
-  if [ "$3" = ringmq ]; then start_ringmq "$data/ringmq" "$2"; else start_port "$data" "$2"; fi
+  case $3 in
+    ringmq-s*) start_ringmq "$data/ringmq" "$2" "${3#ringmq-s}" ;;
+    port) start_port "$data" "$2" ;;
+  esac
   sync_sends BenchWarmup 16 warm-up
   for s in $scenarios; do run_scenario "$1" "$2" "$3" "$s"; done
   bench_stop_all
@@ -182,29 +232,56 @@ run_broker() { # ROUND FLUSH BROKER
 }
 
 if [ "${BENCH_REPORT_ONLY:-0}" != 1 ]; then
-  echo "work directory: $work; $rounds rounds; brokers on CPU $server_cpu, client on CPU $client_cpu; load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+  echo "work directory: $work; $rounds rounds; nodes ${nodes[*]}; brokers on CPU $server_cpu, client on CPU $client_cpu; load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
   for round in $(seq 1 "$rounds"); do
+    order=("${nodes[@]}")
+    if [ $((round % 2)) = 0 ]; then
+      order=()
+      for ((i = ${#nodes[@]} - 1; i >= 0; i--)); do order+=("${nodes[i]}"); done
+    fi
     for flush in $flushes; do
-      if [ $((round % 2)) = 1 ]; then run_broker "$round" "$flush" ringmq; run_broker "$round" "$flush" port
-      else run_broker "$round" "$flush" port; run_broker "$round" "$flush" ringmq; fi
+      for node in "${order[@]}"; do run_node "$round" "$flush" "$node"; done
     done
   done
   jq --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" '. + {load_after: $load}' "$work/meta.json" >"$work/meta.tmp"
   mv "$work/meta.tmp" "$work/meta.json"
 fi
 
-# --- table ----------------------------------------------------------------------------------
+# --- tables ---------------------------------------------------------------------------------
 
-med() { bench_median "$work/r*-$1-$2-$3.json" "$4"; } # FLUSH BROKER SCENARIO EXPR
+med() { bench_median "$work/r*-$1-$2-$3.json" "$4"; } # FLUSH NODE SCENARIO EXPR
 per_round() { jq -s -r "[.[] | $4 | tostring] | join(\" / \")" "$work"/r*-"$1-$2-$3".json; }
 meta() { jq -r ".$1" "$work/meta.json"; }
 ratio() { jq -n -r --argjson a "$1" --argjson b "$2" 'if $a == null or $b == null or $b == 0 then "-" else ($a / $b * 100 | round / 100 | tostring) + "x" end'; }
+us='.us_per_msg | values * 100 | round / 100'
+label() { # NODE: "ringmq 1 shard", "ringmq 2 shards", "port"
+  case $1 in
+    ringmq-s1) echo "ringmq 1 shard" ;;
+    ringmq-s*) echo "ringmq ${1#ringmq-s} shards" ;;
+    *) echo "$1" ;;
+  esac
+}
+# shard_ratio FLUSH SCENARIO NODE EXPR: "median | per round" of NODE's EXPR over that of the
+# first shard count's node, each round against the same round; "-" where either is missing.
+shard_ratio() {
+  local r a b
+  for r in $(seq 1 "$(meta rounds)"); do
+    a=$work/r$r-$1-$3-$2.json b=$work/r$r-$1-${nodes[0]}-$2.json
+    [ -f "$a" ] && [ -f "$b" ] || continue
+    jq -n --slurpfile a "$a" --slurpfile b "$b" "(\$a[0] | $4) as \$x | (\$b[0] | $4) as \$y
+      | if \$x == null or \$y == null or \$y == 0 then null else \$x / \$y end"
+  done | jq -s -r 'def x: if . == null then "-" else (. * 100 | round / 100 | tostring) + "x" end;
+    (map(select(. != null)) | sort | if length == 0 then null else .[(length - 1) / 2 | floor] end | x)
+    + " | " + (map(x) | join(" / "))'
+}
 
-table=$(
-  echo "<!-- bench-rocketmq.sh:begin (generated by scripts/bench-rocketmq.sh; edits here are overwritten) -->"
+# side_by_side: one shard count and the port, one row per flush mode and scenario.
+side_by_side() {
+  local rq=${nodes[0]}
+  echo "<!-- $marker:begin (generated by scripts/bench-rocketmq.sh; edits here are overwritten) -->"
   echo "### ringmq and the Rust port of RocketMQ with the same client (scripts/bench-rocketmq.sh)"
   echo
-  echo "ringmq \`$(meta commit)\` (\`ringmq standalone --shards 1\`) and the Rust port's"
+  echo "ringmq \`$(meta commit)\` (\`ringmq standalone --shards ${shards[0]}\`) and the Rust port's"
   echo "\`rocketmq-namesrv-rust\` + \`rocketmq-broker-rust\` $RMQ_RUST_VERSION (crates.io), $(date -u +%Y-%m-%d), $(nproc) cores:"
   echo "the brokers pinned to CPU $server_cpu, the client (rocketmq-client-rust $RMQ_RUST_VERSION's"
   echo "\`client-production-benchmark\`) to CPU $client_cpu. Load average $(meta load_before) before, $(meta load_after) after."
@@ -217,19 +294,86 @@ table=$(
   echo "|---|---|---|---|---|---|---|---|---|---|---|"
   for flush in $flushes; do
     for s in $scenarios; do
-      r=$(med "$flush" ringmq "$s" .msgs_per_s) p=$(med "$flush" port "$s" .msgs_per_s)
-      echo "| ${flush_name[$flush]} | $s | ${count[$s]} | $r | $p | $(ratio "$r" "$p") | $(med "$flush" ringmq "$s" .p50_ms) / $(med "$flush" ringmq "$s" .p99_ms) | $(med "$flush" port "$s" .p50_ms) / $(med "$flush" port "$s" .p99_ms) | $(med "$flush" ringmq "$s" '.us_per_msg | values * 100 | round / 100') | $(med "$flush" port "$s" '.us_per_msg | values * 100 | round / 100') | $(per_round "$flush" ringmq "$s" .completed); $(per_round "$flush" port "$s" .completed) |"
+      r=$(med "$flush" "$rq" "$s" .msgs_per_s) p=$(med "$flush" port "$s" .msgs_per_s)
+      echo "| ${flush_name[$flush]} | $s | ${count[$s]} | $r | $p | $(ratio "$r" "$p") | $(med "$flush" "$rq" "$s" .p50_ms) / $(med "$flush" "$rq" "$s" .p99_ms) | $(med "$flush" port "$s" .p50_ms) / $(med "$flush" port "$s" .p99_ms) | $(med "$flush" "$rq" "$s" "$us") | $(med "$flush" port "$s" "$us") | $(per_round "$flush" "$rq" "$s" .completed); $(per_round "$flush" port "$s" .completed) |"
     done
   done
   echo
   echo "Per round (msgs/s, ringmq; port):"
   for flush in $flushes; do
     for s in $scenarios; do
-      echo "${flush_name[$flush]} $s: $(per_round "$flush" ringmq "$s" .msgs_per_s); $(per_round "$flush" port "$s" .msgs_per_s)."
+      echo "${flush_name[$flush]} $s: $(per_round "$flush" "$rq" "$s" .msgs_per_s); $(per_round "$flush" port "$s" .msgs_per_s)."
     done
   done
-  echo "<!-- bench-rocketmq.sh:end -->"
-)
+  echo "<!-- $marker:end -->"
+}
+
+# per_node: one row per flush mode, scenario and node; with more than one shard count, the
+# ratios of each count over the first.
+per_node() {
+  local what="ringmq with ${shards[0]}" node m c i
+  for ((i = 1; i < ${#shards[@]}; i++)); do
+    if ((i == ${#shards[@]} - 1)); then what+=" and ${shards[i]}"; else what+=", ${shards[i]}"; fi
+  done
+  if [ "${shards[*]}" = 1 ]; then what+=" shard"; else what+=" shards"; fi
+  echo "<!-- $marker:begin (generated by scripts/bench-rocketmq.sh; edits here are overwritten) -->"
+  if [ "$with_port" = 1 ]; then
+    echo "### $what and the Rust port of RocketMQ with the same client (scripts/bench-rocketmq.sh)"
+  else
+    echo "### $what under a RocketMQ client (scripts/bench-rocketmq.sh)"
+  fi
+  echo
+  echo "ringmq \`$(meta commit)\` (\`ringmq standalone --shards N\`, a fresh node per shard count, round and flush mode)"
+  [ "$with_port" = 1 ] \
+    && echo "and the Rust port's \`rocketmq-namesrv-rust\` + \`rocketmq-broker-rust\` $RMQ_RUST_VERSION (crates.io)"
+  echo "under rocketmq-client-rust $RMQ_RUST_VERSION's \`client-production-benchmark\`, $(date -u +%Y-%m-%d), $(nproc) cores:"
+  echo "the brokers on CPU $server_cpu (taskset; ringmq pins shard i to CPU i, its other threads run on"
+  echo "any of those), the client pinned to CPU $client_cpu. Load average $(meta load_before) before, $(meta load_after) after."
+  echo "1 KiB bodies, batch and pull batch $batch_size. Medians of $(meta rounds) rounds; the nodes in the order of the"
+  echo "table in odd rounds, reversed in even ones. Completed: messages the client counted as sent"
+  if [ "$with_port" = 1 ]; then
+    echo "(or pulled) of those asked. Broker CPU: utime+stime of the broker's processes (ringmq: one;"
+    echo "the port: name server + broker) over the client's run, per completed message."
+  else
+    echo "(or pulled) of those asked. Broker CPU: utime+stime of the node's one process (name server"
+    echo "and broker) over the client's run, per completed message."
+  fi
+  echo
+  echo "| flush | scenario | messages | node | msgs/s | p50 / p99 ms | broker CPU µs/msg | completed per round | msgs/s per round | µs/msg per round |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
+  for flush in $flushes; do
+    for s in $scenarios; do
+      for node in "${nodes[@]}"; do
+        echo "| ${flush_name[$flush]} | $s | ${count[$s]} | $(label "$node") | $(med "$flush" "$node" "$s" .msgs_per_s) | $(med "$flush" "$node" "$s" .p50_ms) / $(med "$flush" "$node" "$s" .p99_ms) | $(med "$flush" "$node" "$s" "$us") | $(per_round "$flush" "$node" "$s" .completed) | $(per_round "$flush" "$node" "$s" .msgs_per_s) | $(per_round "$flush" "$node" "$s" "$us") |"
+      done
+    done
+  done
+  if [ "${#shards[@]}" -gt 1 ]; then
+    echo
+    echo "Each shard count over $(label "${nodes[0]}"), per round (the same round and flush mode), median of the rounds:"
+    echo
+    echo "| flush | scenario | node | msgs/s ratio | broker CPU µs/msg ratio | msgs/s ratio per round | µs/msg ratio per round |"
+    echo "|---|---|---|---|---|---|---|"
+    for flush in $flushes; do
+      for s in $scenarios; do
+        for node in "${nodes[@]:1}"; do
+          [ "$node" = port ] && continue
+          m=$(shard_ratio "$flush" "$s" "$node" .msgs_per_s) c=$(shard_ratio "$flush" "$s" "$node" .us_per_msg)
+          echo "| ${flush_name[$flush]} | $s | $(label "$node") over $(label "${nodes[0]}") | ${m% | *} | ${c% | *} | ${m#* | } | ${c#* | } |"
+        done
+      done
+    done
+  fi
+  echo "<!-- $marker:end -->"
+}
+
+if [ "${#shards[@]}" = 1 ] && [ "$with_port" = 1 ]; then
+  marker=bench-rocketmq.sh
+  table=$(side_by_side)
+else
+  marker=bench-rocketmq.sh/shards
+  table=$(per_node)
+fi
 echo
 echo "$table"
-bench_write_doc bench-rocketmq.sh "$table" "$doc"
+bench_write_doc "$marker" "$table" "$doc"
