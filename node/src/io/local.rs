@@ -12,7 +12,7 @@
 
 use std::future::poll_fn;
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
 
@@ -23,8 +23,9 @@ pub const LOCAL_PIPE_BYTES: usize = 4 << 20;
 /// Spare room a read asks for when the caller's buffer has none.
 const READ_RESERVE_BYTES: usize = 64 << 10;
 
-/// The shard's end of an in-process connection while it moves between threads.
-pub struct LocalStream(DuplexStream);
+/// The shard's end of an in-process connection while it moves between threads, with the
+/// address the shard sees as its peer.
+pub struct LocalStream(DuplexStream, SocketAddr);
 
 impl std::fmt::Debug for LocalStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -32,10 +33,12 @@ impl std::fmt::Debug for LocalStream {
     }
 }
 
-/// A new in-process connection: the shard's end and the other end (for the caller).
-pub fn pair() -> (LocalStream, DuplexStream) {
+/// A new in-process connection: the shard's end and the other end (for the caller). `peer`
+/// is what the shard sees as the peer's address (ACL address rules, connection lists): the
+/// address the caller would have connected from over TCP.
+pub fn pair(peer: SocketAddr) -> (LocalStream, DuplexStream) {
     let (shard_end, other_end) = tokio::io::duplex(LOCAL_PIPE_BYTES);
-    (LocalStream(shard_end), other_end)
+    (LocalStream(shard_end, peer), other_end)
 }
 
 /// The shard's end of an in-process connection on the shard's thread. Clones share it (one
@@ -43,25 +46,26 @@ pub fn pair() -> (LocalStream, DuplexStream) {
 /// poll, never across an `.await`, and the pipe keeps the reader's and the writer's wakers
 /// apart.
 #[derive(Clone)]
-pub struct LocalConn(Rc<std::cell::RefCell<Option<DuplexStream>>>);
+pub struct LocalConn(Rc<std::cell::RefCell<Option<DuplexStream>>>, SocketAddr);
 
 impl LocalConn {
     pub fn new(s: LocalStream) -> Self {
-        LocalConn(Rc::new(std::cell::RefCell::new(Some(s.0))))
+        LocalConn(Rc::new(std::cell::RefCell::new(Some(s.0))), s.1)
     }
 
-    /// What the shard sees as the peer: the loopback address, port 0 (no socket).
+    /// What the shard sees as the peer (given to [`pair`]).
     pub fn peer_addr(&self) -> SocketAddr {
-        SocketAddr::from((Ipv4Addr::LOCALHOST, 0))
+        self.1
     }
 
     /// Takes the stream to hand it to another shard; this connection (and its clones) is
     /// closed from then on.
     pub fn take(&self) -> io::Result<LocalStream> {
+        let peer = self.1;
         self.0
             .borrow_mut()
             .take()
-            .map(LocalStream)
+            .map(|s| LocalStream(s, peer))
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, "handed off already"))
     }
 
@@ -144,7 +148,7 @@ mod tests {
     /// larger than the pipe (the writer waits for the reader), and a shutdown reads as EOF.
     #[test]
     fn bytes_cross_threads_both_ways() {
-        let (shard_end, mut other) = pair();
+        let (shard_end, mut other) = pair(SocketAddr::from(([127, 0, 0, 1], 0)));
         let big: Vec<u8> = (0..(LOCAL_PIPE_BYTES * 2 + 7))
             .map(|i| (i % 251) as u8)
             .collect();
