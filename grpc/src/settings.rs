@@ -13,10 +13,10 @@
 //! | consumer | `backoff_policy` | the group's retry limit + 1 attempts (17 by default), exponential 1 s .. 2 h, ×2 |
 //! | both | `metric` | `{on: false}` |
 //!
-//! `fifo` and the attempts come from the group's settings on the brokers ([`Groups`]:
-//! `ringmq-ctl group update G -o true -r N`, or mqadmin's updateSubGroup), as RocketMQ's
-//! proxy takes them from its subscription group table; [`merged`] fills the defaults and
-//! [`for_client`] the group's own.
+//! `fifo` and the attempts come from the group's settings on the brokers (the edge's group
+//! cache, `groups.rs`: `ringmq-ctl group update G -o true -r N`, or mqadmin's
+//! updateSubGroup), as RocketMQ's proxy takes them from its subscription group table;
+//! `merged` fills the defaults and `for_client` the group's own.
 
 use std::time::Duration;
 
