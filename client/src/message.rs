@@ -85,6 +85,10 @@ pub struct Message {
     /// The message id as the application (or a protocol edge relaying another client's
     /// message) made it, stored as the record's `UNIQ_KEY`; `None`: the producer makes one.
     pub unique_key: Option<String>,
+    /// The record's BORNHOST when a protocol edge relays another client's message (that
+    /// client's address, as RocketMQ's proxy records it); `None`: this producer's side of its
+    /// connection.
+    pub born_host: Option<SocketAddr>,
 }
 
 impl Message {
@@ -100,6 +104,7 @@ impl Message {
             deliver_at_ms: None,
             delay: None,
             unique_key: None,
+            born_host: None,
         }
     }
 

@@ -19,11 +19,13 @@ use crate::transaction::Transactions;
 /// Most messages one SendMessage may carry.
 pub(crate) const SEND_MESSAGES_MAX: usize = 1024;
 
-/// SendMessage.
+/// SendMessage. `peer`: the gRPC client's address, stored as each record's BORNHOST (as
+/// RocketMQ's proxy does); unknown, the edge's own.
 pub(crate) async fn send_message(
     producer: &Producer,
     txn: &Transactions,
     req: pb::SendMessageRequest,
+    peer: Option<std::net::SocketAddr>,
 ) -> pb::SendMessageResponse {
     let refuse = |s: pb::Status| pb::SendMessageResponse {
         status: Some(s),
@@ -50,7 +52,10 @@ pub(crate) async fn send_message(
             .as_ref()
             .is_some_and(|s| s.message_type == MessageType::Transaction as i32);
         match to_native(m, &topic, now) {
-            Ok((msg, group)) => msgs.push((msg, group, half)),
+            Ok((mut msg, group)) => {
+                msg.born_host = peer;
+                msgs.push((msg, group, half))
+            }
             Err(s) => return refuse(s),
         }
     }

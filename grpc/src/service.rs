@@ -108,8 +108,9 @@ impl MessagingService for Edge {
         &self,
         req: Request<pb::SendMessageRequest>,
     ) -> Result<Response<pb::SendMessageResponse>, GrpcStatus> {
+        let peer = req.remote_addr();
         Ok(Response::new(
-            send_message(&self.producer, &self.transactions, req.into_inner()).await,
+            send_message(&self.producer, &self.transactions, req.into_inner(), peer).await,
         ))
     }
 

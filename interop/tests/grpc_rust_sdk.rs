@@ -97,6 +97,14 @@ fn rust_sdk_sends_and_receives_through_the_grpc_edge() {
             .unwrap_or_else(|| panic!("message {} is not stored under its UNIQ_KEY", m.id));
         assert_eq!(s.body, m.body, "body of {}", m.id);
         assert_eq!(s.tag.as_deref(), Some("TagA"), "tag of {}", m.id);
+        // BORNHOST: the SDK's side of its gRPC connection, as RocketMQ's proxy records it
+        // (not the edge's in-process connection, port 0, nor the gRPC port itself).
+        assert!(
+            s.born_host.ip().is_loopback() && s.born_host.port() != 0 && s.born_host != grpc,
+            "BORNHOST of {} is {}, not the SDK's address",
+            m.id,
+            s.born_host
+        );
     }
 
     // FIFO: each message group in one queue, in send order, with its group as sharding key.
@@ -408,6 +416,7 @@ struct Stored {
     sharding_key: Option<String>,
     queue_id: u32,
     offset: u64,
+    born_host: std::net::SocketAddr,
 }
 
 /// Every message of every queue of `topic` on broker-a, read with the native admin pull.
@@ -427,6 +436,7 @@ async fn read_topic(admin: &Admin, topic: &str) -> Vec<Stored> {
                 sharding_key: m.property(keys::SHARDING_KEY).map(str::to_string),
                 queue_id: m.queue_id,
                 offset: m.queue_offset,
+                born_host: m.born_host,
             });
         }
     }

@@ -526,7 +526,7 @@ fn encode(
             flag: m.flag,
             sys_flag: form.sys_flag() | extra,
             born_timestamp_ms: now_ms,
-            born_host,
+            born_host: m.born_host.unwrap_or(born_host),
             store_host_v6: t.addr.is_ipv6(),
             reconsume_times: 0,
             prepared_transaction_offset: 0,
