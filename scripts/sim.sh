@@ -13,7 +13,7 @@
 # a broker set of three in controller mode): no-fencing | truncate-too-little |
 # elect-out-of-sync | join-unfenced; with --scenario pop (a master crashed at random points
 # under POP producers and consumers): pop-offset-before-checkpoint | pop-revive-skips |
-# pop-ack-before-durable; with --scenario recall (a master crashed at random points under
+# pop-ack-before-durable | pop-rewind-forgets-acks; with --scenario recall (a master crashed at random points under
 # scheduled sends and their recalls): recall-ack-before-durable.
 # Built with the `sim` profile (release optimizations, panics unwind so they are reported).
 set -euo pipefail

@@ -11,13 +11,13 @@
 //! client acks it or is gone.
 //!
 //! A FIFO group (its orderly flag on the brokers: [`Groups`]) is popped orderly, as
-//! RocketMQ pops a FIFO group: a queue's next message is not handed out while an earlier
-//! one of that queue is invisible and unacked, and when its invisible time ends the queue
-//! is delivered again from it. One message per ReceiveMessage: the native orderly POP takes
-//! the acks of one pop in offset order, and the SDKs consume (and ack) different message
-//! groups of one batch concurrently, so a batch of several groups sharing a queue would have
-//! acks refused. An orderly message's invisible time cannot change (the native orderly POP
-//! refuses it), so `auto_renew` does not keep it past its 60 s: a FIFO message not acked
+//! RocketMQ pops a FIFO group: a queue's messages come in batches in queue order, the next
+//! batch of a queue is not handed out while a message of the last one is invisible and
+//! unacked, and when its invisible time ends the queue is delivered again from the first
+//! unacked message (the ones acked behind it are not). The SDKs consume (and ack) different
+//! message groups of one batch concurrently, so acks come in any order; the native orderly
+//! POP takes them so. An orderly message's invisible time cannot change (the native orderly
+//! POP refuses it), so `auto_renew` does not keep it past its 60 s: a FIFO message not acked
 //! within that time is delivered again.
 //!
 //! Acks and invisible-time changes carry the receipt handle the message came with; the
@@ -65,9 +65,8 @@ pub(crate) async fn receive_message(
         Err(s) => return one(s),
     };
     if groups.policy(&call.group).await.orderly {
-        // A FIFO group: orderly POP, one message of a queue at a time (see the module docs).
+        // A FIFO group: orderly POP (see the module docs).
         call.orderly = true;
-        call.max = 1;
     }
     let shown_invisible = call.invisible;
     match consumer.pop(&call).await {

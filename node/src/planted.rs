@@ -40,13 +40,16 @@ pub enum Bug {
     PopReviveSkips,
     /// POP: an ack is answered before its ack record is durable (SYNC_FLUSH).
     PopAckBeforeDurable,
+    /// POP: an orderly pop that passes over offsets acked before a rewind (acks out of
+    /// order) forgets them, so when that pop is rewound in turn they are delivered again.
+    PopRewindForgetsAcks,
     /// Recall: a recall is answered SUCCESS before its recall record is durable
     /// (SYNC_FLUSH).
     RecallAckBeforeDurable,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 14] = [
+    pub const ALL: [Bug; 15] = [
         Bug::AckBeforeFsync,
         Bug::AckBeforeSlave,
         Bug::SkipCqWrite,
@@ -60,6 +63,7 @@ impl Bug {
         Bug::PopOffsetBeforeCheckpoint,
         Bug::PopReviveSkips,
         Bug::PopAckBeforeDurable,
+        Bug::PopRewindForgetsAcks,
         Bug::RecallAckBeforeDurable,
     ];
 
@@ -78,6 +82,7 @@ impl Bug {
             Bug::PopOffsetBeforeCheckpoint => "pop-offset-before-checkpoint",
             Bug::PopReviveSkips => "pop-revive-skips",
             Bug::PopAckBeforeDurable => "pop-ack-before-durable",
+            Bug::PopRewindForgetsAcks => "pop-rewind-forgets-acks",
             Bug::RecallAckBeforeDurable => "recall-ack-before-durable",
         }
     }
@@ -94,7 +99,10 @@ impl Bug {
     pub fn is_pop(self) -> bool {
         matches!(
             self,
-            Bug::PopOffsetBeforeCheckpoint | Bug::PopReviveSkips | Bug::PopAckBeforeDurable
+            Bug::PopOffsetBeforeCheckpoint
+                | Bug::PopReviveSkips
+                | Bug::PopAckBeforeDurable
+                | Bug::PopRewindForgetsAcks
         )
     }
 

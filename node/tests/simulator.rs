@@ -38,6 +38,12 @@ const FAILOVER_CLEAN_SEEDS: u64 = 6;
 /// sweep of seeds 1-2000 in docs/simulation.md runs clean too).
 const POP_VIRTUAL_SECS: u64 = 20;
 const POP_CLEAN_SEEDS: u64 = 6;
+/// The POP seeds searched for each planted POP bug (they run clean without it: seeds
+/// 1-200 do). `pop-offset-before-checkpoint` has a narrow race: it fails seeds 6, 15, 19,
+/// 20, 30, 33 and 38 of 1-40 (`scripts/sim.sh --scenario pop --inject-bug pop-offset-before-checkpoint
+/// --seed 1 --runs 40 --virtual-secs 20 --keep-going`); the others fail seed 1. A change
+/// that moves the runs' course can move them: find them again with that command.
+const POP_BUG_SEEDS: u64 = 24;
 
 /// The recall scenario (a master crashed at random points under scheduled sends and their
 /// recalls, `sim::recall_crash`): virtual seconds of faults per run, and the clean seeds CI
@@ -275,19 +281,19 @@ fn every_planted_bug_is_found() {
     }
 }
 
-/// The POP scenario finds each planted POP bug within the seeds that run clean without it
-/// (so what it finds is the planted bug, not the open finding those seeds avoid).
+/// The POP scenario finds each planted POP bug within [`POP_BUG_SEEDS`] seeds that run clean
+/// without it (so what it finds is the planted bug).
 #[test]
 fn every_planted_pop_bug_is_found() {
     let dir = tempfile::tempdir().unwrap();
     for bug in Bug::ALL.into_iter().filter(|b| b.is_pop()) {
-        let found = (1..=POP_CLEAN_SEEDS).find_map(|seed| {
+        let found = (1..=POP_BUG_SEEDS).find_map(|seed| {
             let r = run_pop(seed, Some(bug), dir.path());
             r.failure.map(|f| (seed, f))
         });
         let (seed, failure) = found.unwrap_or_else(|| {
             panic!(
-                "planted bug {} not found in POP seeds 1-{POP_CLEAN_SEEDS}",
+                "planted bug {} not found in POP seeds 1-{POP_BUG_SEEDS}",
                 bug.name()
             )
         });

@@ -111,11 +111,11 @@ impl SimpleConsumerBuilder {
     }
 
     /// Orderly POP: the broker hands a queue to one `receive` at a time, its messages in
-    /// offset order; ack them in that order (an ack before an earlier message's is refused).
-    /// When the invisible time ends, the unacked ones are delivered again from the same
-    /// queue, the first of them with its reconsume count raised; past the group's retry
-    /// limit it goes to `%DLQ%<group>` and the queue goes on. A queue's messages wait while
-    /// an earlier pop of it is unsettled. `change_invisible_duration` is refused.
+    /// offset order; acks may come in any order. When the invisible time ends, the unacked
+    /// ones are delivered again from the same queue (the acked ones among them are not), the
+    /// first of them with its reconsume count raised; past the group's retry limit it goes
+    /// to `%DLQ%<group>` and the queue goes on. A queue's messages wait while an earlier pop
+    /// of it is unsettled. `change_invisible_duration` is refused.
     pub fn orderly(mut self, on: bool) -> Self {
         self.cfg.orderly = on;
         self

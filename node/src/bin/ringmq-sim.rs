@@ -26,7 +26,7 @@ struct Args {
     /// skip-cq-write, deliver-early, progress-ahead, namesrv-no-expiry; with
     /// `--scenario failover`: no-fencing, truncate-too-little, elect-out-of-sync,
     /// join-unfenced; with `--scenario pop`: pop-offset-before-checkpoint, pop-revive-skips,
-    /// pop-ack-before-durable; with `--scenario recall`: recall-ack-before-durable.
+    /// pop-ack-before-durable, pop-rewind-forgets-acks; with `--scenario recall`: recall-ack-before-durable.
     #[arg(long, value_name = "NAME")]
     inject_bug: Option<String>,
     /// Virtual seconds of load and faults per run.

@@ -173,6 +173,7 @@ pub fn mode_for(seed: u64, bug: Option<Bug>) -> Mode {
             | Bug::PopOffsetBeforeCheckpoint
             | Bug::PopReviveSkips
             | Bug::PopAckBeforeDurable
+            | Bug::PopRewindForgetsAcks
             | Bug::RecallAckBeforeDurable,
         )
         | None => {}

@@ -261,8 +261,10 @@ pub async fn consumer(shared: Shared, oracle: OracleRef) {
     }
 }
 
-/// The orderly POP consumer of [`FIFO_TOPIC`]: acks a prefix of each queue's messages in
-/// offset order (all of them in the quiet period) and drops the rest.
+/// The orderly POP consumer of [`FIFO_TOPIC`]: acks some of each queue's messages in any
+/// order (acks of an orderly pop need not follow offset order; all of them in the quiet
+/// period) and drops the rest. A queue hands its messages out in offset order, passing over
+/// the ones acked before a rewind.
 pub async fn orderly_consumer(shared: Shared, oracle: OracleRef) {
     let mut rpc = Rpc::new(master());
     loop {
@@ -271,15 +273,24 @@ pub async fn orderly_consumer(shared: Shared, oracle: OracleRef) {
         for g in got {
             by_queue.entry(g.queue).or_default().push(g);
         }
-        for (queue, gs) in by_queue {
-            if gs.windows(2).any(|w| w[1].offset != w[0].offset + 1) {
+        for (queue, mut gs) in by_queue {
+            if gs.windows(2).any(|w| w[1].offset <= w[0].offset) {
                 let offsets: Vec<u64> = gs.iter().map(|g| g.offset).collect();
                 fail(
                     &shared,
                     format!("orderly POP of {FIFO_TOPIC}/{queue} handed out offsets {offsets:?}"),
                 );
             }
-            let take = if oracle.borrow().quiet {
+            let quiet = oracle.borrow().quiet;
+            if !quiet {
+                // A random order, then a random prefix of it: acks out of offset order,
+                // with holes.
+                for i in (1..gs.len()).rev() {
+                    let j = draw(&shared, i as u64 + 1) as usize;
+                    gs.swap(i, j);
+                }
+            }
+            let take = if quiet {
                 gs.len()
             } else {
                 draw(&shared, gs.len() as u64 + 1) as usize

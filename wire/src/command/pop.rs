@@ -223,10 +223,15 @@ crate::wire_struct! {
         pub offsets: Vec<u64>,
         /// Orderly POP: the checkpoint (or the rewind) holds a queue exclusively.
         pub order: bool,
-        /// Orderly POP: each offset's reconsume count (empty: all 0).
+        /// Orderly POP: each offset's reconsume count (empty: all 0). In a rewind,
+        /// [`REWOUND_ACKED`] marks an offset acked before it: passed over, not delivered
+        /// again.
         pub counts: Vec<u32>,
     }
 }
+
+/// The count of a rewind's offset that was acked before the rewind (see [`PopOp::counts`]).
+pub const REWOUND_ACKED: u32 = u32::MAX;
 
 /// `retry` field of a receipt handle: the message came from the topic itself.
 pub const HANDLE_NORMAL: &str = "0";

@@ -22,10 +22,11 @@
 //! A queue a group pops is refused to that group's PULL_MESSAGE, and a pop is refused while
 //! the group has queue-based consumers (heartbeats): the two cannot share positions.
 //!
-//! Orderly POP (`order=true`): a queue is held by one open checkpoint at a time, acks come
-//! in offset order, and when the invisible time ends the queue is rewound to the first
-//! unacked offset (a REWOUND record with the reconsume counts) instead of copying to the
-//! retry topic; the counts are patched into the records handed out again.
+//! Orderly POP (`order=true`): a queue is held by one open checkpoint at a time, until every
+//! message of it is acked (in any order, as RocketMQ takes them) or its invisible time ends;
+//! then the queue is rewound to the first unacked offset (a REWOUND record with the
+//! reconsume counts, and the offsets acked behind it, which are passed over) instead of
+//! copying to the retry topic; the counts are patched into the records handed out again.
 
 mod revive;
 pub mod state;
@@ -42,6 +43,7 @@ use ringmq_wire::command::{
     pop_retry_topic, AckHandles, AckRequest, BatchAckRequest, BatchAckResponse,
     ChangeInvisibleTimeRequest, ChangeInvisibleTimeResponse, PopGroupStatus, PopInitMode, PopOp,
     PopOpKind, PopRequest, PopResponse, PopStatus, PullRequest, ReceiptHandle, POP_STATE_TOPIC,
+    REWOUND_ACKED,
 };
 use ringmq_wire::record;
 
@@ -371,11 +373,20 @@ fn try_pop(
                 rest += max.saturating_sub(from);
                 continue;
             }
+            // Orderly, after a rewind: offsets acked before it are passed over, so as many
+            // more are read.
+            let passed = if h.order {
+                shard.pop().borrow().rewind_of(&gq).map_or(0, |r| {
+                    u32::try_from(r.acked.range(from..).count()).unwrap_or(u32::MAX)
+                })
+            } else {
+                0
+            };
             let r = store
                 .get_below(
                     topic,
                     *q,
-                    (from, remaining, budget),
+                    (from, remaining.saturating_add(passed), budget),
                     |t| filter.tag_matches(t),
                     sql,
                     shard.visible_end(),
@@ -402,17 +413,48 @@ fn try_pop(
             }
             let mut offsets = Vec::with_capacity(r.messages as usize);
             let mut lens = Vec::with_capacity(r.messages as usize);
-            for rec in record::iter(&body[start..]) {
-                let rec = rec.map_err(|e| {
-                    Reply::error(Status::SystemError, format!("reading {topic}/{q}: {e}"))
-                })?;
-                offsets.push(rec.queue_offset);
-                lens.push(rec.len());
+            let mut bytes = 0u64;
+            let mut next = r.next_offset;
+            {
+                let st = shard.pop().borrow();
+                let acked = st
+                    .rewind_of(&gq)
+                    .map(|r| &r.acked)
+                    .filter(|a| h.order && !a.is_empty());
+                let mut keep = start;
+                let mut at = start;
+                while at < body.len() {
+                    let rec = record::decode_one(&body[at..]).map_err(|e| {
+                        Reply::error(Status::SystemError, format!("reading {topic}/{q}: {e}"))
+                    })?;
+                    let (offset, len) = (rec.queue_offset, rec.len());
+                    if offsets.len() == remaining as usize {
+                        // Read for offsets passed over that were not there: the pop ends
+                        // before this one.
+                        next = offset;
+                        break;
+                    }
+                    if !acked.is_some_and(|a| a.contains(&offset)) {
+                        body.copy_within(at..at + len, keep);
+                        keep += len;
+                        bytes += len as u64;
+                        offsets.push(offset);
+                        lens.push(len);
+                    }
+                    at += len;
+                }
+                body.truncate(keep);
+            }
+            rest += r.next_offset.saturating_sub(next);
+            if offsets.is_empty() {
+                // All of them acked already: the group's position moves past them.
+                moved.push((topic.clone(), *q, next));
+                continue;
             }
             let mut counts = Vec::new();
             if h.order {
                 let st = shard.pop().borrow();
-                let rewound = st.rewound_counts(&gq);
+                let rewound = st.rewind_of(&gq).map(|r| &r.counts);
                 counts = offsets
                     .iter()
                     .map(|o| rewound.and_then(|c| c.get(o)).copied().unwrap_or(0))
@@ -436,8 +478,8 @@ fn try_pop(
                 queue_id: *q,
                 offsets,
                 counts,
-                next: r.next_offset,
-                bytes: r.bytes,
+                next,
+                bytes,
             });
         }
     }
@@ -1133,16 +1175,27 @@ pub fn open(shard: &Shard) -> Result<(), String> {
                     offsets.set(&op.group, &op.topic, op.queue_id, op.start_offset);
                 }
                 PopOpKind::Rewound => {
-                    st.mark(&key, &op.offsets, Mark::Revived);
-                    let counts = op.offsets.iter().copied().zip(op.counts.iter().copied());
+                    let mut deliver = std::collections::BTreeMap::new();
+                    let mut acked = std::collections::BTreeSet::new();
+                    let counts = op.counts.iter().copied().chain(std::iter::repeat(0));
+                    for (o, n) in op.offsets.iter().copied().zip(counts) {
+                        if n == REWOUND_ACKED {
+                            acked.insert(o);
+                        } else {
+                            deliver.insert(o, n);
+                        }
+                    }
+                    let again: Vec<u64> = deliver.keys().copied().collect();
+                    st.mark(&key, &again, Mark::Revived);
+                    if let Some(&first) = again.first() {
+                        offsets.set(&op.group, &op.topic, op.queue_id, first);
+                    }
                     st.set_rewind(
                         (op.group.clone(), op.topic.clone(), op.queue_id),
                         rec.queue_offset,
-                        counts.collect(),
+                        deliver,
+                        acked,
                     );
-                    if let Some(&first) = op.offsets.iter().min() {
-                        offsets.set(&op.group, &op.topic, op.queue_id, first);
-                    }
                 }
             }
         }

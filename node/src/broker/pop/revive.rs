@@ -3,11 +3,13 @@
 //! `%DLQ%<group>` once it was reconsumed the group's retry limit; then a revived record
 //! says so. A crash between the two stores the copy twice (at least once, as RocketMQ).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use std::time::Duration;
 
-use ringmq_wire::command::{dlq_topic, pop_retry_topic, PopOp, PopOpKind, RETRY_TOPIC_PREFIX};
+use ringmq_wire::command::{
+    dlq_topic, pop_retry_topic, PopOp, PopOpKind, RETRY_TOPIC_PREFIX, REWOUND_ACKED,
+};
 use ringmq_wire::record;
 
 use super::state::{CkKey, Mark};
@@ -178,6 +180,12 @@ async fn revive(shard: &Rc<Shard>, key: &CkKey, open: &[u64]) {
 /// Orderly POP: the queue goes back to the first unacked message, whose reconsume count goes
 /// up (the messages behind it, handed out with it, keep theirs); past the group's limit that
 /// message goes to `%DLQ%<group>` and the queue goes on after it.
+///
+/// Acks of an orderly pop may come in any order (as RocketMQ takes them), so messages behind
+/// the first unacked one may be acked already: the rewind record lists every offset the queue
+/// will deliver again (this checkpoint's open ones, and those of an earlier rewind not yet
+/// delivered again) with its count, and the acked offsets between them marked
+/// [`REWOUND_ACKED`], which the queue passes over instead of delivering them again.
 async fn rewind(shard: &Rc<Shard>, key: &CkKey, open: &[u64], counts: &BTreeMap<u64, u32>) {
     let Some(&first) = open.first() else { return };
     let max = shard.broker.retry_max_times(&key.group);
@@ -199,21 +207,28 @@ async fn rewind(shard: &Rc<Shard>, key: &CkKey, open: &[u64], counts: &BTreeMap<
             }
         }
     }
-    let rest: Vec<u64> = open
-        .iter()
-        .copied()
-        .filter(|&o| !(dead && o == first))
-        .collect();
-    let rest_counts: Vec<u32> = rest
-        .iter()
-        .map(|o| {
-            if *o == first {
-                first_count
-            } else {
-                counts.get(o).copied().unwrap_or(0)
-            }
-        })
-        .collect();
+    let gq = (key.group.clone(), key.topic.clone(), key.queue_id);
+    let (mut deliver, mut acked) = {
+        let st = shard.pop().borrow();
+        let earlier = st.rewind_of(&gq);
+        let mut acked: BTreeSet<u64> = earlier.map(|r| r.acked.clone()).unwrap_or_default();
+        acked.extend(st.acked_of(key));
+        (earlier.map(|r| r.counts.clone()).unwrap_or_default(), acked)
+    };
+    for &o in open.iter().filter(|&&o| !(dead && o == first)) {
+        let n = if o == first {
+            first_count
+        } else {
+            counts.get(&o).copied().unwrap_or(0)
+        };
+        deliver.insert(o, n);
+    }
+    // The queue is read again from the first offset to deliver: acked ones below it are
+    // behind the group already.
+    let from = deliver.keys().next().copied();
+    acked.retain(|&o| from.is_some_and(|f| o > f));
+    let mut listed: BTreeMap<u64, u32> = deliver.clone();
+    listed.extend(acked.iter().map(|&o| (o, REWOUND_ACKED)));
     let op = |kind, offsets: Vec<u64>, counts: Vec<u32>| PopOp {
         kind,
         group: key.group.clone(),
@@ -230,8 +245,12 @@ async fn rewind(shard: &Rc<Shard>, key: &CkKey, open: &[u64], counts: &BTreeMap<
     if dead {
         ops.push(op(PopOpKind::Revived, vec![first], Vec::new()));
     }
-    if !rest.is_empty() {
-        ops.push(op(PopOpKind::Rewound, rest.clone(), rest_counts.clone()));
+    if from.is_some() {
+        ops.push(op(
+            PopOpKind::Rewound,
+            listed.keys().copied().collect(),
+            listed.values().copied().collect(),
+        ));
     }
     match append_ops(shard, &ops, Broker::now_ms()) {
         Ok((_, cq)) => {
@@ -243,12 +262,8 @@ async fn rewind(shard: &Rc<Shard>, key: &CkKey, open: &[u64], counts: &BTreeMap<
             } else {
                 c.revived += 1;
             }
-            if let (Some(&at), Some(&rewind_cq)) = (rest.first(), cq.last()) {
-                st.set_rewind(
-                    (key.group.clone(), key.topic.clone(), key.queue_id),
-                    rewind_cq,
-                    rest.iter().copied().zip(rest_counts).collect(),
-                );
+            if let (Some(at), Some(&rewind_cq)) = (from, cq.last()) {
+                st.set_rewind(gq, rewind_cq, deliver, acked);
                 shard
                     .offsets
                     .borrow_mut()

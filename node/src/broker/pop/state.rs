@@ -34,13 +34,18 @@ pub enum Mark {
 
 #[derive(Debug)]
 struct Ck {
+    /// When its invisible time ends: acks from then on are refused.
     deadline_ms: i64,
+    /// When the revive loop takes it: the deadline, or later after a revive that could not
+    /// store everything (its deadline stays: an ack after it is still refused, since copies
+    /// may be stored already).
+    due_ms: i64,
     /// Queue offset of its checkpoint record in the POP state queue.
     cq_offset: u64,
     marks: BTreeMap<u64, Mark>,
     /// Its deadline passed and the revive loop is storing its open offsets again.
     reviving: bool,
-    /// Orderly: it holds its queue; acks come in offset order.
+    /// Orderly: it holds its queue until every offset of it is acked or rewound.
     order: bool,
     /// Orderly: reconsume counts of its offsets (absent: 0).
     counts: BTreeMap<u64, u32>,
@@ -53,6 +58,9 @@ pub struct Rewind {
     pub cq_offset: u64,
     /// Reconsume count of each offset still to be delivered again.
     pub counts: BTreeMap<u64, u32>,
+    /// Offsets between them acked before the rewind (acks may come in any order): the
+    /// queue is read again from its first rewound offset, and these are passed over.
+    pub acked: BTreeSet<u64>,
 }
 
 /// Why an ack (or an invisible-time change) is refused.
@@ -69,8 +77,6 @@ pub enum Refusal {
     Revived,
     /// An invisible-time change gave the message a new receipt handle.
     Moved,
-    /// Orderly: an earlier message of the same pop is not acked yet.
-    OutOfOrder { first_open: u64 },
 }
 
 impl Refusal {
@@ -90,9 +96,6 @@ impl Refusal {
             Refusal::Moved => format!(
                 "the message at offset {offset} has a newer receipt handle (its invisible time \
                  was changed); use that one"
-            ),
-            Refusal::OutOfOrder { first_open } => format!(
-                "orderly POP: ack the message at offset {first_open} before the one at {offset}"
             ),
             Refusal::Revived => format!(
                 "the message at offset {offset} was already delivered again after its \
@@ -144,7 +147,8 @@ impl PopState {
     }
 
     /// An orderly checkpoint: it holds its queue; `counts` per offset (missing: 0). The
-    /// offsets leave the queue's rewind.
+    /// offsets leave the queue's rewind; acked offsets below its first are forgotten (the
+    /// queue cannot go back below it), the ones it passed over are kept for its own rewind.
     pub fn insert_orderly(
         &mut self,
         key: CkKey,
@@ -154,11 +158,17 @@ impl PopState {
         counts: &[u32],
     ) {
         let gq = (key.group.clone(), key.topic.clone(), key.queue_id);
-        if let Some(r) = self.rewinds.get_mut(&gq) {
+        if let (Some(r), Some(&first)) = (self.rewinds.get_mut(&gq), offsets.iter().min()) {
             for o in offsets {
                 r.counts.remove(o);
             }
-            if r.counts.is_empty() {
+            if crate::planted::is(crate::planted::Bug::PopRewindForgetsAcks) {
+                r.acked
+                    .retain(|&o| o > offsets.iter().max().copied().unwrap_or(first));
+            } else {
+                r.acked.retain(|&o| o > first);
+            }
+            if r.counts.is_empty() && r.acked.is_empty() {
                 self.rewinds.remove(&gq);
             }
         }
@@ -195,6 +205,7 @@ impl PopState {
             key,
             Ck {
                 deadline_ms,
+                due_ms: deadline_ms,
                 cq_offset,
                 marks: offsets.iter().map(|&o| (o, Mark::Open)).collect(),
                 reviving: false,
@@ -209,19 +220,44 @@ impl PopState {
         self.busy.contains(gq)
     }
 
-    /// Orderly: the reconsume counts of a queue's rewound offsets.
-    pub fn rewound_counts(&self, gq: &GroupQueue) -> Option<&BTreeMap<u64, u32>> {
-        self.rewinds.get(gq).map(|r| &r.counts)
+    /// Orderly: the queue's rewind, if it has one.
+    pub fn rewind_of(&self, gq: &GroupQueue) -> Option<&Rewind> {
+        self.rewinds.get(gq)
     }
 
     /// Orderly: a rewind recorded at `cq_offset` (replaces the queue's earlier one, whose
-    /// offsets it holds again).
-    pub fn set_rewind(&mut self, gq: GroupQueue, cq_offset: u64, counts: BTreeMap<u64, u32>) {
+    /// offsets it holds again): the offsets to deliver again with their counts, and the
+    /// acked ones among them to pass over.
+    pub fn set_rewind(
+        &mut self,
+        gq: GroupQueue,
+        cq_offset: u64,
+        counts: BTreeMap<u64, u32>,
+        acked: BTreeSet<u64>,
+    ) {
         if counts.is_empty() {
             self.rewinds.remove(&gq);
         } else {
-            self.rewinds.insert(gq, Rewind { cq_offset, counts });
+            self.rewinds.insert(
+                gq,
+                Rewind {
+                    cq_offset,
+                    counts,
+                    acked,
+                },
+            );
         }
+    }
+
+    /// The offsets of `key` acked so far.
+    pub fn acked_of(&self, key: &CkKey) -> Vec<u64> {
+        self.cks.get(key).map_or_else(Vec::new, |ck| {
+            ck.marks
+                .iter()
+                .filter(|(_, m)| **m == Mark::Acked)
+                .map(|(o, _)| *o)
+                .collect()
+        })
     }
 
     /// Orderly: whether `key` is an orderly checkpoint, and its offsets' counts.
@@ -268,7 +304,7 @@ impl PopState {
                 self.settled_order.push_back(key.clone());
                 self.settled.insert(key.clone(), acked);
             }
-            self.due.remove(&(ck.deadline_ms, key.clone()));
+            self.due.remove(&(ck.due_ms, key.clone()));
             self.by_cq.remove(&ck.cq_offset);
             if ck.order {
                 self.busy
@@ -319,18 +355,6 @@ impl PopState {
             Some(Mark::Open) if ck.reviving || now_ms >= ck.deadline_ms => Err(Refusal::Expired {
                 deadline_ms: ck.deadline_ms,
             }),
-            Some(Mark::Open) if ck.order => {
-                let first_open = ck
-                    .marks
-                    .iter()
-                    .find(|(_, m)| **m == Mark::Open)
-                    .map_or(offset, |(o, _)| *o);
-                if first_open < offset {
-                    Err(Refusal::OutOfOrder { first_open })
-                } else {
-                    Ok(true)
-                }
-            }
             Some(Mark::Open) => Ok(true),
         }
     }
@@ -364,8 +388,8 @@ impl PopState {
     /// A revive that could not store everything: try again at `retry_at_ms`.
     pub fn revive_later(&mut self, key: &CkKey, retry_at_ms: i64) {
         if let Some(ck) = self.cks.get_mut(key) {
-            self.due.remove(&(ck.deadline_ms, key.clone()));
-            ck.deadline_ms = retry_at_ms;
+            self.due.remove(&(ck.due_ms, key.clone()));
+            ck.due_ms = retry_at_ms;
             ck.reviving = false;
             self.due.insert((retry_at_ms, key.clone()));
         }
@@ -502,6 +526,61 @@ mod tests {
         assert_eq!(s.check_ack(&key(10, 1000), 10, 1000), Ok(false));
     }
 
+    /// Orderly: acks in any order; a rewind's acked offsets stay until a pop passes them.
+    #[test]
+    fn orderly_acks_come_in_any_order_and_a_rewind_passes_over_the_acked() {
+        let mut s = PopState::default();
+        let gq: GroupQueue = ("g".into(), "t".into(), 0);
+        s.insert_orderly(key(4, 1000), 500, 3, &[4, 5, 6], &[]);
+        assert!(s.is_busy(&gq));
+        assert_eq!(s.check_ack(&key(4, 1000), 5, 1100), Ok(true));
+        assert_eq!(s.mark(&key(4, 1000), &[5], Mark::Acked), 1);
+        assert_eq!(s.acked_of(&key(4, 1000)), vec![5]);
+        // The rewind the revive loop records for it: 4 and 6 again, 5 passed over.
+        s.set_rewind(
+            gq.clone(),
+            9,
+            BTreeMap::from([(4, 1), (6, 0)]),
+            BTreeSet::from([5]),
+        );
+        assert_eq!(s.watermark(20), 3);
+        s.insert_orderly(key(4, 2000), 500, 10, &[4], &[1]);
+        let r = s.rewind_of(&gq).expect("6 is still to come");
+        assert_eq!(r.counts, BTreeMap::from([(6, 0)]));
+        assert_eq!(r.acked, BTreeSet::from([5]));
+        // Delivering 6 passes 5: the rewind is done.
+        s.insert_orderly(key(6, 3000), 500, 11, &[6], &[0]);
+        assert!(s.rewind_of(&gq).is_none());
+        // A pop that passes acked offsets keeps them for its own rewind.
+        s.set_rewind(
+            gq.clone(),
+            12,
+            BTreeMap::from([(4, 1), (5, 0), (7, 0)]),
+            BTreeSet::from([6]),
+        );
+        s.insert_orderly(key(4, 3500), 500, 13, &[4, 5, 7, 8], &[1, 0, 0, 0]);
+        assert_eq!(
+            s.rewind_of(&gq).map(|r| r.acked.clone()),
+            Some(BTreeSet::from([6]))
+        );
+        s.insert_orderly(key(9, 3600), 500, 14, &[9], &[0]);
+        assert!(s.rewind_of(&gq).is_none());
+        // Acked offsets behind everything left to deliver stay until a pop passes them.
+        s.set_rewind(
+            gq.clone(),
+            12,
+            BTreeMap::from([(4, 2)]),
+            BTreeSet::from([5, 6]),
+        );
+        s.insert_orderly(key(4, 4000), 500, 13, &[4], &[2]);
+        assert_eq!(
+            s.rewind_of(&gq).map(|r| r.acked.clone()),
+            Some(BTreeSet::from([5, 6]))
+        );
+        s.insert_orderly(key(7, 5000), 500, 14, &[7], &[0]);
+        assert!(s.rewind_of(&gq).is_none());
+    }
+
     #[test]
     fn a_failed_revive_is_retried_later() {
         let mut s = PopState::default();
@@ -510,6 +589,11 @@ mod tests {
         assert_eq!(s.next_deadline(), None);
         s.revive_later(&key(0, 0), 1100);
         assert_eq!(s.next_deadline(), Some(1100));
+        // Its copy may be stored already: an ack is still refused.
+        assert_eq!(
+            s.check_ack(&key(0, 0), 0, 500),
+            Err(Refusal::Expired { deadline_ms: 100 })
+        );
         assert_eq!(s.take_due(1000, 10).len(), 0);
         assert_eq!(s.take_due(1100, 10).len(), 1);
     }
