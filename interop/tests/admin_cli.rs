@@ -650,6 +650,19 @@ async fn rocketmq_admin_cli_standalone() {
     cli::families(&tool, &target).await;
 }
 
+/// The tool on a 2-shard `ringmq standalone` (see `cli::shards`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rocketmq_admin_cli_two_shards() {
+    let Some(bin) = cli::tool() else { return };
+    let target = cli::Target::standalone_shards(&[], 2);
+    let tool = cli::Cli {
+        bin,
+        namesrv: target.namesrv.clone(),
+        creds: None,
+    };
+    cli::shards(&tool, &target, 2);
+}
+
 /// The tool on a name server and two `ringmq broker` masters of one cluster.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rocketmq_admin_cli_two_brokers() {

@@ -114,6 +114,11 @@ impl Target {
     /// RocketMQ clients see each shard as a broker of its own (`broker-a@N`), and the admin
     /// answers are not in that view yet (docs/rocketmq-clients.md).
     pub fn standalone(sets: &[String]) -> Target {
+        Target::standalone_shards(sets, 1)
+    }
+
+    /// `ringmq standalone` with `shards` shards.
+    pub fn standalone_shards(sets: &[String], shards: u16) -> Target {
         let dir = ringmq_testkit::tempdir("admin-cli");
         let mut s = Spawn::new("ringmq", bin::ringmq())
             .log(dir.path().join("ringmq.log"))
@@ -121,7 +126,8 @@ impl Target {
             .arg("--data")
             .arg(dir.path().join("data"))
             .args(["--host", "127.0.0.1", "--namesrv-port", "0"])
-            .args(["--broker-port", "0", "--grpc-port", "0", "--shards", "1"])
+            .args(["--broker-port", "0", "--grpc-port", "0", "--shards"])
+            .arg(shards.to_string())
             .args(["--set", "mappedFileSizeCommitLog=8388608"])
             .args(["--set", "haListenPort=0"])
             .env_default("RUST_LOG", "info");
@@ -218,6 +224,49 @@ fn rows<'a>(out: &'a str, first: &str) -> Vec<Vec<&'a str>> {
         .map(|l| l.split_whitespace().collect::<Vec<_>>())
         .filter(|c| c.first() == Some(&first))
         .collect()
+}
+
+/// On a broker of several shards: routes name each shard as a broker of its own
+/// (`broker-a@0`, ...), `topicClusterList` still finds the topic's cluster, and `clusterList`
+/// lists the broker once, at its address.
+pub fn shards(cli: &Cli, target: &Target, shards: u16) {
+    let n = target.namesrv.as_str();
+    let c = target.cluster.as_str();
+    let t = "cli-sharded";
+    let out = cli.ok(&[
+        "topic",
+        "updateTopic",
+        "-n",
+        n,
+        "-c",
+        c,
+        "-t",
+        t,
+        "-r",
+        "4",
+        "-w",
+        "4",
+    ]);
+    assert!(
+        out.contains(&format!("create topic to cluster {c} success")),
+        "{out}"
+    );
+    let route = cli.ok(&["topic", "topicRoute", "-n", n, "-t", t]);
+    for s in 0..shards {
+        assert!(route.contains(&format!("broker-a@{s}")), "{route}");
+    }
+    let out = cli.ok(&["topic", "topicClusterList", "-n", n, "-t", t]);
+    assert_eq!(
+        out.lines().map(str::trim).collect::<Vec<_>>(),
+        vec![c],
+        "{out}"
+    );
+    let out = cli.ok(&["cluster", "clusterList"]);
+    let (name, addr) = &target.brokers[0];
+    let listed = rows(&out, c);
+    assert_eq!(listed.len(), 1, "one row for the broker: {out}");
+    assert_eq!(listed[0].get(1), Some(&name.as_str()), "{out}");
+    assert_eq!(listed[0].get(3), Some(&addr.to_string().as_str()), "{out}");
 }
 
 /// Every command family the tool has for topics, groups, offsets, connections, broker

@@ -276,17 +276,24 @@ fn broker_json(b: &BrokerData) -> rbody::BrokerData {
     }
 }
 
-/// RocketMQ's `ClusterInfo`: brokers by name, broker names by cluster.
+/// RocketMQ's `ClusterInfo`: brokers by name, broker names by cluster. A broker whose shards
+/// routes name as brokers of their own (`<brokerName>@<shard>`, [`view::split_route`]) is
+/// one broker in `brokerAddrTable`, so cluster views list it once; its cluster's name set
+/// holds the shards' names too, so a tool that finds a topic's cluster from its route's
+/// broker names (mqadmin's `topicClusterList`) finds it. The tools skip names of a
+/// cluster's set that `brokerAddrTable` lacks.
 pub fn cluster_json(c: &ClusterInfo) -> rbody::ClusterInfo {
     let mut out = rbody::ClusterInfo::default();
     for b in &c.brokers {
         out.broker_addr_table
             .insert(b.broker_name.clone(), broker_json(b));
-        out.cluster_addr_table
+        let names = &mut out
+            .cluster_addr_table
             .entry(b.cluster.clone())
             .or_default()
-            .0
-            .push(b.broker_name.clone());
+            .0;
+        names.push(b.broker_name.clone());
+        names.extend(view::shard_names(b));
     }
     out
 }

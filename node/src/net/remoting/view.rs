@@ -138,6 +138,26 @@ pub fn patch_records(view: ShardView, body: &mut [u8], queue: Option<u32>) {
     }
 }
 
+/// How many shards `b` announces addresses for (0 or 1: it is seen as one broker).
+fn shards_announced(b: &BrokerData) -> u16 {
+    let shards = b
+        .replicas
+        .values()
+        .map(|r| r.shard_addresses.len())
+        .max()
+        .unwrap_or(0);
+    u16::try_from(shards).unwrap_or(0)
+}
+
+/// The names RocketMQ clients know `b`'s shards by in routes (`<brokerName>@<shard>`); none
+/// when it is seen as one broker.
+pub fn shard_names(b: &BrokerData) -> Vec<String> {
+    match shards_announced(b) {
+        n if n > 1 => (0..n).map(|s| pseudo_name(&b.broker_name, s)).collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// `route` as RocketMQ clients see it: a broker whose replicas have their own per-shard
 /// addresses becomes one broker per shard (`<brokerName>@<shard>`, each replica at its
 /// shard's address) with the shard's share of the queues; other brokers are unchanged.
@@ -145,13 +165,7 @@ pub fn split_route(route: &TopicRoute) -> TopicRoute {
     let mut brokers = Vec::with_capacity(route.brokers.len());
     let mut split: BTreeMap<&str, u16> = BTreeMap::new();
     for b in &route.brokers {
-        let shards = b
-            .replicas
-            .values()
-            .map(|r| r.shard_addresses.len())
-            .max()
-            .unwrap_or(0);
-        let shards = u16::try_from(shards).unwrap_or(0);
+        let shards = shards_announced(b);
         if shards <= 1 {
             brokers.push(b.clone());
             continue;
