@@ -226,13 +226,8 @@ fn rows<'a>(out: &'a str, first: &str) -> Vec<Vec<&'a str>> {
         .collect()
 }
 
-/// On a broker of several shards: routes name each shard as a broker of its own
-/// (`broker-a@0`, ...), `topicClusterList` still finds the topic's cluster, and `clusterList`
-/// lists the broker once, at its address.
-pub fn shards(cli: &Cli, target: &Target, shards: u16) {
-    let n = target.namesrv.as_str();
-    let c = target.cluster.as_str();
-    let t = "cli-sharded";
+/// `updateTopic -c CLUSTER -t TOPIC -r 4 -w 4`, and that the tool says it succeeded.
+fn update_topic(cli: &Cli, n: &str, c: &str, t: &str) {
     let out = cli.ok(&[
         "topic",
         "updateTopic",
@@ -251,6 +246,16 @@ pub fn shards(cli: &Cli, target: &Target, shards: u16) {
         out.contains(&format!("create topic to cluster {c} success")),
         "{out}"
     );
+}
+
+/// On a broker of several shards: routes name each shard as a broker of its own
+/// (`broker-a@0`, ...), `topicClusterList` still finds the topic's cluster, and `clusterList`
+/// lists the broker once, at its address.
+pub fn shards(cli: &Cli, target: &Target, shards: u16) {
+    let n = target.namesrv.as_str();
+    let c = target.cluster.as_str();
+    let t = "cli-sharded";
+    update_topic(cli, n, c, t);
     let route = cli.ok(&["topic", "topicRoute", "-n", n, "-t", t]);
     for s in 0..shards {
         assert!(route.contains(&format!("broker-a@{s}")), "{route}");
@@ -308,24 +313,7 @@ pub async fn families(cli: &Cli, target: &Target) {
             "{name} at {addr} in {out}"
         );
     }
-    let out = cli.ok(&[
-        "topic",
-        "updateTopic",
-        "-n",
-        n,
-        "-c",
-        c,
-        "-t",
-        t,
-        "-r",
-        "4",
-        "-w",
-        "4",
-    ]);
-    assert!(
-        out.contains(&format!("create topic to cluster {c} success")),
-        "{out}"
-    );
+    update_topic(cli, n, c, t);
     for (_, addr) in &target.brokers {
         let cfg = admin
             .topic_config(*addr, t)
