@@ -493,7 +493,9 @@ pub struct RecvOpts {
     /// that receive up to --pull-batch (at most 32) messages from any queue, each invisible
     /// to the others for --invisible-time, and ack them. The report counts acks, refused
     /// acks and messages delivered again after their ack was acknowledged (must be 0).
-    /// Not with --orderly, --fail-ratio, --consumer-churn or --protocol remoting.
+    /// With --orderly: orderly POP (a queue to one receive at a time, in offset order),
+    /// each member acking one message at a time in a shuffled order. Not with --fail-ratio,
+    /// --consumer-churn or --protocol remoting.
     #[arg(long)]
     pub pop: bool,
     /// With --pop: how long a received message stays invisible to the group's other

@@ -1007,9 +1007,6 @@ fn check_pop(r: &RecvOpts) -> Result<(), String> {
         return Ok(());
     }
     let mut refused = Vec::new();
-    if r.orderly {
-        refused.push("--orderly");
-    }
     if r.fail_ratio.is_some() {
         refused.push("--fail-ratio");
     }

@@ -2,6 +2,11 @@
 //! up to `--pull-batch` (at most 32) messages invisible for `--invisible-time`, record them
 //! as delivered, ack them in one batch per queue. A message delivered again after its ack was
 //! acknowledged is counted (`acked_redelivered`; it must stay 0).
+//!
+//! `--pop --orderly`: orderly POP (a queue handed to one receive at a time, in offset order;
+//! `--verify` applies the orderly rule to first deliveries). Each member acks what it got one
+//! message at a time in a shuffled order, since the broker takes an orderly pop's acks in
+//! any order.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -54,6 +59,7 @@ impl Poppers {
                 .instance_name(format!("perf-{:012x}-p{i}", plan.run_id))
                 .subscribe(&plan.topic, "*")
                 .await_duration(Duration::from_secs(2))
+                .orderly(plan.orderly)
                 .start_position(match plan.from {
                     StartPosition::Last => StartPosition::Last,
                     _ => StartPosition::First,
@@ -65,6 +71,7 @@ impl Poppers {
                 })?;
             tasks.push(tokio::spawn(member(
                 c.clone(),
+                plan.orderly.then_some(plan.run_id ^ u64::from(i + 1)),
                 plan.pull_batch
                     .clamp(1, ringmq_client::consumer::RECEIVE_MAX),
                 invisible,
@@ -106,6 +113,7 @@ async fn warm_up(plan: &RecvPlan, sink: &Deliveries, counts: &PopCounts) -> Resu
         .instance_name(format!("perf-{:012x}-pw", plan.run_id))
         .subscribe(&plan.topic, "*")
         .await_duration(Duration::ZERO)
+        .orderly(plan.orderly)
         .start_position(match plan.from {
             StartPosition::Last => StartPosition::Last,
             _ => StartPosition::First,
@@ -135,8 +143,11 @@ async fn warm_up(plan: &RecvPlan, sink: &Deliveries, counts: &PopCounts) -> Resu
 /// broker the route lists.
 const WARM_UP_POPS: usize = 32;
 
+/// One member's loop. `shuffle`: orderly, acks one at a time in an order drawn from this
+/// seed.
 async fn member(
     c: SimpleConsumer,
+    mut shuffle: Option<u64>,
     batch: u32,
     invisible: Duration,
     sink: Arc<Deliveries>,
@@ -165,6 +176,10 @@ async fn member(
                 .fetch_add(again as u64, Ordering::Relaxed);
         }
         record(&sink, &got);
+        if let Some(seed) = shuffle.as_mut() {
+            ack_shuffled(&c, &got, &ids, seed, &counts).await;
+            continue;
+        }
         match c.ack_batch(&got).await {
             Ok((acked, refused)) => {
                 counts.acked.fetch_add(u64::from(acked), Ordering::Relaxed);
@@ -175,6 +190,42 @@ async fn member(
                     let mut set = counts.acked_ids.lock().unwrap_or_else(|p| p.into_inner());
                     set.extend(ids);
                 }
+            }
+            Err(e) => {
+                counts.errors.fetch_add(1, Ordering::Relaxed);
+                log::debug!("pop ack: {e}");
+            }
+        }
+    }
+}
+
+/// Acks `got` one message at a time in an order drawn from `seed` (xorshift64), counting as
+/// [`member`] does; the acknowledged ones join the acked set.
+async fn ack_shuffled(
+    c: &SimpleConsumer,
+    got: &[PoppedMessage],
+    ids: &[String],
+    seed: &mut u64,
+    counts: &PopCounts,
+) {
+    let mut order: Vec<usize> = (0..got.len()).collect();
+    for i in (1..order.len()).rev() {
+        *seed ^= *seed << 13;
+        *seed ^= *seed >> 7;
+        *seed ^= *seed << 17;
+        order.swap(i, (*seed % (i as u64 + 1)) as usize);
+    }
+    for i in order {
+        match c.ack(&got[i]).await {
+            Ok(()) => {
+                counts.acked.fetch_add(1, Ordering::Relaxed);
+                let mut set = counts.acked_ids.lock().unwrap_or_else(|p| p.into_inner());
+                set.insert(ids[i].clone());
+            }
+            Err(e)
+                if e.status() == Some(ringmq_client::wire::code::Status::InvalidReceiptHandle) =>
+            {
+                counts.ack_refused.fetch_add(1, Ordering::Relaxed);
             }
             Err(e) => {
                 counts.errors.fetch_add(1, Ordering::Relaxed);

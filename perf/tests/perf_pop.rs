@@ -59,13 +59,14 @@ fn pop_e2e_loses_nothing_and_redelivers_no_acked_message() {
         "-n",
         &node.namesrv,
         "--pop",
-        "--orderly",
+        "--fail-ratio",
+        "0.1",
         "--count",
         "1",
     ]);
     assert_ne!(refused.code, 0);
     assert!(
-        refused.stderr.contains("--pop does not take --orderly"),
+        refused.stderr.contains("--pop does not take --fail-ratio"),
         "{}",
         refused.stderr
     );

@@ -5,7 +5,9 @@
 //! killed with SIGKILL three times while both run and started again on the same data and
 //! ports. Every acknowledged send must be delivered (messages popped before a kill and not
 //! acked come back after their invisible time), and no message whose ack the broker
-//! acknowledged may be delivered again.
+//! acknowledged may be delivered again. With `--orderly` (orderly POP, acks one at a time
+//! in a shuffled order) also: no message first delivered after one at a higher offset of its
+//! queue.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -21,7 +23,7 @@ const RATE: &str = "1000";
 /// Acknowledged sends logged before each of the three kills.
 const KILL_AT: [usize; 3] = [600, 1_800, 3_000];
 
-fn pop_across_three_kills(flush: &str, queues: u32) {
+fn pop_across_three_kills(flush: &str, queues: u32, orderly: bool) {
     let started = Instant::now();
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
@@ -33,7 +35,7 @@ fn pop_across_three_kills(flush: &str, queues: u32) {
     let acks = dir.path().join("acks");
     let json = dir.path().join("e2e.json");
     let queues = queues.to_string();
-    let args = [
+    let mut args = vec![
         "e2e",
         "-n",
         &namesrv,
@@ -57,13 +59,18 @@ fn pop_across_three_kills(flush: &str, queues: u32) {
         "--invisible-time",
         "3s",
         "--idle-exit",
-        "3s",
+        // Orderly: a queue waits out the invisible time of what a kill left unacked (3 s,
+        // three times), so the consumers end further behind and take longer to catch up.
+        if orderly { "10s" } else { "3s" },
         "-q",
         "--verify",
         acks.to_str().unwrap(),
         "--json",
         json.to_str().unwrap(),
     ];
+    if orderly {
+        args.push("--orderly");
+    }
     let run = spawn_perf(&args);
     for (round, at) in KILL_AT.into_iter().enumerate() {
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -93,12 +100,16 @@ fn pop_across_three_kills(flush: &str, queues: u32) {
     assert_eq!(n(&doc["lost"]), 0, "{doc}");
     assert_eq!(n(&doc["received"]), acked, "{doc}");
     assert_eq!(n(&doc["pop"]["acked_redelivered"]), 0, "{doc}");
+    if orderly {
+        assert_eq!(doc["config"]["orderly"], serde_json::json!(true), "{doc}");
+        assert_eq!(n(&doc["out_of_order"]), 0, "{doc}");
+    }
     assert!(
         n(&doc["pop"]["failed_calls"]) > 0,
         "the consumers should have seen the node die: {doc}"
     );
     eprintln!(
-        "POP, {flush}, {queues} queues, 3 x kill -9: {acked} acknowledged, {} received, {} \
+        "POP (orderly: {orderly}), {flush}, {queues} queues, 3 x kill -9: {acked} acknowledged, {} received, {} \
          duplicates, {} unlisted, {} acks refused, {} failed calls; test {:?}",
         n(&doc["received"]),
         n(&doc["duplicates"]),
@@ -112,22 +123,32 @@ fn pop_across_three_kills(flush: &str, queues: u32) {
 
 #[test]
 fn pop_survives_three_kills_sync_flush_4_queues() {
-    pop_across_three_kills("SYNC_FLUSH", 4);
+    pop_across_three_kills("SYNC_FLUSH", 4, false);
 }
 
 #[test]
 fn pop_survives_three_kills_sync_flush_16_queues() {
-    pop_across_three_kills("SYNC_FLUSH", 16);
+    pop_across_three_kills("SYNC_FLUSH", 16, false);
 }
 
 #[test]
 fn pop_survives_three_kills_async_flush_4_queues() {
-    pop_across_three_kills("ASYNC_FLUSH", 4);
+    pop_across_three_kills("ASYNC_FLUSH", 4, false);
 }
 
 #[test]
 fn pop_survives_three_kills_async_flush_16_queues() {
-    pop_across_three_kills("ASYNC_FLUSH", 16);
+    pop_across_three_kills("ASYNC_FLUSH", 16, false);
+}
+
+#[test]
+fn orderly_pop_survives_three_kills_sync_flush_4_queues() {
+    pop_across_three_kills("SYNC_FLUSH", 4, true);
+}
+
+#[test]
+fn orderly_pop_survives_three_kills_async_flush_4_queues() {
+    pop_across_three_kills("ASYNC_FLUSH", 4, true);
 }
 
 /// The position a new group takes at its first pops of empty queues (`--from last`: the
