@@ -61,7 +61,7 @@ fn pop_across_three_kills(flush: &str, queues: u32, orderly: bool) {
         "--idle-exit",
         // Orderly: a queue waits out the invisible time of what a kill left unacked (3 s,
         // three times), so the consumers end further behind and take longer to catch up.
-        if orderly { "10s" } else { "3s" },
+        if orderly { "20s" } else { "3s" },
         "-q",
         "--verify",
         acks.to_str().unwrap(),
