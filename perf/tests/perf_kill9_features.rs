@@ -312,8 +312,10 @@ fn request_reply_across_three_kills(flush: &str) {
         "RequestKill9",
         "--queues",
         "4",
+        // Long enough that the last kill's threshold is reached even when each restart
+        // costs a few hundred requests (CI, 2 cores: 700+ unanswered over two kills).
         "--duration",
-        "7s",
+        "12s",
         "--rate",
         "300",
         "--timeout",

@@ -50,6 +50,8 @@ impl Node {
             .arg(data)
             .args(["--namesrv-port", &ports.0.to_string()])
             .args(["--broker-port", &ports.1.to_string(), "--shards", "2"])
+            // No gRPC listener on the fixed default port (8081) that parallel tests share.
+            .args(["--grpc-port", "0"])
             .args(["--set", &format!("mappedFileSizeCommitLog={SEGMENT_BYTES}")])
             .args(["--set", "haListenPort=0"])
             .env("RUST_LOG", "warn")
