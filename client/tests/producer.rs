@@ -262,6 +262,31 @@ async fn unknown_topic_is_created_by_the_first_send() {
     p.shutdown().await;
 }
 
+/// A broker lists a producer as soon as it has sent there, not a heartbeat interval later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_producer_is_listed_by_its_broker_after_its_first_send() {
+    let node = Node::start();
+    node.create_topic("Listed", 2).await;
+    let p = Producer::builder()
+        .group("listed-producers")
+        .name_server(node.namesrv())
+        .heartbeat_interval(Duration::from_secs(3600))
+        .start()
+        .await
+        .unwrap();
+    p.send(Message::new("Listed", "one")).await.unwrap();
+    let admin = ringmq_client::Admin::connect(&node.namesrv())
+        .await
+        .unwrap();
+    let lists = admin
+        .producer_connections("listed-producers")
+        .await
+        .unwrap();
+    let ids: Vec<&String> = lists.iter().flat_map(|(_, ids)| ids).collect();
+    assert_eq!(ids.len(), 1, "{lists:?}");
+    p.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_are_typed() {
     let node = Node::start();

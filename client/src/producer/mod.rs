@@ -17,6 +17,7 @@
 //! another master for the same broker name (controller mode), the retry goes there first,
 //! on the same queue and without a pause (see `retry`).
 
+mod announce;
 mod recall;
 mod reply;
 mod request;
@@ -118,7 +119,8 @@ pub struct ProducerConfig {
     pub message_bytes_max: usize,
     /// Async sends not yet answered; `send_async` waits for room past it (default 10 000).
     pub async_sends_max: usize,
-    /// How often the producer heartbeats its brokers (default 30 s).
+    /// How often the producer heartbeats its brokers (default 30 s). It also heartbeats a
+    /// broker right after its first send there, so the broker lists it at once.
     pub heartbeat_interval: Duration,
     /// Bodies longer than this many bytes are compressed (RocketMQ's
     /// `compressMsgBodyOverHowmuch`, default 4 KiB); `usize::MAX` never compresses.
@@ -257,7 +259,7 @@ impl ProducerBuilder {
             shut: AtomicBool::new(false),
             background: Background::default(),
             heartbeat_every_master: self.heartbeat_every_master,
-            announced: request::Announced::default(),
+            announced: announce::Announced::default(),
             trace,
         });
         inner
@@ -278,8 +280,8 @@ pub(crate) struct Inner {
     shut: AtomicBool,
     background: Background,
     heartbeat_every_master: bool,
-    /// Where requests heartbeat, and on which connection (request-reply).
-    announced: request::Announced,
+    /// The connection each master last got this producer's heartbeat on.
+    announced: announce::Announced,
     trace: Option<Arc<Tracer>>,
 }
 

@@ -19,47 +19,19 @@
 //! future), so a late reply is dropped and nothing stays behind. At most
 //! [`REQUESTS_PENDING_MAX`] requests of one producer wait at once.
 
-use std::collections::HashMap;
-use std::net::SocketAddr;
-use std::sync::{Mutex, Weak};
 use std::time::Duration;
 
-use ringmq_wire::command::HeartbeatData;
 use ringmq_wire::properties::keys;
 use tokio::time::Instant;
 
+use super::announce::announce;
 use super::send::{self, Form};
 use super::{unique_key, Inner, Pick};
 use crate::error::{Error, Result};
-use crate::instance::encode_heartbeat;
 use crate::message::{Message, ReceivedMessage};
-use crate::net::Connection;
 
 /// Most requests of one producer waiting for their replies at once.
 pub const REQUESTS_PENDING_MAX: usize = 65_536;
-
-/// Per producer: the connection each master last got a heartbeat on from a request.
-#[derive(Debug, Default)]
-pub(crate) struct Announced {
-    conns: Mutex<HashMap<SocketAddr, Weak<Connection>>>,
-}
-
-impl Announced {
-    fn is_current(&self, addr: SocketAddr, conn: &std::sync::Arc<Connection>) -> bool {
-        lock(&self.conns)
-            .get(&addr)
-            .and_then(Weak::upgrade)
-            .is_some_and(|c| std::sync::Arc::ptr_eq(&c, conn))
-    }
-
-    fn set(&self, addr: SocketAddr, conn: &std::sync::Arc<Connection>) {
-        lock(&self.conns).insert(addr, std::sync::Arc::downgrade(conn));
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// Sends `msg` as a request and waits at most `timeout` (send included) for its reply.
 pub(super) async fn request(
@@ -158,35 +130,4 @@ pub(super) async fn request(
         Ok(None) => Err(Error::Shutdown),
         Err(_) => Err(timed_out()),
     }
-}
-
-/// Heartbeats `addr` on the connection heartbeats use, unless this producer already did
-/// on that very connection (the broker knows a client by the connection its latest
-/// heartbeat came on, and forgets it when that connection closes).
-async fn announce(inner: &Inner, addr: SocketAddr) -> Result<()> {
-    let (conn, _) = inner.inst.broker_conn(addr, None).await?;
-    if inner.announced.is_current(addr, &conn) {
-        return Ok(());
-    }
-    let hb = HeartbeatData {
-        client_id: inner.inst.id.clone(),
-        producer_groups: vec![inner.cfg.group.clone()],
-        consumer_groups: Vec::new(),
-    };
-    let Some(body) = encode_heartbeat(&hb) else {
-        return Err(Error::InvalidMessage(
-            "this producer's heartbeat does not encode".into(),
-        ));
-    };
-    let answer = conn
-        .call(
-            ringmq_wire::code::RequestCode::HeartBeat,
-            &ringmq_wire::codec::Empty,
-            &body,
-            inner.inst.cfg.request_timeout,
-        )
-        .await?;
-    answer.expect(&[ringmq_wire::code::Status::Success])?;
-    inner.announced.set(addr, &conn);
-    Ok(())
 }

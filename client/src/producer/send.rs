@@ -174,6 +174,9 @@ pub(super) async fn send(
         let result = match chosen {
             Ok(t) => {
                 let r = send_once(inner, &t, msgs, sharding_key, form, deadline).await;
+                if r.is_ok() {
+                    super::announce::after_send(inner, t.addr).await;
+                }
                 target = Some(t);
                 r
             }

@@ -23,14 +23,11 @@
 //! [`CHECKS_QUEUED_MAX`] check-backs wait and `checks_in_flight_max` run at once (more are
 //! dropped and asked again by the broker later).
 
-use std::collections::HashMap;
 use std::future::Future;
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use ringmq_wire::command::transaction::EndTransactionRequest;
-use ringmq_wire::command::HeartbeatData;
 use tokio::sync::mpsc;
 
 use super::send::{self, Form};
@@ -39,9 +36,8 @@ use super::transaction_end::{
 };
 use super::{Pick, Producer, ProducerBuilder, ProducerConfig};
 use crate::error::{Error, Result};
-use crate::instance::{client_setters, encode_heartbeat, ClientConfig};
+use crate::instance::{client_setters, ClientConfig};
 use crate::message::Message;
-use crate::net::Connection;
 use crate::route::MessageQueue;
 use crate::SendResult;
 
@@ -207,11 +203,7 @@ impl<A: Send + 'static> TransactionProducerBuilder<A> {
                 self.checks_in_flight_max,
             )));
         super::heartbeat_all(inner).await;
-        Ok(TransactionProducer {
-            producer,
-            executor,
-            heartbeaten: Arc::new(Mutex::new(HashMap::new())),
-        })
+        Ok(TransactionProducer { producer, executor })
     }
 }
 
@@ -220,8 +212,6 @@ impl<A: Send + 'static> TransactionProducerBuilder<A> {
 pub struct TransactionProducer<A = ()> {
     producer: Producer,
     executor: Executor<A>,
-    /// The connection each broker last got this producer's heartbeat on.
-    heartbeaten: Arc<Mutex<HashMap<SocketAddr, Weak<Connection>>>>,
 }
 
 impl<A> Clone for TransactionProducer<A> {
@@ -229,7 +219,6 @@ impl<A> Clone for TransactionProducer<A> {
         TransactionProducer {
             producer: self.producer.clone(),
             executor: Arc::clone(&self.executor),
-            heartbeaten: Arc::clone(&self.heartbeaten),
         }
     }
 }
@@ -275,9 +264,6 @@ impl<A: Send + 'static> TransactionProducer<A> {
         .await?;
         let transaction_id = half.unique_key.clone();
         let endpoint = inner.inst.queue_endpoint(&half.queue).await;
-        if let Ok((addr, _)) = &endpoint {
-            self.heartbeat_once(*addr).await;
-        }
         let state = (self.executor)(
             HalfMessage {
                 transaction_id: transaction_id.clone(),
@@ -365,36 +351,6 @@ impl<A: Send + 'static> TransactionProducer<A> {
         let inner = &self.producer.inner;
         inner.inst.pool.inbox().unregister_checker(&inner.cfg.group);
         self.producer.shutdown().await;
-    }
-
-    /// Heartbeats `addr` unless its current connection already carried one.
-    async fn heartbeat_once(&self, addr: SocketAddr) {
-        let inner = &self.producer.inner;
-        let Ok((conn, _)) = inner.inst.broker_conn(addr, None).await else {
-            return;
-        };
-        let seen = {
-            let map = self.heartbeaten.lock().unwrap_or_else(|p| p.into_inner());
-            map.get(&addr)
-                .and_then(Weak::upgrade)
-                .is_some_and(|c| Arc::ptr_eq(&c, &conn))
-        };
-        if seen {
-            return;
-        }
-        let hb = HeartbeatData {
-            client_id: inner.inst.id.clone(),
-            producer_groups: vec![inner.cfg.group.clone()],
-            consumer_groups: Vec::new(),
-        };
-        let Some(body) = encode_heartbeat(&hb) else {
-            return;
-        };
-        if inner.inst.heartbeat_to(vec![addr], &body).await.is_empty() {
-            return;
-        }
-        let mut map = self.heartbeaten.lock().unwrap_or_else(|p| p.into_inner());
-        map.insert(addr, Arc::downgrade(&conn));
     }
 }
 
