@@ -1,8 +1,8 @@
 //! ACL against a real `ringmq standalone` with `aclEnable=true`, driven by the native client
 //! signing with its credentials: each permission of `plain_acl.yml` allows exactly what it
 //! names and nothing else (topics, groups, admin), unsigned and badly signed requests are
-//! refused, and the file is reloaded under the running broker (a broken one keeps the last
-//! good one).
+//! refused, the file is reloaded under the running broker (a broken one keeps the last
+//! good one), and over TLS a connection signs in once.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -284,6 +284,92 @@ async fn the_file_is_reloaded_and_a_broken_one_keeps_the_last_good_one() {
     );
     assert_refused(p.send(Message::new("payments", "y")).await, "payments");
     p.send(Message::new("orders", "z")).await.unwrap();
+}
+
+/// Over TLS a connection signs in once: its signed HELLO binds it to the account and the
+/// requests after it go unsigned. A changed secret ends the binding (refused, naming the
+/// sign-in, and the connection closed); the reconnection's HELLO, signed with the old
+/// secret, is then refused as any badly signed request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_tls_a_connection_signs_in_once_and_a_changed_secret_ends_it() {
+    let pki = ringmq_testkit::certs::TestPki::new();
+    let dir = tempfile::tempdir().unwrap();
+    let acl = dir.path().join("plain_acl.yml");
+    write_acl(&acl, &acl_yaml(None));
+    let sets = [
+        "aclEnable=true".to_string(),
+        format!("aclFilePath={}", acl.display()),
+        "innerAccessKey=root".to_string(),
+        "innerSecretKey=rootsecret1".to_string(),
+        "tls.server.mode=enforcing".to_string(),
+        format!("tls.server.certPath={}", pki.server_cert.display()),
+        format!("tls.server.keyPath={}", pki.server_key.display()),
+        "tls.enable=true".to_string(),
+        format!("tls.client.trustCertPath={}", pki.ca.display()),
+    ];
+    let refs: Vec<&str> = sets.iter().map(String::as_str).collect();
+    let node = Node::start_configured(2, &refs);
+    let tls = ringmq_client::TlsOptions::with_ca(&pki.ca);
+    let root = Admin::with_config(ClientConfig {
+        name_servers: vec![node.namesrv()],
+        credentials: Some(creds(ROOT)),
+        request_timeout: Duration::from_secs(5),
+        tls: tls.clone(),
+        ..ClientConfig::default()
+    })
+    .await
+    .unwrap();
+    root.create_topic("orders", 2, Duration::from_secs(10))
+        .await
+        .unwrap();
+    let p = Producer::builder()
+        .group("acl-producers")
+        .name_server(node.namesrv())
+        .credentials(creds(PRODUCER))
+        .tls(tls)
+        .request_timeout(Duration::from_secs(5))
+        .retries(0)
+        .start()
+        .await
+        .unwrap();
+    for i in 0..20 {
+        p.send(Message::new("orders", format!("tls-{i}")))
+            .await
+            .unwrap();
+    }
+    let batch: Vec<Message> = (0..16)
+        .map(|i| Message::new("orders", format!("tls-batch-{i}")))
+        .collect();
+    p.send_batch(&batch).await.unwrap();
+    // What the account may not do stays refused on a bound connection.
+    assert_refused(p.send(Message::new("payments", "no")).await, "payments");
+
+    write_acl(&acl, &acl_yaml(None).replace(PRODUCER.1, "producersecret2"));
+    // Per-request signatures would fail with "does not match"; the bound connection's
+    // unsigned requests fail naming the sign-in instead.
+    let ended = poll(|| async {
+        match p.send(Message::new("orders", "after")).await {
+            Err(Error::Broker { remark, .. }) => remark.contains("sign in again"),
+            _ => false,
+        }
+    })
+    .await;
+    assert!(
+        ended,
+        "the binding did not end 10 s after the secret changed"
+    );
+    let refused = poll(|| async {
+        match p.send(Message::new("orders", "reconnected")).await {
+            Err(Error::Broker { remark, .. }) => remark.contains("does not match"),
+            _ => false,
+        }
+    })
+    .await;
+    assert!(
+        refused,
+        "the old secret was not refused on a new connection"
+    );
+    p.shutdown().await;
 }
 
 /// Polls `cond` every 100 ms until it holds or 10 s pass; false on timeout.

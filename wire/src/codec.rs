@@ -12,6 +12,7 @@
 //! | `String`             | u16 length + UTF-8 bytes                                    |
 //! | [`Blob`]             | u32 length (at most [`BLOB_BYTES_MAX`]) + bytes             |
 //! | `Option<T>`          | u8 tag 0 (absent) or 1 (present) + `T`                      |
+//! | [`Appended<T>`]      | `T`; nothing (read as `T::default()`) from an older peer    |
 //! | `Vec<T>`             | u32 count (at most [`LIST_ITEMS_MAX`]) + items              |
 //! | `BTreeMap<K, V>`     | u32 count (at most [`LIST_ITEMS_MAX`]) + (key, value) pairs, keys unique |
 //! | `SocketAddr`         | u8 family (4 or 6) + 4 or 16 address bytes + u16 port       |
@@ -23,7 +24,7 @@
 //! capped at [`PREALLOC_ITEMS_MAX`], so memory grows only with bytes really decoded.
 //! [`Decode::decode`] ignores bytes after the last known field: new fields are only ever
 //! appended at the end of a top-level header or body, so an older peer still reads a newer
-//! one's messages.
+//! one's messages; declared [`Appended`], they also let a newer peer read an older one's.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -474,6 +475,28 @@ impl<T: Decode> Decode for Option<T> {
                 detail: "option tag is not 0 or 1",
             }),
         }
+    }
+}
+
+/// A field appended to a top-level struct after peers without it were released: written as
+/// `T`, and read as `T::default()` when the struct ends before it (an older peer's message).
+/// Only the last fields of a top-level header or body may be `Appended`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Appended<T>(pub T);
+
+impl<T: Encode> Encode for Appended<T> {
+    fn write(&self, w: &mut Writer<'_>) {
+        self.0.write(w);
+    }
+}
+
+impl<T: Decode + Default> Decode for Appended<T> {
+    const MIN_BYTES: usize = 0;
+    fn read(r: &mut Reader<'_>, what: &'static str) -> Result<Self> {
+        if r.remaining() == 0 {
+            return Ok(Appended(T::default()));
+        }
+        T::read(r, what).map(Appended)
     }
 }
 

@@ -160,8 +160,13 @@ struct Shared {
     /// Why the connection ended, when a read or write failed (the first failure wins).
     close_cause: Mutex<Option<String>>,
     /// TLS and credentials of this client; `security.credentials` are what the write loop
-    /// signs each request with (signing: see issue #24).
+    /// signs each request with (`ringmq_wire::auth`).
     security: Arc<Security>,
+    /// The connection runs over TLS (not plain TCP, not in process).
+    tls: bool,
+    /// The broker bound this TLS connection to the account of its signed HELLO: the write
+    /// loop stops signing ([`Connection::begin_session`]).
+    session: AtomicBool,
 }
 
 impl Shared {
@@ -354,6 +359,8 @@ impl Connection {
             pool: Mutex::new(Vec::new()),
             close_cause: Mutex::new(None),
             security,
+            tls: matches!(stream, Stream::Tls(_)),
+            session: AtomicBool::new(false),
         });
         let (tx, rx) = mpsc::channel(WRITE_QUEUE_FRAMES_MAX);
         let in_flight = Arc::new(Semaphore::new(in_flight_max));
@@ -389,6 +396,15 @@ impl Connection {
 
     pub fn is_closed(&self) -> bool {
         self.shared.closed.load(Ordering::Acquire)
+    }
+
+    /// Requests written from now on go unsigned. For a TLS connection whose signed HELLO a
+    /// broker answered with `tls_session` (it bound the connection to the account); on any
+    /// other connection this does nothing.
+    pub fn begin_session(&self) {
+        if self.shared.tls && self.shared.security.credentials.is_some() {
+            self.shared.session.store(true, Ordering::Release);
+        }
     }
 
     /// Closes the connection: waiting requests fail with [`Error::ConnectionClosed`].
@@ -652,7 +668,10 @@ async fn write_loop<W: AsyncWrite + Unpin>(
         while let Some(item) = next.take() {
             if admit(&shared, &item) {
                 let mut frame = item.frame;
-                if let Some(signer) = &mut signer {
+                let signing = signer
+                    .as_mut()
+                    .filter(|_| !shared.session.load(Ordering::Acquire));
+                if let Some(signer) = signing {
                     if let Err(e) = signer.sign(&mut frame, unix_ms()) {
                         // Only a frame at the size limit cannot take its trailer; the
                         // caller's wait ends in a timeout, as for any unanswered request.

@@ -212,6 +212,11 @@ impl Pool {
             .await?
             .expect(&[Status::Success])?;
         let fields: HelloResponse = answer.required_fields()?;
+        if fields.tls_session.0 {
+            // The HELLO was signed (when there are credentials) and answered SUCCESS: the
+            // server bound a TLS connection to the account (docs/security.md).
+            conn.begin_session();
+        }
         if !matches!(ep.peer, Peer::Broker(_)) {
             return Ok((conn, None));
         }

@@ -341,7 +341,7 @@ impl Acl {
         )
     }
 
-    /// A guard for a new connection from `peer`.
+    /// A guard for a new connection from `peer`, not over TLS ([`ConnGuard::over_tls`]).
     pub fn guard(&self, peer: IpAddr) -> ConnGuard {
         ConnGuard {
             acl: self.clone(),
@@ -349,6 +349,9 @@ impl Acl {
             nonce: None,
             last_seq: 0,
             refused_in_a_row: 0,
+            tls: false,
+            session: None,
+            ended: false,
         }
     }
 
@@ -575,19 +578,40 @@ fn read(path: &Path) -> Result<(AclFile, Option<(SystemTime, u64)>), String> {
 }
 
 /// The authentication state of one connection.
+///
+/// **Sessions on TLS.** On a TLS connection the first signed native request that verifies
+/// binds the connection to its account: TLS already keeps the bytes from being changed,
+/// replayed or injected on the way, so the requests after it may come unsigned and are that
+/// account's (a signed one is still checked as such). The binding ends, and the connection
+/// is closed, when the account is removed, disabled, its secret changes or its address rules
+/// stop admitting the peer. Plain TCP connections never bind: every request there carries
+/// its MAC. Remoting requests are always signed (RocketMQ's clients sign each one).
 pub struct ConnGuard {
     acl: Acl,
     peer: IpAddr,
     nonce: Option<[u8; NONCE_BYTES]>,
     last_seq: u64,
     refused_in_a_row: u32,
+    tls: bool,
+    session: Option<Session>,
+    /// The session's account changed: close the connection.
+    ended: bool,
+}
+
+/// The account a TLS connection is bound to, and the secret it proved it held.
+#[derive(Debug, Clone)]
+pub struct Session {
+    caller: Caller,
+    access_key: Arc<str>,
+    secret: auth::Secret,
 }
 
 /// What a connection's guard carries to another shard when the connection moves.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct GuardState {
     nonce: Option<[u8; NONCE_BYTES]>,
     last_seq: u64,
+    session: Option<Session>,
 }
 
 impl ConnGuard {
@@ -601,6 +625,7 @@ impl ConnGuard {
         GuardState {
             nonce: self.nonce,
             last_seq: hello_seq.map_or(self.last_seq, |s| s.saturating_sub(1)),
+            session: self.session.clone(),
         }
     }
 
@@ -608,6 +633,18 @@ impl ConnGuard {
     pub fn resume(&mut self, state: GuardState) {
         self.nonce = state.nonce;
         self.last_seq = state.last_seq;
+        self.session = state.session;
+    }
+
+    /// The connection runs over TLS: it may be bound to an account (see [`ConnGuard`]).
+    pub fn over_tls(mut self, tls: bool) -> Self {
+        self.tls = tls;
+        self
+    }
+
+    /// The account this connection is bound to, if it is.
+    pub fn session(&self) -> Option<&Caller> {
+        self.session.as_ref().map(|s| &s.caller)
     }
 
     /// The `seq` of a signed frame, without checking it (for [`Self::handoff_state`]).
@@ -634,6 +671,9 @@ impl ConnGuard {
             }
         };
         let Some(signed) = signed else {
+            if self.session.is_some() {
+                return self.session_caller();
+            }
             return self.anonymous();
         };
         if let Some(auth) = &self.acl.inner.v2 {
@@ -642,15 +682,62 @@ impl ConnGuard {
                 return Err(bad_signature(&signed.access_key));
             }
             self.check_stamp(&signed, now_ms)?;
-            return Ok(self.caller_v2(&user.name));
+            let caller = self.caller_v2(&user.name);
+            self.bind(&caller, &signed.access_key, &user.password);
+            return Ok(caller);
         }
         let file = self.acl.inner.current.load();
         let account = self.account(&file, &signed.access_key)?;
         if !signed.verify(&account.native_key, frame) {
             return Err(bad_signature(&signed.access_key));
         }
+        let secret = account.secret.clone();
         self.check_stamp(&signed, now_ms)?;
-        Ok(Caller::Account(Arc::from(signed.access_key.as_str())))
+        let caller = Caller::Account(Arc::from(signed.access_key.as_str()));
+        self.bind(&caller, &signed.access_key, &secret);
+        Ok(caller)
+    }
+
+    /// Binds a TLS connection to the account of its first verified signed request.
+    fn bind(&mut self, caller: &Caller, access_key: &str, secret: &auth::Secret) {
+        if self.tls && self.session.is_none() {
+            self.session = Some(Session {
+                caller: caller.clone(),
+                access_key: Arc::from(access_key),
+                secret: secret.clone(),
+            });
+        }
+    }
+
+    /// The caller of an unsigned request on a bound connection, while its account still
+    /// holds the secret it proved and admits the peer; else the binding ends and the
+    /// connection is to be closed.
+    fn session_caller(&mut self) -> Result<Caller, Refusal> {
+        let Some(s) = &self.session else {
+            return self.anonymous();
+        };
+        let current = match &self.acl.inner.v2 {
+            Some(auth) => auth.holds_password(&s.access_key, &s.secret),
+            None => {
+                let file = self.acl.inner.current.load();
+                self.account(&file, &s.access_key)
+                    .is_ok_and(|a| a.secret == s.secret)
+            }
+        };
+        if current {
+            return Ok(s.caller.clone());
+        }
+        let refusal = Refusal::new(
+            Reason::UnknownAccessKey,
+            format!(
+                "no permission: access key {} was removed or changed since this connection \
+                 signed in; the connection is closed, sign in again on a new one",
+                s.access_key
+            ),
+        );
+        self.session = None;
+        self.ended = true;
+        Err(refusal)
     }
 
     fn check_stamp(&mut self, signed: &Signed, now_ms: u64) -> Result<(), Refusal> {
@@ -808,7 +895,7 @@ impl ConnGuard {
 
     /// Has this connection been refused so often in a row that it should be closed?
     pub fn should_close(&self) -> bool {
-        self.refused_in_a_row >= CONSECUTIVE_REFUSALS_MAX
+        self.ended || self.refused_in_a_row >= CONSECUTIVE_REFUSALS_MAX
     }
 
     fn settle(&mut self, r: Result<Caller, Refusal>) -> Result<Caller, Refusal> {

@@ -335,3 +335,86 @@ fn one_file_opened_twice_is_one_acl() {
         "b sees a's write at once"
     );
 }
+
+#[test]
+fn a_tls_connection_is_bound_to_the_account_of_its_first_signed_request() {
+    let fx = fixture(FILE);
+    let mut s = signer("consumer", "c-secret", 21);
+    let mut g = fx.acl.guard(localhost()).over_tls(true);
+    // Unsigned before any signed request: anonymous rules (127.0.0.1 is not white).
+    assert!(g.native(&mut hello_frame(), NOW).is_err());
+    let mut hello = hello_frame();
+    s.sign(&mut hello, NOW).expect("sign");
+    let bound = g.native(&mut hello, NOW).expect("signed hello");
+    assert_eq!(g.session(), Some(&bound));
+    // Unsigned requests after it are the account's.
+    for _ in 0..3 {
+        assert_eq!(g.native(&mut hello_frame(), NOW), Ok(bound.clone()));
+    }
+    // A signed request of another account is still that account's, and does not rebind.
+    let mut root = signer("root", "r-secret", 21);
+    root.sign(&mut hello_frame(), NOW).expect("sign"); // sequence 1, already used
+    let mut other = hello_frame();
+    root.sign(&mut other, NOW).expect("sign");
+    assert_eq!(
+        g.native(&mut other, NOW),
+        Ok(Caller::Account(Arc::from("root")))
+    );
+    assert_eq!(g.session(), Some(&bound));
+    assert!(!g.should_close());
+}
+
+#[test]
+fn a_plain_connection_is_never_bound() {
+    let fx = fixture(FILE);
+    let mut s = signer("consumer", "c-secret", 22);
+    let mut g = fx.acl.guard(localhost());
+    let mut hello = hello_frame();
+    s.sign(&mut hello, NOW).expect("sign");
+    assert!(g.native(&mut hello, NOW).is_ok());
+    assert_eq!(g.session(), None);
+    let refused = g.native(&mut hello_frame(), NOW).expect_err("unsigned");
+    assert_eq!(refused.reason, Reason::MissingCredentials);
+}
+
+#[test]
+fn a_bound_connection_ends_when_its_account_changes() {
+    let fx = fixture(FILE);
+    let path = fx.acl.path().to_owned();
+    let mut s = signer("consumer", "c-secret", 23);
+    let mut g = fx.acl.guard(localhost()).over_tls(true);
+    let mut hello = hello_frame();
+    s.sign(&mut hello, NOW).expect("sign");
+    assert!(g.native(&mut hello, NOW).is_ok());
+    // Another account's change leaves the binding alone.
+    std::fs::write(&path, FILE.replace("r-secret", "r-secret-2")).expect("write");
+    assert!(fx.acl.reload_if_changed());
+    assert!(g.native(&mut hello_frame(), NOW).is_ok());
+    // The bound account's new secret ends it: refused, and the connection is to be closed.
+    std::fs::write(&path, FILE.replace("c-secret", "c-secret-2")).expect("write");
+    assert!(fx.acl.reload_if_changed());
+    let refused = g
+        .native(&mut hello_frame(), NOW)
+        .expect_err("secret changed");
+    assert_eq!(refused.reason, Reason::UnknownAccessKey);
+    assert!(
+        refused.remark.contains("sign in again"),
+        "{}",
+        refused.remark
+    );
+    assert!(g.should_close());
+    assert_eq!(g.session(), None);
+}
+
+#[test]
+fn a_binding_moves_with_its_connection() {
+    let fx = fixture(FILE);
+    let mut s = signer("root", "r-secret", 24);
+    let mut g = fx.acl.guard(localhost()).over_tls(true);
+    let mut first = hello_frame();
+    s.sign(&mut first, NOW).expect("sign");
+    let bound = g.native(&mut first, NOW).expect("signed");
+    let mut moved = fx.acl.guard(localhost()).over_tls(true);
+    moved.resume(g.handoff_state(None));
+    assert_eq!(moved.native(&mut hello_frame(), NOW), Ok(bound));
+}

@@ -37,6 +37,7 @@ pub fn hello(shard: &Shard, h: &HelloRequest) -> Reply {
         shard_count: b.shard_count,
         shard_id: shard.id,
         frame_bytes_max: b.rt.frame_bytes_max as u32,
+        tls_session: ringmq_wire::codec::Appended(true),
     })
 }
 

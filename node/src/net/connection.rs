@@ -58,7 +58,7 @@ pub async fn serve_resumed<S: Service + 'static>(
             .peer_addr()
             .map(|a| a.ip())
             .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED));
-        let mut g = acl.guard(peer);
+        let mut g = acl.guard(peer).over_tls(conn.is_tls());
         if let Some(state) = resume {
             g.resume(state);
         }

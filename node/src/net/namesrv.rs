@@ -543,6 +543,7 @@ fn handle(
                 shard_count: 1,
                 shard_id: 0,
                 frame_bytes_max: limits::FRAME_BYTES_MAX as u32,
+                tls_session: ringmq_wire::codec::Appended(true),
             })
         }
         Request::DeleteKvConfig(h) => {

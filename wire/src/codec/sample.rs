@@ -162,6 +162,12 @@ impl<T: Sample> Sample for Option<T> {
     }
 }
 
+impl<T: Sample> Sample for super::Appended<T> {
+    fn sample(g: &mut Gen<'_>) -> Self {
+        super::Appended(T::sample(g))
+    }
+}
+
 impl<T: Sample> Sample for Vec<T> {
     fn sample(g: &mut Gen<'_>) -> Self {
         let len = g.below_or(SAMPLE_ITEMS_MAX);

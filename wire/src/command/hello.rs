@@ -35,6 +35,10 @@ crate::wire_struct! {
         pub shard_id: u16,
         /// Largest frame this server accepts (its configured maximum).
         pub frame_bytes_max: u32,
+        /// This server binds a TLS connection to the account of the first signed request on
+        /// it that verifies: requests after it may come unsigned and are that account's
+        /// (`docs/security.md`). False from servers older than the field.
+        pub tls_session: crate::codec::Appended<bool>,
     }
 }
 
@@ -91,10 +95,13 @@ mod tests {
             shard_count: 2,
             shard_id: 1,
             frame_bytes_max: 16 << 20,
+            tls_session: crate::codec::Appended(true),
         };
-        assert_eq!(
-            HelloResponse::decode(&resp.to_vec().unwrap()).unwrap(),
-            resp
-        );
+        let bytes = resp.to_vec().unwrap();
+        assert_eq!(HelloResponse::decode(&bytes).unwrap(), resp);
+        // An older server's answer ends before `tls_session`: read as false.
+        let older = HelloResponse::decode(&bytes[..bytes.len() - 1]).unwrap();
+        assert_eq!(older.tls_session, crate::codec::Appended(false));
+        assert_eq!(older.frame_bytes_max, resp.frame_bytes_max);
     }
 }

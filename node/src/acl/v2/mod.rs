@@ -198,6 +198,14 @@ impl Auth {
         self.state.load().users.get(name).cloned()
     }
 
+    /// Is `name` an enabled user whose password is `secret`? (No copy of the user.)
+    pub fn holds_password(&self, name: &str, secret: &Secret) -> bool {
+        let st = self.state.load();
+        st.users
+            .get(name)
+            .is_some_and(|u| u.status == UserStatus::Enable && u.password == *secret)
+    }
+
     /// The password (secret key) of an enabled user, for a protocol edge that verifies its
     /// own signatures.
     pub fn secret_of(&self, name: &str) -> Option<Secret> {
