@@ -250,8 +250,9 @@ per_round() { jq -s -r "[.[] | $2 | tostring] | join(\" / \")" $(for r in $(seq 
 what_varies() {
   case $suite in
     security)
-      echo "acl: \`aclEnable=true\`, perf signs every request with \`--access-key\` (an admin"
-      echo "account); tls: \`tls.server.mode=enforcing\` + \`tls.enable=true\`, perf \`--ca\` (P-256"
+      echo "acl: \`aclEnable=true\`, perf signs with \`--access-key\` (an admin account): every"
+      echo "request on plain TCP, only each connection's HELLO over TLS (a TLS connection signs in"
+      echo "once); tls: \`tls.server.mode=enforcing\` + \`tls.enable=true\`, perf \`--ca\` (P-256"
       echo "certificate, rustls)." ;;
     metrics)
       echo "off: \`metricsExporterType=DISABLE\` (the default); on: \`metricsExporterType=PROM\`, with"
@@ -289,6 +290,16 @@ table=$(
       echo "| ${kind_label[$kind]} | $variant | $(bench_median "$g" '.msgs_per_s | floor') | $p50 | $p99 | $(bench_median "$g" '.errors') | $(us "$cell") | $(bench_median "$g" '.cpu.generator_us_per_msg | values * 100 | round / 100') | $rat |"
     done
   done
+  if [ "$suite" = security ]; then
+    echo
+    echo "ACL's own cost, same round: broker µs/msg with ACL over without, median of the rounds."
+    echo
+    echo "| cell | acl / plain | acl+tls / tls |"
+    echo "|---|---|---|"
+    for kind in "${kinds[@]}"; do
+      echo "| ${kind_label[$kind]} | $(ratio "acl-$kind" "plain-$kind") | $(ratio "acl+tls-$kind" "tls-$kind") |"
+    done
+  fi
   echo
   echo "Every round (round 1 / 2 / ...):"
   echo
