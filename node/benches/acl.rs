@@ -1,8 +1,10 @@
 //! `cargo bench -p ringmq-node --bench acl`: what the ACL costs the broker per request, apart
 //! from everything else a request does: authenticating a signed native SEND (trailer removed,
 //! MAC checked, replay checks) and authorizing it against the permission table, for bodies of
-//! 1 record and of 64 records of 1 KiB each. Each frame is signed just before its timed check
-//! (so it is in cache, as a frame the broker has just read from its socket).
+//! 1 record and of 64 records of 1 KiB each; and the same unsigned SEND on a TLS connection
+//! that signed in once (bound to the account: no MAC, the account looked up). Each frame is
+//! signed just before its timed check (so it is in cache, as a frame the broker has just read
+//! from its socket).
 //!
 //! Environment: `RINGMQ_BENCH_RUNS` (default 5; the median is printed).
 
@@ -46,15 +48,22 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// Nanoseconds per request, authenticating and authorizing `FRAMES` signed frames.
-fn run(acl: &Acl, records: usize, round: u8) -> f64 {
+/// Nanoseconds per request, authenticating and authorizing `FRAMES` frames: signed ones, or
+/// (`bound`) unsigned ones on a TLS connection whose first request was signed.
+fn run(acl: &Acl, records: usize, round: u8, bound: bool) -> f64 {
     let creds = Credentials::new("producer", "producer-secret").expect("credentials");
     let mut nonce = [round; 16];
     nonce[0] = records as u8;
+    nonce[1] = u8::from(bound);
     let mut signer = Signer::new(creds, nonce);
     let template = send_frame(records);
     let now = now_ms();
-    let mut guard = acl.guard("127.0.0.1".parse().expect("ip"));
+    let mut guard = acl.guard("127.0.0.1".parse().expect("ip")).over_tls(bound);
+    if bound {
+        let mut first = template.clone();
+        signer.sign(&mut first, now).expect("signing");
+        guard.native(&mut first, now).expect("signed in");
+    }
     let mut spent = std::time::Duration::ZERO;
     let mut f = Vec::with_capacity(template.len() + 128);
     for _ in 0..FRAMES {
@@ -62,7 +71,9 @@ fn run(acl: &Acl, records: usize, round: u8) -> f64 {
         // just read from its socket.
         f.clear();
         f.extend_from_slice(&template);
-        signer.sign(&mut f, now).expect("signing");
+        if !bound {
+            signer.sign(&mut f, now).expect("signing");
+        }
         let started = Instant::now();
         let caller = guard.native(&mut f, now).expect("authenticated");
         let parsed = frame::parse(&f).expect("frame");
@@ -88,15 +99,23 @@ fn main() {
         replay_window_ms: 300_000,
     })
     .expect("loading the ACL");
-    println!("ACL per signed SEND request (authenticate + authorize), median of {runs} runs:");
-    for records in [1usize, 64] {
-        let mut ns: Vec<f64> = (0..runs).map(|r| run(&acl, records, r as u8)).collect();
-        ns.sort_by(|a, b| a.total_cmp(b));
-        let median = ns[ns.len() / 2];
-        println!(
-            "  {records:>2} x 1 KiB records: {:>8.2} µs per request, {:>6.3} µs per record",
-            median / 1000.0,
-            median / 1000.0 / records as f64
-        );
+    println!("ACL per SEND request (authenticate + authorize), median of {runs} runs:");
+    for (bound, what) in [
+        (false, "signed"),
+        (true, "unsigned on a TLS connection signed in once"),
+    ] {
+        println!("  {what}:");
+        for records in [1usize, 64] {
+            let mut ns: Vec<f64> = (0..runs)
+                .map(|r| run(&acl, records, r as u8, bound))
+                .collect();
+            ns.sort_by(|a, b| a.total_cmp(b));
+            let median = ns[ns.len() / 2];
+            println!(
+                "    {records:>2} x 1 KiB records: {:>8.2} µs per request, {:>6.3} µs per record",
+                median / 1000.0,
+                median / 1000.0 / records as f64
+            );
+        }
     }
 }
