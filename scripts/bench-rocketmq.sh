@@ -50,7 +50,8 @@
 # Figures per scenario and broker: msgs/s, latency p50/p99 (ms) and completed messages as the
 # example reports them (its --output-json), and the broker's CPU per completed message:
 # utime+stime from /proc/<pid>/stat, from just before the client starts to just after it
-# exits, divided by the messages it completed. ringmq standalone is name server and broker
+# exits, divided by the messages it completed; and over the same span the cores busy, of the
+# whole machine (/proc/stat) and of the node alone. ringmq standalone is name server and broker
 # in one process; for the port the two processes' CPU is added. Tables: the side-by-side run
 # (one shard count, with the port) has one row per flush mode and scenario, ringmq and the
 # port in columns; any other run has one row per node ("ringmq 1 shard", "ringmq 2 shards",
@@ -196,27 +197,39 @@ sync_sends() {
   echo "$3 sends did not succeed within 30 s:" >&2; tail -n 20 "$work/$3.out" >&2; exit 1
 }
 
+# machine_ticks: "busy total" clock ticks of all cores so far (/proc/stat; busy is all but
+# idle and iowait; guest time is already in user).
+machine_ticks() {
+  awk '/^cpu / { t = $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9; print t - $5 - $6, t }' /proc/stat
+}
+
 run_scenario() { # ROUND FLUSH NODE SCENARIO
-  local round=$1 flush=$2 node=$3 s=$4 n=${count[$4]} c0 c1
+  local round=$1 flush=$2 node=$3 s=$4 n=${count[$4]} c0 c1 m0 m1
   local f="$work/r$round-$flush-$node-$s" topic="Bench_${s/-/_}_r$round"
   # lite-pull reads the topic's queues before it sends: the topic must exist (see --help).
   [ "$s" = lite-pull ] && sync_sends "$topic" 8 create-topic
   printf '[round %d/%d] %-6s %-10s %-9s ' "$round" "$rounds" "$flush" "$node" "$s" >&2
-  c0=$(bench_cpu_ticks "${pids[@]}")
+  c0=$(bench_cpu_ticks "${pids[@]}") m0=$(machine_ticks)
   client "$s" "$topic" "$n" "$f.report.json" >"$f.out" 2>&1 || true
-  c1=$(bench_cpu_ticks "${pids[@]}")
+  c1=$(bench_cpu_ticks "${pids[@]}") m1=$(machine_ticks)
   if [ ! -f "$f.report.json" ]; then
     echo "no report:" >&2; tail -n 5 "$f.out" >&2
     jq -n --argjson n "$n" '{asked: $n, completed: 0, msgs_per_s: 0, p50_ms: null, p99_ms: null, us_per_msg: null}' >"$f.json"
     return 0
   fi
-  jq --argjson ticks $((c1 - c0)) --argjson hz "$hz" --argjson n "$n" '.result
+  # Cores busy over the client's run (busy ticks over elapsed ticks of one core): the whole
+  # machine's, and the node's alone.
+  local busy=$(( ${m1% *} - ${m0% *} )) wall=$(( (${m1#* } - ${m0#* }) / $(nproc) ))
+  jq --argjson ticks $((c1 - c0)) --argjson hz "$hz" --argjson n "$n" \
+    --argjson busy "$busy" --argjson wall "$wall" '.result
     | {asked: $n, completed: .success_count, failed: (.send_failed_count + .response_failed_count),
        msgs_per_s: (.throughput_messages_per_second | floor),
        p50_ms: (.latency_us.p50 / 1000), p99_ms: (.latency_us.p99 / 1000), cpu_s: ($ticks / $hz),
-       us_per_msg: (if .success_count > 0 then $ticks / $hz * 1e6 / .success_count else null end)}' \
+       us_per_msg: (if .success_count > 0 then $ticks / $hz * 1e6 / .success_count else null end),
+       cores_busy: (if $wall > 0 then $busy / $wall else null end),
+       node_cores: (if $wall > 0 then $ticks / $wall else null end)}' \
     "$f.report.json" >"$f.json"
-  jq -r '"\(.msgs_per_s) msgs/s, \(.completed) of \(.asked), p50 \(.p50_ms) ms, p99 \(.p99_ms) ms, broker \(.cpu_s) s CPU = \((.us_per_msg // 0) * 100 | round / 100) µs/msg"' "$f.json" >&2
+  jq -r '"\(.msgs_per_s) msgs/s, \(.completed) of \(.asked), p50 \(.p50_ms) ms, p99 \(.p99_ms) ms, broker \(.cpu_s) s CPU = \((.us_per_msg // 0) * 100 | round / 100) µs/msg, cores busy \((.cores_busy // 0) * 100 | round / 100) (node \((.node_cores // 0) * 100 | round / 100))"' "$f.json" >&2
 }
 
 run_node() { # ROUND FLUSH NODE (ringmq-s<N> or port)
@@ -254,6 +267,8 @@ per_round() { jq -s -r "[.[] | $4 | tostring] | join(\" / \")" "$work"/r*-"$1-$2
 meta() { jq -r ".$1" "$work/meta.json"; }
 ratio() { jq -n -r --argjson a "$1" --argjson b "$2" 'if $a == null or $b == null or $b == 0 then "-" else ($a / $b * 100 | round / 100 | tostring) + "x" end'; }
 us='.us_per_msg | values * 100 | round / 100'
+cores='.cores_busy | values * 100 | round / 100'
+node_cores='.node_cores | values * 100 | round / 100'
 label() { # NODE: "ringmq 1 shard", "ringmq 2 shards", "port"
   case $1 in
     ringmq-s1) echo "ringmq 1 shard" ;;
@@ -336,15 +351,17 @@ per_node() {
     echo "the port: name server + broker) over the client's run, per completed message."
   else
     echo "(or pulled) of those asked. Broker CPU: utime+stime of the node's one process (name server"
-    echo "and broker) over the client's run, per completed message."
+    echo "and broker) over the client's run, per completed message. Cores busy: CPU time over the"
+    echo "client's run divided by its length, of the whole machine (/proc/stat: all but idle and"
+    echo "iowait) and of the node alone; $(nproc) is every core busy."
   fi
   echo
-  echo "| flush | scenario | messages | node | msgs/s | p50 / p99 ms | broker CPU µs/msg | completed per round | msgs/s per round | µs/msg per round |"
-  echo "|---|---|---|---|---|---|---|---|---|---|"
+  echo "| flush | scenario | messages | node | msgs/s | p50 / p99 ms | broker CPU µs/msg | cores busy: all / node | completed per round | msgs/s per round | µs/msg per round |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
   for flush in $flushes; do
     for s in $scenarios; do
       for node in "${nodes[@]}"; do
-        echo "| ${flush_name[$flush]} | $s | ${count[$s]} | $(label "$node") | $(med "$flush" "$node" "$s" .msgs_per_s) | $(med "$flush" "$node" "$s" .p50_ms) / $(med "$flush" "$node" "$s" .p99_ms) | $(med "$flush" "$node" "$s" "$us") | $(per_round "$flush" "$node" "$s" .completed) | $(per_round "$flush" "$node" "$s" .msgs_per_s) | $(per_round "$flush" "$node" "$s" "$us") |"
+        echo "| ${flush_name[$flush]} | $s | ${count[$s]} | $(label "$node") | $(med "$flush" "$node" "$s" .msgs_per_s) | $(med "$flush" "$node" "$s" .p50_ms) / $(med "$flush" "$node" "$s" .p99_ms) | $(med "$flush" "$node" "$s" "$us") | $(med "$flush" "$node" "$s" "$cores") / $(med "$flush" "$node" "$s" "$node_cores") | $(per_round "$flush" "$node" "$s" .completed) | $(per_round "$flush" "$node" "$s" .msgs_per_s) | $(per_round "$flush" "$node" "$s" "$us") |"
       done
     done
   done
