@@ -35,8 +35,9 @@ pub const FRAME_BODY_BYTES_MAX: usize =
     FRAME_BYTES_MAX - frame::PREFIX_BYTES - frame::HEADER_BYTES_MAX;
 /// Client and peer connections one process accepts; further ones are closed at accept.
 pub const CONNECTIONS_MAX: usize = 4096;
-/// Requests one connection may have outstanding (parked pulls included); past it the
-/// connection stops reading until responses drain.
+/// Requests one connection may have outstanding (parked pulls included); past it a send
+/// waits (the connection is not read until one of them finishes, so TCP slows the client)
+/// and any other request is answered SYSTEM_BUSY.
 pub const CONNECTION_REQUESTS_IN_FLIGHT_MAX: usize = 256;
 /// Response bytes queued for one connection's socket; past it the connection stops reading.
 pub const CONNECTION_QUEUED_BYTES_MAX: usize = 2 * FRAME_BYTES_MAX;

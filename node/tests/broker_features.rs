@@ -230,6 +230,37 @@ fn largest_record_and_max_message_size() {
     assert_eq!(c2.max_offset(topic, 0), 1);
 }
 
+/// Sends pipelined past the in-flight limit wait instead of being refused: 1,000 SEND_MESSAGE
+/// on one connection under SYNC_FLUSH (each waits for its fdatasync), all stored.
+#[test]
+fn pipelined_sends_past_the_in_flight_limit_all_succeed() {
+    let dir = tempdir("inflight-sends");
+    let node = Node::standalone(
+        &dir.path().join("data"),
+        &["--shards", "1", "--flush", "sync"],
+    );
+    let addr = node.broker_addr();
+    let topic = "Pipelined";
+    Client::connect(addr).create_topic_ok(topic, 2);
+    let mut c = Client::connect(addr);
+    let ids: Vec<u64> = (0..1000u32)
+        .map(|i| {
+            let m = Msg::new(topic, i % 2, vec![7u8; 1024]);
+            let h = Client::send_request(topic, i % 2, false, 1);
+            c.send_frame(RequestCode::SendMessage, &h, &m.encode())
+        })
+        .collect();
+    let statuses: Vec<Status> = ids.into_iter().map(|id| c.recv(id).status()).collect();
+    let refused = statuses.iter().filter(|s| **s != Status::Success).count();
+    assert_eq!(
+        refused,
+        0,
+        "first refusal: {:?}",
+        statuses.iter().find(|s| **s != Status::Success)
+    );
+    assert_eq!(c.max_offset(topic, 0) + c.max_offset(topic, 1), 1000);
+}
+
 #[test]
 fn in_flight_limit_answers_busy_and_parked_pulls_all_wake() {
     let dir = tempdir("inflight");

@@ -20,7 +20,7 @@ use ringmq_wire::command::{PullResponse, SendResponse};
 use ringmq_wire::properties;
 use ringmq_wire::remoting::batch;
 use ringmq_wire::remoting::code::{request, response};
-use ringmq_wire::remoting::frame::{Command, SerializeType};
+use ringmq_wire::remoting::frame::{self as rframe, Command, SerializeType};
 
 /// A remoting route's brokers: name -> master address.
 fn shard_brokers(route: &serde_json::Value) -> BTreeMap<String, String> {
@@ -668,5 +668,80 @@ fn a_remoting_producer_recalls_a_scheduled_message_by_its_send_handle() {
         c.max_offset(topic, 1),
         0,
         "the recalled message is still pending"
+    );
+}
+
+/// A client that pipelines more sends on one connection than may be in flight there
+/// (RocketMQ's async sends) is slowed down, not refused: past the limit the connection is not
+/// read until a send finishes, and every send is stored and answered SUCCESS.
+#[test]
+fn pipelined_remoting_sends_past_the_in_flight_limit_all_succeed() {
+    let dir = tempdir("remoting-pipelined");
+    let node = Node::standalone(
+        &dir.path().join("data"),
+        &["--shards", "1", "--flush", "sync"],
+    );
+    let broker = node.broker_addr();
+    let topic = "Pipelined";
+    Client::connect(broker).create_topic_ok(topic, 4);
+    let mut r = Remoting::connect(broker, SerializeType::Json);
+    const SENDS: i32 = 2000;
+    let mut frames = Vec::new();
+    for i in 1..=SENDS {
+        let queue = (i % 4).to_string();
+        let fields: BTreeMap<String, String> = [
+            ("producerGroup", "pg"),
+            ("topic", topic),
+            ("defaultTopic", "TBW102"),
+            ("defaultTopicQueueNums", "4"),
+            ("queueId", queue.as_str()),
+            ("sysFlag", "0"),
+            ("bornTimestamp", "1700000000000"),
+            ("flag", "0"),
+            ("properties", ""),
+            ("reconsumeTimes", "0"),
+            ("unitMode", "false"),
+            ("batch", "false"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let cmd = Command::request(request::SEND_MESSAGE, i, fields);
+        let f =
+            ringmq_wire::remoting::frame::encode(&cmd, SerializeType::Json, &[7u8; 1024]).unwrap();
+        frames.extend_from_slice(&f);
+    }
+    // Written from another thread while this one reads: past the limit the broker stops
+    // reading, and a writer that waited for it would never see the answers.
+    let mut w = r.s.try_clone().unwrap();
+    let writer = std::thread::spawn(move || w.write_all(&frames));
+    // Answers come in any order (a refusal would come before the sends ahead of it).
+    let mut refused = Vec::new();
+    let mut answered = std::collections::BTreeSet::new();
+    while answered.len() < SENDS as usize {
+        let Some(n) = rframe::check(&r.buf, rframe::FRAME_BYTES_MAX).unwrap() else {
+            let mut chunk = [0u8; 64 * 1024];
+            let n = r.s.read(&mut chunk).expect("the answers");
+            assert!(n > 0, "closed after {} answers", answered.len());
+            r.buf.extend_from_slice(&chunk[..n]);
+            continue;
+        };
+        let frame: Vec<u8> = r.buf.drain(..n).collect();
+        let resp = rframe::parse(&frame).unwrap().command;
+        assert!(
+            answered.insert(resp.opaque),
+            "answered twice: {}",
+            resp.opaque
+        );
+        if resp.code != response::SUCCESS {
+            refused.push((resp.opaque, resp.code, resp.remark));
+        }
+    }
+    writer.join().unwrap().unwrap();
+    assert!(
+        refused.is_empty(),
+        "{} of {SENDS} sends refused, the first: {:?}",
+        refused.len(),
+        refused.first()
     );
 }

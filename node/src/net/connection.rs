@@ -3,7 +3,8 @@
 //! that drains a bounded queue of replies ([`OutQueue`], `out_queue.rs`). A connection whose
 //! first frame is a remoting one is read by `remoting/` instead.
 //!
-//! Limits (see `limits`): requests in flight per connection (past it: SYSTEM_BUSY), bytes
+//! Limits (see `limits`): requests in flight per connection (past it a send waits, the
+//! connection unread until a request finishes; any other request gets SYSTEM_BUSY), bytes
 //! queued for writing (past it the read loop stops reading until the writer drains),
 //! frame size (an oversized frame is answered FRAME_TOO_LARGE, its bytes skipped, the
 //! connection kept). A frame that is not a frame at all (bad flags, impossible lengths) gets
@@ -181,6 +182,11 @@ async fn read_loop<S: Service + 'static>(
                     if let Some(t) = arrived {
                         svc.stage(Stage::Read, micros(t.elapsed()));
                     }
+                    if inflight.get() >= limits::CONNECTION_REQUESTS_IN_FLIGHT_MAX && is_send(&f) {
+                        // Slowed down by TCP, not refused: nothing more is read until a
+                        // request of this connection finishes.
+                        out.wait_inflight_below(inflight).await;
+                    }
                     if !handle_frame(svc, out, inflight, f, guard.as_mut()) {
                         return ReadEnd::Closed;
                     }
@@ -294,6 +300,21 @@ fn refuse(avail: &[u8], max: usize) -> Refusal {
             request_id: p.request_id,
         }
     }
+}
+
+/// Is `f` a request that stores messages (sends, batches, replies)?
+fn is_send(f: &[u8]) -> bool {
+    use ringmq_wire::code::RequestCode;
+    frame::peek(f).is_some_and(|p| {
+        Flags::from_bits(p.flags).is_ok_and(|fl| !fl.is_response())
+            && [
+                RequestCode::SendMessage,
+                RequestCode::SendBatchMessage,
+                RequestCode::SendReplyMessage,
+            ]
+            .iter()
+            .any(|c| u16::from(*c) == p.code)
+    })
 }
 
 /// Handles one frame; false: close the connection (refused too often in a row).

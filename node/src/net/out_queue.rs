@@ -125,6 +125,18 @@ impl OutQueue {
         }
     }
 
+    /// Waits while `inflight` requests of this connection are at the per-connection limit
+    /// (a send past it waits here, the connection unread, instead of being refused).
+    pub(crate) async fn wait_inflight_below(&self, inflight: &Cell<usize>) {
+        while inflight.get() >= limits::CONNECTION_REQUESTS_IN_FLIGHT_MAX && !self.closed.get() {
+            let l = self.drained.listen();
+            if inflight.get() < limits::CONNECTION_REQUESTS_IN_FLIGHT_MAX {
+                break;
+            }
+            l.await;
+        }
+    }
+
     fn pop(&self) -> Option<Item> {
         self.items.borrow_mut().pop_front()
     }

@@ -6,6 +6,10 @@
 //! sends on its own (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE) are translated by
 //! [`PushCodec`].
 //!
+//! Limits: past `CONNECTION_REQUESTS_IN_FLIGHT_MAX` requests in flight on one connection, a
+//! send waits (the connection is not read until a request finishes, so TCP slows the client
+//! down); any other request is answered SYSTEM_BUSY.
+//!
 //! Bad input: a frame over the limit, a header that does not parse or a frame that is not
 //! remoting at all closes this connection (its request id is unknown, so no answer can be
 //! matched); a request with a missing or malformed field gets SYSTEM_ERROR with a remark
@@ -70,6 +74,11 @@ pub async fn read_loop<S: Service + 'static>(
                     // Parsed in place: the translation copies what it keeps.
                     let f = &buf[start..start + n];
                     start += n;
+                    if inflight.get() >= limits::CONNECTION_REQUESTS_IN_FLIGHT_MAX && is_send(f) {
+                        // A client pipelining sends (RocketMQ's async sends) is slowed down by
+                        // TCP, not refused: nothing more is read until a request finishes.
+                        out.wait_inflight_below(inflight).await;
+                    }
                     if let Err(e) = handle_frame(svc, out, inflight, peer, f, guard.as_mut()) {
                         log::warn!("remoting connection from {}: {e}; closing it", peer.addr);
                         return;
@@ -101,6 +110,22 @@ pub async fn read_loop<S: Service + 'static>(
             Ok(_) => {}
         }
     }
+}
+
+/// Is `f` a request that stores messages (sends, batches, replies)?
+fn is_send(f: &[u8]) -> bool {
+    use ringmq_wire::remoting::code::request as code;
+    rframe::parse(f).is_ok_and(|p| {
+        !p.command.is_response()
+            && matches!(
+                p.command.code,
+                code::SEND_MESSAGE
+                    | code::SEND_MESSAGE_V2
+                    | code::SEND_BATCH_MESSAGE
+                    | code::SEND_REPLY_MESSAGE
+                    | code::SEND_REPLY_MESSAGE_V2
+            )
+    })
 }
 
 fn first_serialize_type(buf: &[u8]) -> Option<SerializeType> {
