@@ -292,6 +292,17 @@ fn in_flight_limit_answers_busy_and_parked_pulls_all_wake() {
     })
     .expect("256 pulls parked");
     assert_eq!(parked, 256, "parked pulls per connection are bounded");
+    // A send behind them waits a bounded time (SEND_WAIT_MAX, 200 ms), not for the pulls'
+    // 10 s long poll, and is then refused: nothing stored.
+    let t = Instant::now();
+    c.send(&Msg::new(topic, 0, "behind the pulls"))
+        .expect_status(Status::SystemBusy);
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "a send behind parked pulls waited {:?}",
+        t.elapsed()
+    );
+    assert_eq!(admin.max_offset(topic, 0), 0);
     let t = Instant::now();
     admin.send_ok(&Msg::new(topic, 0, "wake everyone"));
     let mut busy = 0;
