@@ -138,6 +138,9 @@ pub struct BrokerConfig {
     pub default_topic_queue_nums: u32,
     /// `maxMessageSize` (body bytes), default 4 MiB, at most `limits::MESSAGE_BODY_BYTES_MAX`.
     pub max_message_size_bytes: usize,
+    /// `waitTimeMillsInSendQueue`, default 200: longest a send waits while its connection has
+    /// `limits::CONNECTION_REQUESTS_IN_FLIGHT_MAX` requests in flight; then SYSTEM_BUSY.
+    pub wait_time_mills_in_send_queue: u64,
     /// `messageDelayLevel`, default `1s 5s 10s 30s 1m … 2h` (18 levels), in ms.
     pub message_delay_level_ms: Vec<u64>,
     /// `messageIndexEnable`, default true.
@@ -270,6 +273,7 @@ impl Default for BrokerConfig {
             auto_create_topic_enable: true,
             default_topic_queue_nums: 8,
             max_message_size_bytes: 4 * 1024 * 1024,
+            wait_time_mills_in_send_queue: limits::SEND_WAIT_MAX.as_millis() as u64,
             message_delay_level_ms: keys::parse_delay_levels(DEFAULT_MESSAGE_DELAY_LEVEL)
                 .expect("the built-in delay levels parse"),
             message_index_enable: true,

@@ -40,9 +40,9 @@ pub const CONNECTIONS_MAX: usize = 4096;
 /// TCP slows the client) and any other request is answered SYSTEM_BUSY.
 pub const CONNECTION_REQUESTS_IN_FLIGHT_MAX: usize = 256;
 /// Longest a send waits for its connection's requests in flight to fall below the limit;
-/// then it is answered SYSTEM_BUSY. RocketMQ's default `waitTimeMillsInSendQueue` (a send
-/// waiting that long in the broker's queue is answered "broker busy"); the key itself is not
-/// read.
+/// then it is answered SYSTEM_BUSY. The default of the broker key `waitTimeMillsInSendQueue`
+/// (RocketMQ's: a send waiting that long in the broker's queue is answered "broker busy"),
+/// and what the name server uses.
 pub const SEND_WAIT_MAX: std::time::Duration = std::time::Duration::from_millis(200);
 /// Response bytes queued for one connection's socket; past it the connection stops reading.
 pub const CONNECTION_QUEUED_BYTES_MAX: usize = 2 * FRAME_BYTES_MAX;

@@ -231,34 +231,38 @@ fn largest_record_and_max_message_size() {
 }
 
 /// Sends pipelined past the in-flight limit wait instead of being refused: 1,000 SEND_MESSAGE
-/// on one connection under SYNC_FLUSH (each waits for its fdatasync), all stored.
+/// on one connection under SYNC_FLUSH (each waits for its fdatasync), all stored. With
+/// `waitTimeMillsInSendQueue=0` they are refused past the limit, as before the wait.
 #[test]
 fn pipelined_sends_past_the_in_flight_limit_all_succeed() {
-    let dir = tempdir("inflight-sends");
-    let node = Node::standalone(
-        &dir.path().join("data"),
-        &["--shards", "1", "--flush", "sync"],
-    );
-    let addr = node.broker_addr();
-    let topic = "Pipelined";
-    Client::connect(addr).create_topic_ok(topic, 2);
-    let mut c = Client::connect(addr);
-    let ids: Vec<u64> = (0..1000u32)
-        .map(|i| {
-            let m = Msg::new(topic, i % 2, vec![7u8; 1024]);
-            let h = Client::send_request(topic, i % 2, false, 1);
-            c.send_frame(RequestCode::SendMessage, &h, &m.encode())
-        })
-        .collect();
-    let statuses: Vec<Status> = ids.into_iter().map(|id| c.recv(id).status()).collect();
-    let refused = statuses.iter().filter(|s| **s != Status::Success).count();
-    assert_eq!(
-        refused,
-        0,
-        "first refusal: {:?}",
-        statuses.iter().find(|s| **s != Status::Success)
-    );
-    assert_eq!(c.max_offset(topic, 0) + c.max_offset(topic, 1), 1000);
+    for (wait, refusals_expected) in [(None, false), (Some("waitTimeMillsInSendQueue=0"), true)] {
+        let dir = tempdir("inflight-sends");
+        let mut args = vec!["--shards", "1", "--flush", "sync"];
+        if let Some(set) = wait {
+            args.extend(["--set", set]);
+        }
+        let node = Node::standalone(&dir.path().join("data"), &args);
+        let addr = node.broker_addr();
+        let topic = "Pipelined";
+        Client::connect(addr).create_topic_ok(topic, 2);
+        let mut c = Client::connect(addr);
+        let ids: Vec<u64> = (0..1000u32)
+            .map(|i| {
+                let m = Msg::new(topic, i % 2, vec![7u8; 1024]);
+                let h = Client::send_request(topic, i % 2, false, 1);
+                c.send_frame(RequestCode::SendMessage, &h, &m.encode())
+            })
+            .collect();
+        let statuses: Vec<Status> = ids.into_iter().map(|id| c.recv(id).status()).collect();
+        let ok = statuses.iter().filter(|s| **s == Status::Success).count();
+        let busy = statuses
+            .iter()
+            .filter(|s| **s == Status::SystemBusy)
+            .count();
+        assert_eq!(ok + busy, 1000, "{wait:?}: other statuses");
+        assert_eq!(busy > 0, refusals_expected, "{wait:?}: {busy} refused");
+        assert_eq!(c.max_offset(topic, 0) + c.max_offset(topic, 1), ok as u64);
+    }
 }
 
 #[test]

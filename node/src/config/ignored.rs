@@ -98,7 +98,6 @@ pub(super) const BROKER_IGNORED_KEYS: &[&str] = &[
     "disableConsumeIfConsumerReadSlowly",
     "consumerFallbehindThreshold",
     "brokerFastFailureEnable",
-    "waitTimeMillsInSendQueue",
     "waitTimeMillsInPullQueue",
     "waitTimeMillsInLitePullQueue",
     "waitTimeMillsInHeartbeatQueue",

@@ -114,6 +114,9 @@ const BROKER_KEYS: &[Key<BrokerConfig>] = &[
     key!("maxMessageSize", |c, v| {
         c.max_message_size_bytes = num(v, 1, limits::MESSAGE_BODY_BYTES_MAX as u64)?
     }),
+    key!("waitTimeMillsInSendQueue", |c, v| {
+        c.wait_time_mills_in_send_queue = num(v, 0, INTERVAL_MS_MAX)?
+    }),
     key!("messageDelayLevel", Some(" "), |c, v| c
         .message_delay_level_ms =
         parse_delay_levels(v)?),

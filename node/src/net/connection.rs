@@ -4,8 +4,8 @@
 //! first frame is a remoting one is read by `remoting/` instead.
 //!
 //! Limits (see `limits`): requests in flight per connection (past it a send waits up to
-//! `SEND_WAIT_MAX`, the connection unread until a request finishes; any other request gets
-//! SYSTEM_BUSY at once), bytes
+//! `waitTimeMillsInSendQueue`, 200 ms, the connection unread until a request finishes; any
+//! other request gets SYSTEM_BUSY at once), bytes
 //! queued for writing (past it the read loop stops reading until the writer drains),
 //! frame size (an oversized frame is answered FRAME_TOO_LARGE, its bytes skipped, the
 //! connection kept). A frame that is not a frame at all (bad flags, impossible lengths) gets
@@ -185,8 +185,9 @@ async fn read_loop<S: Service + 'static>(
                     }
                     if inflight.get() >= limits::CONNECTION_REQUESTS_IN_FLIGHT_MAX && is_send(&f) {
                         // Slowed down by TCP, not refused: nothing more is read until a
-                        // request of this connection finishes (for SEND_WAIT_MAX at most).
-                        rt::timeout(limits::SEND_WAIT_MAX, out.wait_inflight_below(inflight)).await;
+                        // request of this connection finishes (for `waitTimeMillsInSendQueue`
+                        // at most).
+                        rt::timeout(svc.send_wait(), out.wait_inflight_below(inflight)).await;
                     }
                     if !handle_frame(svc, out, inflight, f, guard.as_mut()) {
                         return ReadEnd::Closed;

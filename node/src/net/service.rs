@@ -20,6 +20,10 @@ pub const READ_CHUNK_BYTES: usize = 64 * 1024;
 pub trait Service {
     /// Largest frame accepted.
     fn frame_bytes_max(&self) -> usize;
+    /// Longest a send waits while its connection has the most requests in flight.
+    fn send_wait(&self) -> std::time::Duration {
+        crate::limits::SEND_WAIT_MAX
+    }
     /// Handles one request frame (the whole frame, prefix included) from `caller` (already
     /// authenticated; the service authorizes).
     fn handle(&self, frame: Vec<u8>, caller: &Caller) -> Outcome;

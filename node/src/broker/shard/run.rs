@@ -304,6 +304,10 @@ impl Service for ShardService {
         self.0.broker.rt.frame_bytes_max
     }
 
+    fn send_wait(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.0.broker.config.wait_time_mills_in_send_queue)
+    }
+
     fn handle(&self, frame: Vec<u8>, caller: &Caller) -> Outcome {
         self.0.dispatch(
             frame,

@@ -7,9 +7,9 @@
 //! [`PushCodec`].
 //!
 //! Limits: past `CONNECTION_REQUESTS_IN_FLIGHT_MAX` requests in flight on one connection, a
-//! send waits up to `SEND_WAIT_MAX` (the connection is not read until a request finishes, so
-//! TCP slows the client down) before it is answered SYSTEM_BUSY; any other request is
-//! answered SYSTEM_BUSY at once.
+//! send waits up to `waitTimeMillsInSendQueue` (200 ms; the connection is not read until a
+//! request finishes, so TCP slows the client down) before it is answered SYSTEM_BUSY; any
+//! other request is answered SYSTEM_BUSY at once.
 //!
 //! Bad input: a frame over the limit, a header that does not parse or a frame that is not
 //! remoting at all closes this connection (its request id is unknown, so no answer can be
@@ -79,8 +79,9 @@ pub async fn read_loop<S: Service + 'static>(
                     if inflight.get() >= limits::CONNECTION_REQUESTS_IN_FLIGHT_MAX && is_send(f) {
                         // A client pipelining sends (RocketMQ's async sends) is slowed down by
                         // TCP, not refused: nothing more is read until a request finishes
-                        // (for SEND_WAIT_MAX at most; then the send is answered SYSTEM_BUSY).
-                        rt::timeout(limits::SEND_WAIT_MAX, out.wait_inflight_below(inflight)).await;
+                        // (for `waitTimeMillsInSendQueue` at most; then the send is answered
+                        // SYSTEM_BUSY).
+                        rt::timeout(svc.send_wait(), out.wait_inflight_below(inflight)).await;
                     }
                     if let Err(e) = handle_frame(svc, out, inflight, peer, f, guard.as_mut()) {
                         log::warn!("remoting connection from {}: {e}; closing it", peer.addr);
