@@ -1,7 +1,8 @@
 //! Consumers against a real `ringmq standalone`: clustering rebalance as members join and
 //! leave, broadcasting, resuming from committed offsets, start positions, a broadcasting
 //! member's own redelivery of failed batches (clustering members hand them back to the
-//! broker: `retry.rs`), and the pull consumer's direct and managed modes.
+//! broker: `retry.rs`), and the pull consumer's direct and managed modes, and its commits
+//! that ride on pulls.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -481,6 +482,55 @@ async fn pull_consumer_direct_assigned_and_subscribed() {
     s2.shutdown().await;
     assert!(wait_until(WAIT, || s1.assignment().len() == 4).await);
     s1.shutdown().await;
+    p.shutdown().await;
+}
+
+/// A commit made with `commit_on_next_pull` reaches the broker on the queue's next pull and
+/// not before; an explicit commit replaces a pending one (the offset never moves back);
+/// shutdown writes what is still pending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_rides_on_the_next_pull_and_shutdown_writes_what_is_pending() {
+    let topic = "PullCommitRides";
+    let (node, p) = node_and_producer(topic, 1).await;
+    send_all(&p, topic, (0..30).map(|i| format!("r-{i}"))).await;
+    let group = "pull-ride-group";
+    let new_consumer = |name: &'static str| {
+        PullConsumer::builder()
+            .group(group)
+            .name_server(node.namesrv())
+            .instance_name(name)
+            .start_position(StartPosition::First)
+            .poll_batch_max(10)
+            .start()
+    };
+    let c = new_consumer("ride-1").await.unwrap();
+    let queues = c.fetch_queues(topic).await.unwrap();
+    let mq = queues[0].clone();
+    c.assign([mq.clone()]);
+    assert_eq!(c.poll(WAIT).await.unwrap().len(), 10);
+    c.commit_on_next_pull(&mq, 10).unwrap();
+    // No request of its own: the broker has nothing yet.
+    assert_eq!(c.committed_offset(&mq).await.unwrap(), None);
+    // The next poll pulls the queue and carries the commit.
+    assert_eq!(c.poll(WAIT).await.unwrap().len(), 10);
+    assert_eq!(c.committed_offset(&mq).await.unwrap(), Some(10));
+
+    // An explicit commit drops the pending one: a later pull must not carry 15 over 20.
+    c.commit_on_next_pull(&mq, 15).unwrap();
+    c.commit(&mq, 20).await.unwrap();
+    assert_eq!(c.poll(WAIT).await.unwrap().len(), 10);
+    assert_eq!(c.committed_offset(&mq).await.unwrap(), Some(20));
+
+    // What no pull carried is written at shutdown; a new member resumes there.
+    c.commit_on_next_pull(&mq, 25).unwrap();
+    c.shutdown().await;
+    let c2 = new_consumer("ride-2").await.unwrap();
+    assert_eq!(c2.committed_offset(&mq).await.unwrap(), Some(25));
+    c2.assign([mq.clone()]);
+    let rest = c2.poll(WAIT).await.unwrap();
+    assert_eq!(rest.len(), 5);
+    assert_eq!(rest[0].queue_offset, 25);
+    c2.shutdown().await;
     p.shutdown().await;
 }
 

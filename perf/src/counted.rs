@@ -4,8 +4,10 @@
 //! committed) the batches in flight past it. Here the group's `consumers` are pull consumers
 //! instead (subscribed, queues balanced across them as the push consumers' are): each poll
 //! takes no more than what is left of N (a shared count claimed atomically), and each queue
-//! is committed just past the last message taken before the next poll. Messages polled past
-//! N are neither counted nor committed: the group's next reader gets them.
+//! is committed just past the last message taken: on the queue's next pull (the request
+//! carries the offset, no round trip of its own), and with a request of its own once the
+//! count is reached. Messages polled past N are neither counted nor committed: the group's
+//! next reader gets them.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -143,6 +145,15 @@ impl Loop {
 }
 
 async fn poll_loop(l: Loop) {
+    poll_until_done(&l).await;
+    // What the last polls took rides on no further pull: written here, so the group's
+    // offsets end exactly past the messages taken.
+    if let Err(e) = l.consumer.commit_pending().await {
+        l.fail(format!("committing the last offsets of {}: {e}", l.topic));
+    }
+}
+
+async fn poll_until_done(l: &Loop) {
     while !l.done.load(Ordering::Relaxed) {
         let batch = match l.consumer.poll(POLL_WAIT).await {
             Ok(b) => b,
@@ -159,7 +170,7 @@ async fn poll_loop(l: Loop) {
         let begin = l.sink.begin_call();
         l.sink.record(taken, begin, true, false);
         for (mq, offset) in next_offsets(&l.topic, taken) {
-            if let Err(e) = l.consumer.commit(&mq, offset).await {
+            if let Err(e) = l.consumer.commit_on_next_pull(&mq, offset) {
                 return l.fail(format!("committing offset {offset} of {mq}: {e}"));
             }
         }

@@ -240,6 +240,9 @@ pub(crate) struct Pulled {
     /// not replicated what was read from the master yet). Reported as
     /// [`PullStatus::NoNewMessage`] at the same offset; retry after a pause.
     pub slave_behind: bool,
+    /// The request carried a commit (`commit`) and the master answered it: the broker
+    /// stored that offset for the group before serving the pull.
+    pub committed: bool,
 }
 
 impl Pulled {
@@ -289,6 +292,7 @@ pub(crate) async fn pull_via(
         // keep going to the master.
         commit_offset: commit.filter(|_| !reads.is_slow(mq)),
     };
+    let carried = header.commit_offset.is_some();
     let timeout = suspend + inst.cfg.request_timeout;
     let (answer, served) = reads
         .call(inst, mq, RequestCode::PullMessage, &header, timeout)
@@ -317,6 +321,7 @@ pub(crate) async fn pull_via(
             max_offset: fields.max_offset,
             messages: Vec::new(),
             slave_behind: true,
+            committed: false,
         });
     }
     let mut messages = Vec::new();
@@ -334,6 +339,7 @@ pub(crate) async fn pull_via(
         max_offset: fields.max_offset,
         messages,
         slave_behind: false,
+        committed: carried && served.master,
     })
 }
 

@@ -7,6 +7,8 @@
 //!   every member (broadcasting); then [`PullConsumer::poll`] returns messages from the
 //!   assigned queues, tracking a position per queue, and [`PullConsumer::commit_positions`]
 //!   commits those positions (or `auto_commit` does it periodically and at shutdown).
+//!   [`PullConsumer::commit_on_next_pull`] commits an offset of your choice without a
+//!   request of its own: the queue's next pull carries it.
 //!   A position starts at the group's committed offset, or at the start position.
 //!
 //! A message the application could not process can be handed back to its broker
@@ -106,6 +108,7 @@ impl PullConsumerBuilder {
             cfg,
             offsets,
             positions: Mutex::new(BTreeMap::new()),
+            pending: Mutex::new(BTreeMap::new()),
             managed: AtomicBool::new(false),
             round_robin: AtomicUsize::new(0),
             shut: AtomicBool::new(false),
@@ -124,6 +127,9 @@ struct Inner {
     offsets: OffsetStore,
     /// Assigned queues and their positions (`None`: not read yet).
     positions: Mutex<BTreeMap<MessageQueue, Option<u64>>>,
+    /// Commits waiting to ride on their queue's next pull
+    /// ([`PullConsumer::commit_on_next_pull`]).
+    pending: Mutex<BTreeMap<MessageQueue, u64>>,
     managed: AtomicBool,
     round_robin: AtomicUsize,
     shut: AtomicBool,
@@ -142,6 +148,10 @@ impl Inner {
 
     fn positions(&self) -> std::sync::MutexGuard<'_, BTreeMap<MessageQueue, Option<u64>>> {
         self.positions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, BTreeMap<MessageQueue, u64>> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn check_open(&self) -> Result<()> {
@@ -246,11 +256,35 @@ impl PullConsumer {
         self.inner.offsets.read(mq).await
     }
 
-    /// Commits the group's offset of a queue (the next offset to consume).
+    /// Commits the group's offset of a queue (the next offset to consume), a request of
+    /// its own. A commit of the queue still pending ([`PullConsumer::commit_on_next_pull`])
+    /// is dropped: this one is newer.
     pub async fn commit(&self, mq: &MessageQueue, offset: u64) -> Result<()> {
         self.inner.check_open()?;
+        self.inner.pending().remove(mq);
         self.inner.offsets.write(mq, offset).await?;
         self.inner.offsets.flush().await
+    }
+
+    /// Commits the group's offset of a queue (the next offset to consume) without a request
+    /// of its own: the next [`PullConsumer::poll`] that pulls the queue from its master
+    /// carries the offset, and the broker stores it before serving the pull (the
+    /// `commitOffset` of RocketMQ's pull request). Until then the commit is pending: a later
+    /// call for the queue replaces it, [`PullConsumer::commit_pending`] and
+    /// [`PullConsumer::shutdown`] write what is pending with requests of their own, and so
+    /// does a rebalance that takes the queue away. A broadcasting member's offsets live in
+    /// its local file, which only those writes update.
+    pub fn commit_on_next_pull(&self, mq: &MessageQueue, offset: u64) -> Result<()> {
+        self.inner.check_open()?;
+        self.inner.pending().insert(mq.clone(), offset);
+        Ok(())
+    }
+
+    /// Writes every commit still pending ([`PullConsumer::commit_on_next_pull`]) now, one
+    /// request per queue. The first error, if any; what failed stays pending.
+    pub async fn commit_pending(&self) -> Result<()> {
+        self.inner.check_open()?;
+        write_pending(&self.inner, None).await
     }
 
     /// Hands a message this consumer could not process back to its broker (the master of
@@ -385,6 +419,9 @@ impl PullConsumer {
         }
         self.inner.background.abort_all();
         let _g = self.inner.rebalancing.lock().await;
+        if let Err(e) = write_pending(&self.inner, None).await {
+            log::warn!("writing pending commits at shutdown: {e}");
+        }
         if self.inner.cfg.auto_commit.is_some() {
             if let Err(e) = commit_positions(&self.inner).await {
                 log::warn!("committing positions at shutdown: {e}");
@@ -423,6 +460,10 @@ async fn poll_round(inner: &Inner) -> Vec<ReceivedMessage> {
         };
         let want = inner.cfg.poll_batch_max - out.len() as u32;
         let selector = inner.group.selector(&mq.topic);
+        let commit = match &inner.offsets {
+            OffsetStore::Remote { .. } => inner.pending().get(mq).copied(),
+            OffsetStore::Local { .. } => None,
+        };
         let r = pull_via(
             inner.inst(),
             inner.reads(),
@@ -433,11 +474,18 @@ async fn poll_round(inner: &Inner) -> Vec<ReceivedMessage> {
             inner.cfg.pull_bytes_max,
             &selector,
             Duration::ZERO,
-            None,
+            commit,
         )
-        .await
-        .map(Pulled::into_result);
-        match r {
+        .await;
+        if let (Ok(r), Some(sent)) = (&r, commit) {
+            if r.committed {
+                let mut pending = inner.pending();
+                if pending.get(mq) == Some(&sent) {
+                    pending.remove(mq);
+                }
+            }
+        }
+        match r.map(Pulled::into_result) {
             Ok(r) => {
                 if r.status == PullStatus::OffsetIllegal {
                     log::warn!("{mq}: offset {offset} moved to {}", r.next_offset);
@@ -466,6 +514,36 @@ async fn initial_position(inner: &Inner, mq: &MessageQueue) -> Result<u64> {
     }
 }
 
+/// Writes the pending commits (of `only` that queue, or of all), one request per queue; a
+/// commit made meanwhile stays pending. The first error; what failed stays pending.
+async fn write_pending(inner: &Inner, only: Option<&MessageQueue>) -> Result<()> {
+    let pending: Vec<(MessageQueue, u64)> = inner
+        .pending()
+        .iter()
+        .filter(|(q, _)| only.is_none_or(|o| o == *q))
+        .map(|(q, o)| (q.clone(), *o))
+        .collect();
+    if pending.is_empty() {
+        return Ok(());
+    }
+    let mut first_err = None;
+    for (mq, off) in pending {
+        match inner.offsets.write(&mq, off).await {
+            Ok(()) => {
+                let mut p = inner.pending();
+                if p.get(&mq) == Some(&off) {
+                    p.remove(&mq);
+                }
+            }
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    inner.offsets.flush().await?;
+    first_err.map_or(Ok(()), Err)
+}
+
 async fn commit_positions(inner: &Inner) -> Result<()> {
     let positions: Vec<(MessageQueue, u64)> = inner
         .positions()
@@ -474,6 +552,8 @@ async fn commit_positions(inner: &Inner) -> Result<()> {
         .collect();
     let mut first_err = None;
     for (mq, off) in positions {
+        // Committing the position replaces a commit pending for the queue.
+        inner.pending().remove(&mq);
         if let Err(e) = inner.offsets.write(&mq, off).await {
             first_err.get_or_insert(e);
         }
@@ -501,6 +581,11 @@ async fn rebalance(inner: &Inner) {
         }
         removed
     };
+    for (mq, _) in &removed {
+        if let Err(e) = write_pending(inner, Some(mq)).await {
+            log::warn!("writing the pending commit of released {mq}: {e}");
+        }
+    }
     if inner.cfg.auto_commit.is_some() {
         for (mq, pos) in removed {
             if let Some(off) = pos {
