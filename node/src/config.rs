@@ -153,6 +153,10 @@ pub struct BrokerConfig {
     pub enable_property_filter: bool,
     /// `longPollingEnable`, default true.
     pub long_polling_enable: bool,
+    /// `transferMsgByHeap`: pull responses carry copies of the record bytes instead of
+    /// splicing them from the log file; default false (RocketMQ's default is true: its
+    /// alternative is a zero-copy send from a memory map, ours a splice).
+    pub transfer_msg_by_heap: bool,
 
     /// `slaveReadEnable`: a consumer far behind is told to read from the slave, default
     /// false.
@@ -281,6 +285,7 @@ impl Default for BrokerConfig {
             max_index_num: 20_000_000,
             enable_property_filter: false,
             long_polling_enable: true,
+            transfer_msg_by_heap: false,
             ha_send_heartbeat_interval_ms: 5_000,
             ha_housekeeping_interval_ms: 20_000,
             ha_transfer_batch_size_bytes: limits::HA_TRANSFER_BATCH_BYTES_DEFAULT,

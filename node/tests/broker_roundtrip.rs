@@ -311,6 +311,10 @@ fn pull_zero_copy_heap_copy_and_epoll_return_identical_bytes() {
     for (mode, extra) in [
         ("splice", &["--shards", "1"][..]),
         ("heap", &["--shards", "1", "--transfer-msg-by-heap"][..]),
+        (
+            "heap-key",
+            &["--shards", "1", "--set", "transferMsgByHeap=true"][..],
+        ),
         // The epoll fallback loop cannot splice from files: it must copy, not hang.
         ("epoll", &["--shards", "1", "--no-io-uring"][..]),
     ] {

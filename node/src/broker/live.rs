@@ -237,6 +237,7 @@ pub fn entries(c: &BrokerConfig) -> BTreeMap<String, String> {
     );
     put("maxMessageSize", c.max_message_size_bytes.to_string());
     put("longPollingEnable", c.long_polling_enable.to_string());
+    put("transferMsgByHeap", c.transfer_msg_by_heap.to_string());
     put(
         "haMaxGapNotInSync",
         c.ha_max_gap_not_in_sync_bytes.to_string(),

@@ -91,7 +91,6 @@ pub(super) const BROKER_IGNORED_KEYS: &[&str] = &[
     "commercialTransCount",
     "commercialBigCount",
     "commercialBaseCount",
-    "transferMsgByHeap",
     "maxDelayTime",
     "regionId",
     "registerBrokerTimeoutMills",

@@ -127,6 +127,8 @@ const BROKER_KEYS: &[Key<BrokerConfig>] = &[
     key!("maxIndexNum", |c, v| c.max_index_num = num(v, 1, I32_MAX)?),
     key!("enablePropertyFilter", |c, v| c.enable_property_filter =
         boolean(v)?),
+    key!("transferMsgByHeap", |c, v| c.transfer_msg_by_heap =
+        boolean(v)?),
     key!("longPollingEnable", |c, v| c.long_polling_enable =
         boolean(v)?),
     key!("haSendHeartbeatInterval", |c, v| {

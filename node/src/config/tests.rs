@@ -95,6 +95,7 @@ fn defaults_follow_rocketmq() {
     assert_eq!(c.default_topic_queue_nums, 8);
     assert_eq!(c.max_message_size_bytes, 4 * 1024 * 1024);
     assert_eq!(c.wait_time_mills_in_send_queue, 200);
+    assert!(!c.transfer_msg_by_heap);
     assert_eq!(c.register_name_server_period_ms, 30_000);
     assert_eq!(c.broker_permission, 6);
     assert_eq!(c.message_delay_level_ms.len(), 18);
@@ -134,6 +135,7 @@ autoCreateTopicEnable = false
 defaultTopicQueueNums = 16
 maxMessageSize = 1048576
 waitTimeMillsInSendQueue = 1000
+transferMsgByHeap = true
 messageDelayLevel = 1s 10s 1m
 shards = 4
 pinCores = false
@@ -159,6 +161,7 @@ pinCores = false
     assert_eq!(c.default_topic_queue_nums, 16);
     assert_eq!(c.max_message_size_bytes, 1 << 20);
     assert_eq!(c.wait_time_mills_in_send_queue, 1000);
+    assert!(c.transfer_msg_by_heap);
     assert_eq!(c.message_delay_level_ms, vec![1_000, 10_000, 60_000]);
     assert_eq!(c.shards, Some(4));
     assert!(!c.pin_cores);

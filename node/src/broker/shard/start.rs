@@ -287,7 +287,7 @@ fn build_broker(
     let rt_cfg = Runtime {
         flush: config.flush_disk_type,
         frame_bytes_max: limits::FRAME_BYTES_MAX,
-        transfer_msg_by_heap,
+        transfer_msg_by_heap: transfer_msg_by_heap || config.transfer_msg_by_heap,
         long_polling: config.long_polling_enable,
         slave_read_behind_bytes: config.slave_read_enable.then(|| {
             crate::io::memory::total_bytes() / 100
