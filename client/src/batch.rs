@@ -174,7 +174,8 @@ impl MessageBatch {
         self.msgs.get(i).map(RawMessage::view)
     }
 
-    /// The messages in queue-offset order (a batch holds messages of one queue).
+    /// The messages in queue-offset order (a listener's batch holds messages of one queue;
+    /// a pull consumer's poll may hold several, each queue's in offset order).
     pub fn iter(&self) -> impl ExactSizeIterator<Item = MessageView<'_>> + '_ {
         self.msgs.iter().map(RawMessage::view)
     }

@@ -486,7 +486,7 @@ async fn pull_consumer_direct_assigned_and_subscribed() {
 }
 
 /// A commit made with `commit_on_next_pull` reaches the broker on the queue's next pull and
-/// not before; an explicit commit replaces a pending one (the offset never moves back);
+/// not before (that pull made by `poll_batch`, which reads the messages in place); an explicit commit replaces a pending one (the offset never moves back);
 /// shutdown writes what is still pending.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_commit_rides_on_the_next_pull_and_shutdown_writes_what_is_pending() {
@@ -511,8 +511,17 @@ async fn a_commit_rides_on_the_next_pull_and_shutdown_writes_what_is_pending() {
     c.commit_on_next_pull(&mq, 10).unwrap();
     // No request of its own: the broker has nothing yet.
     assert_eq!(c.committed_offset(&mq).await.unwrap(), None);
-    // The next poll pulls the queue and carries the commit.
-    assert_eq!(c.poll(WAIT).await.unwrap().len(), 10);
+    // The next poll pulls the queue and carries the commit. (poll_batch: the same
+    // messages as poll, read in place.)
+    let batch = c.poll_batch(WAIT).await.unwrap();
+    let seen: Vec<(u64, Vec<u8>)> = batch
+        .iter()
+        .map(|m| (m.queue_offset(), m.body().to_vec()))
+        .collect();
+    let want: Vec<(u64, Vec<u8>)> = (10..20)
+        .map(|i| (i, format!("r-{i}").into_bytes()))
+        .collect();
+    assert_eq!(seen, want);
     assert_eq!(c.committed_offset(&mq).await.unwrap(), Some(10));
 
     // An explicit commit drops the pending one: a later pull must not carry 15 over 20.

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ringmq_client::{MessageQueue, PullConsumer, ReceivedMessage};
+use ringmq_client::{MessageQueue, MessageView, PullConsumer};
 use tokio::task::JoinHandle;
 
 use crate::deliveries::{Deliveries, RecvPlan};
@@ -155,7 +155,7 @@ async fn poll_loop(l: Loop) {
 
 async fn poll_until_done(l: &Loop) {
     while !l.done.load(Ordering::Relaxed) {
-        let batch = match l.consumer.poll(POLL_WAIT).await {
+        let batch = match l.consumer.poll_batch(POLL_WAIT).await {
             Ok(b) => b,
             Err(e) => return l.fail(format!("polling {}: {e}", l.topic)),
         };
@@ -166,7 +166,8 @@ async fn poll_until_done(l: &Loop) {
         if k == 0 {
             return;
         }
-        let taken = &batch[..k];
+        let views: Vec<MessageView<'_>> = batch.iter().collect();
+        let taken = &views[..k];
         let begin = l.sink.begin_call();
         l.sink.record(taken, begin, true, false);
         for (mq, offset) in next_offsets(&l.topic, taken) {
@@ -181,15 +182,15 @@ async fn poll_until_done(l: &Loop) {
 }
 
 /// Per queue, the offset just past the last message taken.
-fn next_offsets(topic: &str, taken: &[ReceivedMessage]) -> BTreeMap<MessageQueue, u64> {
-    let mut next = BTreeMap::new();
+fn next_offsets(topic: &str, taken: &[MessageView<'_>]) -> BTreeMap<MessageQueue, u64> {
+    let mut next: BTreeMap<(&str, u32), u64> = BTreeMap::new();
     for m in taken {
-        let e = next
-            .entry(MessageQueue::new(topic, &m.broker_name, m.queue_id))
-            .or_insert(0);
-        *e = (*e).max(m.queue_offset + 1);
+        let e = next.entry((m.broker_name(), m.queue_id())).or_insert(0);
+        *e = (*e).max(m.queue_offset() + 1);
     }
-    next
+    next.into_iter()
+        .map(|((broker, queue), o)| (MessageQueue::new(topic, broker, queue), o))
+        .collect()
 }
 
 /// Waits until every queue has one owner and every member owns some (two or more members).

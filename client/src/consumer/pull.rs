@@ -37,6 +37,7 @@ use super::{
     start_offset, MessageModel, MessageSelector, PullResult, PullStatus, Pulled, StartPosition,
 };
 use crate::background::{ticker, Background};
+use crate::batch::{MessageBatch, RawMessage};
 use crate::error::{Error, Result};
 use crate::instance::{client_setters, ClientConfig, Instance};
 use crate::message::ReceivedMessage;
@@ -390,16 +391,23 @@ impl PullConsumer {
     /// Messages from the assigned queues (at most `poll_batch_max`), waiting up to
     /// `timeout` for some. Positions advance past what is returned.
     pub async fn poll(&self, timeout: Duration) -> Result<Vec<ReceivedMessage>> {
+        Ok(self.poll_batch(timeout).await?.to_received())
+    }
+
+    /// [`PullConsumer::poll`] without copies: the messages as read from the pulled bytes
+    /// ([`MessageView`](crate::MessageView)s of a [`MessageBatch`], each queue's in offset
+    /// order), nothing allocated per message.
+    pub async fn poll_batch(&self, timeout: Duration) -> Result<MessageBatch> {
         self.inner.check_open()?;
         let deadline = Instant::now() + timeout;
         loop {
             let out = poll_round(&self.inner).await;
             if !out.is_empty() {
-                return Ok(out);
+                return Ok(MessageBatch::from_raw(out));
             }
             let now = Instant::now();
             if now >= deadline {
-                return Ok(out);
+                return Ok(MessageBatch::from_raw(out));
             }
             tokio::time::sleep_until((now + POLL_IDLE_PAUSE).min(deadline)).await;
         }
@@ -434,7 +442,7 @@ impl PullConsumer {
     }
 }
 
-async fn poll_round(inner: &Inner) -> Vec<ReceivedMessage> {
+async fn poll_round(inner: &Inner) -> Vec<RawMessage> {
     let queues: Vec<(MessageQueue, Option<u64>)> = inner
         .positions()
         .iter()
@@ -485,7 +493,7 @@ async fn poll_round(inner: &Inner) -> Vec<ReceivedMessage> {
                 }
             }
         }
-        match r.map(Pulled::into_result) {
+        match r {
             Ok(r) => {
                 if r.status == PullStatus::OffsetIllegal {
                     log::warn!("{mq}: offset {offset} moved to {}", r.next_offset);
