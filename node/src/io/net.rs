@@ -384,6 +384,15 @@ impl Conn {
 pub struct SplicePipe {
     rx: compio::fs::pipe::Receiver,
     tx: compio::fs::pipe::Sender,
+    /// What the pipe holds at most (the kernel may refuse the size asked for).
+    capacity: usize,
+}
+
+/// One stretch of a log file to send.
+pub struct FileRun<'a> {
+    pub file: &'a SharedFile,
+    pub offset: u64,
+    pub len: usize,
 }
 
 impl SplicePipe {
@@ -394,7 +403,12 @@ impl SplicePipe {
             tx.as_raw_fd(),
             nix::fcntl::FcntlArg::F_SETPIPE_SZ(SPLICE_PIPE_BYTES as i32),
         );
-        Ok(SplicePipe { rx, tx })
+        let capacity = nix::fcntl::fcntl(tx.as_raw_fd(), nix::fcntl::FcntlArg::F_GETPIPE_SZ)
+            .ok()
+            .and_then(|n| usize::try_from(n).ok())
+            .filter(|&n| n > 0)
+            .unwrap_or(64 * 1024);
+        Ok(SplicePipe { rx, tx, capacity })
     }
 
     /// Sends `len` bytes of `file` from `offset` to `conn`: splice file -> pipe, then
@@ -406,51 +420,128 @@ impl SplicePipe {
         len: usize,
         conn: &Conn,
     ) -> io::Result<()> {
-        let mut sent = 0usize;
-        while sent < len {
-            let want = (len - sent).min(SPLICE_PIPE_BYTES);
-            let n = compio::fs::pipe::splice(&file.0, &self.tx, want)
-                .offset_in((offset + sent as u64) as i64)
-                .await?;
-            if n == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    "log file ended during splice",
-                ));
+        self.send(Vec::new(), &[FileRun { file, offset, len }], conn)
+            .await
+            .0
+    }
+
+    /// Sends `head` (already encoded bytes, such as a response's header), then `runs`: the
+    /// head is written into the pipe and the runs spliced in behind it, and the pipe is
+    /// spliced to the socket only when full or at the end. A response of one run that fits
+    /// the pipe so goes out in one socket send, which wakes its reader once. A head larger
+    /// than half the pipe is written to the socket on its own first. Gives `head`'s buffer
+    /// back.
+    pub async fn send(
+        &self,
+        head: Vec<u8>,
+        runs: &[FileRun<'_>],
+        conn: &Conn,
+    ) -> (io::Result<()>, Vec<u8>) {
+        let mut in_pipe = 0usize;
+        let head = if head.is_empty() {
+            head
+        } else if head.len() > self.capacity / 2 {
+            let (res, head) = conn.write_all(head).await;
+            if let Err(e) = res {
+                return (Err(e), head);
             }
-            let mut out = 0;
-            while out < n {
-                let Conn::Tcp(sock) = conn else {
-                    // TLS connections take `Conn::write_file`; simulated ones copy.
-                    return Err(io::Error::new(
-                        io::ErrorKind::Unsupported,
-                        "splice to a simulated connection",
-                    ));
-                };
-                let m = match compio::fs::pipe::splice(&self.rx, sock, n - out).await {
-                    Ok(m) => m,
-                    // A non-blocking socket with a full send buffer: io_uring returns the
-                    // EAGAIN of the splice instead of waiting, so wait here.
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        let fd = sock.as_fd().try_clone_to_owned()?;
-                        let op = compio::driver::op::PollOnce::new(
-                            fd,
-                            compio::driver::op::Interest::Writable,
-                        );
-                        compio::runtime::submit(op).await.0?;
+            head
+        } else {
+            let len = head.len();
+            let mut tx = &self.tx;
+            let BufResult(res, head) = tx.write_all(head).await;
+            if let Err(e) = res {
+                return (Err(e), head);
+            }
+            in_pipe = len;
+            head
+        };
+        (self.send_runs(in_pipe, runs, conn).await, head)
+    }
+
+    /// Splices `runs` into the pipe behind the `in_pipe` bytes it holds, and everything to
+    /// the socket.
+    async fn send_runs(
+        &self,
+        mut in_pipe: usize,
+        runs: &[FileRun<'_>],
+        conn: &Conn,
+    ) -> io::Result<()> {
+        let Conn::Tcp(sock) = conn else {
+            // TLS connections take `Conn::write_file`; simulated ones copy.
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "splice to a simulated connection",
+            ));
+        };
+        for run in runs {
+            let mut sent = 0usize;
+            while sent < run.len {
+                let room = self.capacity - in_pipe;
+                if room == 0 {
+                    self.drain(in_pipe, sock).await?;
+                    in_pipe = 0;
+                    continue;
+                }
+                let want = (run.len - sent).min(room);
+                // A pipe holds pages, not bytes (a run that starts mid-page takes one page
+                // more than its bytes), so it can be full with fewer bytes than its size.
+                // While it holds something the splice does not wait for room: the pipe is
+                // drained and the splice tried again, instead of waiting for a reader that
+                // is this very task. An empty pipe always has room.
+                let mut op = compio::fs::pipe::splice(&run.file.0, &self.tx, want)
+                    .offset_in((run.offset + sent as u64) as i64);
+                if in_pipe > 0 {
+                    op = op.flags(libc::SPLICE_F_NONBLOCK);
+                }
+                let n = match op.await {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock && in_pipe > 0 => {
+                        self.drain(in_pipe, sock).await?;
+                        in_pipe = 0;
                         continue;
                     }
                     Err(e) => return Err(e),
                 };
-                if m == 0 {
+                if n == 0 {
                     return Err(io::Error::new(
-                        io::ErrorKind::WriteZero,
-                        "peer closed during splice",
+                        io::ErrorKind::UnexpectedEof,
+                        "log file ended during splice",
                     ));
                 }
-                out += m;
+                in_pipe += n;
+                sent += n;
             }
-            sent += n;
+        }
+        self.drain(in_pipe, sock).await
+    }
+
+    /// Splices `n` bytes from the pipe to the socket.
+    async fn drain(&self, n: usize, sock: &TcpStream) -> io::Result<()> {
+        let mut out = 0;
+        while out < n {
+            let m = match compio::fs::pipe::splice(&self.rx, sock, n - out).await {
+                Ok(m) => m,
+                // A non-blocking socket with a full send buffer: io_uring returns the
+                // EAGAIN of the splice instead of waiting, so wait here.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let fd = sock.as_fd().try_clone_to_owned()?;
+                    let op = compio::driver::op::PollOnce::new(
+                        fd,
+                        compio::driver::op::Interest::Writable,
+                    );
+                    compio::runtime::submit(op).await.0?;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            if m == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "peer closed during splice",
+                ));
+            }
+            out += m;
         }
         Ok(())
     }
@@ -579,5 +670,60 @@ mod tests {
             drop(conn);
             assert_eq!(reader.join().unwrap(), LEN);
         });
+    }
+
+    /// A head and several runs go out in order, byte for byte, through a pipe smaller than
+    /// the whole (each run crossing a refill), and the head's buffer comes back.
+    #[test]
+    fn a_head_and_runs_pass_through_a_small_pipe_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("segment");
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&path, &data).unwrap();
+        let std_listener = bind_reuseport(SocketAddr::from(([127, 0, 0, 1], 0))).unwrap();
+        let addr = std_listener.local_addr().unwrap();
+        let runs = [(10u64, 30_000usize), (50_000, 70_000), (190_000, 10_000)];
+        let head = b"response header".to_vec();
+        let mut want = head.clone();
+        for (o, l) in runs {
+            want.extend_from_slice(&data[o as usize..o as usize + l]);
+        }
+        let lp = super::super::rt::EventLoop::new(None, false).unwrap();
+        let got = lp.block_on(async move {
+            let listener = Listener::from_std(std_listener).unwrap();
+            let reader = std::thread::spawn(move || {
+                let mut s = std::net::TcpStream::connect(addr).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+                let mut all = Vec::new();
+                s.read_to_end(&mut all).expect("reading the spliced bytes");
+                all
+            });
+            let (conn, _) = listener.accept().await.unwrap();
+            let file = SharedFile::dup(&File::open(&path).unwrap()).unwrap();
+            let mut pipe = SplicePipe::new().await.unwrap();
+            // The smallest pipe the kernel gives: one page.
+            nix::fcntl::fcntl(
+                pipe.tx.as_raw_fd(),
+                nix::fcntl::FcntlArg::F_SETPIPE_SZ(4096),
+            )
+            .unwrap();
+            pipe.capacity = 4096;
+            let files: Vec<FileRun<'_>> = runs
+                .iter()
+                .map(|&(offset, len)| FileRun {
+                    file: &file,
+                    offset,
+                    len,
+                })
+                .collect();
+            let (res, back) = pipe.send(head.clone(), &files, &conn).await;
+            res.unwrap();
+            assert_eq!(back, head, "the head's buffer comes back");
+            conn.shutdown().await;
+            drop(conn);
+            reader.join().unwrap()
+        });
+        assert_eq!(got.len(), want.len());
+        assert!(got == want, "bytes out of order or changed");
     }
 }

@@ -15,7 +15,7 @@ use event_listener::Event;
 use ringmq_wire::code::Status;
 use ringmq_wire::frame::{self, Flags, PREFIX_BYTES};
 
-use crate::io::net::{Conn, SplicePipe};
+use crate::io::net::{Conn, FileRun, SplicePipe};
 use crate::io::rt;
 use crate::limits;
 use crate::net::remoting::push::PushCodec;
@@ -268,13 +268,6 @@ pub(super) async fn write_loop(
                     }
                 }
                 Body::Log { runs, .. } => {
-                    let (res, b) = conn.write_all(std::mem::take(&mut buf)).await;
-                    buf = b;
-                    buf.clear();
-                    if res.is_err() {
-                        out.close();
-                        return;
-                    }
                     if pipe.is_none() {
                         pipe = SplicePipe::new().await.ok();
                     }
@@ -282,14 +275,23 @@ pub(super) async fn write_loop(
                         out.close();
                         return;
                     };
-                    for run in runs {
-                        if p.send_file(&run.file, run.offset, run.len, &conn)
-                            .await
-                            .is_err()
-                        {
-                            out.close();
-                            return;
-                        }
+                    // The bytes before the runs (this response's header, and what was
+                    // coalesced ahead of it) go into the pipe first: one socket send for
+                    // the whole response when it fits the pipe.
+                    let files: Vec<FileRun<'_>> = runs
+                        .iter()
+                        .map(|r| FileRun {
+                            file: &r.file,
+                            offset: r.offset,
+                            len: r.len,
+                        })
+                        .collect();
+                    let (res, b) = p.send(std::mem::take(&mut buf), &files, &conn).await;
+                    buf = b;
+                    buf.clear();
+                    if res.is_err() {
+                        out.close();
+                        return;
                     }
                 }
             }
