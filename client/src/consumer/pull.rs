@@ -274,7 +274,8 @@ impl PullConsumer {
     /// call for the queue replaces it, [`PullConsumer::commit_pending`] and
     /// [`PullConsumer::shutdown`] write what is pending with requests of their own, and so
     /// does a rebalance that takes the queue away. A broadcasting member's offsets live in
-    /// its local file, which only those writes update.
+    /// its local file, which only those writes update. A pending commit is held in memory
+    /// only: a process that dies first resumes from the last offset the broker stored.
     pub fn commit_on_next_pull(&self, mq: &MessageQueue, offset: u64) -> Result<()> {
         self.inner.check_open()?;
         self.inner.pending().insert(mq.clone(), offset);
