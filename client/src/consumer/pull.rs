@@ -259,7 +259,8 @@ impl PullConsumer {
 
     /// Commits the group's offset of a queue (the next offset to consume), a request of
     /// its own. A commit of the queue still pending ([`PullConsumer::commit_on_next_pull`])
-    /// is dropped: this one is newer.
+    /// is dropped: this one is newer. (A poll already under way may still carry the pending
+    /// value and reach the broker after this one: do not commit while polling that queue.)
     pub async fn commit(&self, mq: &MessageQueue, offset: u64) -> Result<()> {
         self.inner.check_open()?;
         self.inner.pending().remove(mq);
