@@ -273,10 +273,6 @@ fn pull_and_check(
     assert_eq!(f.next_begin_offset, (from + count) as u64);
     let total: usize = sent[from..from + count].iter().map(Vec::len).sum();
     assert_eq!(r.body.len(), total, "pull body length");
-    assert!(
-        r.body.len() >= 16 * 1024,
-        "large enough for the splice path"
-    );
     let recs = decode_records(&r.body);
     assert_eq!(recs.len(), count);
     let mut normalized = Vec::with_capacity(r.body.len());
@@ -303,8 +299,9 @@ fn pull_and_check(
 fn pull_zero_copy_heap_copy_and_epoll_return_identical_bytes() {
     let dir = tempdir("pullpaths");
     let topic = "PullPaths";
-    // 40 x 1 KiB (a 40 KiB pull), then 10 MiB of 16 KiB records, which crosses the first
-    // 8 MiB segment so a pull spans two segment files.
+    // 40 x 1 KiB (a 40 KiB pull, copied in every mode), then 10 MiB of 16 KiB records, which
+    // crosses the first 8 MiB segment so a pull spans two segment files. Pulls of 1 MiB and
+    // more are spliced in the "splice" mode (`SPLICE_MIN_BYTES`).
     let small = make_batches(topic, 1, 40, 1000);
     let big = make_batches(topic, 10, 64, 16 * 1024);
     let mut results = Vec::new();
@@ -330,8 +327,15 @@ fn pull_zero_copy_heap_copy_and_epoll_return_identical_bytes() {
             pull_and_check(&mut c, topic, &sent, 0, 40),
             pull_and_check(&mut c, topic, &sent, 7, 33),
             pull_and_check(&mut c, topic, &sent, first + 480, 100),
-            pull_and_check(&mut c, topic, &sent, first + 600, 40),
+            pull_and_check(&mut c, topic, &sent, first + 560, 70),
         ];
+        for (i, body) in out.iter().enumerate().skip(2) {
+            assert!(
+                body.len() >= 1 << 20,
+                "pull {i} ({} bytes) is large enough for the splice path",
+                body.len()
+            );
+        }
         let segment = |r: &record::RecordView<'_>| r.physical_offset / (8 << 20);
         let spanning = decode_records(&out[2]);
         assert_ne!(

@@ -17,7 +17,8 @@ use ringmq_wire::code::RequestCode;
 const NOBODY: u32 = 65534;
 const MEMLOCK_BYTES: u64 = 8 * 1024 * 1024;
 
-/// Sends one record and a 40 KiB batch, pulls both back, then stops the node with SIGTERM.
+/// Sends one record and a batch of 40 x 27,000 bytes (a pull of more than 1 MiB: spliced when
+/// io_uring is on), pulls both back, then stops the node with SIGTERM.
 fn round_trip_and_stop(mut node: Node) -> String {
     let mut c = Client::connect(node.broker_addr());
     let topic = "UserTopic";
@@ -28,7 +29,7 @@ fn round_trip_and_stop(mut node: Node) -> String {
     let body = c.pull_all(topic, 0, 0, 1);
     assert_same_record(&one_bytes, &decode_records(&body)[0]);
     let msgs: Vec<Msg> = (0..40)
-        .map(|i| Msg::new(topic, 1, vec![i as u8; 1000]))
+        .map(|i| Msg::new(topic, 1, vec![i as u8; 27_000]))
         .collect();
     let (batch, lens) = batch_body(&msgs);
     let h = Client::send_request(topic, 1, true, msgs.len());

@@ -250,8 +250,8 @@ impl TlsClient {
     }
 }
 
-/// Bodies of assorted sizes: small ones (pulled together past the 16 KiB zero-copy
-/// threshold) and large ones (more than a TLS record and a write chunk each).
+/// Bodies of assorted sizes: small ones (pulled together with the others) and large ones
+/// (more than a TLS record and a write chunk each).
 fn bodies(tag: &str) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     for i in 0..24u32 {

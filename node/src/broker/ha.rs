@@ -458,7 +458,10 @@ async fn send_transfer(
     // Small transfers are copied from the mapping like small pulls: splicing costs two
     // io_uring operations that the kernel hands to worker threads, more than the copy.
     match pipe {
-        _ if conn.is_tls() && shard.splice_ok && len >= crate::broker::shard::SPLICE_MIN_BYTES => {
+        _ if conn.is_tls()
+            && shard.splice_ok
+            && len >= crate::broker::shard::HA_SPLICE_MIN_BYTES =>
+        {
             let (file, off) = shard.segment_file(at).map_err(|e| e.to_string())?;
             let (res, _) = conn.write_all(out).await;
             res.map_err(|e| e.to_string())?;
@@ -466,7 +469,7 @@ async fn send_transfer(
                 .await
                 .map_err(|e| e.to_string())
         }
-        Some(p) if len >= crate::broker::shard::SPLICE_MIN_BYTES => {
+        Some(p) if len >= crate::broker::shard::HA_SPLICE_MIN_BYTES => {
             let (file, off) = shard.segment_file(at).map_err(|e| e.to_string())?;
             let (res, _) = conn.write_all(out).await;
             res.map_err(|e| e.to_string())?;
