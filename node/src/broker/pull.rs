@@ -240,14 +240,17 @@ fn respond(shard: &Shard, h: &PullRequest, r: &PullResult, zero_copy: bool) -> R
     }
 }
 
+/// The response's records: spliced from the log file when the response is large
+/// ([`SPLICE_MIN_BYTES`]) or when some of its pages are not in memory (a copy would wait for
+/// the disk on the shard's thread, where a splice waits on an io_uring worker); else copied
+/// from the log's mapping.
 fn body(shard: &Shard, r: &PullResult, zero_copy: bool) -> Result<Body, Reply> {
     let total = r.bytes as usize;
-    if zero_copy
+    let can_splice = zero_copy
         && shard.splice_ok
         && !shard.broker.rt.transfer_msg_by_heap
-        && total >= SPLICE_MIN_BYTES
-        && total / r.runs.len().max(1) >= SPLICE_RUN_MIN_BYTES
-    {
+        && total / r.runs.len().max(1) >= SPLICE_RUN_MIN_BYTES;
+    if can_splice && (total >= SPLICE_MIN_BYTES || !resident(shard, r)) {
         let mut runs = Vec::with_capacity(r.runs.len());
         for run in &r.runs {
             let (file, offset) = shard.segment_file(run.physical_offset).map_err(|e| {
@@ -275,4 +278,12 @@ fn body(shard: &Shard, r: &PullResult, zero_copy: bool) -> Result<Body, Reply> {
         at += len;
     }
     Ok(Body::Bytes(bytes))
+}
+
+/// Whether every run of `r` is in the page cache.
+fn resident(shard: &Shard, r: &PullResult) -> bool {
+    let store = shard.store.borrow();
+    r.runs
+        .iter()
+        .all(|run| store.resident(run.physical_offset, u64::from(run.len)))
 }

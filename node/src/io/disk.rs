@@ -134,6 +134,44 @@ impl RealFile {
         let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, n) };
     }
 
+    /// Whether every page of `offset..offset+len` is in the page cache: `mincore(2)` on the
+    /// read mapping, whose answer for a file mapping is the page cache's (the process owns
+    /// the file). `true` when it cannot tell (no mapping, or the call failed).
+    fn resident(&self, offset: u64, len: u64) -> bool {
+        let Ok(len) = usize::try_from(len) else {
+            return true;
+        };
+        if len == 0 {
+            return true;
+        }
+        let Some(bytes) = self.mapped(offset, len) else {
+            return true;
+        };
+        // SAFETY: sysconf reads a constant of the process (no memory is passed).
+        let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+            n if n > 0 => n as usize,
+            _ => return true,
+        };
+        let mut at = bytes.as_ptr() as usize / page * page;
+        let end = bytes.as_ptr() as usize + len;
+        // One byte per page, up to 1 MiB of pages per call.
+        let mut vec = [0u8; 256];
+        while at < end {
+            let n = (end - at).min(vec.len() * page);
+            // SAFETY: `at..at + n` lies inside the live mapping (rounded down to its page,
+            // which the mapping starts on), and `vec` has a byte for each of its pages.
+            let rc = unsafe { libc::mincore(at as *mut libc::c_void, n, vec.as_mut_ptr()) };
+            if rc != 0 {
+                return true;
+            }
+            if vec[..n.div_ceil(page)].iter().any(|b| b & 1 == 0) {
+                return false;
+            }
+            at += n;
+        }
+        true
+    }
+
     /// The mapping if the file is mapped and `offset..offset+len` lies inside it.
     fn mapped(&self, offset: u64, len: usize) -> Option<&[u8]> {
         let map = self
@@ -363,6 +401,10 @@ impl Disk for RealDisk {
             Some(ring) => self.uring_fdatasync(ring, file),
             None => file.file.sync_data(),
         }
+    }
+
+    fn resident(&self, file: &RealFile, offset: u64, len: u64) -> bool {
+        file.resident(offset, len)
     }
 
     fn read_at(&self, file: &RealFile, offset: u64, buf: &mut [u8]) -> io::Result<()> {
@@ -683,6 +725,65 @@ mod tests {
         // A full file system, and an empty statvfs, read as full rather than divide by zero.
         assert_eq!(space_as_df(4096, 1000, 10, 0).used_ratio(), 1.0);
         assert_eq!(space_as_df(4096, 0, 0, 0).used_ratio(), 1.0);
+    }
+
+    /// `Disk::resident` tells pages in the page cache from pages that a read would wait for.
+    #[test]
+    fn a_range_read_back_is_resident_and_a_dropped_one_is_not() {
+        // Beside the test binary: on the build's disk (a tmpfs keeps every page in memory,
+        // so nothing could be dropped there).
+        let exe = std::env::current_exe().unwrap();
+        let dir = exe
+            .parent()
+            .unwrap()
+            .join(format!("resident-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let disk = RealDisk::new();
+        let f = disk.open(&dir.join("segment"), true).unwrap();
+        const MIB: u64 = 1 << 20;
+        let data: Vec<u8> = (0..16 * MIB).map(|i| (i % 251) as u8).collect();
+        disk.set_len(&f, 16 * MIB).unwrap();
+        disk.write_at(&f, 0, &data).unwrap();
+        disk.sync_data(&f).unwrap();
+        let mut buf = vec![0u8; 16 * MIB as usize];
+        disk.read_at(&f, 0, &mut buf).unwrap();
+        assert!(disk.resident(&f, 0, 16 * MIB), "just read");
+        assert!(disk.resident(&f, 100, 5000), "an unaligned range inside it");
+        assert!(disk.resident(&f, 0, 0), "nothing is always resident");
+
+        // Drop it all: from the read map, then from the page cache (clean pages after the
+        // sync; the whole file, as the kernel drops whole folios only).
+        f.unmap_range(0, 16 * MIB);
+        // SAFETY: advice on an open descriptor; no memory is passed.
+        let rc =
+            unsafe { libc::posix_fadvise(f.file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        assert_eq!(rc, 0);
+        // SAFETY: zeroes are a valid statfs (plain integers), filled by the call below.
+        let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+        let path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path and a statfs to fill.
+        let tmpfs =
+            unsafe { libc::statfs(path.as_ptr(), &mut fs) } == 0 && fs.f_type == libc::TMPFS_MAGIC;
+        if tmpfs {
+            eprintln!(
+                "{}: on a tmpfs, pages cannot be dropped; not checked",
+                dir.display()
+            );
+        } else {
+            assert!(!disk.resident(&f, 0, 16 * MIB), "dropped");
+            assert!(!disk.resident(&f, 12 * MIB, 4096), "a dropped page");
+            // One page read back (with whatever the kernel reads around it, far less than
+            // 16 MiB).
+            let mut page = vec![0u8; 4096];
+            disk.read_at(&f, 0, &mut page).unwrap();
+            assert_eq!(page[..], data[..4096]);
+            assert!(disk.resident(&f, 0, 4096), "the page read back");
+            assert!(!disk.resident(&f, 0, 16 * MIB), "the rest is still out");
+        }
+        disk.read_at(&f, 0, &mut buf).unwrap();
+        assert!(buf == data, "the bytes read back are the bytes written");
+        drop(f);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -264,6 +264,13 @@ impl Disk for NodeDisk {
         }
     }
 
+    fn resident(&self, file: &NodeFile, offset: u64, len: u64) -> bool {
+        match (self, file) {
+            (NodeDisk::Real(d), NodeFile::Real(f)) => d.resident(f, offset, len),
+            _ => true,
+        }
+    }
+
     fn take_prepared(&self, path: &Path, len: u64) -> io::Result<NodeFile> {
         match self {
             NodeDisk::Real(d) => d.take_prepared(path, len).map(NodeFile::Real),

@@ -87,4 +87,10 @@ pub trait Disk {
     /// reading them into the page cache off the caller's thread. Best effort, as
     /// [`Self::release_cache`].
     fn read_ahead(&self, _file: &Self::File, _offset: u64, _len: u64) {}
+    /// Whether a read of `len` bytes of `file` from `offset` would be served from memory
+    /// without waiting for the device (the real disk: every page of the range is in the page
+    /// cache). `true` when the disk cannot tell, or has no cache.
+    fn resident(&self, _file: &Self::File, _offset: u64, _len: u64) -> bool {
+        true
+    }
 }

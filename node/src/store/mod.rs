@@ -424,6 +424,12 @@ impl<D: Disk + Clone> Store<D> {
         self.log.read(physical_offset, buf)
     }
 
+    /// Whether [`Store::read`] of these bytes would be served from memory, without waiting
+    /// for the disk ([`Disk::resident`]); `true` when that cannot be told.
+    pub fn resident(&self, physical_offset: u64, len: u64) -> bool {
+        self.log.resident(physical_offset, len)
+    }
+
     /// The record at a physical offset (message id lookup), validated.
     pub fn read_record(&self, physical_offset: u64) -> Result<Vec<u8>> {
         if shard_of_offset(physical_offset) != self.cfg.shard {

@@ -351,6 +351,17 @@ impl<D: Disk + Clone> CommitLog<D> {
             .map_err(|e| StoreError::io(self.dir.join(segment_name(seg.start)), e))
     }
 
+    /// Whether `len` bytes at `physical_offset` are in memory (see [`Disk::resident`]);
+    /// `true` for a range outside the log or across a segment end, which a read refuses.
+    pub fn resident(&self, physical_offset: u64, len: u64) -> bool {
+        match self.segment_for(physical_offset) {
+            Ok(seg) => self
+                .disk
+                .resident(&seg.file, physical_offset - seg.start, len),
+            Err(_) => true,
+        }
+    }
+
     /// How many bytes one [`CommitLog::read`] can take from `physical_offset`: up to the end
     /// of its segment or the write offset, whichever comes first.
     pub fn contiguous_from(&self, physical_offset: u64) -> Result<u64> {
