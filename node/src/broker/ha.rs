@@ -39,7 +39,7 @@ use crate::broker::shard::Shard;
 use crate::broker::Broker;
 use crate::ha::master::{join_by_epochs, transfer_span, Join};
 use crate::ha::slave::{on_push, OnPush, Push};
-use crate::io::net::{Conn, Listener, SplicePipe};
+use crate::io::net::{Conn, FileRun, Listener, SplicePipe};
 use crate::io::rt;
 use crate::limits;
 use crate::net::admit::admit;
@@ -456,12 +456,14 @@ async fn send_transfer(
         return res.map_err(|e| e.to_string());
     }
     // Small transfers are copied from the mapping like small pulls: splicing costs two
-    // io_uring operations that the kernel hands to worker threads, more than the copy.
+    // io_uring operations that the kernel hands to worker threads, more than the copy. A
+    // transfer with a page not in memory (a slave catching up on old bytes) is spliced, or
+    // read with io_uring on TLS, whatever its size: its wait for the disk then falls on a
+    // worker, not on the shard's thread.
+    let splice = len >= crate::broker::shard::HA_SPLICE_MIN_BYTES
+        || !shard.store.borrow().resident(at, len as u64);
     match pipe {
-        _ if conn.is_tls()
-            && shard.splice_ok
-            && len >= crate::broker::shard::HA_SPLICE_MIN_BYTES =>
-        {
+        _ if conn.is_tls() && shard.splice_ok && splice => {
             let (file, off) = shard.segment_file(at).map_err(|e| e.to_string())?;
             let (res, _) = conn.write_all(out).await;
             res.map_err(|e| e.to_string())?;
@@ -469,13 +471,15 @@ async fn send_transfer(
                 .await
                 .map_err(|e| e.to_string())
         }
-        Some(p) if len >= crate::broker::shard::HA_SPLICE_MIN_BYTES => {
-            let (file, off) = shard.segment_file(at).map_err(|e| e.to_string())?;
-            let (res, _) = conn.write_all(out).await;
-            res.map_err(|e| e.to_string())?;
-            p.send_file(&file, off, len, conn)
-                .await
-                .map_err(|e| e.to_string())
+        Some(p) if splice => {
+            // The prefix and header ride in the pipe ahead of the bytes: one socket send.
+            let (file, offset) = shard.segment_file(at).map_err(|e| e.to_string())?;
+            let run = FileRun {
+                file: &file,
+                offset,
+                len,
+            };
+            p.send(out, &[run], conn).await.0.map_err(|e| e.to_string())
         }
         _ => {
             let start = out.len();

@@ -411,20 +411,6 @@ impl SplicePipe {
         Ok(SplicePipe { rx, tx, capacity })
     }
 
-    /// Sends `len` bytes of `file` from `offset` to `conn`: splice file -> pipe, then
-    /// pipe -> socket, until done.
-    pub async fn send_file(
-        &self,
-        file: &SharedFile,
-        offset: u64,
-        len: usize,
-        conn: &Conn,
-    ) -> io::Result<()> {
-        self.send(Vec::new(), &[FileRun { file, offset, len }], conn)
-            .await
-            .0
-    }
-
     /// Sends `head` (already encoded bytes, such as a response's header), then `runs`: the
     /// head is written into the pipe and the runs spliced in behind it, and the pipe is
     /// spliced to the socket only when full or at the end. A response of one run that fits
@@ -663,8 +649,14 @@ mod tests {
             let conn = Conn::from_std(handed).unwrap();
             let file = SharedFile::dup(&File::open(&path).unwrap()).unwrap();
             let pipe = SplicePipe::new().await.unwrap();
-            pipe.send_file(&file, 0, LEN, &conn)
+            let run = FileRun {
+                file: &file,
+                offset: 0,
+                len: LEN,
+            };
+            pipe.send(Vec::new(), &[run], &conn)
                 .await
+                .0
                 .expect("the splice waits for the peer instead of failing");
             conn.shutdown().await;
             drop(conn);
