@@ -267,15 +267,12 @@ fn body(shard: &Shard, r: &PullResult, zero_copy: bool) -> Result<Body, Reply> {
         }
         return Ok(Body::Log { runs, len: total });
     }
-    let mut bytes = vec![0u8; total];
+    let mut bytes = Vec::with_capacity(total);
     let store = shard.store.borrow();
-    let mut at = 0;
     for run in &r.runs {
-        let len = run.len as usize;
         store
-            .read(run.physical_offset, &mut bytes[at..at + len])
+            .read_append(run.physical_offset, run.len as usize, &mut bytes)
             .map_err(|e| store_error(shard, e))?;
-        at += len;
     }
     Ok(Body::Bytes(bytes))
 }

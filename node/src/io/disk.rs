@@ -407,6 +407,26 @@ impl Disk for RealDisk {
         file.resident(offset, len)
     }
 
+    fn read_append(
+        &self,
+        file: &RealFile,
+        offset: u64,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> io::Result<()> {
+        if let Some(src) = file.mapped(offset, len) {
+            out.extend_from_slice(src);
+            return Ok(());
+        }
+        let start = out.len();
+        out.resize(start + len, 0);
+        let res = file.file.read_exact_at(&mut out[start..], offset);
+        if res.is_err() {
+            out.truncate(start);
+        }
+        res
+    }
+
     fn read_at(&self, file: &RealFile, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         if let Some(src) = file.mapped(offset, buf.len()) {
             buf.copy_from_slice(src);
@@ -782,6 +802,35 @@ mod tests {
         }
         disk.read_at(&f, 0, &mut buf).unwrap();
         assert!(buf == data, "the bytes read back are the bytes written");
+        drop(f);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// `read_append` adds the bytes after what `out` holds, from the mapping or, past it, from
+    /// the file; a read past the file's end leaves `out` as it was.
+    #[test]
+    fn read_append_adds_the_bytes_and_leaves_out_alone_on_an_error() {
+        let exe = std::env::current_exe().unwrap();
+        let dir = exe
+            .parent()
+            .unwrap()
+            .join(format!("read-append-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let disk = RealDisk::new();
+        let f = disk.open(&dir.join("segment"), true).unwrap();
+        let data: Vec<u8> = (0..64 * 1024u32).map(|i| (i % 253) as u8).collect();
+        disk.set_len(&f, data.len() as u64).unwrap();
+        disk.write_at(&f, 0, &data).unwrap();
+        let mut out = b"head".to_vec();
+        disk.read_append(&f, 100, 5000, &mut out).unwrap();
+        disk.read_append(&f, 60_000, 5536, &mut out).unwrap();
+        let mut want = b"head".to_vec();
+        want.extend_from_slice(&data[100..5100]);
+        want.extend_from_slice(&data[60_000..]);
+        assert!(out == want, "appended bytes differ");
+        let err = disk.read_append(&f, 65_000, 1000, &mut out);
+        assert!(err.is_err(), "a read past the end fails");
+        assert!(out == want, "and leaves out as it was");
         drop(f);
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -334,6 +334,42 @@ impl Conn {
         }
     }
 
+    /// Writes all of `head`, then all of `body`: on TCP one vectored send for both (the
+    /// body is not copied into `head` first), so the reader wakes once for the two. Gives
+    /// both buffers back.
+    pub async fn write_two(
+        &self,
+        head: Vec<u8>,
+        body: Vec<u8>,
+    ) -> (io::Result<()>, Vec<u8>, Vec<u8>) {
+        match self {
+            Conn::Tcp(s) => {
+                let mut s = s;
+                let BufResult(res, [head, body]) = s.write_vectored_all([head, body]).await;
+                (res, head, body)
+            }
+            Conn::Tls(t) => {
+                let (res, head) = t.write_all(head).await;
+                if res.is_err() {
+                    return (res, head, body);
+                }
+                let res = t.write_slice(&body).await;
+                (res, head, body)
+            }
+            Conn::Sim(c) => {
+                let res = c.write(&head).and_then(|()| c.write(&body));
+                (res, head, body)
+            }
+            Conn::Local(l) => {
+                let res = match l.write_all(&head).await {
+                    Ok(()) => l.write_all(&body).await,
+                    Err(e) => Err(e),
+                };
+                (res, head, body)
+            }
+        }
+    }
+
     pub async fn shutdown(&self) {
         match self {
             Conn::Tcp(s) => {

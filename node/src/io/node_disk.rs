@@ -228,6 +228,16 @@ impl Disk for NodeDisk {
         both!(self, file, |d, f| d.read_at(f, offset, buf))
     }
 
+    fn read_append(
+        &self,
+        file: &NodeFile,
+        offset: u64,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> io::Result<()> {
+        both!(self, file, |d, f| d.read_append(f, offset, len, out))
+    }
+
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         each!(self, |d| d.remove_file(path))
     }

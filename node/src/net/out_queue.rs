@@ -1,6 +1,7 @@
 //! A connection's outgoing side: the bounded queue of replies and frames the server sends
 //! on its own ([`OutQueue`]), the write loop that drains it (coalescing small items into one
-//! write, splicing log runs, reading them into the TLS stream instead), and the in-flight
+//! write, sending a large body beside them in one vectored send, splicing log runs, reading
+//! them into the TLS stream instead), and the in-flight
 //! count of replies that come later ([`answer_later`]). Shared by the native read loop
 //! (`connection.rs`) and the remoting one (`remoting/`).
 //!
@@ -23,6 +24,9 @@ use crate::net::reply::{Body, Reply};
 
 /// Small replies are coalesced into one write up to this size.
 pub const WRITE_COALESCE_BYTES: usize = 256 * 1024;
+/// A reply body of at least this many bytes is written from its own buffer (a vectored send
+/// with the bytes ahead of it), not copied into the coalescing buffer.
+pub const WRITE_BESIDE_BYTES: usize = 16 * 1024;
 
 /// Something to write: a reply to a request, or a whole frame the server sends on its own.
 pub(crate) enum Item {
@@ -229,6 +233,17 @@ pub(super) async fn write_loop(
             };
             match body {
                 Body::Empty => {}
+                // A large body (a copied pull response) goes out beside what is ahead of
+                // it in one vectored send instead of being copied into the write buffer.
+                Body::Bytes(b) if b.len() >= WRITE_BESIDE_BYTES => {
+                    let (res, b, _) = conn.write_two(std::mem::take(&mut buf), b).await;
+                    buf = b;
+                    buf.clear();
+                    if res.is_err() {
+                        out.close();
+                        return;
+                    }
+                }
                 Body::Bytes(b) => buf.extend_from_slice(&b),
                 Body::Log { runs, .. } if !conn.splices() => {
                     // Splice cannot pass through a user-space TLS session or into an

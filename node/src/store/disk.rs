@@ -67,6 +67,24 @@ pub trait Disk {
     fn sync_data(&self, file: &Self::File) -> io::Result<()>;
     /// Fills `buf` from `offset`; the range must lie inside the file.
     fn read_at(&self, file: &Self::File, offset: u64, buf: &mut [u8]) -> io::Result<()>;
+    /// Appends `len` bytes of `file` from `offset` to `out`, as [`Self::read_at`] into new
+    /// room at its end (left as it was on an error). The real disk copies from its mapping
+    /// without zeroing the room first.
+    fn read_append(
+        &self,
+        file: &Self::File,
+        offset: u64,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> io::Result<()> {
+        let start = out.len();
+        out.resize(start + len, 0);
+        let res = self.read_at(file, offset, &mut out[start..]);
+        if res.is_err() {
+            out.truncate(start);
+        }
+        res
+    }
     fn remove_file(&self, path: &Path) -> io::Result<()>;
     fn remove_dir_all(&self, path: &Path) -> io::Result<()>;
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;

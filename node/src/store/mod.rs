@@ -424,6 +424,11 @@ impl<D: Disk + Clone> Store<D> {
         self.log.read(physical_offset, buf)
     }
 
+    /// Appends log bytes (a [`Run`] or part of one) to `out`.
+    pub fn read_append(&self, physical_offset: u64, len: usize, out: &mut Vec<u8>) -> Result<()> {
+        self.log.read_append(physical_offset, len, out)
+    }
+
     /// Whether [`Store::read`] of these bytes would be served from memory, without waiting
     /// for the disk ([`Disk::resident`]); `true` when that cannot be told.
     pub fn resident(&self, physical_offset: u64, len: u64) -> bool {

@@ -330,7 +330,24 @@ impl<D: Disk + Clone> CommitLog<D> {
     /// Copies `buf.len()` bytes at `physical_offset` (inside one segment, below the write
     /// offset) into `buf`.
     pub fn read(&self, physical_offset: u64, buf: &mut [u8]) -> Result<()> {
-        let end = physical_offset + buf.len() as u64;
+        let (seg, at) = self.span(physical_offset, buf.len())?;
+        self.disk
+            .read_at(&seg.file, at, buf)
+            .map_err(|e| StoreError::io(self.dir.join(segment_name(seg.start)), e))
+    }
+
+    /// Appends `len` bytes at `physical_offset` (as [`CommitLog::read`]) to `out`.
+    pub fn read_append(&self, physical_offset: u64, len: usize, out: &mut Vec<u8>) -> Result<()> {
+        let (seg, at) = self.span(physical_offset, len)?;
+        self.disk
+            .read_append(&seg.file, at, len, out)
+            .map_err(|e| StoreError::io(self.dir.join(segment_name(seg.start)), e))
+    }
+
+    /// The segment holding `len` bytes at `physical_offset` and their offset in its file;
+    /// NotFound outside the log or across a segment end.
+    fn span(&self, physical_offset: u64, len: usize) -> Result<(&Segment<D::File>, u64)> {
+        let end = physical_offset + len as u64;
         if physical_offset < self.min_offset() || end > self.write_offset {
             return Err(StoreError::NotFound {
                 detail: format!(
@@ -346,9 +363,7 @@ impl<D: Disk + Clone> CommitLog<D> {
                 detail: format!("bytes {physical_offset}..{end} cross a segment end"),
             });
         }
-        self.disk
-            .read_at(&seg.file, physical_offset - seg.start, buf)
-            .map_err(|e| StoreError::io(self.dir.join(segment_name(seg.start)), e))
+        Ok((seg, physical_offset - seg.start))
     }
 
     /// Whether `len` bytes at `physical_offset` are in memory (see [`Disk::resident`]);
