@@ -747,19 +747,25 @@ mod tests {
         assert_eq!(space_as_df(4096, 0, 0, 0).used_ratio(), 1.0);
     }
 
-    /// `Disk::resident` tells pages in the page cache from pages that a read would wait for.
-    #[test]
-    fn a_range_read_back_is_resident_and_a_dropped_one_is_not() {
-        // Beside the test binary: on the build's disk (a tmpfs keeps every page in memory,
-        // so nothing could be dropped there).
+    /// A fresh directory with an empty file opened on a real disk, beside the test binary: on
+    /// the build's disk (a tmpfs keeps every page in memory, so nothing could be dropped
+    /// there). The caller removes the directory.
+    fn scratch_file(name: &str) -> (std::path::PathBuf, RealDisk, RealFile) {
         let exe = std::env::current_exe().unwrap();
         let dir = exe
             .parent()
             .unwrap()
-            .join(format!("resident-test-{}", std::process::id()));
+            .join(format!("{name}-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let disk = RealDisk::new();
         let f = disk.open(&dir.join("segment"), true).unwrap();
+        (dir, disk, f)
+    }
+
+    /// `Disk::resident` tells pages in the page cache from pages that a read would wait for.
+    #[test]
+    fn a_range_read_back_is_resident_and_a_dropped_one_is_not() {
+        let (dir, disk, f) = scratch_file("resident");
         const MIB: u64 = 1 << 20;
         let data: Vec<u8> = (0..16 * MIB).map(|i| (i % 251) as u8).collect();
         disk.set_len(&f, 16 * MIB).unwrap();
@@ -810,14 +816,7 @@ mod tests {
     /// the file; a read past the file's end leaves `out` as it was.
     #[test]
     fn read_append_adds_the_bytes_and_leaves_out_alone_on_an_error() {
-        let exe = std::env::current_exe().unwrap();
-        let dir = exe
-            .parent()
-            .unwrap()
-            .join(format!("read-append-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let disk = RealDisk::new();
-        let f = disk.open(&dir.join("segment"), true).unwrap();
+        let (dir, disk, f) = scratch_file("read-append");
         let data: Vec<u8> = (0..64 * 1024u32).map(|i| (i % 253) as u8).collect();
         disk.set_len(&f, data.len() as u64).unwrap();
         disk.write_at(&f, 0, &data).unwrap();
