@@ -543,6 +543,94 @@ async fn a_commit_rides_on_the_next_pull_and_shutdown_writes_what_is_pending() {
     p.shutdown().await;
 }
 
+/// With `pull_ahead`, each queue's next pull is already answered when the next poll comes:
+/// it still returns every message once and in offset order per queue, a seek drops the
+/// answer pulled from the old position, commits ride on later pulls and shutdown writes what
+/// is pending; and a poll made after the node is gone returns what was pulled ahead before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pulling_ahead_keeps_each_queue_in_order_and_is_answered_before_the_poll() {
+    let topic = "PullAhead";
+    let (mut node, p) = node_and_producer(topic, 3).await;
+    let sent = send_all(&p, topic, (0..300).map(|i| format!("a-{i}"))).await;
+    let group = "pull-ahead-group";
+    let c = PullConsumer::builder()
+        .group(group)
+        .name_server(node.namesrv())
+        .instance_name("ahead-1")
+        .start_position(StartPosition::First)
+        .poll_batch_max(16)
+        .pull_ahead(true)
+        .start()
+        .await
+        .unwrap();
+    let queues = c.fetch_queues(topic).await.unwrap();
+    assert_eq!(queues.len(), 3);
+    c.assign(queues.clone());
+
+    // Every message once, each queue's offsets in order with no gap.
+    let mut got = Vec::new();
+    let mut next: HashMap<u32, u64> = HashMap::new();
+    while got.len() < sent.len() {
+        let batch = c.poll(WAIT).await.unwrap();
+        assert!(!batch.is_empty(), "poll ran dry at {}", got.len());
+        assert!(batch.len() <= 16, "a poll returned {}", batch.len());
+        for m in &batch {
+            let want = next.entry(m.queue_id).or_insert(0);
+            assert_eq!(m.queue_offset, *want, "queue {}", m.queue_id);
+            *want += 1;
+            got.push(body(m));
+        }
+    }
+    assert_eq!(got.len(), sent.len());
+    assert_eq!(set(&got), set(&sent));
+
+    // A seek back: the queue's next messages start where the seek put it.
+    let mq = queues[0].clone();
+    c.seek(&mq, 5).unwrap();
+    let mut again = Vec::new();
+    while again.len() < 3 {
+        let batch = c.poll(WAIT).await.unwrap();
+        assert!(!batch.is_empty(), "nothing after the seek");
+        again.extend(batch.iter().map(|m| (m.queue_id, m.queue_offset)));
+    }
+    assert_eq!(
+        &again[..3],
+        &[(mq.queue_id, 5), (mq.queue_id, 6), (mq.queue_id, 7)]
+    );
+
+    // Commits ride on later pulls; shutdown writes the one still pending.
+    c.seek(&mq, 20).unwrap();
+    assert!(!c.poll(WAIT).await.unwrap().is_empty());
+    c.commit_on_next_pull(&mq, 30).unwrap();
+    c.shutdown().await;
+    let probe = common::reader(&node, group).await;
+    assert_eq!(probe.committed_offset(&mq).await.unwrap(), Some(30));
+    probe.shutdown().await;
+
+    // Pulled ahead: after a poll, the queue's next messages are pulled while the caller
+    // works; a poll after the node is gone still returns them.
+    let c = PullConsumer::builder()
+        .group("pull-ahead-group-2")
+        .name_server(node.namesrv())
+        .instance_name("ahead-2")
+        .start_position(StartPosition::First)
+        .poll_batch_max(10)
+        .pull_ahead(true)
+        .start()
+        .await
+        .unwrap();
+    c.assign([mq.clone()]);
+    let first = c.poll(WAIT).await.unwrap();
+    assert_eq!(first.len(), 10);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    node.kill();
+    let second = c.poll(Duration::from_secs(1)).await.unwrap();
+    let offsets: Vec<u64> = second.iter().map(|m| m.queue_offset).collect();
+    assert_eq!(offsets, (10..20).collect::<Vec<u64>>());
+    c.shutdown().await;
+    p.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn new_queues_of_a_topic_are_taken_after_a_route_refresh() {
     let node = Node::start();

@@ -2,12 +2,13 @@
 //! exactly through them. A push consumer hands its listener whole batches and commits what
 //! the listener finished, so a run stopped at N by the listener's count still consumed (and
 //! committed) the batches in flight past it. Here the group's `consumers` are pull consumers
-//! instead (subscribed, queues balanced across them as the push consumers' are): each poll
-//! takes no more than what is left of N (a shared count claimed atomically), and each queue
-//! is committed just past the last message taken: on the queue's next pull (the request
-//! carries the offset, no round trip of its own), and with a request of its own once the
-//! count is reached. Messages polled past N are neither counted nor committed: the group's
-//! next reader gets them.
+//! instead (subscribed, queues balanced across them as the push consumers' are), each with
+//! one pull in flight per queue between polls (`pull_ahead`), as a push consumer has: each
+//! poll takes no more than what is left of N (a shared count claimed atomically), and each
+//! queue is committed just past the last message taken: on a later pull of the queue (the
+//! request carries the offset, no round trip of its own), and with a request of its own once
+//! the count is reached. Messages polled past N, and those pulled ahead, are neither counted
+//! nor committed: the group's next reader gets them.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -49,6 +50,7 @@ impl Counted {
                 .instance_name(format!("perf-{:012x}-c{i}", plan.run_id))
                 .start_position(plan.from)
                 .poll_batch_max(plan.pull_batch)
+                .pull_ahead(true)
                 .rebalance_interval(Duration::from_secs(2))
                 .heartbeat_interval(Duration::from_secs(5))
                 .start()

@@ -22,6 +22,7 @@ mod offsets;
 mod orderly;
 mod orderly_queue;
 mod pull;
+mod pull_ahead;
 mod push;
 mod push_pull;
 mod push_queues;

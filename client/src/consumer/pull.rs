@@ -30,6 +30,7 @@ use tokio::time::Instant;
 
 use super::group::Group;
 use super::offsets::OffsetStore;
+use super::pull_ahead::Ahead;
 use super::replica::ReadPath;
 use super::send_back::{send_back, SendBack};
 use super::{
@@ -57,6 +58,8 @@ pub struct PullConfig {
     pub pull_bytes_max: u32,
     /// Commit positions this often, and at shutdown (default: never, commit yourself).
     pub auto_commit: Option<Duration>,
+    /// Keep one pull in flight per assigned queue between polls (default false).
+    pub pull_ahead: bool,
     pub heartbeat_interval: Duration,
     pub rebalance_interval: Duration,
     /// While a broker is read from its slave, how often its master is tried again
@@ -87,6 +90,17 @@ impl PullConsumerBuilder {
         self
     }
 
+    /// Keep one pull in flight per assigned queue between polls (default off): as soon as a
+    /// poll takes a queue's messages, the queue's next pull starts, so it travels while the
+    /// application works on them, and a member of several queues has one pull in flight per
+    /// queue (RocketMQ's lite pull consumer also pulls ahead of `poll`). The answer waits,
+    /// at most `poll_batch_max` messages per queue, for the next `poll`. A commit made with
+    /// [`PullConsumer::commit_on_next_pull`] rides on the pull after the one in flight.
+    pub fn pull_ahead(mut self, on: bool) -> Self {
+        self.cfg.pull_ahead = on;
+        self
+    }
+
     pub async fn start(self) -> Result<PullConsumer> {
         let cfg = self.cfg;
         if cfg.group.is_empty() {
@@ -112,6 +126,7 @@ impl PullConsumerBuilder {
             pending: Mutex::new(BTreeMap::new()),
             managed: AtomicBool::new(false),
             round_robin: AtomicUsize::new(0),
+            ahead: Arc::new(Ahead::default()),
             shut: AtomicBool::new(false),
             rebalancing: tokio::sync::Mutex::new(()),
             background: Background::default(),
@@ -133,6 +148,8 @@ struct Inner {
     pending: Mutex<BTreeMap<MessageQueue, u64>>,
     managed: AtomicBool,
     round_robin: AtomicUsize,
+    /// Pulls in flight between polls (`pull_ahead`).
+    ahead: Arc<Ahead>,
     shut: AtomicBool,
     rebalancing: tokio::sync::Mutex<()>,
     background: Background,
@@ -190,6 +207,7 @@ impl PullConsumer {
                 poll_batch_max: 32,
                 pull_bytes_max: 4 << 20,
                 auto_commit: None,
+                pull_ahead: false,
                 heartbeat_interval: Duration::from_secs(30),
                 rebalance_interval: Duration::from_secs(20),
                 master_probe_interval: Duration::from_secs(5),
@@ -384,6 +402,7 @@ impl PullConsumer {
         match self.inner.positions().get_mut(mq) {
             Some(p) => {
                 *p = Some(offset);
+                self.inner.ahead.remove(mq);
                 Ok(())
             }
             None => Err(Error::Config(format!("{mq} is not assigned"))),
@@ -403,7 +422,11 @@ impl PullConsumer {
         self.inner.check_open()?;
         let deadline = Instant::now() + timeout;
         loop {
-            let out = poll_round(&self.inner).await;
+            let out = if self.inner.cfg.pull_ahead {
+                poll_round_ahead(&self.inner, deadline).await
+            } else {
+                poll_round(&self.inner).await
+            };
             if !out.is_empty() {
                 return Ok(MessageBatch::from_raw(out));
             }
@@ -428,6 +451,7 @@ impl PullConsumer {
             return;
         }
         self.inner.background.abort_all();
+        self.inner.ahead.clear();
         let _g = self.inner.rebalancing.lock().await;
         if let Err(e) = write_pending(&self.inner, None).await {
             log::warn!("writing pending commits at shutdown: {e}");
@@ -445,19 +469,9 @@ impl PullConsumer {
 }
 
 async fn poll_round(inner: &Inner) -> Vec<RawMessage> {
-    let queues: Vec<(MessageQueue, Option<u64>)> = inner
-        .positions()
-        .iter()
-        .map(|(q, p)| (q.clone(), *p))
-        .collect();
-    let n = queues.len();
+    let queues = rotated(inner);
     let mut out = Vec::new();
-    if n == 0 {
-        return out;
-    }
-    let start = inner.round_robin.fetch_add(1, Ordering::Relaxed);
-    for i in 0..n {
-        let (mq, pos) = &queues[(start + i) % n];
+    for (mq, pos) in &queues {
         let offset = match pos {
             Some(o) => *o,
             None => match initial_position(inner, mq).await {
@@ -469,52 +483,167 @@ async fn poll_round(inner: &Inner) -> Vec<RawMessage> {
             },
         };
         let want = inner.cfg.poll_batch_max - out.len() as u32;
-        let selector = inner.group.selector(&mq.topic);
-        let commit = match &inner.offsets {
-            OffsetStore::Remote { .. } => inner.pending().get(mq).copied(),
-            OffsetStore::Local { .. } => None,
-        };
-        let r = pull_via(
-            inner.inst(),
-            inner.reads(),
-            &inner.cfg.group,
-            mq,
-            offset,
-            want,
-            inner.cfg.pull_bytes_max,
-            &selector,
-            Duration::ZERO,
-            commit,
-        )
-        .await;
-        if let (Ok(r), Some(sent)) = (&r, commit) {
-            if r.committed {
-                let mut pending = inner.pending();
-                if pending.get(mq) == Some(&sent) {
-                    pending.remove(mq);
-                }
-            }
-        }
-        match r {
-            Ok(r) => {
-                if r.status == PullStatus::OffsetIllegal {
-                    log::warn!("{mq}: offset {offset} moved to {}", r.next_offset);
-                }
-                let mut p = inner.positions();
-                if let Some(slot) = p.get_mut(mq) {
-                    if slot.is_none_or(|o| o == offset) {
-                        *slot = Some(r.next_offset);
-                        out.extend(r.messages);
-                    }
-                }
-            }
-            Err(e) => log::debug!("pulling {mq}: {e}"),
-        }
+        let r = pull_queue(inner, mq, offset, want).await;
+        accept(inner, mq, offset, r, &mut out);
         if out.len() as u32 >= inner.cfg.poll_batch_max {
             break;
         }
     }
     out
+}
+
+/// `poll_round` with `pull_ahead`: takes the answers of the pulls already in flight (waiting
+/// for one until `deadline` when none has come), starting each queue's next pull as soon as
+/// its messages are taken. A queue whose pull brought nothing is pulled again by the next
+/// round, after `poll`'s pause.
+async fn poll_round_ahead(inner: &Arc<Inner>, deadline: Instant) -> Vec<RawMessage> {
+    let max = inner.cfg.poll_batch_max as usize;
+    let mut out = Vec::new();
+    let mut idle = BTreeSet::new();
+    let queues = rotated(inner);
+    loop {
+        {
+            let positions = inner.positions();
+            inner
+                .ahead
+                .retain(|mq, from| positions.get(mq).is_some_and(|p| *p == Some(from)));
+        }
+        for (mq, _) in &queues {
+            if idle.contains(mq) {
+                continue;
+            }
+            let room = if out.is_empty() {
+                usize::MAX
+            } else {
+                max - out.len()
+            };
+            if let Some((from, r)) = inner.ahead.take(mq, room) {
+                if accept(inner, mq, from, r, &mut out) {
+                    let next = inner.positions().get(mq).copied().flatten();
+                    if let Some(next) = next {
+                        start_ahead(inner, mq, next);
+                    }
+                } else {
+                    idle.insert(mq.clone());
+                }
+            } else if !inner.ahead.has(mq) {
+                let pos = inner.positions().get(mq).copied();
+                let offset = match pos {
+                    Some(Some(o)) => o,
+                    Some(None) => match initial_position(inner, mq).await {
+                        Ok(o) => {
+                            let mut p = inner.positions();
+                            match p.get_mut(mq) {
+                                Some(slot @ None) => *slot = Some(o),
+                                _ => continue,
+                            }
+                            o
+                        }
+                        Err(e) => {
+                            log::debug!("reading the offset of {mq}: {e}");
+                            idle.insert(mq.clone());
+                            continue;
+                        }
+                    },
+                    None => continue,
+                };
+                start_ahead(inner, mq, offset);
+            }
+            if out.len() >= max {
+                break;
+            }
+        }
+        if !out.is_empty() || !inner.ahead.in_flight() || !inner.ahead.wait(deadline).await {
+            return out;
+        }
+    }
+}
+
+fn start_ahead(inner: &Arc<Inner>, mq: &MessageQueue, offset: u64) {
+    let owned = Arc::clone(inner);
+    let q = mq.clone();
+    let want = inner.cfg.poll_batch_max;
+    inner.ahead.start(mq, offset, async move {
+        pull_queue(&owned, &q, offset, want).await
+    });
+}
+
+/// The assigned queues and their positions, starting one further each round.
+fn rotated(inner: &Inner) -> Vec<(MessageQueue, Option<u64>)> {
+    let mut queues: Vec<(MessageQueue, Option<u64>)> = inner
+        .positions()
+        .iter()
+        .map(|(q, p)| (q.clone(), *p))
+        .collect();
+    if !queues.is_empty() {
+        let start = inner.round_robin.fetch_add(1, Ordering::Relaxed) % queues.len();
+        queues.rotate_left(start);
+    }
+    queues
+}
+
+/// Pulls up to `want` messages of `mq` from `offset`, carrying the queue's pending commit
+/// (no longer pending once the master stored it).
+async fn pull_queue(inner: &Inner, mq: &MessageQueue, offset: u64, want: u32) -> Result<Pulled> {
+    let selector = inner.group.selector(&mq.topic);
+    let commit = match &inner.offsets {
+        OffsetStore::Remote { .. } => inner.pending().get(mq).copied(),
+        OffsetStore::Local { .. } => None,
+    };
+    let r = pull_via(
+        inner.inst(),
+        inner.reads(),
+        &inner.cfg.group,
+        mq,
+        offset,
+        want,
+        inner.cfg.pull_bytes_max,
+        &selector,
+        Duration::ZERO,
+        commit,
+    )
+    .await;
+    if let (Ok(r), Some(sent)) = (&r, commit) {
+        if r.committed {
+            let mut pending = inner.pending();
+            if pending.get(mq) == Some(&sent) {
+                pending.remove(mq);
+            }
+        }
+    }
+    r
+}
+
+/// Moves the queue's position past a pull from `offset` and adds its messages to `out`,
+/// if the position is still `offset` (or not read yet). True when it brought messages.
+fn accept(
+    inner: &Inner,
+    mq: &MessageQueue,
+    offset: u64,
+    r: Result<Pulled>,
+    out: &mut Vec<RawMessage>,
+) -> bool {
+    match r {
+        Ok(r) => {
+            if r.status == PullStatus::OffsetIllegal {
+                log::warn!("{mq}: offset {offset} moved to {}", r.next_offset);
+            }
+            let mut p = inner.positions();
+            match p.get_mut(mq) {
+                Some(slot) if slot.is_none_or(|o| o == offset) => {
+                    *slot = Some(r.next_offset);
+                    let brought = !r.messages.is_empty();
+                    out.extend(r.messages);
+                    brought
+                }
+                _ => false,
+            }
+        }
+        Err(e) => {
+            log::debug!("pulling {mq}: {e}");
+            false
+        }
+    }
 }
 
 async fn initial_position(inner: &Inner, mq: &MessageQueue) -> Result<u64> {
@@ -592,6 +721,7 @@ async fn rebalance(inner: &Inner) {
         removed
     };
     for (mq, _) in &removed {
+        inner.ahead.remove(mq);
         if let Err(e) = write_pending(inner, Some(mq)).await {
             log::warn!("writing the pending commit of released {mq}: {e}");
         }
