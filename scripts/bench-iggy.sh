@@ -41,7 +41,8 @@
 # (ringmq's client sets TCP_NODELAY too); iggy-bench's runtime sizes itself to the one core
 # taskset leaves it.
 #
-# Cells, in this order each round (1 KiB messages, one request in flight per actor):
+# Cells, in this order each round (1 KiB messages, one request in flight per producer, and per
+# queue or partition a consumer reads):
 #   batch 100, 1 producer    BENCH_BATCHES (20000) sends of 100 messages. ringmq: a topic with
 #                            1 queue; Iggy: pinned-producer, 1 stream of 1 partition
 #   unbatched, 1 producer    BENCH_UNBATCHED (60000) sends of 1 message, same layout
@@ -49,8 +50,10 @@
 #                            ringmq: a topic with 2 queues; Iggy: 2 streams of 1 partition
 #   consume, 1 consumer      catching up on the 2-producer cell's data from its start, polls of
 #                            BENCH_POLL_BATCH (100) messages: BENCH_BATCHES2 x 100 messages.
-#                            ringmq: `ringmq-perf consume --from first` (a new group); Iggy:
-#                            pinned-consumer (offset polls of stream 1)
+#                            ringmq: `ringmq-perf consume --from first` (a new group), which
+#                            reads both queues of the topic, one pull in flight per queue
+#                            (the next starts when a poll takes the last one's messages); Iggy:
+#                            pinned-consumer (offset polls of stream 1, one partition)
 #   consume, 2 consumers     the same with 2 consumers, twice the messages (Iggy: streams 1, 2)
 # Both brokers get the same number of messages per cell.
 #
@@ -378,7 +381,10 @@ table=$(
   echo "\`$(meta iggy_commit)\` (\`iggy-server\` with mimalloc, TCP only, 1 shard), $(date -u +%Y-%m-%d),"
   echo "$(nproc) cores: the server pinned to CPU $server_cpu, the load generator (\`ringmq-perf\` / \`iggy-bench\`) to"
   echo "CPU $client_cpu. Data on $(meta fs) (\`$(meta data)\`), a fresh directory and server per round and broker."
-  echo "1 KiB messages, one request in flight per producer or consumer (closed loop), the same"
+  echo "1 KiB messages, one request in flight per producer, and per queue or partition a consumer reads"
+  echo "(closed loop; ringmq's consumer starts a queue's next pull when a poll takes its messages, Iggy's"
+  echo "polls again after the last poll's messages: the one-consumer cell reads 2 queues of ringmq's topic"
+  echo "and 1 partition of Iggy's stream), the same"
   echo "number of messages for both. Medians of $(meta rounds) rounds, the brokers alternating which goes"
   echo "first. Latency: µs per send request (iggy-bench: mean of its producers' percentiles, 10 µs"
   echo "steps). Server CPU: utime+stime of the server process over the cell, per message."
