@@ -3,7 +3,9 @@
 //! with consumer lag, dead letters and well-formed histograms; unknown paths are 404, other
 //! methods 405, a head that is not HTTP 400, an oversized one 431; a silent or trickling
 //! connection is closed within the timeout while another scrape is served; connections over
-//! the cap are closed at once, and the endpoint listens only where configured.
+//! the cap are closed at once, and the endpoint listens only where configured; pull responses
+//! are counted by how their records went out (from the log file when their pages are not in
+//! memory, copied when they are).
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -455,4 +457,232 @@ fn connections_over_the_cap_are_closed_at_once() {
         std::thread::sleep(Duration::from_millis(200));
     }
     drop(held);
+}
+
+/// Per page of `path`'s first `len` bytes, whether it is in the page cache.
+fn residency(path: &std::path::Path, len: usize) -> Vec<bool> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(path).unwrap();
+    // SAFETY: a read-only shared mapping of an open file, unmapped below; never read.
+    let addr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            f.as_raw_fd(),
+            0,
+        )
+    };
+    assert_ne!(addr, libc::MAP_FAILED, "mapping {}", path.display());
+    let page = page_bytes();
+    let mut vec = vec![0u8; len.div_ceil(page)];
+    // SAFETY: `addr` maps `len` bytes; `vec` has a byte per page of them.
+    let rc = unsafe { libc::mincore(addr, len, vec.as_mut_ptr()) };
+    // SAFETY: the mapping made above, not used after this.
+    unsafe { libc::munmap(addr, len) };
+    assert_eq!(rc, 0, "mincore");
+    vec.iter().map(|b| *b & 1 == 1).collect()
+}
+
+fn page_bytes() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap()
+}
+
+/// The KiB ranges of `path`'s first `len` bytes that are in the page cache.
+fn resident_runs(path: &std::path::Path, len: usize) -> Vec<(usize, usize)> {
+    let kib = page_bytes() / 1024;
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for (i, r) in residency(path, len).iter().enumerate() {
+        if !*r {
+            continue;
+        }
+        match runs.last_mut() {
+            Some(last) if last.1 == i * kib => last.1 += kib,
+            _ => runs.push((i * kib, (i + 1) * kib)),
+        }
+    }
+    runs
+}
+
+/// Asks the kernel to drop the first `len` bytes of `path` from the page cache (clean pages
+/// no one maps).
+fn drop_cached(path: &std::path::Path, len: usize) {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(path).unwrap();
+    // SAFETY: advice on an open descriptor; no memory is passed.
+    let rc = unsafe {
+        libc::posix_fadvise(
+            f.as_raw_fd(),
+            0,
+            i64::try_from(len).unwrap(),
+            libc::POSIX_FADV_DONTNEED,
+        )
+    };
+    assert_eq!(rc, 0, "posix_fadvise");
+}
+
+/// Whether `dir` is on a tmpfs (whose pages cannot be dropped from memory).
+fn on_tmpfs(dir: &std::path::Path) -> bool {
+    let path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: zeroes are a valid statfs (plain integers), filled by the call below.
+    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a statfs to fill.
+    unsafe { libc::statfs(path.as_ptr(), &mut fs) == 0 && fs.f_type == libc::TMPFS_MAGIC }
+}
+
+/// The segment files of the log under `data` (`commitlog/<shard>/<offset>`), in log order.
+fn segments(data: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut dirs = vec![data.to_path_buf()];
+    let mut found = Vec::new();
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.components().any(|c| c.as_os_str() == "commitlog") {
+                found.push(p);
+            }
+        }
+    }
+    found.sort();
+    assert!(
+        !found.is_empty(),
+        "no commitlog segment under {}",
+        data.display()
+    );
+    found
+}
+
+/// The KiB ranges of each segment in the page cache, leaving out the first segment's first
+/// `skip` bytes.
+fn resident_in(segments: &[std::path::PathBuf], skip: usize) -> Vec<(String, Vec<(usize, usize)>)> {
+    segments
+        .iter()
+        .enumerate()
+        .map(|(i, seg)| {
+            let len = usize::try_from(std::fs::metadata(seg).unwrap().len()).unwrap();
+            let runs: Vec<(usize, usize)> = resident_runs(seg, len)
+                .into_iter()
+                .filter(|(_, end)| i > 0 || end * 1024 > skip)
+                .collect();
+            (
+                seg.file_name().unwrap().to_string_lossy().into_owned(),
+                runs,
+            )
+        })
+        .filter(|(_, runs)| !runs.is_empty())
+        .collect()
+}
+
+/// How pull responses went out, counted by `ringmq_pull_responses_total{path}`: a pull under
+/// the 1 MiB splice threshold of bytes not in the page cache (released, or dropped by the
+/// kernel) goes from the log file, so its wait for the disk falls on an io_uring worker and
+/// not on the shard's thread; the same size of bytes in memory is copied. Fails if the copy
+/// path ignores residency (or the counters do not count).
+#[test]
+fn a_small_pull_of_bytes_not_in_memory_goes_from_the_file_and_one_in_memory_is_copied() {
+    let dir = tempdir("metrics-pull-paths");
+    let data = dir.path().join("data");
+    let node = Node::standalone(
+        &data,
+        &[
+            "--shards",
+            "1",
+            "--set",
+            "metricsExporterType=PROM",
+            "--set",
+            "metricsPromExporterHost=127.0.0.1",
+            "--set",
+            "metricsPromExporterPort=0",
+            // Nothing released by the node, so no read-ahead either: only the pulls below
+            // bring the test's dropped pages back.
+            "--set",
+            "commitLogCacheKeepBytes=0",
+            // The key index reads the log behind the append and would map pages back in.
+            "--set",
+            "messageIndexEnable=false",
+        ],
+    );
+    let addr = metrics_addr(&node.log());
+    let mut c = Client::connect(node.broker_addr());
+    let topic = "PullPaths";
+    const BODY: usize = 8 << 10;
+    let body = |i: u32| {
+        let mut b = format!("pp-{i:06}-").into_bytes();
+        b.resize(BODY, b'x');
+        b
+    };
+    let mut sent = 0u32;
+    for _ in 0..192 {
+        let batch: Vec<Msg> = (sent..sent + 32)
+            .map(|i| Msg::new(topic, 0, body(i)))
+            .collect();
+        c.send_batch(topic, 0, &batch).ok();
+        sent += 32;
+    }
+    if on_tmpfs(&data) {
+        eprintln!(
+            "{}: on a tmpfs, pages cannot be dropped; not checked",
+            data.display()
+        );
+        return;
+    }
+    // Once durable (ASYNC_FLUSH's checkpoint) the pages are clean and the kernel may drop
+    // them, as memory pressure would; the log's first MiB is left alone (the metrics view
+    // reads the oldest record's store time).
+    let segs = segments(&data);
+    let skip = 1usize << 20;
+    let dropped = wait_for(Duration::from_secs(20), || {
+        for seg in &segs {
+            let len = usize::try_from(std::fs::metadata(seg).unwrap().len()).unwrap();
+            drop_cached(seg, len);
+        }
+        resident_in(&segs, skip).is_empty().then_some(())
+    });
+    assert!(
+        dropped.is_some(),
+        "pages stayed in the page cache (segment, KiB ranges): {:?}",
+        resident_in(&segs, skip)
+    );
+
+    // Three small pulls of bytes not in memory: all from the file.
+    for offset in [1000u64, 3000, 5000] {
+        let r = c.pull(topic, 0, offset, 4, 0);
+        r.ok();
+        let got: Vec<Vec<u8>> = decode_records(&r.body)
+            .iter()
+            .map(|m| m.body.to_vec())
+            .collect();
+        let want: Vec<Vec<u8>> = (offset as u32..offset as u32 + 4).map(body).collect();
+        assert!(got == want, "pull at {offset}: wrong records");
+    }
+    let scraped = scrape_until(addr, "the cold pulls", |b| {
+        sum(b, "ringmq_pull_responses_total") >= 3
+    });
+    let file = value(&scraped, "ringmq_pull_responses_total{path=\"file\"}").unwrap();
+    assert_eq!(
+        file, 3.0,
+        "pulls of bytes not in memory were copied on the shard's thread:\n{scraped}"
+    );
+    let copied = value(&scraped, "ringmq_pull_responses_total{path=\"copy\"}").unwrap();
+    assert_eq!(copied, 0.0, "{scraped}");
+
+    // Records just written are in memory: copied.
+    let batch: Vec<Msg> = (sent..sent + 4).map(|i| Msg::new(topic, 0, body(i))).collect();
+    c.send_batch(topic, 0, &batch).ok();
+    let r = c.pull(topic, 0, u64::from(sent), 4, 0);
+    r.ok();
+    assert_eq!(decode_records(&r.body).len(), 4);
+    let scraped = scrape_until(addr, "the warm pull", |b| {
+        sum(b, "ringmq_pull_responses_total") >= 4
+    });
+    let copied = value(&scraped, "ringmq_pull_responses_total{path=\"copy\"}").unwrap();
+    assert!(
+        copied >= 1.0,
+        "the pull of bytes in memory was not copied:\n{scraped}"
+    );
+    let copied_bytes = value(&scraped, "ringmq_pull_response_bytes_total{path=\"copy\"}").unwrap();
+    assert!(copied_bytes >= (4 * BODY) as f64, "{scraped}");
 }

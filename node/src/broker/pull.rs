@@ -265,6 +265,7 @@ fn body(shard: &Shard, r: &PullResult, zero_copy: bool) -> Result<Body, Reply> {
                 len: run.len as usize,
             });
         }
+        shard.metrics.borrow_mut().pull_body(true, total as u64);
         return Ok(Body::Log { runs, len: total });
     }
     let mut bytes = Vec::with_capacity(total);
@@ -274,6 +275,8 @@ fn body(shard: &Shard, r: &PullResult, zero_copy: bool) -> Result<Body, Reply> {
             .read_append(run.physical_offset, run.len as usize, &mut bytes)
             .map_err(|e| store_error(shard, e))?;
     }
+    drop(store);
+    shard.metrics.borrow_mut().pull_body(false, total as u64);
     Ok(Body::Bytes(bytes))
 }
 

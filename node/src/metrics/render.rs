@@ -16,7 +16,7 @@ use std::fmt::Display;
 use std::fmt::Write as _;
 
 use super::hist::Hist;
-use super::shard::{Flow, GroupEvents, Lag, RequestKey, ShardView};
+use super::shard::{Flow, GroupEvents, Lag, PullBodies, RequestKey, Responses, ShardView};
 use super::{escape, family};
 use crate::broker::TxnCounts;
 use crate::store::schedule::ScheduleCounts;
@@ -157,6 +157,37 @@ fn flows(out: &mut String, views: &[std::sync::Arc<ShardView>]) {
         for ((t, g), f) in &topics_out {
             let value = if bytes { f.bytes } else { f.messages };
             sample(out, name, &[("topic", t), ("consumer_group", g)], value);
+        }
+    }
+    for (name, help, bytes) in [
+        (
+            "ringmq_pull_responses_total",
+            "Pull responses that carried records, by path: file (spliced from the log file, or read from it with io_uring on TLS) or copy (copied from the log's mapping on the shard's thread).",
+            false,
+        ),
+        (
+            "ringmq_pull_response_bytes_total",
+            "Record bytes of pull responses, by path (file or copy, as ringmq_pull_responses_total).",
+            true,
+        ),
+    ] {
+        family(out, name, "counter", help);
+        for (path, pick) in [
+            ("file", (|b: &PullBodies| b.file) as fn(&PullBodies) -> Responses),
+            ("copy", |b: &PullBodies| b.copied),
+        ] {
+            let value: u64 = views
+                .iter()
+                .map(|s| {
+                    let r = pick(&s.pull_bodies);
+                    if bytes {
+                        r.bytes
+                    } else {
+                        r.count
+                    }
+                })
+                .sum();
+            sample(out, name, &[("path", path)], value);
         }
     }
     let name = "ringmq_metrics_overflow_total";

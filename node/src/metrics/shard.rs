@@ -61,6 +61,22 @@ pub struct TxnEvents {
     pub discards: u64,
 }
 
+/// Pull responses that carried records, by how their records went out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PullBodies {
+    /// Sent from the log file: spliced to the socket, or read with io_uring on TLS.
+    pub file: Responses,
+    /// Copied from the log's mapping on the shard's thread.
+    pub copied: Responses,
+}
+
+/// A count of responses and of the record bytes they carried.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Responses {
+    pub count: u64,
+    pub bytes: u64,
+}
+
 /// Which protocol a request came on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Protocol {
@@ -146,6 +162,7 @@ pub struct Recorder {
     /// Scheduled messages: delivery time minus due time, ms.
     pub schedule_lateness: Hist,
     pub txn: TxnEvents,
+    pub pull_bodies: PullBodies,
     /// Recordings added to the [`OVERFLOW`] series.
     pub overflowed: u64,
 }
@@ -168,6 +185,7 @@ impl Recorder {
             fdatasync: Hist::latency(),
             schedule_lateness: Hist::new(LATENESS_BOUNDS_MS),
             txn: TxnEvents::default(),
+            pull_bodies: PullBodies::default(),
             overflowed: 0,
         }
     }
@@ -317,6 +335,20 @@ impl Recorder {
 
     /// A request answered `status` after `micros` µs.
     #[inline]
+    /// A pull response carrying `bytes` of records, sent from the log file or copied.
+    pub fn pull_body(&mut self, from_file: bool, bytes: u64) {
+        if !self.on {
+            return;
+        }
+        let r = if from_file {
+            &mut self.pull_bodies.file
+        } else {
+            &mut self.pull_bodies.copied
+        };
+        r.count += 1;
+        r.bytes += bytes;
+    }
+
     pub fn served(&mut self, code: u16, status: Status, protocol: Protocol, micros: u64) {
         if !self.on {
             return;
@@ -434,6 +466,7 @@ pub struct ShardView {
     pub fdatasync: Option<Hist>,
     pub schedule_lateness: Option<Hist>,
     pub txn: TxnEvents,
+    pub pull_bodies: PullBodies,
     pub overflowed: u64,
     pub lag: Vec<Lag>,
     /// Log bytes appended but not yet fdatasync'ed.
@@ -490,6 +523,7 @@ impl Recorder {
             fdatasync: Some(self.fdatasync.clone()),
             schedule_lateness: Some(self.schedule_lateness.clone()),
             txn: self.txn,
+            pull_bodies: self.pull_bodies,
             overflowed: self.overflowed,
             ..ShardView::default()
         }
