@@ -670,7 +670,9 @@ fn a_small_pull_of_bytes_not_in_memory_goes_from_the_file_and_one_in_memory_is_c
     assert_eq!(copied, 0.0, "{scraped}");
 
     // Records just written are in memory: copied.
-    let batch: Vec<Msg> = (sent..sent + 4).map(|i| Msg::new(topic, 0, body(i))).collect();
+    let batch: Vec<Msg> = (sent..sent + 4)
+        .map(|i| Msg::new(topic, 0, body(i)))
+        .collect();
     c.send_batch(topic, 0, &batch).ok();
     let r = c.pull(topic, 0, u64::from(sent), 4, 0);
     r.ok();
