@@ -391,6 +391,23 @@ fn durable_log_bytes_behind_the_kept_window_are_released() {
     append_one(&mut store, "T", 0, &body, 2);
     store.sync().unwrap();
     assert_eq!(disk.released().len(), released.len());
+    // The next release starts RELEASE_OVERLAP_BYTES below where this one ended: a
+    // page-cache folio across that end is dropped only by a release that covers it whole.
+    while store.write_offset() < synced + 12 * MIB {
+        append_one(&mut store, "T", 0, &body, 3);
+    }
+    let synced2 = store.sync().unwrap();
+    let all = disk.released();
+    let again: Vec<(u64, u64)> = all[released.len()..]
+        .iter()
+        .map(|(path, offset, len, _)| {
+            let start: u64 = path.file_name().unwrap().to_str().unwrap().parse().unwrap();
+            (start + offset, start + offset + len)
+        })
+        .collect();
+    use super::commitlog::cache::RELEASE_OVERLAP_BYTES;
+    assert_eq!(again.first().unwrap().0, covered - RELEASE_OVERLAP_BYTES);
+    assert_eq!(again.last().unwrap().1, synced2 - 3 * MIB);
 }
 
 /// A store with 64 MiB segments and an 8 MiB kept window, `mib` MiB of 256 KiB records on

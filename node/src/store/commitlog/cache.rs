@@ -17,6 +17,11 @@ use crate::store::disk::Disk;
 /// Least bytes released at once: fewer, larger requests (at ASYNC_FLUSH's default 500 ms
 /// interval a fast producer makes a few hundred MB durable per sync).
 pub const CACHE_RELEASE_STEP_BYTES: u64 = 8 << 20;
+/// How far below where the last release ended each release starts. The kernel drops only
+/// the page-cache folios wholly inside a released range, and a folio can be as large as
+/// 2 MiB (x86-64's PMD size): one across the end of a release stays in memory until a later
+/// release covers all of it. Releasing bytes already released again costs a lookup.
+pub const RELEASE_OVERLAP_BYTES: u64 = 2 << 20;
 /// How far ahead of a reader in released bytes they are read back at once.
 pub const READ_AHEAD_BYTES: u64 = 16 << 20;
 /// Readers (read-ahead windows) followed at once; a reader beyond them takes the place of
@@ -100,7 +105,8 @@ impl<D: Disk + Clone> CommitLog<D> {
                 && w.end.saturating_sub(READ_AHEAD_BYTES) < behind
         });
         let start = if behind > start && !other_behind {
-            self.each_segment_range(start, behind, |file, a, n| {
+            let from = start.saturating_sub(RELEASE_OVERLAP_BYTES);
+            self.each_segment_range(from, behind, |file, a, n| {
                 self.disk.release_cache(file, a, n)
             });
             behind
@@ -139,6 +145,9 @@ impl<D: Disk + Clone> CommitLog<D> {
         if upto < from.saturating_add(CACHE_RELEASE_STEP_BYTES) {
             return;
         }
+        let from = from
+            .saturating_sub(RELEASE_OVERLAP_BYTES)
+            .max(self.min_offset());
         self.each_segment_range(from, upto, |file, a, n| self.disk.release_cache(file, a, n));
         self.cache_released = upto;
     }
