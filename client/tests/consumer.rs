@@ -553,16 +553,17 @@ async fn pulling_ahead_keeps_each_queue_in_order_and_is_answered_before_the_poll
     let (mut node, p) = node_and_producer(topic, 3).await;
     let sent = send_all(&p, topic, (0..300).map(|i| format!("a-{i}"))).await;
     let group = "pull-ahead-group";
-    let c = PullConsumer::builder()
-        .group(group)
-        .name_server(node.namesrv())
-        .instance_name("ahead-1")
-        .start_position(StartPosition::First)
-        .poll_batch_max(16)
-        .pull_ahead(true)
-        .start()
-        .await
-        .unwrap();
+    let ahead = |group: &'static str, name: &'static str, poll_max: u32| {
+        PullConsumer::builder()
+            .group(group)
+            .name_server(node.namesrv())
+            .instance_name(name)
+            .start_position(StartPosition::First)
+            .poll_batch_max(poll_max)
+            .pull_ahead(true)
+            .start()
+    };
+    let c = ahead(group, "ahead-1", 16).await.unwrap();
     let queues = c.fetch_queues(topic).await.unwrap();
     assert_eq!(queues.len(), 3);
     c.assign(queues.clone());
@@ -609,16 +610,7 @@ async fn pulling_ahead_keeps_each_queue_in_order_and_is_answered_before_the_poll
 
     // Pulled ahead: after a poll, the queue's next messages are pulled while the caller
     // works; a poll after the node is gone still returns them.
-    let c = PullConsumer::builder()
-        .group("pull-ahead-group-2")
-        .name_server(node.namesrv())
-        .instance_name("ahead-2")
-        .start_position(StartPosition::First)
-        .poll_batch_max(10)
-        .pull_ahead(true)
-        .start()
-        .await
-        .unwrap();
+    let c = ahead("pull-ahead-group-2", "ahead-2", 10).await.unwrap();
     c.assign([mq.clone()]);
     let first = c.poll(WAIT).await.unwrap();
     assert_eq!(first.len(), 10);

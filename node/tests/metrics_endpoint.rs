@@ -16,20 +16,23 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
+/// A standalone node under `dir/data` with 2 shards and the Prometheus endpoint on.
 fn metrics_node(dir: &std::path::Path) -> (Node, SocketAddr) {
-    let node = Node::standalone(
-        &dir.join("data"),
-        &[
-            "--shards",
-            "2",
-            "--set",
-            "metricsExporterType=PROM",
-            "--set",
-            "metricsPromExporterHost=127.0.0.1",
-            "--set",
-            "metricsPromExporterPort=0",
-        ],
-    );
+    metrics_node_with(dir, &["--shards", "2"])
+}
+
+/// [`metrics_node`] with `extra` args instead of 2 shards.
+fn metrics_node_with(dir: &std::path::Path, extra: &[&str]) -> (Node, SocketAddr) {
+    let mut args = vec![
+        "--set",
+        "metricsExporterType=PROM",
+        "--set",
+        "metricsPromExporterHost=127.0.0.1",
+        "--set",
+        "metricsPromExporterPort=0",
+    ];
+    args.extend_from_slice(extra);
+    let node = Node::standalone(&dir.join("data"), &args);
     let addr = metrics_addr(&node.log());
     (node, addr)
 }
@@ -585,17 +588,11 @@ fn resident_in(segments: &[std::path::PathBuf], skip: usize) -> Vec<(String, Vec
 fn a_small_pull_of_bytes_not_in_memory_goes_from_the_file_and_one_in_memory_is_copied() {
     let dir = tempdir("metrics-pull-paths");
     let data = dir.path().join("data");
-    let node = Node::standalone(
-        &data,
+    let (node, addr) = metrics_node_with(
+        dir.path(),
         &[
             "--shards",
             "1",
-            "--set",
-            "metricsExporterType=PROM",
-            "--set",
-            "metricsPromExporterHost=127.0.0.1",
-            "--set",
-            "metricsPromExporterPort=0",
             // Nothing released by the node, so no read-ahead either: only the pulls below
             // bring the test's dropped pages back.
             "--set",
@@ -605,7 +602,6 @@ fn a_small_pull_of_bytes_not_in_memory_goes_from_the_file_and_one_in_memory_is_c
             "messageIndexEnable=false",
         ],
     );
-    let addr = metrics_addr(&node.log());
     let mut c = Client::connect(node.broker_addr());
     let topic = "PullPaths";
     const BODY: usize = 8 << 10;
