@@ -215,6 +215,11 @@ pub struct BrokerConfig {
     /// behind its durable end; older bytes are released from memory (reads of them read the
     /// disk). Default 1 GiB; 0 = release nothing (the kernel alone decides).
     pub commit_log_cache_keep_bytes: u64,
+    /// `commitLogDirectCatchUp`: pulls of bytes released from memory (behind
+    /// `commitLogCacheKeepBytes`) are read with `O_DIRECT` in 1 MiB chunks on the shard's
+    /// io_uring, not through the page cache. Default true; it turns itself off where the
+    /// file system has no direct I/O.
+    pub commit_log_direct_catch_up: bool,
     /// `commitLogPrewriteBytes`: under ASYNC_FLUSH with fallocated segments, each shard
     /// writes zeros up to this far past its log's end when its loop has nothing else to do,
     /// so the next appends land in page-cache pages already allocated and in the CPU's cache
@@ -306,6 +311,7 @@ impl Default for BrokerConfig {
             controller: BrokerControllerConfig::default(),
             pin_cores: true,
             commit_log_cache_keep_bytes: 1 << 30,
+            commit_log_direct_catch_up: true,
             commit_log_prewrite_bytes: None,
             tls: TlsConfig::default(),
             acl: AclConfig::default(),

@@ -684,3 +684,113 @@ fn a_small_pull_of_bytes_not_in_memory_goes_from_the_file_and_one_in_memory_is_c
     let copied_bytes = value(&scraped, "ringmq_pull_response_bytes_total{path=\"copy\"}").unwrap();
     assert!(copied_bytes >= (4 * BODY) as f64, "{scraped}");
 }
+
+/// A consumer catching up through log bytes released from memory: its pulls are read with
+/// `O_DIRECT` into the shard's own buffers (`ringmq_pull_responses_total{path="direct"}`),
+/// return every record as written, two queues' records interleaved in the log, and leave
+/// the page cache as it was. Fails if those pulls go through the page cache (a splice or a
+/// copy reads the pages back in) or return other bytes.
+#[test]
+fn a_consumer_catching_up_through_released_bytes_reads_them_without_the_page_cache() {
+    let dir = tempdir("metrics-pull-direct");
+    let data = dir.path().join("data");
+    let (node, addr) = metrics_node_with(
+        dir.path(),
+        &[
+            "--shards",
+            "1",
+            // Everything durable but the last MiB is released.
+            "--set",
+            "commitLogCacheKeepBytes=1048576",
+            "--set",
+            "messageIndexEnable=false",
+        ],
+    );
+    let mut c = Client::connect(node.broker_addr());
+    let topic = "PullDirect";
+    const BODY: usize = 8 << 10;
+    let body = |q: u32, i: u32| {
+        let mut b = format!("pd-{q}-{i:06}-").into_bytes();
+        b.resize(BODY, b'a' + (i % 26) as u8);
+        b
+    };
+    // 48 MiB: batches of 32 records to queue 0 and queue 1 in turn.
+    const PER_QUEUE: u32 = 3072;
+    for first in (0..PER_QUEUE).step_by(32) {
+        for q in 0..2 {
+            let batch: Vec<Msg> = (first..first + 32)
+                .map(|i| Msg::new(topic, q, body(q, i)))
+                .collect();
+            c.send_batch(topic, q, &batch).ok();
+        }
+    }
+    if on_tmpfs(&data) {
+        eprintln!("{}: on a tmpfs, no direct I/O; not checked", data.display());
+        return;
+    }
+    // Released once durable (ASYNC_FLUSH's checkpoint): a pull of the first records goes
+    // the direct way.
+    let first = wait_for(Duration::from_secs(20), || {
+        let r = c.pull(topic, 0, 0, 1, 0);
+        r.ok();
+        let scraped = get(addr, "/metrics");
+        (value(&scraped, "ringmq_pull_responses_total{path=\"direct\"}")? >= 1.0).then_some(())
+    });
+    assert!(
+        first.is_some(),
+        "no pull went the direct way:\n{}",
+        get(addr, "/metrics")
+    );
+    // What the node's own release left in memory, and what the pull above read, dropped.
+    let segs = segments(&data);
+    for seg in &segs {
+        let len = usize::try_from(std::fs::metadata(seg).unwrap().len()).unwrap();
+        drop_cached(seg, len);
+    }
+    let before = resident_in(&segs[1..4], 0);
+    // Both queues read back in pulls of 24 records (192 KiB), each checked.
+    let mut pulls = 1;
+    for q in 0..2u32 {
+        let mut at = 0u64;
+        while at < 2800 {
+            pulls += 1;
+            let r = c.pull(topic, q, at, 24, 0);
+            r.ok();
+            let got: Vec<Vec<u8>> = decode_records(&r.body)
+                .iter()
+                .map(|m| m.body.to_vec())
+                .collect();
+            let want: Vec<Vec<u8>> = (at as u32..at as u32 + got.len() as u32)
+                .map(|i| body(q, i))
+                .collect();
+            assert!(!got.is_empty(), "queue {q}: nothing at {at}");
+            assert!(got == want, "queue {q}: wrong records from {at}");
+            at += got.len() as u64;
+        }
+    }
+    let scraped = scrape_until(addr, "every pull", |b| {
+        sum(b, "ringmq_pull_responses_total") >= pulls
+    });
+    let direct = value(&scraped, "ringmq_pull_responses_total{path=\"direct\"}").unwrap();
+    let file = value(&scraped, "ringmq_pull_responses_total{path=\"file\"}").unwrap();
+    assert!(
+        direct >= 200.0,
+        "{direct} pulls went the direct way:\n{scraped}"
+    );
+    assert_eq!(
+        file, 0.0,
+        "pulls of released bytes went through the page cache:\n{scraped}"
+    );
+    // Segments 2 to 4 (8 to 32 MiB, all released and read back above) are as they were:
+    // nothing came back into the page cache.
+    let after = resident_in(&segs[1..4], 0);
+    let kib = |r: &Vec<(String, Vec<(usize, usize)>)>| -> usize {
+        r.iter()
+            .flat_map(|(_, runs)| runs.iter().map(|(a, b)| b - a))
+            .sum()
+    };
+    assert!(
+        kib(&after) <= kib(&before) + 64,
+        "the pulls brought released pages back into memory: before {before:?}, after {after:?}"
+    );
+}

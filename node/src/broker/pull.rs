@@ -24,6 +24,7 @@ use crate::broker::shard::Shard;
 use crate::broker::shard::{SPLICE_MIN_BYTES, SPLICE_RUN_MIN_BYTES};
 use crate::io::rt;
 use crate::limits;
+use crate::metrics::shard::PullPath;
 use crate::net::reply::{Body, LogRun, Outcome, Reply};
 use crate::store::{PullResult, PullStatus};
 
@@ -66,11 +67,9 @@ pub fn pull(shard: &Rc<Shard>, h: PullRequest, zero_copy: bool) -> Outcome {
         || !waitable
         || suspend == 0
         || !shard.broker.rt.long_polling
+        || shard.parked_count.get() >= limits::PARKED_PULLS_PER_SHARD_MAX
     {
-        return respond(shard, &h, &first, zero_copy).into();
-    }
-    if shard.parked_count.get() >= limits::PARKED_PULLS_PER_SHARD_MAX {
-        return respond(shard, &h, &first, zero_copy).into();
+        return answer(shard, h, first, zero_copy);
     }
     let shard = Rc::clone(shard);
     Outcome::later(async move {
@@ -125,6 +124,9 @@ async fn park(
         );
         let now = Instant::now();
         if !waitable || now >= deadline || shard.broker.is_shutting_down() {
+            if last.status == PullStatus::Found && shard.catch_up_serves(&last.runs) {
+                return respond_released(shard, h, &last, zero_copy).await;
+            }
             return respond(shard, h, &last, zero_copy);
         }
         if last.status == PullStatus::NoMatchedMessage {
@@ -194,40 +196,79 @@ fn suggested_broker(shard: &Shard, r: &PullResult) -> u64 {
     }
 }
 
-fn respond(shard: &Shard, h: &PullRequest, r: &PullResult, zero_copy: bool) -> Reply {
-    let fields = PullResponse {
+/// The answer to a pull: at once, or once the direct reads of released log bytes it needs
+/// are done (`broker::shard::catch_up`).
+fn answer(shard: &Rc<Shard>, h: PullRequest, r: PullResult, zero_copy: bool) -> Outcome {
+    if r.status == PullStatus::Found && shard.catch_up_serves(&r.runs) {
+        let shard = Rc::clone(shard);
+        return Outcome::later(async move { respond_released(&shard, &h, &r, zero_copy).await });
+    }
+    respond(shard, &h, &r, zero_copy).into()
+}
+
+/// [`respond`] to a pull found in released log bytes: its records read with `O_DIRECT`
+/// where they can be, from the log as usual where not.
+async fn respond_released(
+    shard: &Rc<Shard>,
+    h: &PullRequest,
+    r: &PullResult,
+    zero_copy: bool,
+) -> Reply {
+    let body = match shard.read_released(&r.runs, r.bytes as usize).await {
+        Some(bytes) => {
+            shard
+                .metrics
+                .borrow_mut()
+                .pull_body(PullPath::Direct, r.bytes);
+            Ok(Body::Bytes(bytes))
+        }
+        None => body(shard, r, zero_copy),
+    };
+    found(shard, h, r, body)
+}
+
+fn fields(shard: &Shard, r: &PullResult) -> PullResponse {
+    PullResponse {
         next_begin_offset: r.next_offset,
         min_offset: r.min_offset,
         max_offset: r.max_offset,
         message_count: r.messages,
         suggest_broker_id: suggested_broker(shard, r),
-    };
+    }
+}
+
+/// The answer to a pull that found records, carrying `body`.
+fn found(shard: &Shard, h: &PullRequest, r: &PullResult, body: Result<Body, Reply>) -> Reply {
+    match body {
+        Ok(body) => {
+            let c = shard.counters();
+            c.msgs_out
+                .fetch_add(u64::from(r.messages), Ordering::Relaxed);
+            c.bytes_out.fetch_add(r.bytes, Ordering::Relaxed);
+            shard.metrics.borrow_mut().pulled(
+                &h.consumer_group,
+                &h.topic,
+                h.queue_id,
+                r.next_offset,
+                u64::from(r.messages),
+                r.bytes,
+            );
+            Reply::ok_body(fields(shard, r), body)
+        }
+        Err(reply) => reply,
+    }
+}
+
+fn respond(shard: &Shard, h: &PullRequest, r: &PullResult, zero_copy: bool) -> Reply {
     match r.status {
-        PullStatus::Found => match body(shard, r, zero_copy) {
-            Ok(body) => {
-                let c = shard.counters();
-                c.msgs_out
-                    .fetch_add(u64::from(r.messages), Ordering::Relaxed);
-                c.bytes_out.fetch_add(r.bytes, Ordering::Relaxed);
-                shard.metrics.borrow_mut().pulled(
-                    &h.consumer_group,
-                    &h.topic,
-                    h.queue_id,
-                    r.next_offset,
-                    u64::from(r.messages),
-                    r.bytes,
-                );
-                Reply::ok_body(fields, body)
-            }
-            Err(reply) => reply,
-        },
+        PullStatus::Found => found(shard, h, r, body(shard, r, zero_copy)),
         PullStatus::NoNewMessage | PullStatus::NoQueue => {
-            Reply::status_fields(Status::PullNotFound, "no new message", fields)
+            Reply::status_fields(Status::PullNotFound, "no new message", fields(shard, r))
         }
         PullStatus::NoMatchedMessage => Reply::status_fields(
             Status::PullRetryImmediately,
             "no message matched the filter",
-            fields,
+            fields(shard, r),
         ),
         PullStatus::OffsetTooSmall | PullStatus::OffsetOverflow => Reply::status_fields(
             Status::PullOffsetMoved,
@@ -235,7 +276,7 @@ fn respond(shard: &Shard, h: &PullRequest, r: &PullResult, zero_copy: bool) -> R
                 "offset moved: queue holds {}..{}",
                 r.min_offset, r.max_offset
             ),
-            fields,
+            fields(shard, r),
         ),
     }
 }
@@ -265,7 +306,10 @@ fn body(shard: &Shard, r: &PullResult, zero_copy: bool) -> Result<Body, Reply> {
                 len: run.len as usize,
             });
         }
-        shard.metrics.borrow_mut().pull_body(true, total as u64);
+        shard
+            .metrics
+            .borrow_mut()
+            .pull_body(PullPath::File, total as u64);
         return Ok(Body::Log { runs, len: total });
     }
     let mut bytes = Vec::with_capacity(total);
@@ -276,7 +320,10 @@ fn body(shard: &Shard, r: &PullResult, zero_copy: bool) -> Result<Body, Reply> {
             .map_err(|e| store_error(shard, e))?;
     }
     drop(store);
-    shard.metrics.borrow_mut().pull_body(false, total as u64);
+    shard
+        .metrics
+        .borrow_mut()
+        .pull_body(PullPath::Copy, total as u64);
     Ok(Body::Bytes(bytes))
 }
 

@@ -200,6 +200,9 @@ const BROKER_KEYS: &[Key<BrokerConfig>] = &[
     key!("commitLogCacheKeepBytes", |c, v| c
         .commit_log_cache_keep_bytes =
         num(v, 0, limits::COMMIT_LOG_CACHE_KEEP_BYTES_MAX)?),
+    key!("commitLogDirectCatchUp", |c, v| c
+        .commit_log_direct_catch_up =
+        boolean(v)?),
     key!("commitLogPrewriteBytes", |c, v| c
         .commit_log_prewrite_bytes =
         Some(num(v, 0, limits::COMMIT_LOG_PREWRITE_BYTES_MAX)?)),

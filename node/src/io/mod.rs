@@ -8,6 +8,7 @@
 pub mod background;
 pub mod clock;
 pub mod dir_lock;
+pub mod direct;
 pub mod disk;
 pub mod local;
 pub mod memory;

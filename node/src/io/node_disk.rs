@@ -11,6 +11,7 @@ use std::path::Path;
 use std::rc::Rc;
 use std::time::Duration;
 
+use super::direct::{AlignedBuf, DirectFile};
 use super::disk::{RealDisk, RealFile};
 use super::net::SharedFile;
 use super::rt;
@@ -97,6 +98,54 @@ impl NodeDisk {
                 d.delay().await;
                 d.disk.sync_dir(dir)
             }
+        }
+    }
+}
+
+/// A file of a [`NodeDisk`] opened for reads that skip the page cache
+/// ([`NodeDisk::read_direct`]).
+#[derive(Debug, Clone)]
+pub enum DirectHandle {
+    Real(DirectFile),
+    Sim(FaultFile),
+}
+
+impl NodeDisk {
+    /// Opens `file` for direct reads: `O_DIRECT` on the real disk (an error where the file
+    /// system has none), the same simulated file in the simulator.
+    pub fn open_direct(&self, file: &NodeFile) -> io::Result<DirectHandle> {
+        match file {
+            NodeFile::Real(f) => Ok(DirectHandle::Real(DirectFile::open(f.path())?)),
+            NodeFile::Sim(f) => Ok(DirectHandle::Sim(f.clone())),
+        }
+    }
+
+    /// Reads `len` bytes (rounded up to a whole block) from `offset` (a multiple of
+    /// [`super::direct::DIRECT_ALIGN`]) into `buf`, which it returns with its length set to
+    /// the bytes read (fewer at the end of the file): on the loop's ring without the page
+    /// cache for the real disk, after a virtual delay in the simulator.
+    pub async fn read_direct(
+        &self,
+        file: &DirectHandle,
+        offset: u64,
+        mut buf: AlignedBuf,
+    ) -> (io::Result<()>, AlignedBuf) {
+        match (self, file) {
+            (NodeDisk::Real(_), DirectHandle::Real(f)) => f.read_into(buf, offset).await,
+            (NodeDisk::Sim(d), DirectHandle::Sim(f)) => {
+                d.delay().await;
+                let len = d
+                    .disk
+                    .file_len(f)
+                    .map(|n| n.saturating_sub(offset).min(buf.capacity() as u64) as usize);
+                let res = len.and_then(|n| {
+                    let r = d.disk.read_at(f, offset, &mut buf.spare()[..n]);
+                    buf.set_filled(if r.is_ok() { n } else { 0 });
+                    r
+                });
+                (res, buf)
+            }
+            _ => (Err(mismatch()), buf),
         }
     }
 }

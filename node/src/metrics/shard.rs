@@ -68,6 +68,16 @@ pub struct PullBodies {
     pub file: Responses,
     /// Copied from the log's mapping on the shard's thread.
     pub copied: Responses,
+    /// Released log bytes read without the page cache (`O_DIRECT`) and copied from there.
+    pub direct: Responses,
+}
+
+/// How a pull response's records went out ([`Recorder::pull_body`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PullPath {
+    File,
+    Copy,
+    Direct,
 }
 
 /// A count of responses and of the record bytes they carried.
@@ -335,15 +345,15 @@ impl Recorder {
 
     /// A request answered `status` after `micros` µs.
     #[inline]
-    /// A pull response carrying `bytes` of records, sent from the log file or copied.
-    pub fn pull_body(&mut self, from_file: bool, bytes: u64) {
+    /// A pull response carrying `bytes` of records, sent the way `path` says.
+    pub fn pull_body(&mut self, path: PullPath, bytes: u64) {
         if !self.on {
             return;
         }
-        let r = if from_file {
-            &mut self.pull_bodies.file
-        } else {
-            &mut self.pull_bodies.copied
+        let r = match path {
+            PullPath::File => &mut self.pull_bodies.file,
+            PullPath::Copy => &mut self.pull_bodies.copied,
+            PullPath::Direct => &mut self.pull_bodies.direct,
         };
         r.count += 1;
         r.bytes += bytes;

@@ -135,6 +135,9 @@ pub struct Store<D: Disk + Clone> {
     checkpoint: Checkpoint,
     checkpoint_file: D::File,
     poisoned: bool,
+    /// Pulls of released bytes are read without the page cache by the caller
+    /// ([`Self::set_direct_catch_up`]): no read-ahead into it for them.
+    direct_catch_up: bool,
     space_checked_ms: Option<i64>,
     disk_full: bool,
     recovery: RecoveryReport,
@@ -190,6 +193,7 @@ impl<D: Disk + Clone> Store<D> {
             checkpoint: checkpoint.unwrap_or_default(),
             checkpoint_file,
             poisoned: false,
+            direct_catch_up: false,
             space_checked_ms: None,
             disk_full: false,
             recovery: RecoveryReport {
@@ -626,6 +630,24 @@ impl<D: Disk + Clone> Store<D> {
     /// Log bytes below this offset were released from memory (see `commitLogCacheKeepBytes`).
     pub fn cache_released(&self) -> u64 {
         self.log.cache_released()
+    }
+
+    /// How many times the log was cut back (see `CommitLog::truncations`): bytes below
+    /// [`Self::cache_released`] read while it had its present value are still the log's.
+    pub fn log_truncations(&self) -> u64 {
+        self.log.truncations()
+    }
+
+    /// Log segment size (bytes).
+    pub fn segment_bytes(&self) -> u64 {
+        self.log.segment_bytes()
+    }
+
+    /// The caller reads pulls of released bytes itself, without the page cache: a pull
+    /// ([`Self::get_below`] without a property filter) no longer reads them back into it
+    /// ahead of the reader.
+    pub fn set_direct_catch_up(&mut self, on: bool) {
+        self.direct_catch_up = on;
     }
 
     /// Bytes of CommitLog segment files.

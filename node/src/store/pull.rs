@@ -159,7 +159,8 @@ impl<D: Disk + Clone> Store<D> {
         }
         if result.messages > 0 {
             result.status = PullStatus::Found;
-            if let Some(first) = result.runs.first() {
+            let direct = self.direct_catch_up && properties.is_none();
+            if let Some(first) = result.runs.first().filter(|_| !direct) {
                 self.log.read_ahead(first.physical_offset);
             }
         }

@@ -8,6 +8,7 @@
 //! persistence, retention, counters.
 
 pub(crate) mod ack;
+pub(crate) mod catch_up;
 pub(crate) mod copy;
 pub(crate) mod filter;
 pub(crate) mod flusher;
@@ -96,6 +97,8 @@ pub struct Shard {
     /// io_uring loop: the epoll fallback waits for readiness, which a regular file never
     /// reports, so a splice from the log would never complete there; that loop copies.
     pub splice_ok: bool,
+    /// Pulls of released log bytes, read with `O_DIRECT` ([`catch_up`]).
+    pub catch_up: catch_up::CatchUp,
     /// What this shard records for the metrics endpoint (`crate::metrics::shard`).
     pub metrics: RefCell<crate::metrics::shard::Recorder>,
     /// What the broker's rooms (features) keep per shard ([`hooks::Room::shard_state`]).
@@ -160,6 +163,7 @@ impl Shard {
             rate_sample: Cell::new(None),
             index: None,
             splice_ok,
+            catch_up: catch_up::CatchUp::new(),
             metrics: RefCell::new(metrics),
             rooms,
             confirm: Cell::new(None),

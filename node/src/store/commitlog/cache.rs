@@ -135,14 +135,16 @@ impl<D: Disk + Clone> CommitLog<D> {
     }
 
     /// Releases the durable bytes more than `cache_keep_bytes` below `synced_offset` that
-    /// were not released yet, once there are [`CACHE_RELEASE_STEP_BYTES`] of them.
+    /// were not released yet, once there are [`CACHE_RELEASE_STEP_BYTES`] of them (or
+    /// `cache_keep_bytes`, when that is less).
     pub(super) fn release_cache(&mut self) {
         if self.cache_keep_bytes == 0 {
             return;
         }
         let upto = self.synced_offset.saturating_sub(self.cache_keep_bytes);
         let from = self.cache_released.max(self.min_offset());
-        if upto < from.saturating_add(CACHE_RELEASE_STEP_BYTES) {
+        let step = CACHE_RELEASE_STEP_BYTES.min(self.cache_keep_bytes);
+        if upto < from.saturating_add(step) {
             return;
         }
         let from = from

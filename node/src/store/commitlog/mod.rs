@@ -88,6 +88,8 @@ pub struct CommitLog<D: Disk> {
     cache_keep_bytes: u64,
     /// Bytes below this offset were released.
     cache_released: u64,
+    /// Times the log was cut back ([`Self::truncations`]).
+    truncations: u64,
     /// The stretches of released bytes asked to be read back and not released again
     /// (start, end), one per reader position seen lately, most recent last (see
     /// [`Self::read_ahead`]).
@@ -196,6 +198,7 @@ impl<D: Disk + Clone> CommitLog<D> {
             next_prepared: 0,
             cache_keep_bytes: 0,
             cache_released: first,
+            truncations: 0,
             read_ahead_ends: std::cell::RefCell::default(),
             prewrite_bytes: 0,
             prewritten_to: first,
@@ -209,6 +212,13 @@ impl<D: Disk + Clone> CommitLog<D> {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// How many times the log was cut back (recovery of a torn tail, a slave's truncation).
+    /// Log bytes below the durable end never change otherwise, so a copy of them read while
+    /// this count had the value it has now is still what the log holds.
+    pub fn truncations(&self) -> u64 {
+        self.truncations
     }
 
     pub fn segment_bytes(&self) -> u64 {

@@ -164,6 +164,8 @@ impl<D: Disk + Clone> CommitLog<D> {
                 .map_err(|e| StoreError::io(&self.dir, e))?;
         }
         self.write_offset = end;
+        self.truncations += 1;
+        self.cache_released = self.cache_released.min(end);
         // Everything read back is in the page cache, maybe not on disk yet (a kill -9 leaves
         // dirty pages). Force it, and the zeroing, down before anything new is acknowledged
         // on top of it. Syncing a clean file costs next to nothing.
