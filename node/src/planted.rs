@@ -46,10 +46,14 @@ pub enum Bug {
     /// Recall: a recall is answered SUCCESS before its recall record is durable
     /// (SYNC_FLUSH).
     RecallAckBeforeDurable,
+    /// Catch-up reads: chunks of released log bytes read with `O_DIRECT` are kept when the
+    /// log is cut back (a replica truncated to its master), so later pulls of those offsets
+    /// get the bytes that were cut.
+    CatchUpKeepsCutChunks,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 15] = [
+    pub const ALL: [Bug; 16] = [
         Bug::AckBeforeFsync,
         Bug::AckBeforeSlave,
         Bug::SkipCqWrite,
@@ -65,6 +69,7 @@ impl Bug {
         Bug::PopAckBeforeDurable,
         Bug::PopRewindForgetsAcks,
         Bug::RecallAckBeforeDurable,
+        Bug::CatchUpKeepsCutChunks,
     ];
 
     pub fn name(self) -> &'static str {
@@ -84,6 +89,7 @@ impl Bug {
             Bug::PopAckBeforeDurable => "pop-ack-before-durable",
             Bug::PopRewindForgetsAcks => "pop-rewind-forgets-acks",
             Bug::RecallAckBeforeDurable => "recall-ack-before-durable",
+            Bug::CatchUpKeepsCutChunks => "catch-up-keeps-cut-chunks",
         }
     }
 
@@ -104,6 +110,11 @@ impl Bug {
                 | Bug::PopAckBeforeDurable
                 | Bug::PopRewindForgetsAcks
         )
+    }
+
+    /// Whether the catch-up scenario (`sim::catch_up_cut`) is the one that finds it.
+    pub fn is_catch_up(self) -> bool {
+        matches!(self, Bug::CatchUpKeepsCutChunks)
     }
 
     /// Whether the recall scenario (`sim::recall_crash`) is the one that finds it.

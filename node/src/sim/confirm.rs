@@ -26,7 +26,7 @@ use crate::io::rt;
 use crate::io::sim::{NetConfig, World};
 
 use super::client::{self, Rpc, Shared};
-use super::cluster::{LoneMaster, CLIENTS, MASTER_ADDR};
+use super::cluster::{record_end, LoneMaster, CLIENTS, MASTER_ADDR};
 
 const TOPIC: &str = "SimConfirm";
 const SUSPEND_MS: u64 = 20_000;
@@ -90,7 +90,7 @@ async fn client_steps(shared: &Shared, shard: &Rc<Shard>) -> Result<ConfirmRepor
     report.capped_pop = pop(&mut rpc, 0).await?;
 
     // The cap after the third record.
-    let third_end = record_end(shard, 2)?;
+    let third_end = record_end(shard, TOPIC, 2)?;
     shard.set_confirm(Some(third_end));
     report.partial_pull = pull(&mut rpc, 0, 0).await?;
 
@@ -114,7 +114,7 @@ async fn client_steps(shared: &Shared, shard: &Rc<Shard>) -> Result<ConfirmRepor
     // A POP parked while everything is capped, woken when the cap moves past the first
     // record only.
     shard.set_confirm(Some(shard.store.borrow().min_offset()));
-    let first_end = record_end(shard, 0)?;
+    let first_end = record_end(shard, TOPIC, 0)?;
     let lift = {
         let shard = Rc::clone(shard);
         async move {
@@ -125,16 +125,6 @@ async fn client_steps(shared: &Shared, shard: &Rc<Shard>) -> Result<ConfirmRepor
     let (popped, ()) = futures_join(pop(&mut rpc, SUSPEND_MS), lift).await;
     report.woken_pop = popped?;
     Ok(report)
-}
-
-/// Where the record at `queue_offset` of the scenario's queue ends in the log.
-fn record_end(shard: &Shard, queue_offset: u64) -> Result<u64, String> {
-    let store = shard.store.borrow();
-    let r = store
-        .get(TOPIC, 0, queue_offset, 1, u64::MAX, |_| true)
-        .map_err(|e| e.to_string())?;
-    let run = r.runs.first().ok_or(format!("no record {queue_offset}"))?;
-    Ok(run.physical_offset + u64::from(run.len))
 }
 
 /// Both futures to completion (the simulator's runtime has no join of its own).

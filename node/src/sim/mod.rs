@@ -9,6 +9,7 @@
 //! the same event trace and the same digest. A failing seed is replayed with
 //! `scripts/sim.sh --seed S --runs 1`.
 
+pub mod catch_up_cut;
 pub mod check;
 pub mod client;
 pub mod cluster;
@@ -174,7 +175,8 @@ pub fn mode_for(seed: u64, bug: Option<Bug>) -> Mode {
             | Bug::PopReviveSkips
             | Bug::PopAckBeforeDurable
             | Bug::PopRewindForgetsAcks
-            | Bug::RecallAckBeforeDurable,
+            | Bug::RecallAckBeforeDurable
+            | Bug::CatchUpKeepsCutChunks,
         )
         | None => {}
     }

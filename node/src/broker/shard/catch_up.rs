@@ -35,7 +35,9 @@ use crate::io::node_disk::DirectHandle;
 use crate::io::rt;
 use crate::store::Run;
 
-/// Bytes of one direct read (the last chunk of a segment may be shorter).
+/// Bytes of one direct read (the last chunk of a segment may be shorter), or the kept
+/// window (`commitLogCacheKeepBytes`) in whole blocks when that is smaller: a node that
+/// keeps little in memory reads little at a time.
 pub const CHUNK_BYTES: u64 = 1 << 20;
 /// Chunks a shard keeps.
 pub const CHUNKS_MAX: usize = 32;
@@ -60,29 +62,48 @@ pub struct CatchUp {
     files: RefCell<Vec<(u64, DirectHandle)>>,
     /// The store's truncation count the chunks were read under.
     truncations: Cell<u64>,
+    /// Bytes of a chunk ([`CHUNK_BYTES`] or less).
+    chunk_bytes: Cell<u64>,
+    /// Chunks read so far.
+    reads: Cell<u64>,
     spare: RefCell<Vec<AlignedBuf>>,
 }
 
 impl CatchUp {
     /// Off until [`Self::enable`].
     pub fn new() -> Self {
-        CatchUp::default()
+        let c = CatchUp::default();
+        c.chunk_bytes.set(CHUNK_BYTES);
+        c
     }
 
     pub fn is_on(&self) -> bool {
         self.on.get()
     }
 
-    /// Turns the path on (or off) for a shard whose log has `segment_bytes` segments: on
+    /// Chunks this shard has read with direct reads.
+    pub fn chunks_read(&self) -> u64 {
+        self.reads.get()
+    }
+
+    /// Turns the path on (or off) for a shard whose log has `segment_bytes` segments and
+    /// keeps `keep_bytes` in memory (chunks no larger than that, in whole blocks): on
     /// only when segments are whole blocks (direct reads are block-aligned).
-    pub fn enable(&self, on: bool, segment_bytes: u64) -> bool {
-        let on = on && segment_bytes % DIRECT_ALIGN as u64 == 0;
+    pub fn enable(&self, on: bool, segment_bytes: u64, keep_bytes: u64) -> bool {
+        let block = DIRECT_ALIGN as u64;
+        let on = on && keep_bytes > 0 && segment_bytes % block == 0;
+        self.chunk_bytes
+            .set((keep_bytes / block * block).clamp(block, CHUNK_BYTES));
         self.on.set(on);
         on
     }
 
     /// Drops everything read under another truncation count than `truncations`.
     fn check(&self, truncations: u64) {
+        if crate::planted::is(crate::planted::Bug::CatchUpKeepsCutChunks) {
+            self.truncations.set(truncations);
+            return;
+        }
         if self.truncations.get() != truncations {
             self.truncations.set(truncations);
             self.chunks.borrow_mut().clear();
@@ -97,7 +118,9 @@ impl CatchUp {
     /// Keeps a chunk read under `truncations`, dropping the least recently used one past
     /// [`CHUNKS_MAX`]. A read under an older count is thrown away.
     fn insert(&self, start: u64, buf: AlignedBuf, truncations: u64) {
-        if self.truncations.get() != truncations || self.has(start) {
+        let cut = self.truncations.get() != truncations
+            && !crate::planted::is(crate::planted::Bug::CatchUpKeepsCutChunks);
+        if cut || self.has(start) {
             self.recycle(buf);
             return;
         }
@@ -112,7 +135,7 @@ impl CatchUp {
 
     fn recycle(&self, buf: AlignedBuf) {
         let mut spare = self.spare.borrow_mut();
-        if spare.len() < SPARE_BUFFERS_MAX && buf.capacity() == CHUNK_BYTES as usize {
+        if spare.len() < SPARE_BUFFERS_MAX && buf.capacity() == self.chunk_bytes.get() as usize {
             spare.push(buf);
         }
     }
@@ -121,7 +144,7 @@ impl CatchUp {
         self.spare
             .borrow_mut()
             .pop()
-            .unwrap_or_else(|| AlignedBuf::new(CHUNK_BYTES as usize))
+            .unwrap_or_else(|| AlignedBuf::new(self.chunk_bytes.get() as usize))
     }
 
     /// Copies `len` log bytes from `offset` out of the chunk starting at `start` (marking it
@@ -155,13 +178,13 @@ struct Piece {
 }
 
 /// Where a run's bytes come from: cut at chunk boundaries (chunks start at whole multiples
-/// of [`CHUNK_BYTES`] inside a segment starting at `segment_start` of `segment_bytes`),
-/// from chunks while a chunk ends at or below `released`.
-fn pieces(run: Run, segment_start: u64, segment_bytes: u64, released: u64, out: &mut Vec<Piece>) {
+/// of the chunk size inside a segment starting at `segment_start`), from chunks while a
+/// chunk ends at or below `released`.
+fn pieces(run: Run, segment_start: u64, sizes: Sizes, released: u64, out: &mut Vec<Piece>) {
     let end = run.physical_offset + u64::from(run.len);
     let mut at = run.physical_offset;
     while at < end {
-        let (chunk, chunk_end) = chunk_of(at, segment_start, segment_bytes);
+        let (chunk, chunk_end) = chunk_of(at, segment_start, sizes);
         let to = end.min(chunk_end);
         out.push(Piece {
             offset: at,
@@ -174,12 +197,19 @@ fn pieces(run: Run, segment_start: u64, segment_bytes: u64, released: u64, out: 
 
 /// The chunk holding log offset `at` of the segment starting at `segment_start`: its first
 /// offset and its end.
-fn chunk_of(at: u64, segment_start: u64, segment_bytes: u64) -> (u64, u64) {
-    let chunk = segment_start + (at - segment_start) / CHUNK_BYTES * CHUNK_BYTES;
+fn chunk_of(at: u64, segment_start: u64, sizes: Sizes) -> (u64, u64) {
+    let chunk = segment_start + (at - segment_start) / sizes.chunk * sizes.chunk;
     (
         chunk,
-        (chunk + CHUNK_BYTES).min(segment_start + segment_bytes),
+        (chunk + sizes.chunk).min(segment_start + sizes.segment),
     )
+}
+
+/// Chunks of `chunk` bytes in segments of `segment` bytes.
+#[derive(Debug, Clone, Copy)]
+struct Sizes {
+    chunk: u64,
+    segment: u64,
 }
 
 impl Shard {
@@ -227,20 +257,27 @@ impl Shard {
         None
     }
 
+    fn chunk_sizes(&self, store: &crate::store::Store<crate::io::node_disk::NodeDisk>) -> Sizes {
+        Sizes {
+            chunk: self.catch_up.chunk_bytes.get(),
+            segment: store.segment_bytes(),
+        }
+    }
+
     /// The pieces of `runs` and the truncation count they were planned under.
     fn plan(&self, runs: &[Run]) -> Option<(Vec<Piece>, u64)> {
         let store = self.store.borrow();
         let truncations = store.log_truncations();
         self.catch_up.check(truncations);
         let released = store.cache_released();
-        let segment_bytes = store.segment_bytes();
+        let sizes = self.chunk_sizes(&store);
         let mut plan = Vec::with_capacity(runs.len() + 1);
         for run in runs {
             let (_, in_segment) = store.locate(run.physical_offset).ok()?;
             pieces(
                 *run,
                 run.physical_offset - in_segment,
-                segment_bytes,
+                sizes,
                 released,
                 &mut plan,
             );
@@ -312,6 +349,7 @@ impl Shard {
             return false;
         }
         buf.set_filled(len);
+        self.catch_up.reads.set(self.catch_up.reads.get() + 1);
         // Thrown away when the log was cut back while it was read.
         let now = self.store.borrow().log_truncations();
         self.catch_up.check(now);
@@ -325,7 +363,7 @@ impl Shard {
         let store = self.store.borrow();
         let (file, in_segment) = store.locate(chunk).ok()?;
         let segment_start = chunk - in_segment;
-        let (_, end) = chunk_of(chunk, segment_start, store.segment_bytes());
+        let (_, end) = chunk_of(chunk, segment_start, self.chunk_sizes(&store));
         let len = (end - chunk) as usize;
         let mut files = self.catch_up.files.borrow_mut();
         if let Some((_, f)) = files.iter().find(|(s, _)| *s == segment_start) {
@@ -357,14 +395,14 @@ impl Shard {
         let store = self.store.borrow();
         let truncations = store.log_truncations();
         let released = store.cache_released();
-        let segment_bytes = store.segment_bytes();
+        let sizes = self.chunk_sizes(&store);
         let mut at = from;
         let mut wanted = Vec::new();
         for _ in 0..AHEAD_CHUNKS {
             let Ok((_, in_segment)) = store.locate(at) else {
                 break;
             };
-            let (chunk, end) = chunk_of(at, at - in_segment, segment_bytes);
+            let (chunk, end) = chunk_of(at, at - in_segment, sizes);
             if end > released {
                 break;
             }
@@ -413,10 +451,14 @@ mod tests {
         let mut out = Vec::new();
         // Segment of 3.5 MiB at 7 MiB; a run from 7.5 MiB to 10 MiB; released up to 9 MiB.
         let seg = 7 * MIB;
+        let sizes = Sizes {
+            chunk: MIB,
+            segment: 7 * MIB / 2,
+        };
         pieces(
             run(seg + MIB / 2, (5 * MIB / 2) as u32),
             seg,
-            7 * MIB / 2,
+            sizes,
             9 * MIB,
             &mut out,
         );
@@ -442,7 +484,7 @@ mod tests {
         );
         // The last chunk of the segment is its rest: half a MiB.
         assert_eq!(
-            chunk_of(seg + 3 * MIB + 5, seg, 7 * MIB / 2),
+            chunk_of(seg + 3 * MIB + 5, seg, sizes),
             (seg + 3 * MIB, seg + 7 * MIB / 2)
         );
     }

@@ -424,11 +424,14 @@ pub fn open_shard(
     } else {
         None
     };
-    let direct = cfg.commit_log_direct_catch_up && cfg.commit_log_cache_keep_bytes > 0;
     let segment_bytes = store.segment_bytes();
+    let (direct, keep) = (
+        cfg.commit_log_direct_catch_up,
+        cfg.commit_log_cache_keep_bytes,
+    );
     let mut shard = Shard::new(id, broker, store, offsets, splice_ok);
     shard.index = index;
-    let direct = shard.catch_up.enable(direct, segment_bytes);
+    let direct = shard.catch_up.enable(direct, segment_bytes, keep);
     shard.store.get_mut().set_direct_catch_up(direct);
     Ok((shard, info))
 }
