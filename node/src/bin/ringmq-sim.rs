@@ -26,7 +26,8 @@ struct Args {
     /// skip-cq-write, deliver-early, progress-ahead, namesrv-no-expiry; with
     /// `--scenario failover`: no-fencing, truncate-too-little, elect-out-of-sync,
     /// join-unfenced; with `--scenario pop`: pop-offset-before-checkpoint, pop-revive-skips,
-    /// pop-ack-before-durable, pop-rewind-forgets-acks; with `--scenario recall`: recall-ack-before-durable.
+    /// pop-ack-before-durable, pop-rewind-forgets-acks; with `--scenario recall`: recall-ack-before-durable;
+    /// with `--scenario catch-up-cut`: catch-up-keeps-cut-chunks.
     #[arg(long, value_name = "NAME")]
     inject_bug: Option<String>,
     /// Virtual seconds of load and faults per run.
@@ -41,8 +42,10 @@ struct Args {
     /// What each seed deploys: `deploy` (a name server, a master, by the seed a slave),
     /// `failover` (three controllers, a broker set of three in controller mode) or `pop` (a
     /// master crashed at random points under POP producers and consumers) or `recall` (a
-    /// master crashed at random points under scheduled sends and their recalls).
-    #[arg(long, default_value = "deploy", value_parser = ["deploy", "failover", "pop", "recall"])]
+    /// master crashed at random points under scheduled sends and their recalls) or
+    /// `catch-up-cut` (a master whose log is cut back under a consumer reading released
+    /// bytes the direct way).
+    #[arg(long, default_value = "deploy", value_parser = ["deploy", "failover", "pop", "recall", "catch-up-cut"])]
     scenario: String,
 }
 
@@ -103,6 +106,8 @@ fn main() {
             sim::pop_crash::run_one(&opts)
         } else if recall {
             sim::recall_crash::run_one(&opts)
+        } else if args.scenario == "catch-up-cut" {
+            sim::catch_up_cut::run_one(&opts)
         } else {
             sim::run_one(&opts)
         };

@@ -33,6 +33,7 @@ use crate::planted::{self, Bug};
 
 use super::client::{self, Rpc, Shared};
 use super::cluster::{record_end, LoneMaster, CLIENTS, MASTER_ADDR};
+use super::{Options, Report};
 
 const TOPIC: &str = "SimCatchUp";
 const RECORDS: u64 = 160;
@@ -55,11 +56,35 @@ pub fn run(
     bug: Option<Bug>,
     scratch: &std::path::Path,
 ) -> Result<CatchUpReport, String> {
-    let world = World::new(seed, NetConfig::default());
+    run_in(&World::new(seed, NetConfig::default()), seed, bug, scratch)
+}
+
+/// One seed as `ringmq-sim --scenario catch-up-cut` runs it.
+pub fn run_one(opts: &Options) -> Report {
+    let world = World::new(opts.seed, NetConfig::default());
+    let r = run_in(&world, opts.seed, opts.bug, &opts.scratch_dir);
+    Report {
+        seed: opts.seed,
+        mode: "catch-up-cut/ASYNC_FLUSH".into(),
+        events: world.polls(),
+        digest: world.trace_digest(),
+        virtual_ms: world.now_ns() / 1_000_000,
+        pulled_records: r.as_ref().map_or(0, |r| r.read_before + r.read_after),
+        failure: r.err(),
+        ..Report::default()
+    }
+}
+
+fn run_in(
+    world: &World,
+    seed: u64,
+    bug: Option<Bug>,
+    scratch: &std::path::Path,
+) -> Result<CatchUpReport, String> {
     let _entered = world.enter();
     planted::plant(bug);
     let result = LoneMaster::start(
-        &world,
+        world,
         scratch,
         "catch-up-cut",
         seed,
@@ -67,8 +92,8 @@ pub fn run(
         "",
     )
     .and_then(|lone| {
-        let r = scenario(&world, &lone);
-        lone.finish(&world);
+        let r = scenario(world, &lone);
+        lone.finish(world);
         r
     });
     planted::plant(None);

@@ -55,7 +55,7 @@ pub struct Options {
 }
 
 /// How one run ended.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Report {
     pub seed: u64,
     pub mode: String,
