@@ -2,7 +2,8 @@
 //! record's properties, see `broker::shard::filter`), then record bytes straight from the log:
 //! spliced from the segment file to the socket (zero copy) for larger responses, copied for
 //! small ones, for scattered ones (runs averaging under `SPLICE_RUN_MIN_BYTES`), when
-//! `transferMsgByHeap` is set, or on the epoll fallback loop. With no
+//! `transferMsgByHeap` is set, or on the epoll fallback loop; a pull that starts in bytes
+//! released from memory is read with `O_DIRECT` (`broker::shard::catch_up`). With no
 //! data yet the pull is parked on the shard until an append to its queue or its suspend
 //! timeout (long polling); parked pulls are bounded per shard (`PARKED_PULLS_PER_SHARD_MAX`),
 //! past that they answer at once. A record above the shard's confirmOffset

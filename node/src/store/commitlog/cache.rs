@@ -54,7 +54,8 @@ impl<D: Disk + Clone> CommitLog<D> {
         self.cache_released
     }
 
-    /// A reader is at `physical_offset`: if that is in released bytes, the next
+    /// A reader is at `physical_offset` (a pull, unless the broker reads released bytes
+    /// itself: `Store::set_direct_catch_up`): if that is in released bytes, the next
     /// [`READ_AHEAD_BYTES`] of them (not past the released end) are asked to be read back
     /// into memory, off the caller's thread, unless they were asked for already and the
     /// reader is not yet in the second half of what was. Each reader position has its own
