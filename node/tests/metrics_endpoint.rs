@@ -579,6 +579,23 @@ fn resident_in(segments: &[std::path::PathBuf], skip: usize) -> Vec<(String, Vec
         .collect()
 }
 
+/// A one-shard node with metrics for the pull-path tests, `keep` its
+/// `commitLogCacheKeepBytes=...`, and no key index (it reads the log behind the append and
+/// would map pages back in).
+fn pull_paths_node(dir: &std::path::Path, keep: &str) -> (Node, SocketAddr) {
+    metrics_node_with(
+        dir,
+        &[
+            "--shards",
+            "1",
+            "--set",
+            keep,
+            "--set",
+            "messageIndexEnable=false",
+        ],
+    )
+}
+
 /// How pull responses went out, counted by `ringmq_pull_responses_total{path}`: a pull under
 /// the 1 MiB splice threshold of bytes not in the page cache (released, or dropped by the
 /// kernel) goes from the log file, so its wait for the disk falls on an io_uring worker and
@@ -588,20 +605,9 @@ fn resident_in(segments: &[std::path::PathBuf], skip: usize) -> Vec<(String, Vec
 fn a_small_pull_of_bytes_not_in_memory_goes_from_the_file_and_one_in_memory_is_copied() {
     let dir = tempdir("metrics-pull-paths");
     let data = dir.path().join("data");
-    let (node, addr) = metrics_node_with(
-        dir.path(),
-        &[
-            "--shards",
-            "1",
-            // Nothing released by the node, so no read-ahead either: only the pulls below
-            // bring the test's dropped pages back.
-            "--set",
-            "commitLogCacheKeepBytes=0",
-            // The key index reads the log behind the append and would map pages back in.
-            "--set",
-            "messageIndexEnable=false",
-        ],
-    );
+    // Nothing released by the node, so no read-ahead either: only the pulls below bring the
+    // test's dropped pages back.
+    let (node, addr) = pull_paths_node(dir.path(), "commitLogCacheKeepBytes=0");
     let mut c = Client::connect(node.broker_addr());
     let topic = "PullPaths";
     const BODY: usize = 8 << 10;
@@ -694,18 +700,8 @@ fn a_small_pull_of_bytes_not_in_memory_goes_from_the_file_and_one_in_memory_is_c
 fn a_consumer_catching_up_through_released_bytes_reads_them_without_the_page_cache() {
     let dir = tempdir("metrics-pull-direct");
     let data = dir.path().join("data");
-    let (node, addr) = metrics_node_with(
-        dir.path(),
-        &[
-            "--shards",
-            "1",
-            // Everything durable but the last MiB is released.
-            "--set",
-            "commitLogCacheKeepBytes=1048576",
-            "--set",
-            "messageIndexEnable=false",
-        ],
-    );
+    // Everything durable but the last MiB is released.
+    let (node, addr) = pull_paths_node(dir.path(), "commitLogCacheKeepBytes=1048576");
     let mut c = Client::connect(node.broker_addr());
     let topic = "PullDirect";
     const BODY: usize = 8 << 10;

@@ -15,7 +15,6 @@
 //! cut the first 160 bodies, after it the new ones. A chunk read before the cut that is still
 //! used after it (`planted::Bug::CatchUpKeepsCutChunks`) returns bytes that were cut.
 
-use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
@@ -32,7 +31,7 @@ use crate::io::sim::{NetConfig, World};
 use crate::planted::{self, Bug};
 
 use super::client::{self, Rpc, Shared};
-use super::cluster::{record_end, LoneMaster, CLIENTS, MASTER_ADDR};
+use super::cluster::{record_end, LoneMaster, MASTER_ADDR};
 use super::{Options, Report};
 
 const TOPIC: &str = "SimCatchUp";
@@ -101,19 +100,9 @@ fn run_in(
 }
 
 fn scenario(world: &World, lone: &LoneMaster) -> Result<CatchUpReport, String> {
-    let shard = Rc::clone(lone.node.shard().ok_or("master down")?);
-    let report: Rc<RefCell<Option<Result<CatchUpReport, String>>>> = Rc::default();
-    let shared = Shared::own_checks(world);
-    world.spawn_on(CLIENTS, {
-        let (report, shard) = (Rc::clone(&report), Rc::clone(&shard));
-        async move {
-            let r = client_steps(&shared, &shard).await;
-            *report.borrow_mut() = Some(r);
-        }
-    });
-    world.run_for(Duration::from_secs(60));
-    let r = report.borrow_mut().take();
-    r.unwrap_or_else(|| Err("the client did not finish in 60 virtual s".into()))
+    lone.run_client(world, |shared, shard| async move {
+        client_steps(&shared, &shard).await
+    })
 }
 
 /// The body of record `i` of generation `generation` (0 before the cut, 1 after).

@@ -8,7 +8,6 @@
 //!    as the cap is lifted (well before its suspend timeout);
 //! 4. a POP (long polling) is answered once the cap moves, with records below it only.
 
-use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
@@ -26,7 +25,7 @@ use crate::io::rt;
 use crate::io::sim::{NetConfig, World};
 
 use super::client::{self, Rpc, Shared};
-use super::cluster::{record_end, LoneMaster, CLIENTS, MASTER_ADDR};
+use super::cluster::{record_end, LoneMaster, MASTER_ADDR};
 
 const TOPIC: &str = "SimConfirm";
 const SUSPEND_MS: u64 = 20_000;
@@ -61,20 +60,10 @@ pub fn run(seed: u64, scratch: &std::path::Path) -> Result<ConfirmReport, String
 }
 
 fn scenario(world: &World, lone: &LoneMaster) -> Result<ConfirmReport, String> {
-    let shard = Rc::clone(lone.node.shard().ok_or("master down")?);
-    shard.set_confirm(Some(shard.store.borrow().write_offset()));
-    let report: Rc<RefCell<Option<Result<ConfirmReport, String>>>> = Rc::default();
-    let shared = Shared::own_checks(world);
-    world.spawn_on(CLIENTS, {
-        let (report, shard) = (Rc::clone(&report), Rc::clone(&shard));
-        async move {
-            let r = client_steps(&shared, &shard).await;
-            *report.borrow_mut() = Some(r);
-        }
-    });
-    world.run_for(Duration::from_secs(60));
-    let r = report.borrow_mut().take();
-    r.unwrap_or_else(|| Err("the client did not finish in 60 virtual s".into()))
+    lone.run_client(world, |shared, shard| {
+        shard.set_confirm(Some(shard.store.borrow().write_offset()));
+        async move { client_steps(&shared, &shard).await }
+    })
 }
 
 async fn client_steps(shared: &Shared, shard: &Rc<Shard>) -> Result<ConfirmReport, String> {
