@@ -238,6 +238,11 @@ impl Shard {
                 m.dedup();
                 m
             };
+            if missing.len() > CHUNKS_MAX / 2 {
+                // More than the shard keeps at once beside the other readers' (a pull of
+                // many MiB, or chunks made small by a small kept window).
+                return None;
+            }
             if missing.is_empty() {
                 let bytes = self.assemble(&plan, total)?;
                 if let Some(last) = plan.last() {
