@@ -100,7 +100,7 @@ fn run_in(
 }
 
 fn scenario(world: &World, lone: &LoneMaster) -> Result<CatchUpReport, String> {
-    lone.run_client(world, |shared, shard| async move {
+    client::run_lone_client(world, lone, |shared, shard| async move {
         client_steps(&shared, &shard).await
     })
 }

@@ -1112,3 +1112,30 @@ pub(crate) fn sim_message<'a>(
         properties,
     }
 }
+
+/// Runs a client of `lone` on the clients' node for up to 60 virtual seconds: `steps` gets a
+/// client state with checks of its own and the master's shard, and what its future returns
+/// is the result.
+pub(crate) fn run_lone_client<R, Fut>(
+    world: &World,
+    lone: &super::cluster::LoneMaster,
+    steps: impl FnOnce(Shared, Rc<crate::broker::shard::Shard>) -> Fut,
+) -> Result<R, String>
+where
+    R: 'static,
+    Fut: std::future::Future<Output = Result<R, String>> + 'static,
+{
+    let shard = Rc::clone(lone.node.shard().ok_or("master down")?);
+    let report: Rc<RefCell<Option<Result<R, String>>>> = Rc::default();
+    let steps = steps(Shared::own_checks(world), shard);
+    world.spawn_on(super::cluster::CLIENTS, {
+        let report = Rc::clone(&report);
+        async move {
+            let r = steps.await;
+            *report.borrow_mut() = Some(r);
+        }
+    });
+    world.run_for(std::time::Duration::from_secs(60));
+    let r = report.borrow_mut().take();
+    r.unwrap_or_else(|| Err("the client did not finish in 60 virtual s".into()))
+}

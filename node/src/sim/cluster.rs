@@ -99,33 +99,6 @@ impl LoneMaster {
     }
 
     /// Kills the clients' node and the master, and removes the data.
-    /// Runs a client on the clients' node for up to 60 virtual seconds: `steps` gets a
-    /// client state with checks of its own and the master's shard, and what its future
-    /// returns is the result.
-    pub fn run_client<R, Fut>(
-        &self,
-        world: &World,
-        steps: impl FnOnce(super::client::Shared, Rc<Shard>) -> Fut,
-    ) -> Result<R, String>
-    where
-        R: 'static,
-        Fut: std::future::Future<Output = Result<R, String>> + 'static,
-    {
-        let shard = Rc::clone(self.node.shard().ok_or("master down")?);
-        let report: Rc<std::cell::RefCell<Option<Result<R, String>>>> = Rc::default();
-        let steps = steps(super::client::Shared::own_checks(world), shard);
-        world.spawn_on(CLIENTS, {
-            let report = Rc::clone(&report);
-            async move {
-                let r = steps.await;
-                *report.borrow_mut() = Some(r);
-            }
-        });
-        world.run_for(std::time::Duration::from_secs(60));
-        let r = report.borrow_mut().take();
-        r.unwrap_or_else(|| Err("the client did not finish in 60 virtual s".into()))
-    }
-
     pub fn finish(mut self, world: &World) {
         world.kill_node(CLIENTS);
         world.kill_node(MASTER);

@@ -60,7 +60,7 @@ pub fn run(seed: u64, scratch: &std::path::Path) -> Result<ConfirmReport, String
 }
 
 fn scenario(world: &World, lone: &LoneMaster) -> Result<ConfirmReport, String> {
-    lone.run_client(world, |shared, shard| {
+    client::run_lone_client(world, lone, |shared, shard| {
         shard.set_confirm(Some(shard.store.borrow().write_offset()));
         async move { client_steps(&shared, &shard).await }
     })
