@@ -464,6 +464,11 @@ pub struct RecvOpts {
     /// Messages per pull (the broker allows up to 1024).
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub pull_batch: u32,
+    /// With `consume --count`: the most answers each queue's pull consumer holds ahead of
+    /// its polls, the pull in flight counted (`PullConsumerBuilder::pull_ahead_depth`; 1: a
+    /// queue's next pull starts when a poll takes the last one's messages).
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub pull_ahead: u32,
     /// Fail every delivery of this fraction of the messages (0..1), chosen from each
     /// message's producer id and sequence (the same choice in every consumer): the client
     /// sends them back to the broker, which redelivers them from the group's retry topic

@@ -2,9 +2,9 @@
 //! exactly through them. A push consumer hands its listener whole batches and commits what
 //! the listener finished, so a run stopped at N by the listener's count still consumed (and
 //! committed) the batches in flight past it. Here the group's `consumers` are pull consumers
-//! instead (subscribed, queues balanced across them as the push consumers' are), each with
-//! one pull in flight per queue between polls (`pull_ahead`), as a push consumer has: each
-//! poll takes no more than what is left of N (a shared count claimed atomically), and each
+//! instead (subscribed, queues balanced across them as the push consumers' are), each
+//! pulling its queues ahead of its polls (`pull_ahead`, `--pull-ahead` answers deep), as a
+//! push consumer pulls ahead of its listener: each poll takes no more than what is left of N (a shared count claimed atomically), and each
 //! queue is committed just past the last message taken: on a later pull of the queue (the
 //! request carries the offset, no round trip of its own), and with a request of its own once
 //! the count is reached. Messages polled past N, and those pulled ahead, are neither counted
@@ -51,6 +51,7 @@ impl Counted {
                 .start_position(plan.from)
                 .poll_batch_max(plan.pull_batch)
                 .pull_ahead(true)
+                .pull_ahead_depth(plan.pull_ahead)
                 .rebalance_interval(Duration::from_secs(2))
                 .heartbeat_interval(Duration::from_secs(5))
                 .start()

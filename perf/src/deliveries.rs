@@ -28,6 +28,8 @@ pub struct RecvPlan {
     pub consumers: u32,
     pub from: StartPosition,
     pub pull_batch: u32,
+    /// `consume --count`: answers each queue holds ahead of the polls.
+    pub pull_ahead: u32,
     /// Keep a delivery record per message for the verify check.
     pub verify: bool,
     /// Instance names are `perf-<run id>-c<i>`.

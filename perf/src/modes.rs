@@ -414,6 +414,7 @@ pub(crate) async fn consume_mode(
     let mut config = json!({
         "group": plan.group, "consumers": plan.consumers, "from": format!("{:?}", a.recv.from).to_lowercase(),
         "pull_batch": plan.pull_batch, "queues_assigned": consumers.queues(),
+        "pull_ahead": plan.count.map(|_| plan.pull_ahead),
         "idle_exit_s": a.idle_exit.as_secs_f64(), "threads": c.threads,
     });
     add_recv_config(&mut config, &a.recv);
@@ -945,6 +946,7 @@ fn recv_plan(
         consumers: r.consumers,
         from,
         pull_batch: r.pull_batch,
+        pull_ahead: r.pull_ahead,
         verify: c.verify.is_some(),
         run_id,
         max_reconsume: r.max_reconsume,

@@ -58,8 +58,11 @@ pub struct PullConfig {
     pub pull_bytes_max: u32,
     /// Commit positions this often, and at shutdown (default: never, commit yourself).
     pub auto_commit: Option<Duration>,
-    /// Keep one pull in flight per assigned queue between polls (default false).
+    /// Pull each assigned queue ahead of the polls (default false).
     pub pull_ahead: bool,
+    /// With `pull_ahead`: most answers a queue holds ahead of the polls, the pull in
+    /// flight counted (default 2).
+    pub pull_ahead_depth: u32,
     pub heartbeat_interval: Duration,
     pub rebalance_interval: Duration,
     /// While a broker is read from its slave, how often its master is tried again
@@ -90,14 +93,24 @@ impl PullConsumerBuilder {
         self
     }
 
-    /// Keep one pull in flight per assigned queue between polls (default off): as soon as a
-    /// poll takes a queue's messages, the queue's next pull starts, so it travels while the
-    /// application works on them, and a member of several queues has one pull in flight per
-    /// queue (RocketMQ's lite pull consumer also pulls ahead of `poll`). The answer waits,
-    /// at most `poll_batch_max` messages per queue, for the next `poll`. A commit made with
-    /// [`PullConsumer::commit_on_next_pull`] rides on the pull after the one in flight.
+    /// Pull each assigned queue ahead of the polls (default off): a queue's next pull
+    /// starts from where its last answer ended as soon as that answer arrives, until the
+    /// queue holds [`pull_ahead_depth`](Self::pull_ahead_depth) answers, so pulls travel
+    /// while the application works on earlier messages, and a member of several queues has
+    /// a pull in flight per queue (RocketMQ's lite pull consumer also pulls ahead of
+    /// `poll`). Each answer (at most `poll_batch_max` messages) waits for a `poll`. A
+    /// commit made with [`PullConsumer::commit_on_next_pull`] rides on the next pull that
+    /// starts, after those already in flight or answered.
     pub fn pull_ahead(mut self, on: bool) -> Self {
         self.cfg.pull_ahead = on;
+        self
+    }
+
+    /// With [`pull_ahead`](Self::pull_ahead): the most answers a queue holds ahead of the
+    /// polls, the pull in flight counted (default 2; at least 1). With 1 a queue's next pull
+    /// starts only when a poll takes its answer.
+    pub fn pull_ahead_depth(mut self, answers: u32) -> Self {
+        self.cfg.pull_ahead_depth = answers;
         self
     }
 
@@ -108,6 +121,9 @@ impl PullConsumerBuilder {
         }
         if cfg.poll_batch_max == 0 {
             return Err(Error::Config("poll_batch_max must be above zero".into()));
+        }
+        if cfg.pull_ahead_depth == 0 {
+            return Err(Error::Config("pull_ahead_depth must be above zero".into()));
         }
         let (group, offsets) = join_group(
             self.client,
@@ -208,6 +224,7 @@ impl PullConsumer {
                 pull_bytes_max: 4 << 20,
                 auto_commit: None,
                 pull_ahead: false,
+                pull_ahead_depth: 2,
                 heartbeat_interval: Duration::from_secs(30),
                 rebalance_interval: Duration::from_secs(20),
                 master_probe_interval: Duration::from_secs(5),
@@ -560,11 +577,18 @@ async fn poll_round_ahead(inner: &Arc<Inner>, deadline: Instant) -> Vec<RawMessa
 }
 
 fn start_ahead(inner: &Arc<Inner>, mq: &MessageQueue, offset: u64) {
-    let owned = Arc::clone(inner);
+    let weak = Arc::downgrade(inner);
     let q = mq.clone();
     let want = inner.cfg.poll_batch_max;
-    inner.ahead.start(mq, offset, async move {
-        pull_queue(&owned, &q, offset, want).await
+    let depth = inner.cfg.pull_ahead_depth as usize;
+    inner.ahead.start(mq, offset, depth, move |from| {
+        let (weak, q) = (weak.clone(), q.clone());
+        async move {
+            match weak.upgrade() {
+                Some(inner) => pull_queue(&inner, &q, from, want).await,
+                None => Err(Error::Shutdown),
+            }
+        }
     });
 }
 

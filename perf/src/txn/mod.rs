@@ -256,6 +256,7 @@ fn recv_plan(a: &TxnArgs, target: &Target, run_id: u64) -> RecvPlan {
         consumers: a.consumers,
         from: StartPosition::Last,
         pull_batch: a.pull_batch,
+        pull_ahead: 1,
         verify: true,
         run_id,
         max_reconsume: None,
