@@ -50,9 +50,10 @@
 #                            ringmq: a topic with 2 queues; Iggy: 2 streams of 1 partition
 #   consume, 1 consumer      catching up on the 2-producer cell's data from its start, polls of
 #                            BENCH_POLL_BATCH (100) messages: BENCH_BATCHES2 x 100 messages.
-#                            ringmq: `ringmq-perf consume --from first` (a new group), which
-#                            reads both queues of the topic, one pull in flight per queue
-#                            (the next starts when a poll takes the last one's messages); Iggy:
+#                            ringmq: `ringmq-perf consume --from first --pull-ahead 1` (a new
+#                            group), which reads both queues of the topic, one pull in flight
+#                            per queue (the next starts when a poll takes the last one's
+#                            messages; `consume`'s default pulls 2 answers ahead); Iggy:
 #                            pinned-consumer (offset polls of stream 1, one partition)
 #   consume, 2 consumers     the same with 2 consumers, twice the messages (Iggy: streams 1, 2)
 # Both brokers get the same number of messages per cell.
@@ -305,8 +306,8 @@ ringmq_round() { # ROUND
   ringmq_cell "$1" b100p1 produce --topic b100p1 --queues 1 --batch 100 --producers 1 "${common[@]}" --count "${messages[b100p1]}"
   ringmq_cell "$1" b1p1 produce --topic b1p1 --queues 1 --batch 1 --producers 1 "${common[@]}" --count "${messages[b1p1]}"
   ringmq_cell "$1" b100p2 produce --topic b100p2 --queues 2 --batch 100 --producers 2 "${common[@]}" --count "${messages[b100p2]}"
-  ringmq_cell "$1" c1 consume --topic b100p2 --from first --consumers 1 --pull-batch "$poll" --count "${messages[c1]}" --idle-exit 5s
-  ringmq_cell "$1" c2 consume --topic b100p2 --from first --consumers 2 --pull-batch "$poll" --count "${messages[c2]}" --idle-exit 5s
+  ringmq_cell "$1" c1 consume --topic b100p2 --from first --consumers 1 --pull-batch "$poll" --count "${messages[c1]}" --pull-ahead 1 --idle-exit 5s
+  ringmq_cell "$1" c2 consume --topic b100p2 --from first --consumers 2 --pull-batch "$poll" --count "${messages[c2]}" --pull-ahead 1 --idle-exit 5s
   stop_server
   rm -rf "$data"
 }
