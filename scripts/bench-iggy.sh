@@ -63,8 +63,11 @@
 # percentile, printed in ms with 2 decimals, so 10 µs steps), and the server's CPU per
 # message: utime+stime of the server process (/proc/PID/stat) from just before the generator
 # starts to just after it exits (connection set-up and topic/stream creation included),
-# divided by the cell's messages. Consume cells show no latency: ringmq-perf reports the age
-# of the messages there, iggy-bench the poll round trip.
+# divided by the cell's messages; and the load generator's CPU per message: its user+system
+# time as GNU time (/usr/bin/time, Debian's `time` package) reports it, set-up included,
+# divided by the cell's messages. With one request in flight, both CPUs are in every round
+# trip. Consume cells show no latency: ringmq-perf reports the age of the messages there,
+# iggy-bench the poll round trip.
 #
 # Environment: IGGY_SRC (required unless IGGY_BIN), IGGY_REF (HEAD), IGGY_BIN (a directory
 # holding iggy-server and iggy-bench already built: no Iggy build; IGGY_COMMIT names it),
@@ -101,6 +104,10 @@ size=1024
 
 for tool in jq taskset git; do
   command -v "$tool" >/dev/null || { echo "bench-iggy.sh needs $tool" >&2; exit 2; }
+done
+# GNU time (Debian/Ubuntu: apt-get install time): each load generator's own CPU.
+for tool in /usr/bin/time; do
+  [ -x "$tool" ] || { echo "bench-iggy.sh needs $tool (GNU time)" >&2; exit 2; }
 done
 if [ "$rounds" -lt 3 ] && [ "${BENCH_REPORT_ONLY:-0}" != 1 ] && [ "${BENCH_FEWER_ROUNDS:-0}" != 1 ]; then
   echo "BENCH_ROUNDS=$rounds: the comparison holds with 3 rounds or more (BENCH_FEWER_ROUNDS=1 for a trial run)" >&2
@@ -243,15 +250,18 @@ start_iggy() { # DATA_DIR
 
 # --- cells ----------------------------------------------------------------------------------
 
-# record ROUND BROKER CELL MSGS_PER_S P50_US P99_US TICKS MESSAGES: one result file per cell
-# and broker.
+# record ROUND BROKER CELL MSGS_PER_S P50_US P99_US TICKS MESSAGES CLIENT_TIME_FILE: one
+# result file per cell and broker (the time file: the generator's user and system seconds,
+# as GNU time's "%U %S" wrote them).
 record() {
-  local f="$run/r$1-$2-$3.json"
+  local f="$run/r$1-$2-$3.json" client_s
+  client_s=$(awk '{ s = $1 + $2 } END { print s + 0 }' "$9")
   jq -n --argjson msgs_per_s "$4" --argjson p50 "$5" --argjson p99 "$6" --argjson ticks "$7" \
-    --argjson hz "$hz" --argjson messages "$8" \
+    --argjson hz "$hz" --argjson messages "$8" --argjson client_s "$client_s" \
     '{msgs_per_s: ($msgs_per_s | floor), p50_us: $p50, p99_us: $p99, messages: $messages,
-      server_cpu_s: ($ticks / $hz), server_us_per_msg: ($ticks / $hz * 1e6 / $messages)}' >"$f"
-  jq -r '"\(.msgs_per_s) msgs/s, p50 \(.p50_us // "-") µs, p99 \(.p99_us // "-") µs, server \(.server_cpu_s) s CPU = \(.server_us_per_msg * 100 | round / 100) µs/msg"' "$f" >&2
+      server_cpu_s: ($ticks / $hz), server_us_per_msg: ($ticks / $hz * 1e6 / $messages),
+      client_cpu_s: $client_s, client_us_per_msg: ($client_s * 1e6 / $messages)}' >"$f"
+  jq -r '"\(.msgs_per_s) msgs/s, p50 \(.p50_us // "-") µs, p99 \(.p99_us // "-") µs, server \(.server_cpu_s) s CPU = \(.server_us_per_msg * 100 | round / 100) µs/msg, generator \(.client_us_per_msg * 100 | round / 100) µs/msg"' "$f" >&2
 }
 
 ringmq_cell() { # ROUND CELL ringmq-perf-args...
@@ -259,7 +269,8 @@ ringmq_cell() { # ROUND CELL ringmq-perf-args...
   out="$run/r$round-ringmq-$cell.perf"
   printf '[round %d/%d] ringmq %-30s ' "$round" "$rounds" "${label[$cell]}" >&2
   c0=$(bench_cpu_ticks "$server_pid")
-  taskset -c "$client_cpu" "$perf" "$@" -n "$namesrv" --node-pid "$server_pid" --threads 1 -q \
+  /usr/bin/time -f '%U %S' -o "$out.time" \
+    taskset -c "$client_cpu" "$perf" "$@" -n "$namesrv" --node-pid "$server_pid" --threads 1 -q \
     --json "$out.json" >"$out.out" 2>&1 || { echo "failed:" >&2; tail -n 20 "$out.out" >&2; exit 1; }
   c1=$(bench_cpu_ticks "$server_pid")
   # A consumer may take a few pulls beyond --count (those in flight when it is reached): the
@@ -267,10 +278,12 @@ ringmq_cell() { # ROUND CELL ringmq-perf-args...
   local got; got=$(jq .messages "$out.json")
   [ "$got" -ge "${messages[$cell]}" ] || { echo "ringmq-perf moved $got messages, not ${messages[$cell]}" >&2; exit 1; }
   if [ "${cell:0:1}" = c ]; then
-    record "$round" ringmq "$cell" "$(jq .msgs_per_s "$out.json")" null null $((c1 - c0)) "$got"
+    record "$round" ringmq "$cell" "$(jq .msgs_per_s "$out.json")" null null $((c1 - c0)) "$got" \
+      "$out.time"
   else
     record "$round" ringmq "$cell" "$(jq .msgs_per_s "$out.json")" \
-      "$(jq .latency_us.p50 "$out.json")" "$(jq .latency_us.p99 "$out.json")" $((c1 - c0)) "$got"
+      "$(jq .latency_us.p50 "$out.json")" "$(jq .latency_us.p99 "$out.json")" $((c1 - c0)) "$got" \
+      "$out.time"
   fi
 }
 
@@ -280,7 +293,8 @@ iggy_cell() { # ROUND CELL MESSAGES_PER_BATCH BATCHES_PER_ACTOR iggy-bench-kind-
   printf '[round %d/%d] Iggy   %-30s ' "$round" "$rounds" "${label[$cell]}" >&2
   c0=$(bench_cpu_ticks "$server_pid")
   IGGY_BENCH_MESSAGES_REQUIRED_TO_SAVE=${BENCH_IGGY_SAVE:-} \
-  NO_COLOR=1 RUST_LOG=warn taskset -c "$client_cpu" "$iggy_bench" --message-size "$size" \
+  NO_COLOR=1 RUST_LOG=warn /usr/bin/time -f '%U %S' -o "$out.time" \
+    taskset -c "$client_cpu" "$iggy_bench" --message-size "$size" \
     --messages-per-batch "$mpb" --message-batches "$nb" --username iggy --password iggy "$@" \
     tcp --server-address "127.0.0.1:$iggy_port" --nodelay >"$out" 2>&1 \
     || { echo "failed:" >&2; tail -n 20 "$out" >&2; exit 1; }
@@ -292,10 +306,10 @@ iggy_cell() { # ROUND CELL MESSAGES_PER_BATCH BATCHES_PER_ACTOR iggy-bench-kind-
   p50=$(sed -n 's/.*p50 latency: \([0-9.]*\) ms.*/\1/p' <<<"$line")
   p99=$(sed -n 's/.*p99 latency: \([0-9.]*\) ms.*/\1/p' <<<"$line")
   if [ "${cell:0:1}" = c ]; then
-    record "$round" iggy "$cell" "$msgs" null null $((c1 - c0)) "${messages[$cell]}"
+    record "$round" iggy "$cell" "$msgs" null null $((c1 - c0)) "${messages[$cell]}" "$out.time"
   else
     record "$round" iggy "$cell" "$msgs" "$(jq -n "$p50 * 1000 | round")" "$(jq -n "$p99 * 1000 | round")" \
-      $((c1 - c0)) "${messages[$cell]}"
+      $((c1 - c0)) "${messages[$cell]}" "$out.time"
   fi
 }
 
@@ -343,6 +357,8 @@ lat() { # BROKER CELL
   echo "$(med "$1" "$2" .p50_us) / $(med "$1" "$2" .p99_us)"
 }
 meta() { jq -r ".$1 // \"not recorded\"" "$run/meta.json"; }
+# cpu2 VALUE: µs per message to 2 decimals; "-" when not recorded (results of an older run).
+cpu2() { jq -rn --argjson v "$1" 'if $v == null then "-" else ($v * 100 | round / 100 | tostring) end'; }
 # round_ratios CELL: ringmq's msgs/s over Iggy's in each round, "a / b / ..."; and min_ratio
 # CELL: the smallest of them (the goal must hold in every round, not only in the median).
 round_ratio_list() {
@@ -388,7 +404,8 @@ table=$(
   echo "and 1 partition of Iggy's stream), the same"
   echo "number of messages for both. Medians of $(meta rounds) rounds, the brokers alternating which goes"
   echo "first. Latency: µs per send request (iggy-bench: mean of its producers' percentiles, 10 µs"
-  echo "steps). Server CPU: utime+stime of the server process over the cell, per message."
+  echo "steps). Server CPU: utime+stime of the server process over the cell, per message. Generator"
+  echo "CPU: user+system time of \`ringmq-perf\` / \`iggy-bench\` (GNU time), set-up included, per message."
   if [ -n "${BENCH_IGGY_SAVE:-}" ]; then
     echo "Iggy's topics with messages_required_to_save = $BENCH_IGGY_SAVE (\`BENCH_IGGY_SAVE=$BENCH_IGGY_SAVE\`): a send"
     echo "is acknowledged once every $BENCH_IGGY_SAVE message(s) are written to the segment file."
@@ -399,14 +416,15 @@ table=$(
   echo
   echo "Load average $(meta load_before) before the run, $(meta load_after) after."
   echo
-  echo "| cell | messages | ringmq msgs/s | Iggy msgs/s | ringmq / Iggy | ringmq p50 / p99 µs | Iggy p50 / p99 µs | ringmq server CPU µs/msg | Iggy server CPU µs/msg | Iggy / ringmq CPU |"
-  echo "|---|---|---|---|---|---|---|---|---|---|"
+  echo "| cell | messages | ringmq msgs/s | Iggy msgs/s | ringmq / Iggy | ringmq p50 / p99 µs | Iggy p50 / p99 µs | ringmq server CPU µs/msg | Iggy server CPU µs/msg | Iggy / ringmq CPU | ringmq-perf CPU µs/msg | iggy-bench CPU µs/msg |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
   for cell in "${cells[@]}"; do
     r=$(med ringmq "$cell" .msgs_per_s) i=$(med iggy "$cell" .msgs_per_s)
     ratio=$(jq -n "if $i > 0 then ($r / $i * 100 | round / 100 | tostring) + \"x\" else \"-\" end" -r)
     rc=$(med ringmq "$cell" .server_us_per_msg) ic=$(med iggy "$cell" .server_us_per_msg)
     cratio=$(jq -rn "if $rc > 0 then ($ic / $rc * 100 | round / 100 | tostring) + \"x\" else \"-\" end")
-    echo "| ${label[$cell]} | ${messages[$cell]} | $r | $i | $ratio | $(lat ringmq "$cell") | $(lat iggy "$cell") | $(jq -n "$rc * 100 | round / 100") | $(jq -n "$ic * 100 | round / 100") | $cratio |"
+    rg=$(med ringmq "$cell" '(.client_us_per_msg // null)') ig=$(med iggy "$cell" '(.client_us_per_msg // null)')
+    echo "| ${label[$cell]} | ${messages[$cell]} | $r | $i | $ratio | $(lat ringmq "$cell") | $(lat iggy "$cell") | $(jq -n "$rc * 100 | round / 100") | $(jq -n "$ic * 100 | round / 100") | $cratio | $(cpu2 "$rg") | $(cpu2 "$ig") |"
   done
   echo
   echo "ringmq / Iggy msgs/s in each round, and the goals (issue #40):"
