@@ -37,6 +37,9 @@
 # written before its acknowledgement, as ringmq); the script patches iggy-bench's topic
 # creation to read it from the environment (IGGY_BENCH_MESSAGES_REQUIRED_TO_SAVE), so it
 # needs an Iggy built by this script, and its table goes between its own markers.
+# BENCH_RINGMQ_SET="KEY=VALUE ..." passes each pair to ringmq as `--set KEY=VALUE` (e.g.
+# flushIntervalCommitLog=60000: no periodic fdatasync within a cell, as Iggy makes none); its
+# table goes between markers of its own.
 # Generators: `ringmq-perf --threads 1 --inflight 1` and `iggy-bench ... tcp --nodelay`
 # (ringmq's client sets TCP_NODELAY too); iggy-bench's runtime sizes itself to the one core
 # taskset leaves it.
@@ -66,14 +69,17 @@
 # divided by the cell's messages; and the load generator's CPU per message: its user+system
 # time as GNU time (/usr/bin/time, Debian's `time` package) reports it, set-up included,
 # divided by the cell's messages. With one request in flight, both CPUs are in every round
-# trip. Consume cells show no latency: ringmq-perf reports the age of the messages there,
+# trip. Before each cell the script runs `sync` (untimed), so what earlier cells left dirty
+# in the page cache is written back before it, not during it; and it reports the steal time
+# over the cell (/proc/stat: the hypervisor running something else while a vCPU wanted to
+# run; on the VM of docs/perf.md it rises while a broker writes to the disk). Consume cells show no latency: ringmq-perf reports the age of the messages there,
 # iggy-bench the poll round trip.
 #
 # Environment: IGGY_SRC (required unless IGGY_BIN), IGGY_REF (HEAD), IGGY_BIN (a directory
 # holding iggy-server and iggy-bench already built: no Iggy build; IGGY_COMMIT names it),
 # BENCH_ROUNDS (3; fewer is refused unless BENCH_FEWER_ROUNDS=1), BENCH_BATCHES (20000), BENCH_BATCHES2 (15000), BENCH_UNBATCHED (60000),
 # BENCH_POLL_BATCH (100; must divide BENCH_BATCHES2 x 100), BENCH_SERVER_CPU (0),
-# BENCH_CLIENT_CPU (1), BENCH_IGGY_PORT (18090), BENCH_DIR (work directory, kept between runs
+# BENCH_CLIENT_CPU (1), BENCH_IGGY_PORT (18090), BENCH_RINGMQ_SET (""), BENCH_DIR (work directory, kept between runs
 # for the Iggy build; default ${TMPDIR:-/tmp}/ringmq-bench-iggy; must be outside the
 # repository), BENCH_DATA (parent of the servers' data directories, default BENCH_DIR/data;
 # removed at exit), BENCH_DOC ("-" = stdout only, the default), BENCH_NO_BUILD=1 (use
@@ -208,9 +214,11 @@ if [ "${BENCH_REPORT_ONLY:-0}" != 1 ]; then
   ringmq=$run/bin/ringmq perf=$run/bin/ringmq-perf
   iggy_server=$run/bin/iggy-server iggy_bench=$run/bin/iggy-bench
   jq -n --arg commit "$commit" --arg iggy "$iggy_commit" --arg data "$data_parent" \
+    --arg ringmq_set "${BENCH_RINGMQ_SET:-}" \
     --arg fs "$(stat -f -c %T "$data_parent")" --argjson rounds "$rounds" \
     --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" \
-    '{commit: $commit, iggy_commit: $iggy, data: $data, fs: $fs, rounds: $rounds, load_before: $load}' >"$run/meta.json"
+    '{commit: $commit, iggy_commit: $iggy, data: $data, fs: $fs, rounds: $rounds, load_before: $load,
+      ringmq_set: $ringmq_set}' >"$run/meta.json"
 fi
 
 # --- servers --------------------------------------------------------------------------------
@@ -229,8 +237,10 @@ cleanup() {
 trap cleanup EXIT
 
 start_ringmq() { # DATA_DIR
+  local sets=() kv
+  for kv in ${BENCH_RINGMQ_SET:-}; do sets+=(--set "$kv"); done
   RUST_LOG=warn taskset -c "$server_cpu" "$ringmq" standalone --data "$1" --namesrv-port 0 \
-    --broker-port 0 --shards 1 >"$run/ringmq.out" 2>"$run/ringmq.err" &
+    --broker-port 0 --shards 1 "${sets[@]}" >"$run/ringmq.out" 2>"$run/ringmq.err" &
   server_pid=$!
   bench_wait_line "$run/ringmq.out" ready "ringmq standalone"
   namesrv=$(grep -o 'namesrv [0-9.:]*' "$run/ringmq.out" | cut -d' ' -f2)
@@ -250,29 +260,48 @@ start_iggy() { # DATA_DIR
 
 # --- cells ----------------------------------------------------------------------------------
 
+# cell_begin / cell_end: around each cell. cell_begin first writes back whatever earlier
+# cells left dirty in the page cache (`sync`, untimed), so neither broker's deferred
+# write-back lands in a later cell of the other; then notes the machine's steal time
+# (/proc/stat: time the hypervisor ran something else while a vCPU wanted to run) and the
+# clock. cell_end sets $steal_ticks and $wall_ms for the cell.
+cell_begin() {
+  sync
+  steal0=$(awk '$1 == "cpu" { print $9 }' /proc/stat) t0_ms=$(date +%s%3N)
+}
+cell_end() {
+  steal_ticks=$(( $(awk '$1 == "cpu" { print $9 }' /proc/stat) - steal0 ))
+  wall_ms=$(( $(date +%s%3N) - t0_ms ))
+}
+
 # record ROUND BROKER CELL MSGS_PER_S P50_US P99_US TICKS MESSAGES CLIENT_TIME_FILE: one
 # result file per cell and broker (the time file: the generator's user and system seconds,
-# as GNU time's "%U %S" wrote them).
+# as GNU time's "%U %S" wrote them), with the steal of cell_end.
 record() {
   local f="$run/r$1-$2-$3.json" client_s
   client_s=$(awk '{ s = $1 + $2 } END { print s + 0 }' "$9")
   jq -n --argjson msgs_per_s "$4" --argjson p50 "$5" --argjson p99 "$6" --argjson ticks "$7" \
     --argjson hz "$hz" --argjson messages "$8" --argjson client_s "$client_s" \
+    --argjson steal "$steal_ticks" --argjson wall_ms "$wall_ms" \
     '{msgs_per_s: ($msgs_per_s | floor), p50_us: $p50, p99_us: $p99, messages: $messages,
       server_cpu_s: ($ticks / $hz), server_us_per_msg: ($ticks / $hz * 1e6 / $messages),
-      client_cpu_s: $client_s, client_us_per_msg: ($client_s * 1e6 / $messages)}' >"$f"
-  jq -r '"\(.msgs_per_s) msgs/s, p50 \(.p50_us // "-") µs, p99 \(.p99_us // "-") µs, server \(.server_cpu_s) s CPU = \(.server_us_per_msg * 100 | round / 100) µs/msg, generator \(.client_us_per_msg * 100 | round / 100) µs/msg"' "$f" >&2
+      client_cpu_s: $client_s, client_us_per_msg: ($client_s * 1e6 / $messages),
+      steal_s: ($steal / $hz), wall_s: ($wall_ms / 1000),
+      steal_ms_per_s: (if $wall_ms > 0 then $steal / $hz * 1e6 / $wall_ms else null end)}' >"$f"
+  jq -r '"\(.msgs_per_s) msgs/s, p50 \(.p50_us // "-") µs, p99 \(.p99_us // "-") µs, server \(.server_cpu_s) s CPU = \(.server_us_per_msg * 100 | round / 100) µs/msg, generator \(.client_us_per_msg * 100 | round / 100) µs/msg, steal \(.steal_ms_per_s | round) ms/s"' "$f" >&2
 }
 
 ringmq_cell() { # ROUND CELL ringmq-perf-args...
   local round=$1 cell=$2 c0 c1 out; shift 2
   out="$run/r$round-ringmq-$cell.perf"
   printf '[round %d/%d] ringmq %-30s ' "$round" "$rounds" "${label[$cell]}" >&2
+  cell_begin
   c0=$(bench_cpu_ticks "$server_pid")
   /usr/bin/time -f '%U %S' -o "$out.time" \
     taskset -c "$client_cpu" "$perf" "$@" -n "$namesrv" --node-pid "$server_pid" --threads 1 -q \
     --json "$out.json" >"$out.out" 2>&1 || { echo "failed:" >&2; tail -n 20 "$out.out" >&2; exit 1; }
   c1=$(bench_cpu_ticks "$server_pid")
+  cell_end
   # A consumer may take a few pulls beyond --count (those in flight when it is reached): the
   # CPU is divided by what was delivered.
   local got; got=$(jq .messages "$out.json")
@@ -291,6 +320,7 @@ iggy_cell() { # ROUND CELL MESSAGES_PER_BATCH BATCHES_PER_ACTOR iggy-bench-kind-
   local round=$1 cell=$2 mpb=$3 nb=$4 c0 c1 out line; shift 4
   out="$run/r$round-iggy-$cell.out"
   printf '[round %d/%d] Iggy   %-30s ' "$round" "$rounds" "${label[$cell]}" >&2
+  cell_begin
   c0=$(bench_cpu_ticks "$server_pid")
   IGGY_BENCH_MESSAGES_REQUIRED_TO_SAVE=${BENCH_IGGY_SAVE:-} \
   NO_COLOR=1 RUST_LOG=warn /usr/bin/time -f '%U %S' -o "$out.time" \
@@ -299,6 +329,7 @@ iggy_cell() { # ROUND CELL MESSAGES_PER_BATCH BATCHES_PER_ACTOR iggy-bench-kind-
     tcp --server-address "127.0.0.1:$iggy_port" --nodelay >"$out" 2>&1 \
     || { echo "failed:" >&2; tail -n 20 "$out" >&2; exit 1; }
   c1=$(bench_cpu_ticks "$server_pid")
+  cell_end
   line=$(sed 's/\x1b\[[0-9;]*m//g' "$out" | grep -E '(Producers|Consumers) Results: ' | head -n 1)
   [ -n "$line" ] || { echo "no results line in $out" >&2; exit 1; }
   local msgs p50 p99
@@ -357,6 +388,8 @@ lat() { # BROKER CELL
   echo "$(med "$1" "$2" .p50_us) / $(med "$1" "$2" .p99_us)"
 }
 meta() { jq -r ".$1 // \"not recorded\"" "$run/meta.json"; }
+# steal1 VALUE: ms/s to 1 decimal; "-" when not recorded.
+steal1() { jq -rn --argjson v "$1" 'if $v == null then "-" else ($v * 10 | round / 10 | tostring) end'; }
 # cpu2 VALUE: µs per message to 2 decimals; "-" when not recorded (results of an older run).
 cpu2() { jq -rn --argjson v "$1" 'if $v == null then "-" else ($v * 100 | round / 100 | tostring) end'; }
 # round_ratios CELL: ringmq's msgs/s over Iggy's in each round, "a / b / ..."; and min_ratio
@@ -390,11 +423,20 @@ marker=bench-iggy.sh save_note=""
 if [ -n "${BENCH_IGGY_SAVE:-}" ]; then
   marker="bench-iggy.sh save=$BENCH_IGGY_SAVE" save_note=", BENCH_IGGY_SAVE=$BENCH_IGGY_SAVE"
 fi
+ringmq_set=$(meta ringmq_set)
+[ "$ringmq_set" = "not recorded" ] && ringmq_set=""
+if [ -n "$ringmq_set" ]; then
+  marker="$marker set=$ringmq_set" save_note="$save_note, BENCH_RINGMQ_SET=$ringmq_set"
+fi
 table=$(
   echo "<!-- $marker:begin (generated by scripts/bench-iggy.sh; edits here are overwritten) -->"
   echo "### ringmq and Apache Iggy side by side (scripts/bench-iggy.sh$save_note)"
   echo
-  echo "ringmq \`$(meta commit)\` (\`ringmq standalone --shards 1\`, ASYNC_FLUSH) and Apache Iggy"
+  if [ -n "$ringmq_set" ]; then
+    echo "ringmq \`$(meta commit)\` (\`ringmq standalone --shards 1\`, ASYNC_FLUSH, with \`--set\` $ringmq_set) and Apache Iggy"
+  else
+    echo "ringmq \`$(meta commit)\` (\`ringmq standalone --shards 1\`, ASYNC_FLUSH) and Apache Iggy"
+  fi
   echo "\`$(meta iggy_commit)\` (\`iggy-server\` with mimalloc, TCP only, 1 shard), $(date -u +%Y-%m-%d),"
   echo "$(nproc) cores: the server pinned to CPU $server_cpu, the load generator (\`ringmq-perf\` / \`iggy-bench\`) to"
   echo "CPU $client_cpu. Data on $(meta fs) (\`$(meta data)\`), a fresh directory and server per round and broker."
@@ -406,6 +448,9 @@ table=$(
   echo "first. Latency: µs per send request (iggy-bench: mean of its producers' percentiles, 10 µs"
   echo "steps). Server CPU: utime+stime of the server process over the cell, per message. Generator"
   echo "CPU: user+system time of \`ringmq-perf\` / \`iggy-bench\` (GNU time), set-up included, per message."
+  echo "Before each cell the script writes back what earlier cells left dirty (\`sync\`, untimed). Steal:"
+  echo "the time the hypervisor ran something else while one of this VM's vCPUs wanted to run, summed"
+  echo "over the CPUs (/proc/stat), per second of the cell."
   if [ -n "${BENCH_IGGY_SAVE:-}" ]; then
     echo "Iggy's topics with messages_required_to_save = $BENCH_IGGY_SAVE (\`BENCH_IGGY_SAVE=$BENCH_IGGY_SAVE\`): a send"
     echo "is acknowledged once every $BENCH_IGGY_SAVE message(s) are written to the segment file."
@@ -416,15 +461,16 @@ table=$(
   echo
   echo "Load average $(meta load_before) before the run, $(meta load_after) after."
   echo
-  echo "| cell | messages | ringmq msgs/s | Iggy msgs/s | ringmq / Iggy | ringmq p50 / p99 µs | Iggy p50 / p99 µs | ringmq server CPU µs/msg | Iggy server CPU µs/msg | Iggy / ringmq CPU | ringmq-perf CPU µs/msg | iggy-bench CPU µs/msg |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+  echo "| cell | messages | ringmq msgs/s | Iggy msgs/s | ringmq / Iggy | ringmq p50 / p99 µs | Iggy p50 / p99 µs | ringmq server CPU µs/msg | Iggy server CPU µs/msg | Iggy / ringmq CPU | ringmq-perf CPU µs/msg | iggy-bench CPU µs/msg | steal ms/s, ringmq / Iggy |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   for cell in "${cells[@]}"; do
     r=$(med ringmq "$cell" .msgs_per_s) i=$(med iggy "$cell" .msgs_per_s)
     ratio=$(jq -n "if $i > 0 then ($r / $i * 100 | round / 100 | tostring) + \"x\" else \"-\" end" -r)
     rc=$(med ringmq "$cell" .server_us_per_msg) ic=$(med iggy "$cell" .server_us_per_msg)
     cratio=$(jq -rn "if $rc > 0 then ($ic / $rc * 100 | round / 100 | tostring) + \"x\" else \"-\" end")
     rg=$(med ringmq "$cell" '(.client_us_per_msg // null)') ig=$(med iggy "$cell" '(.client_us_per_msg // null)')
-    echo "| ${label[$cell]} | ${messages[$cell]} | $r | $i | $ratio | $(lat ringmq "$cell") | $(lat iggy "$cell") | $(jq -n "$rc * 100 | round / 100") | $(jq -n "$ic * 100 | round / 100") | $cratio | $(cpu2 "$rg") | $(cpu2 "$ig") |"
+    rs=$(med ringmq "$cell" '(.steal_ms_per_s // null)') is=$(med iggy "$cell" '(.steal_ms_per_s // null)')
+    echo "| ${label[$cell]} | ${messages[$cell]} | $r | $i | $ratio | $(lat ringmq "$cell") | $(lat iggy "$cell") | $(jq -n "$rc * 100 | round / 100") | $(jq -n "$ic * 100 | round / 100") | $cratio | $(cpu2 "$rg") | $(cpu2 "$ig") | $(steal1 "$rs") / $(steal1 "$is") |"
   done
   echo
   echo "ringmq / Iggy msgs/s in each round, and the goals (issue #40):"
