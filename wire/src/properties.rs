@@ -92,6 +92,7 @@ where
                 detail: "contains a 0x01 or 0x02 separator byte",
             });
         }
+        out.reserve(key.len() + value.len() + 2);
         out.extend_from_slice(key.as_bytes());
         out.push(NAME_VALUE_SEPARATOR);
         out.extend_from_slice(value.as_bytes());
@@ -157,7 +158,7 @@ impl<'a> Iterator for RawPairs<'a> {
 }
 
 fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
-    hay.iter().position(|&b| b == needle)
+    memchr::memchr(needle, hay)
 }
 
 /// Iterator returned by [`iter`].
@@ -173,14 +174,10 @@ impl<'a> Iterator for PropertyIter<'a> {
         if self.rest.is_empty() {
             return None;
         }
-        let end = self
-            .rest
-            .iter()
-            .position(|&b| b == PROPERTY_SEPARATOR)
-            .unwrap_or(self.rest.len());
+        let end = memchr(PROPERTY_SEPARATOR, self.rest).unwrap_or(self.rest.len());
         let pair = &self.rest[..end];
         self.rest = self.rest.get(end + 1..).unwrap_or(&[]);
-        let Some(split) = pair.iter().position(|&b| b == NAME_VALUE_SEPARATOR) else {
+        let Some(split) = memchr(NAME_VALUE_SEPARATOR, pair) else {
             self.rest = &[];
             return Some(Err(WireError::Invalid {
                 what: "property",
@@ -199,9 +196,12 @@ impl<'a> Iterator for PropertyIter<'a> {
     }
 }
 
+/// Whether `s` holds 0x01 or 0x02. No early exit, so the loop vectorizes: keys and values
+/// are short, and this runs for every pair a producer encodes.
 fn has_separator(s: &str) -> bool {
+    const _: () = assert!(NAME_VALUE_SEPARATOR == 1 && PROPERTY_SEPARATOR == 2);
     s.bytes()
-        .any(|b| b == NAME_VALUE_SEPARATOR || b == PROPERTY_SEPARATOR)
+        .fold(false, |found, b| found | (b.wrapping_sub(1) < 2))
 }
 
 #[cfg(test)]
