@@ -59,7 +59,10 @@
 #                            messages; `consume`'s default pulls 2 answers ahead); Iggy:
 #                            pinned-consumer (offset polls of stream 1, one partition)
 #   consume, 2 consumers     the same with 2 consumers, twice the messages (Iggy: streams 1, 2)
-# Both brokers get the same number of messages per cell.
+# Both brokers get the same number of messages per cell. iggy-bench deletes the streams it
+# finds before each producer cell, so Iggy starts those cells holding no data; ringmq gets a
+# fresh node on an empty directory before each producer cell, and its consume cells read the
+# 2-producer cell's node.
 #
 # Figures per cell and broker: msgs/s and p50/p99 latency as the generator reports them
 # (ringmq-perf: per send request; iggy-bench: per batch, the mean over producers of each one's
@@ -344,17 +347,31 @@ iggy_cell() { # ROUND CELL MESSAGES_PER_BATCH BATCHES_PER_ACTOR iggy-bench-kind-
   fi
 }
 
+# ringmq_fresh: stops the node (if any), removes its data, and starts a new one on an empty
+# directory: what iggy-bench's producer cells start from on Iggy's side, since iggy-bench
+# deletes the streams it finds before a producer benchmark (after the batch 100 x 1 and
+# 2-producer cells Iggy holds only the latter's 3M messages).
+ringmq_data=""
+ringmq_fresh() {
+  stop_server
+  [ -n "$ringmq_data" ] && rm -rf "$ringmq_data"
+  ringmq_data=$(mktemp -d "$data_parent/bench-iggy-data.XXXXXX")
+  start_ringmq "$ringmq_data"
+}
+
 ringmq_round() { # ROUND
-  local data; data=$(mktemp -d "$data_parent/bench-iggy-data.XXXXXX")
-  start_ringmq "$data"
   local common=(--size "$size" --inflight 1 --send-timeout 30s)
+  ringmq_fresh
   ringmq_cell "$1" b100p1 produce --topic b100p1 --queues 1 --batch 100 --producers 1 "${common[@]}" --count "${messages[b100p1]}"
+  ringmq_fresh
   ringmq_cell "$1" b1p1 produce --topic b1p1 --queues 1 --batch 1 --producers 1 "${common[@]}" --count "${messages[b1p1]}"
+  ringmq_fresh
   ringmq_cell "$1" b100p2 produce --topic b100p2 --queues 2 --batch 100 --producers 2 "${common[@]}" --count "${messages[b100p2]}"
   ringmq_cell "$1" c1 consume --topic b100p2 --from first --consumers 1 --pull-batch "$poll" --count "${messages[c1]}" --pull-ahead 1 --idle-exit 5s
   ringmq_cell "$1" c2 consume --topic b100p2 --from first --consumers 2 --pull-batch "$poll" --count "${messages[c2]}" --pull-ahead 1 --idle-exit 5s
   stop_server
-  rm -rf "$data"
+  rm -rf "$ringmq_data"
+  ringmq_data=""
 }
 
 iggy_round() { # ROUND
@@ -439,7 +456,8 @@ table=$(
   fi
   echo "\`$(meta iggy_commit)\` (\`iggy-server\` with mimalloc, TCP only, 1 shard), $(date -u +%Y-%m-%d),"
   echo "$(nproc) cores: the server pinned to CPU $server_cpu, the load generator (\`ringmq-perf\` / \`iggy-bench\`) to"
-  echo "CPU $client_cpu. Data on $(meta fs) (\`$(meta data)\`), a fresh directory and server per round and broker."
+  echo "CPU $client_cpu. Data on $(meta fs) (\`$(meta data)\`), a fresh directory and server per round and broker;"
+  echo "each producer cell starts on no data (iggy-bench deletes its streams first; ringmq gets a fresh node)."
   echo "1 KiB messages, one request in flight per producer, and per queue or partition a consumer reads"
   echo "(closed loop; ringmq's consumer starts a queue's next pull when a poll takes its messages, Iggy's"
   echo "polls again after the last poll's messages: the one-consumer cell reads 2 queues of ringmq's topic"
