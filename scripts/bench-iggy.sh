@@ -78,6 +78,12 @@
 # run; on the VM of docs/perf.md it rises while a broker writes to the disk). Consume cells show no latency: ringmq-perf reports the age of the messages there,
 # iggy-bench the poll round trip.
 #
+# The table also records free page reporting (scripts/bench-memory.sh status) at the start and
+# how much memory the guest handed back to the host during the run: on a VM that backs guest
+# memory lazily, a broker writing into pages it gets back pays a host fault per page. Run
+# `sudo scripts/bench-memory.sh prepare` once after boot to compare the brokers on backed
+# memory.
+#
 # Environment: IGGY_SRC (required unless IGGY_BIN), IGGY_REF (HEAD), IGGY_BIN (a directory
 # holding iggy-server and iggy-bench already built: no Iggy build; IGGY_COMMIT names it),
 # BENCH_ROUNDS (3; fewer is refused unless BENCH_FEWER_ROUNDS=1), BENCH_BATCHES (20000), BENCH_BATCHES2 (15000), BENCH_UNBATCHED (60000),
@@ -130,6 +136,9 @@ case "$work/" in "$repo"/*) echo "BENCH_DIR ($work) must be outside the reposito
 data_parent=${BENCH_DATA:-$work/data}
 run=$work/run
 hz=$(getconf CLK_TCK)
+# reported_kib: KiB of freed memory the guest has handed back to the host since boot (free
+# page reporting; scripts/bench-memory.sh), empty without it.
+reported_kib() { cat /sys/module/page_reporting/parameters/reported_kib 2>/dev/null || true; }
 
 cells=(b100p1 b1p1 b100p2 c1 c2)
 declare -A label=(
@@ -220,8 +229,9 @@ if [ "${BENCH_REPORT_ONLY:-0}" != 1 ]; then
     --arg ringmq_set "${BENCH_RINGMQ_SET:-}" \
     --arg fs "$(stat -f -c %T "$data_parent")" --argjson rounds "$rounds" \
     --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" \
+    --arg memory "$(scripts/bench-memory.sh status)" --arg reported "$(reported_kib)" \
     '{commit: $commit, iggy_commit: $iggy, data: $data, fs: $fs, rounds: $rounds, load_before: $load,
-      ringmq_set: $ringmq_set}' >"$run/meta.json"
+      ringmq_set: $ringmq_set, memory_before: $memory, reported_kib_before: $reported}' >"$run/meta.json"
 fi
 
 # --- servers --------------------------------------------------------------------------------
@@ -392,7 +402,8 @@ if [ "${BENCH_REPORT_ONLY:-0}" != 1 ]; then
     if [ $((round % 2)) = 1 ]; then ringmq_round "$round"; iggy_round "$round"
     else iggy_round "$round"; ringmq_round "$round"; fi
   done
-  jq --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" '. + {load_after: $load}' "$run/meta.json" >"$run/meta.tmp"
+  jq --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" --arg reported "$(reported_kib)" \
+    '. + {load_after: $load, reported_kib_after: $reported}' "$run/meta.json" >"$run/meta.tmp"
   mv "$run/meta.tmp" "$run/meta.json"
 fi
 
@@ -405,6 +416,17 @@ lat() { # BROKER CELL
   echo "$(med "$1" "$2" .p50_us) / $(med "$1" "$2" .p99_us)"
 }
 meta() { jq -r ".$1 // \"not recorded\"" "$run/meta.json"; }
+# memory_line: free page reporting at the start and what it handed back to the host during the
+# run (pages the brokers then touch again cost a host fault each: scripts/bench-memory.sh).
+memory_line() {
+  local before after
+  before=$(meta reported_kib_before) after=$(meta reported_kib_after)
+  [ "$(meta memory_before)" = "not recorded" ] && return 0
+  case "$before$after" in
+    *[!0-9]* | "") echo "Memory at the start: $(meta memory_before)." ;;
+    *) echo "Memory at the start: $(meta memory_before); $(((after - before) / 1024)) MiB handed back to the host during the run." ;;
+  esac
+}
 # steal1 VALUE: ms/s to 1 decimal; "-" when not recorded.
 steal1() { jq -rn --argjson v "$1" 'if $v == null then "-" else ($v * 10 | round / 10 | tostring) end'; }
 # cpu2 VALUE: µs per message to 2 decimals; "-" when not recorded (results of an older run).
@@ -478,6 +500,7 @@ table=$(
   fi
   echo
   echo "Load average $(meta load_before) before the run, $(meta load_after) after."
+  memory_line
   echo
   echo "| cell | messages | ringmq msgs/s | Iggy msgs/s | ringmq / Iggy | ringmq p50 / p99 µs | Iggy p50 / p99 µs | ringmq server CPU µs/msg | Iggy server CPU µs/msg | Iggy / ringmq CPU | ringmq-perf CPU µs/msg | iggy-bench CPU µs/msg | steal ms/s, ringmq / Iggy |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
