@@ -93,7 +93,8 @@ if [ "${BENCH_REPORT_ONLY:-0}" != 1 ]; then
   cp "${BENCH_GRPC_CLIENT:-target/release/examples/grpc_bench}" "$work/bin/grpc_bench"
   ringmq=$work/bin/ringmq perf=$work/bin/ringmq-perf
   jq -n --arg commit "$commit" --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" \
-    --argjson rounds "$rounds" '{commit: $commit, load_before: $load, rounds: $rounds}' >"$work/meta.json"
+    --arg memory "$(scripts/bench-memory.sh status)" --argjson rounds "$rounds" \
+    '{commit: $commit, load_before: $load, rounds: $rounds, memory_before: $memory}' >"$work/meta.json"
 fi
 grpc_bench=$work/bin/grpc_bench
 
@@ -277,6 +278,8 @@ table=$(
   echo "or per receive call. Broker CPU: utime+stime over the client's run, per message. Ratio: the"
   echo "cell's broker µs/msg over the native cell's (or over ringmq's gRPC cell for the port), per"
   echo "round, median."
+  echo
+  echo "Memory at the start: $(meta memory_before) (scripts/bench-memory.sh)."
   echo
   echo "| cell | messages | msgs/s | p50 / p99 µs | errors | broker CPU µs/msg | ratio | msgs/s per round | µs/msg per round |"
   echo "|---|---|---|---|---|---|---|---|---|"

@@ -103,6 +103,7 @@ e2e_cell() { # round cell protocol
 
 echo "work directory: $work; $rounds rounds, $secs s per cell; load: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 load_before=${BENCH_LOAD_BEFORE:-$(cut -d' ' -f1-3 /proc/loadavg)}
+memory_before=$(scripts/bench-memory.sh status)
 shards=${BENCH_SHARDS:-}
 # BENCH_REPORT_ONLY=1: no runs, only the table of the results already in BENCH_DIR.
 [ "${BENCH_REPORT_ONLY:-0}" = 1 ] && rounds_to_run=0 || rounds_to_run=$rounds
@@ -165,6 +166,8 @@ table=$(
   echo "each, the cells of a group alternating which runs first), ${secs} s per cell. Broker CPU:"
   echo "\`/proc/<pid>/stat\` of the node process over the cell, per message sent or received."
   echo "Ratio: remoting over native broker µs/msg, taken in each round, median of the rounds."
+  echo
+  echo "Memory at the start: $memory_before (scripts/bench-memory.sh)."
   echo
   echo "| cell | msgs/s | p50 µs | p99 µs | errors | broker CPU µs/msg | perf CPU µs/msg | ratio to native |"
   echo "|---|---|---|---|---|---|---|---|"

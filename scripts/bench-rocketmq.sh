@@ -156,7 +156,8 @@ if [ "${BENCH_REPORT_ONLY:-0}" != 1 ]; then
   cp "$ringmq" "$work/bin/ringmq"
   ringmq=$work/bin/ringmq
   jq -n --arg commit "$commit" --arg load "$(cut -d' ' -f1-3 /proc/loadavg)" \
-    --argjson rounds "$rounds" '{commit: $commit, load_before: $load, rounds: $rounds}' >"$work/meta.json"
+    --arg memory "$(scripts/bench-memory.sh status)" --argjson rounds "$rounds" \
+    '{commit: $commit, load_before: $load, rounds: $rounds, memory_before: $memory}' >"$work/meta.json"
 fi
 
 # --- brokers --------------------------------------------------------------------------------
@@ -305,6 +306,8 @@ side_by_side() {
   echo "as sent (or pulled) of those asked. Broker CPU: utime+stime of the broker's processes"
   echo "(ringmq: one; the port: name server + broker) over the client's run, per completed message."
   echo
+  echo "Memory at the start: $(meta memory_before) (scripts/bench-memory.sh)."
+  echo
   echo "| flush | scenario | messages | ringmq msgs/s | port msgs/s | ringmq / port | ringmq p50 / p99 ms | port p50 / p99 ms | ringmq CPU µs/msg | port CPU µs/msg | completed ringmq; port |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|"
   for flush in $flushes; do
@@ -355,6 +358,8 @@ per_node() {
     echo "client's run divided by its length, of the whole machine (/proc/stat: all but idle and"
     echo "iowait) and of the node alone; $(nproc) is every core busy."
   fi
+  echo
+  echo "Memory at the start: $(meta memory_before) (scripts/bench-memory.sh)."
   echo
   echo "| flush | scenario | messages | node | msgs/s | p50 / p99 ms | broker CPU µs/msg | cores busy: all / node | completed per round | msgs/s per round | µs/msg per round |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|"

@@ -81,6 +81,7 @@ run_cell() { # round shards cell protocol topic [more args]
 
 echo "work directory: $work; $rounds rounds, $secs s per cell; load: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+memory_before=$(scripts/bench-memory.sh status)
 for round in $(seq 1 "$rounds"); do
   if [ $((round % 2)) = 1 ]; then order=(1 2); else order=(2 1); fi
   for shards in "${order[@]}"; do
@@ -126,6 +127,8 @@ table=$(
   echo "$load_before before, $load_after after. 1 KiB records, $secs s per cell, medians of $rounds"
   echo "rounds (a fresh node of each shard count per round, which goes first alternating). Broker"
   echo "CPU: \`/proc/<pid>/stat\` utime + stime of the node over the cell, per message."
+  echo
+  echo "Memory at the start: $memory_before (scripts/bench-memory.sh)."
   echo
   echo "| cell | shards | msgs/s | p99 µs | errors | broker CPU µs/msg | remoting / native CPU |"
   echo "|---|---|---|---|---|---|---|"

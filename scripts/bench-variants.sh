@@ -224,6 +224,7 @@ run_variant() { # round variant
 
 echo "work directory: $work; $rounds rounds, $secs s per cell; load: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 load_before=${BENCH_LOAD_BEFORE:-$(cut -d' ' -f1-3 /proc/loadavg)}
+memory_before=$(scripts/bench-memory.sh status)
 shards=${BENCH_SHARDS:-}
 [ "${BENCH_REPORT_ONLY:-0}" = 1 ] && rounds_to_run=0 || rounds_to_run=$rounds
 for round in $(seq 1 "$rounds_to_run"); do
@@ -276,6 +277,8 @@ table=$(
   echo "process over the cell, per message sent or received. Ratio: the variant's broker µs/msg"
   echo "over \`$base\`'s in the same round, median of the rounds. Pull latency is not shown: a"
   echo "catching-up consumer's delivery latency is the age of the backlog."
+  echo
+  echo "Memory at the start: $memory_before (scripts/bench-memory.sh)."
   echo
   echo "| cell | variant | msgs/s | p50 µs | p99 µs | errors | broker CPU µs/msg | perf CPU µs/msg | ratio to $base |"
   echo "|---|---|---|---|---|---|---|---|---|"
