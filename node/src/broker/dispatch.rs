@@ -59,8 +59,14 @@ pub fn dispatch(
     let local = |topic: &str, queue_id: u32| route(shard, topic, queue_id);
     match request {
         Request::SendMessage(h) | Request::SendBatchMessage(h) | Request::SendReplyMessage(h) => {
-            // The one decode of the records (CRC included); everything after takes the result.
-            let checked = match CheckedBatch::check(body) {
+            // The one decode of the records (CRC included unless this process wrote them);
+            // everything after takes the result.
+            let checked = if origin.encoded_here {
+                CheckedBatch::check_encoded_here(body)
+            } else {
+                CheckedBatch::check(body)
+            };
+            let checked = match checked {
                 Ok(c) => c,
                 Err(e) => return store_error(shard, e).into(),
             };

@@ -27,6 +27,12 @@ pub trait Service {
     /// Handles one request frame (the whole frame, prefix included) from `caller` (already
     /// authenticated; the service authorizes).
     fn handle(&self, frame: Vec<u8>, caller: &Caller) -> Outcome;
+    /// [`Service::handle`] for a frame this process encoded from a peer's request (the
+    /// remoting edge's translation): its records' body CRCs were computed here, so the
+    /// service need not compute them again. Everything else is checked as for `handle`.
+    fn handle_encoded_here(&self, frame: Vec<u8>, caller: &Caller) -> Outcome {
+        self.handle(frame, caller)
+    }
     /// The ACL, when on: requests are authenticated before [`Service::handle`].
     fn acl(&self) -> Option<&Acl> {
         None

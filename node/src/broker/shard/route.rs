@@ -24,6 +24,10 @@ pub struct Origin {
     /// The client connection it came on (`None` when forwarded): a heartbeat makes it the
     /// client's channel.
     pub conn: Option<u64>,
+    /// The frame's records were encoded in this process (the remoting edge's translation of
+    /// a RocketMQ send, a POP retry copy), their body CRCs computed as they were written: the
+    /// send path checks everything but those CRCs. Never set for bytes a peer sent.
+    pub encoded_here: bool,
 }
 
 /// Why a queue request cannot run here.

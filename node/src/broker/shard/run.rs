@@ -89,6 +89,7 @@ pub async fn run(
                     forwarded: true,
                     zero_copy: false,
                     conn: None,
+                    encoded_here: false,
                 };
                 match shard.dispatch(frame, origin, None) {
                     Outcome::Now(r) => {
@@ -297,6 +298,17 @@ impl ShardService {
         let id = shard.broker.next_conn.fetch_add(1, Ordering::Relaxed);
         ShardService(Rc::clone(shard), id, own)
     }
+
+    fn origin(&self, encoded_here: bool) -> Origin {
+        Origin {
+            forwarded: false,
+            // On the shard's own port records come back as bytes: the remoting edge
+            // writes the shard's queue ids into them.
+            zero_copy: !self.2,
+            conn: Some(self.1),
+            encoded_here,
+        }
+    }
 }
 
 impl Service for ShardService {
@@ -309,17 +321,11 @@ impl Service for ShardService {
     }
 
     fn handle(&self, frame: Vec<u8>, caller: &Caller) -> Outcome {
-        self.0.dispatch(
-            frame,
-            Origin {
-                forwarded: false,
-                // On the shard's own port records come back as bytes: the remoting edge
-                // writes the shard's queue ids into them.
-                zero_copy: !self.2,
-                conn: Some(self.1),
-            },
-            Some(caller),
-        )
+        self.0.dispatch(frame, self.origin(false), Some(caller))
+    }
+
+    fn handle_encoded_here(&self, frame: Vec<u8>, caller: &Caller) -> Outcome {
+        self.0.dispatch(frame, self.origin(true), Some(caller))
     }
 
     fn acl(&self) -> Option<&Acl> {

@@ -239,7 +239,8 @@ fn handle_frame<S: Service + 'static>(
             }
         }
     };
-    match svc.handle(native, &caller) {
+    // Every record in `native` was encoded by `request::translate` from the client's bytes.
+    match svc.handle_encoded_here(native, &caller) {
         Outcome::Now(r) => {
             note(&r);
             deliver(out, r)
