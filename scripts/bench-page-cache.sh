@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A closed-loop producer that writes many GB into one node, with the CommitLog's page-cache
-# release off (`commitLogCacheKeepBytes=0`) and on (the default), interleaved (docs/perf.md,
+# release off (`commitLogCacheKeepBytes=0`) and on (1 GiB), interleaved (docs/perf.md,
 # "The append that slows down after a few GB"). Each arm: a fresh `ringmq standalone`
 # (2 shards, metrics on), BENCH_RUNS back-to-back runs of `ringmq-perf produce --size 1024
 # --batch 100 --producers 1 --inflight 1 --duration 5s --metrics-url ...`, then
@@ -14,7 +14,8 @@
 #   BENCH_ROUNDS=1 BENCH_RUNS=4 scripts/bench-page-cache.sh
 #
 # Environment: BENCH_ROUNDS (3), BENCH_RUNS (6), BENCH_UNBATCHED (2), BENCH_SETTLE (30),
-# BENCH_KEEP (the "on" arm's commitLogCacheKeepBytes; default: the node's default),
+# BENCH_KEEP (the "on" arm's commitLogCacheKeepBytes; default 1073741824, the node's
+# default where free page reporting is on),
 # BENCH_RINGMQ (server binary). Results: one line per run on stdout, JSON in $BENCH_OUT
 # (a temporary directory unless set).
 set -euo pipefail
@@ -44,7 +45,7 @@ run_arm() {
   local round=$1 arm=$2 keep_args=()
   case $arm in
     off) keep_args=(--set commitLogCacheKeepBytes=0) ;;
-    on) [ -n "${BENCH_KEEP:-}" ] && keep_args=(--set "commitLogCacheKeepBytes=$BENCH_KEEP") ;;
+    on) keep_args=(--set "commitLogCacheKeepBytes=${BENCH_KEEP:-1073741824}") ;;
   esac
   data=$(mktemp -d "${TMPDIR:-/tmp}/ringmq-page-cache-data.XXXXXX")
   RUST_LOG=warn "$ringmq" standalone --data "$data" --namesrv-port 0 --broker-port 0 \

@@ -40,6 +40,8 @@ pub use tls::{ClientAuth, TlsConfig, TlsMode};
 
 /// `commitLogPrewriteBytes` when not set.
 pub const COMMIT_LOG_PREWRITE_BYTES_DEFAULT: u64 = 256 << 10;
+/// `commitLogCacheKeepBytes` when it is not set, on a machine with free page reporting.
+pub const COMMIT_LOG_CACHE_KEEP_BYTES_REPORTING: u64 = 1 << 30;
 
 /// When a write is acknowledged relative to fdatasync (`flushDiskType`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -213,8 +215,9 @@ pub struct BrokerConfig {
     pub pin_cores: bool,
     /// `commitLogCacheKeepBytes`: durable CommitLog bytes a shard keeps in the page cache
     /// behind its durable end; older bytes are released from memory (reads of them read the
-    /// disk). Default 1 GiB; 0 = release nothing (the kernel alone decides).
-    pub commit_log_cache_keep_bytes: u64,
+    /// disk). 0 = release nothing (the kernel alone decides). `None` (not set): decided by
+    /// the machine, [`Self::cache_keep_bytes`].
+    pub commit_log_cache_keep_bytes: Option<u64>,
     /// `commitLogDirectCatchUp`: pulls of bytes released from memory (behind
     /// `commitLogCacheKeepBytes`) are read with `O_DIRECT` in 1 MiB chunks on the shard's
     /// io_uring, not through the page cache. Default true; it turns itself off where the
@@ -310,7 +313,7 @@ impl Default for BrokerConfig {
             shards: None,
             controller: BrokerControllerConfig::default(),
             pin_cores: true,
-            commit_log_cache_keep_bytes: 1 << 30,
+            commit_log_cache_keep_bytes: None,
             commit_log_direct_catch_up: true,
             commit_log_prewrite_bytes: None,
             tls: TlsConfig::default(),
@@ -480,6 +483,22 @@ impl BrokerConfig {
         } else {
             0
         }
+    }
+
+    /// The page-cache window kept behind each shard's durable log end
+    /// (`commitLogCacheKeepBytes`). Not set: [`COMMIT_LOG_CACHE_KEEP_BYTES_REPORTING`] on a
+    /// machine that hands freed memory back to its host (free page reporting), where fresh
+    /// pages cost a fault in the host each; else 0, the page cache left to the kernel as
+    /// RocketMQ leaves it (faster where memory stays backed: docs/perf.md, "Memory the
+    /// host backs").
+    pub fn cache_keep_bytes(&self) -> u64 {
+        self.commit_log_cache_keep_bytes.unwrap_or_else(|| {
+            if crate::io::memory::freed_memory_goes_to_host() {
+                COMMIT_LOG_CACHE_KEEP_BYTES_REPORTING
+            } else {
+                0
+            }
+        })
     }
 
     /// ConsumeQueue file size rounded up to whole units, as RocketMQ's getter does.

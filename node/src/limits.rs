@@ -147,7 +147,7 @@ pub const SEGMENT_BYTES_MIN: u64 = (record::RECORD_BYTES_MAX + record::BLANK_BYT
 /// Largest CommitLog segment (`mappedFileSizeCommitLog`; RocketMQ's default is 1 GiB).
 pub const SEGMENT_BYTES_MAX: u64 = 64 * GIB;
 /// Largest page-cache window kept behind a shard's durable log end
-/// (`commitLogCacheKeepBytes`; 1 GiB by default).
+/// (`commitLogCacheKeepBytes`).
 pub const COMMIT_LOG_CACHE_KEEP_BYTES_MAX: u64 = 1024 * GIB;
 /// Largest distance zeros are written ahead of a shard's appends (`commitLogPrewriteBytes`;
 /// 256 KiB by default; past the CPU's cache the appends' copy is cold again).

@@ -632,4 +632,17 @@ fn log_start(mode: &str, cfg: &BrokerConfig, fallback: bool) {
             "io_uring where the kernel allows (per-shard lines below)"
         },
     );
+    let keep = cfg.cache_keep_bytes();
+    let why = match cfg.commit_log_cache_keep_bytes {
+        Some(_) => "as set",
+        None if keep > 0 => {
+            "not set; this machine hands freed memory back to its host (free page reporting), so a growing page cache would cost each append fresh pages"
+        }
+        None => "not set; freed memory stays with this machine, so the page cache is left to the kernel",
+    };
+    if keep == 0 {
+        log::info!("commitLogCacheKeepBytes=0 ({why}): the log's pages stay in the page cache until the kernel reclaims them");
+    } else {
+        log::info!("commitLogCacheKeepBytes={keep} ({why}): each shard releases its durable log bytes from memory past {keep} bytes behind the durable end");
+    }
 }

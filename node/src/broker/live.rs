@@ -197,6 +197,7 @@ pub fn entries(c: &BrokerConfig) -> BTreeMap<String, String> {
     put("flushDiskType", c.flush_disk_type.as_str().to_string());
     put("warmMapedFileEnable", c.warm_segments().to_string());
     put("commitLogPrewriteBytes", c.prewrite_bytes().to_string());
+    put("commitLogCacheKeepBytes", c.cache_keep_bytes().to_string());
     put(
         "flushIntervalCommitLog",
         c.flush_interval_commit_log_ms.to_string(),

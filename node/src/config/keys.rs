@@ -199,7 +199,7 @@ const BROKER_KEYS: &[Key<BrokerConfig>] = &[
     key!("pinCores", |c, v| c.pin_cores = boolean(v)?),
     key!("commitLogCacheKeepBytes", |c, v| c
         .commit_log_cache_keep_bytes =
-        num(v, 0, limits::COMMIT_LOG_CACHE_KEEP_BYTES_MAX)?),
+        Some(num(v, 0, limits::COMMIT_LOG_CACHE_KEEP_BYTES_MAX)?)),
     key!("commitLogDirectCatchUp", |c, v| c
         .commit_log_direct_catch_up =
         boolean(v)?),

@@ -183,6 +183,24 @@ fn warm_segments_are_off_unless_set() {
 }
 
 #[test]
+fn page_cache_window_as_set_or_by_the_machine() {
+    use crate::config::COMMIT_LOG_CACHE_KEEP_BYTES_REPORTING;
+    let c = props("commitLogCacheKeepBytes=4096").unwrap().config;
+    assert_eq!(c.cache_keep_bytes(), 4096);
+    let c = props("commitLogCacheKeepBytes=0").unwrap().config;
+    assert_eq!(c.cache_keep_bytes(), 0);
+    let c = props("brokerName=a").unwrap().config;
+    assert_eq!(c.commit_log_cache_keep_bytes, None);
+    let by_machine = if crate::io::memory::freed_memory_goes_to_host() {
+        COMMIT_LOG_CACHE_KEEP_BYTES_REPORTING
+    } else {
+        0
+    };
+    assert_eq!(c.cache_keep_bytes(), by_machine);
+    assert!(err("commitLogCacheKeepBytes=-1").contains("commitLogCacheKeepBytes"));
+}
+
+#[test]
 fn zeros_ahead_of_the_log_only_under_async_flush_with_fallocated_segments() {
     use crate::config::COMMIT_LOG_PREWRITE_BYTES_DEFAULT;
     let c = props("brokerName=a").unwrap().config;

@@ -375,7 +375,7 @@ pub fn open_shard(
     scfg.segment_bytes = cfg.mapped_file_size_commit_log_bytes;
     scfg.cq_units_per_file = cfg.consume_queue_file_bytes() / 20;
     scfg.disk_full_ratio = f64::from(cfg.disk_space_warning_level_ratio) / 100.0;
-    scfg.cache_keep_bytes = cfg.commit_log_cache_keep_bytes;
+    scfg.cache_keep_bytes = cfg.cache_keep_bytes();
     scfg.prewrite_bytes = cfg.prewrite_bytes();
     let mut store = Store::open(disk, scfg).map_err(|e| format!("opening the store: {e}"))?;
     if cfg.broker_role.is_master() && cfg.warm_segments() {
@@ -425,10 +425,7 @@ pub fn open_shard(
         None
     };
     let segment_bytes = store.segment_bytes();
-    let (direct, keep) = (
-        cfg.commit_log_direct_catch_up,
-        cfg.commit_log_cache_keep_bytes,
-    );
+    let (direct, keep) = (cfg.commit_log_direct_catch_up, cfg.cache_keep_bytes());
     let mut shard = Shard::new(id, broker, store, offsets, splice_ok);
     shard.index = index;
     let direct = shard.catch_up.enable(direct, segment_bytes, keep);
