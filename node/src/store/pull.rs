@@ -128,34 +128,47 @@ impl<D: Disk + Clone> Store<D> {
             return Ok(PullResult::empty(PullStatus::OffsetOverflow, max, min, max));
         }
         let scan = (max - offset).min(PULL_SCAN_UNITS_MAX);
-        let mut units = vec![0u8; scan as usize * CQ_UNIT_BYTES];
-        cq.read_units(offset, &mut units)?;
         let mut result = PullResult::empty(PullStatus::NoMatchedMessage, offset, min, max);
         let log_min = self.log.min_offset();
         let mut window = Window::default();
-        for chunk in units.chunks_exact(CQ_UNIT_BYTES) {
-            let unit = CqUnit::decode(chunk.try_into().expect("chunks_exact yields 20 bytes"));
-            let fits = result.bytes + u64::from(unit.size) <= max_bytes;
-            if result.messages >= max_messages || (result.messages > 0 && !fits) {
-                break;
-            }
-            if unit.physical_offset + u64::from(unit.size) > visible_end {
-                // Units of a queue follow the log: every later one is past the cap too.
-                if result.next_offset == offset {
-                    result.status = PullStatus::NoNewMessage;
+        // Units are read in steps, the first as many as the pull asks for, then twice as
+        // many each time filters skip units: a catch-up pull of 32 reads 640 bytes of
+        // ConsumeQueue, not the whole scan limit (80 KiB, which made zeroing and copying
+        // units 2-3 % of a catching-up node's CPU).
+        let mut units = Vec::new();
+        let mut scanned = 0;
+        let mut step = u64::from(max_messages).max(UNITS_FIRST_STEP_MIN);
+        'scan: while scanned < scan && result.messages < max_messages {
+            let n = step.min(scan - scanned);
+            units.clear();
+            units.resize(n as usize * CQ_UNIT_BYTES, 0);
+            cq.read_units(offset + scanned, &mut units)?;
+            scanned += n;
+            step = step.saturating_mul(2);
+            for chunk in units.chunks_exact(CQ_UNIT_BYTES) {
+                let unit = CqUnit::decode(chunk.try_into().expect("chunks_exact yields 20 bytes"));
+                let fits = result.bytes + u64::from(unit.size) <= max_bytes;
+                if result.messages >= max_messages || (result.messages > 0 && !fits) {
+                    break 'scan;
                 }
-                break;
-            }
-            result.next_offset += 1;
-            if unit.physical_offset < log_min || !filter(unit.tag_hash) {
-                continue;
-            }
-            if let Some(accept) = &properties {
-                if !self.record_properties(&unit, &mut window, accept)? {
+                if unit.physical_offset + u64::from(unit.size) > visible_end {
+                    // Units of a queue follow the log: every later one is past the cap too.
+                    if result.next_offset == offset {
+                        result.status = PullStatus::NoNewMessage;
+                    }
+                    break 'scan;
+                }
+                result.next_offset += 1;
+                if unit.physical_offset < log_min || !filter(unit.tag_hash) {
                     continue;
                 }
+                if let Some(accept) = &properties {
+                    if !self.record_properties(&unit, &mut window, accept)? {
+                        continue;
+                    }
+                }
+                result.push(unit);
             }
-            result.push(unit);
         }
         if result.messages > 0 {
             result.status = PullStatus::Found;
@@ -199,6 +212,9 @@ impl<D: Disk + Clone> Store<D> {
         Ok(accept(view.properties))
     }
 }
+
+/// Fewest ConsumeQueue units a pull reads in its first step.
+const UNITS_FIRST_STEP_MIN: u64 = 32;
 
 /// A copy of log bytes `start..start + bytes.len()`.
 #[derive(Default)]
@@ -297,6 +313,53 @@ mod tests {
             .get_below("T", 0, (0, 100, u64::MAX), |_| false, none, ends[1])
             .unwrap();
         assert_eq!((r.status, r.next_offset), (PullStatus::NoMatchedMessage, 2));
+    }
+
+    /// A tag filter that skips most units: the pull reads the queue in growing steps, finds
+    /// the same matches a scan of everything finds, and stops at the scan limit.
+    #[test]
+    fn sparse_matches_across_read_steps() {
+        let mut store = Store::open(FaultDisk::new(), small_config("/s")).unwrap();
+        let n = PULL_SCAN_UNITS_MAX + 600;
+        for i in 0..n {
+            let mut buf = Vec::new();
+            let tag = if i % 97 == 96 || i == PULL_SCAN_UNITS_MAX + 10 {
+                "a"
+            } else {
+                "b"
+            };
+            encode("T", 0, b"x", Some(tag), &mut buf);
+            store.append(&mut buf, 1).unwrap();
+        }
+        let a = ringmq_wire::record::tag_hash("a");
+        let get = |offset: u64, max_messages: u32| {
+            store
+                .get("T", 0, offset, max_messages, u64::MAX, |h| h == a)
+                .unwrap()
+        };
+        let r = get(0, 3);
+        assert_eq!(
+            (r.status, r.messages, r.next_offset),
+            (PullStatus::Found, 3, 291)
+        );
+        // Past the first steps (32, 64, 128, ...) and up to the limit of one pull's scan.
+        let r = get(0, 1000);
+        let matches = (0..PULL_SCAN_UNITS_MAX).filter(|i| i % 97 == 96).count() as u32;
+        assert_eq!(
+            (r.status, r.messages, r.next_offset),
+            (PullStatus::Found, matches, PULL_SCAN_UNITS_MAX)
+        );
+        // The next pull goes on from there; nothing matches in a scan: NoMatchedMessage.
+        let r = get(PULL_SCAN_UNITS_MAX, 1);
+        assert_eq!(
+            (r.status, r.messages, r.next_offset),
+            (PullStatus::Found, 1, PULL_SCAN_UNITS_MAX + 11)
+        );
+        let none = store.get("T", 0, 0, 5, u64::MAX, |_| false).unwrap();
+        assert_eq!(
+            (none.status, none.messages, none.next_offset),
+            (PullStatus::NoMatchedMessage, 0, PULL_SCAN_UNITS_MAX)
+        );
     }
 
     /// Property filtering reads records through windows cut at segment ends (4 KiB segments
