@@ -11,13 +11,14 @@
 //! dir).
 
 use std::path::PathBuf;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
+mod common;
+
+use common::{env_u64, now_ms, BODY_BYTES};
 use ringmq_node::io::disk::RealDisk;
 use ringmq_node::store::{Store, StoreConfig};
-use ringmq_wire::{properties, record};
 
-const BODY_BYTES: usize = 1024;
 const TOPIC: &str = "BenchTopic";
 const BATCH: usize = 100;
 
@@ -32,7 +33,7 @@ fn main() {
     let mut cfg = StoreConfig::new(&dir, 0, "127.0.0.1:10911".parse().expect("literal"));
     cfg.cache_keep_bytes = 0;
     let mut store = Store::open(RealDisk::new(), cfg).expect("opening the store");
-    let one = encode_record();
+    let one = common::encode_record(TOPIC, 0, &[("TAGS", "TagA")]);
     let mut batch = one.repeat(BATCH);
     let mut written = 0;
     while written < messages {
@@ -87,42 +88,7 @@ fn read_all(store: &Store<RealDisk>, pull: u32, copy: bool, total: u64) -> f64 {
     t.elapsed().as_nanos() as f64 / got as f64
 }
 
-fn encode_record() -> Vec<u8> {
-    let body: Vec<u8> = (0..BODY_BYTES).map(|i| (i * 31 + 7) as u8).collect();
-    let mut props = Vec::new();
-    properties::encode([("TAGS", "TagA")], &mut props).expect("small properties encode");
-    let msg = record::Message {
-        topic: TOPIC,
-        queue_id: 0,
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp_ms: now_ms(),
-        born_host: "127.0.0.1:4000".parse().expect("literal"),
-        store_host_v6: false,
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
-        body: &body,
-        properties: &props,
-    };
-    let mut out = Vec::new();
-    record::encode(&msg, &mut out).expect("a 1 KiB record encodes");
-    out
-}
-
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
-fn env_u64(key: &str, default: u64) -> u64 {
-    std::env::var(key)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }

@@ -36,14 +36,15 @@ use std::io::Write as _;
 use std::os::unix::fs::FileExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
+mod common;
+
+use common::{env_u64, now_ms, BODY_BYTES};
 use hdrhistogram::Histogram;
 use ringmq_node::io::disk::RealDisk;
 use ringmq_node::store::{Store, StoreConfig};
-use ringmq_wire::{properties, record};
 
-const BODY_BYTES: usize = 1024;
 const SEGMENT_BYTES: u64 = 256 << 20;
 const FLUSH_INTERVAL: Duration = Duration::from_millis(500);
 /// The broker checkpoints every second under SYNC_FLUSH (`shard/run.rs`).
@@ -138,7 +139,9 @@ fn main() {
         .tempdir_in(&base)
         .expect("creating a temp dir under the bench directory");
 
-    let templates: Vec<Vec<u8>> = (0..QUEUES).map(encode_record).collect();
+    let templates: Vec<Vec<u8>> = (0..QUEUES)
+        .map(|q| common::encode_record(TOPIC, q, &[("TAGS", "TagA"), ("KEYS", "order-00000001")]))
+        .collect();
     let record_len = templates[0].len();
     let params = Params {
         bytes,
@@ -471,30 +474,6 @@ fn make_disk(fallback: bool) -> RealDisk {
     }
 }
 
-/// A 1-record batch for `queue`: 1 KiB body, a tag and a key, as a producer encodes it.
-fn encode_record(queue: u32) -> Vec<u8> {
-    let body: Vec<u8> = (0..BODY_BYTES).map(|i| (i * 31 + 7) as u8).collect();
-    let mut props = Vec::new();
-    properties::encode([("TAGS", "TagA"), ("KEYS", "order-00000001")], &mut props)
-        .expect("small properties encode");
-    let msg = record::Message {
-        topic: TOPIC,
-        queue_id: queue,
-        flag: 0,
-        sys_flag: 0,
-        born_timestamp_ms: now_ms(),
-        born_host: "127.0.0.1:4000".parse().expect("literal"),
-        store_host_v6: false,
-        reconsume_times: 0,
-        prepared_transaction_offset: 0,
-        body: &body,
-        properties: &props,
-    };
-    let mut out = Vec::new();
-    record::encode(&msg, &mut out).expect("a 1 KiB record encodes");
-    out
-}
-
 fn new_hist() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid histogram bounds")
 }
@@ -509,21 +488,6 @@ fn fill_latency(s: &mut Sample, h: &Histogram<u64>) {
 
 fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1)
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
-fn env_u64(key: &str, default: u64) -> u64 {
-    match std::env::var(key) {
-        Ok(v) => v
-            .parse()
-            .unwrap_or_else(|_| panic!("{key}={v} is not a whole number")),
-        Err(_) => default,
-    }
 }
 
 fn fs_name(dir: &Path) -> String {
