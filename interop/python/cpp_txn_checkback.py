@@ -47,7 +47,12 @@ ok("half message sent (sysFlag prepared, TRAN_MSG, PGROUP), msg id %s" % r.msg_i
 p.send_sync(new_message(topic, "plain", "TagP", "kp"))
 
 inbox = Inbox()
-push_consumer(unique("CppTxnCG"), topic, inbox)
+# A producer's group reaches a broker only in a heartbeat. This client's producer sends its
+# first one 10 ms after start (before its first send has learned any broker, when the
+# machine is slow) and the next 30 s later. A consumer started in the producer's client
+# instance (instance name DEFAULT, the producer's) sends a heartbeat for the whole instance
+# as it starts, producer group included, to the brokers the half message's send learned.
+push_consumer(unique("CppTxnCG"), topic, inbox, member="DEFAULT")
 wait_until(lambda: inbox.count(lambda m: m["body"] == "plain") >= 1, 25, "the plain message")
 
 log_glob = os.path.join(os.path.expanduser("~"), "logs", "rocketmq-cpp",
