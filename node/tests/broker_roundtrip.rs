@@ -299,9 +299,10 @@ fn pull_and_check(
 fn pull_zero_copy_heap_copy_and_epoll_return_identical_bytes() {
     let dir = tempdir("pullpaths");
     let topic = "PullPaths";
-    // 40 x 1 KiB (a 40 KiB pull, copied in every mode), then 10 MiB of 16 KiB records, which
-    // crosses the first 8 MiB segment so a pull spans two segment files. Pulls of 1 MiB and
-    // more are spliced in the "splice" mode (`SPLICE_MIN_BYTES`).
+    // 40 x 1 KiB (a 40 KiB pull: sent from the log's mapping in the "splice" mode, copied in
+    // the others), then 10 MiB of 16 KiB records, which crosses the first 8 MiB segment so a
+    // pull spans two segment files. Pulls of 1 MiB and more are spliced in the "splice" mode
+    // (`SPLICE_MIN_BYTES`).
     let small = make_batches(topic, 1, 40, 1000);
     let big = make_batches(topic, 10, 64, 16 * 1024);
     let mut results = Vec::new();

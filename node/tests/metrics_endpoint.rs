@@ -599,10 +599,11 @@ fn pull_paths_node(dir: &std::path::Path, keep: &str) -> (Node, SocketAddr) {
 /// How pull responses went out, counted by `ringmq_pull_responses_total{path}`: a pull under
 /// the 1 MiB splice threshold of bytes not in the page cache (released, or dropped by the
 /// kernel) goes from the log file, so its wait for the disk falls on an io_uring worker and
-/// not on the shard's thread; the same size of bytes in memory is copied. Fails if the copy
-/// path ignores residency (or the counters do not count).
+/// not on the shard's thread; the same size of bytes in memory is sent from the log's
+/// mapping (16 KiB and more), and a smaller one is copied. Fails if the mapping or copy
+/// paths ignore residency (or the counters do not count).
 #[test]
-fn a_small_pull_of_bytes_not_in_memory_goes_from_the_file_and_one_in_memory_is_copied() {
+fn a_small_pull_of_bytes_not_in_memory_goes_from_the_file_and_ones_in_memory_from_the_mapping() {
     let dir = tempdir("metrics-pull-paths");
     let data = dir.path().join("data");
     // Nothing released by the node, so no read-ahead either: only the pulls below bring the
@@ -668,27 +669,55 @@ fn a_small_pull_of_bytes_not_in_memory_goes_from_the_file_and_one_in_memory_is_c
         file, 3.0,
         "pulls of bytes not in memory were copied on the shard's thread:\n{scraped}"
     );
-    let copied = value(&scraped, "ringmq_pull_responses_total{path=\"copy\"}").unwrap();
-    assert_eq!(copied, 0.0, "{scraped}");
+    for path in ["copy", "mapped"] {
+        let n = value(
+            &scraped,
+            &format!("ringmq_pull_responses_total{{path=\"{path}\"}}"),
+        );
+        assert_eq!(n, Some(0.0), "{path}:\n{scraped}");
+    }
 
-    // Records just written are in memory: copied.
-    let batch: Vec<Msg> = (sent..sent + 4)
+    // Records just written are in memory: 32 KiB of them sent from the mapping, then one
+    // record (8 KiB) copied.
+    let batch: Vec<Msg> = (sent..sent + 5)
         .map(|i| Msg::new(topic, 0, body(i)))
         .collect();
     c.send_batch(topic, 0, &batch).ok();
     let r = c.pull(topic, 0, u64::from(sent), 4, 0);
     r.ok();
-    assert_eq!(decode_records(&r.body).len(), 4);
+    let got: Vec<Vec<u8>> = decode_records(&r.body)
+        .iter()
+        .map(|m| m.body.to_vec())
+        .collect();
+    let want: Vec<Vec<u8>> = (sent..sent + 4).map(body).collect();
+    assert!(got == want, "the warm pull: wrong records");
     let scraped = scrape_until(addr, "the warm pull", |b| {
         sum(b, "ringmq_pull_responses_total") >= 4
     });
+    let mapped = value(&scraped, "ringmq_pull_responses_total{path=\"mapped\"}").unwrap();
+    assert_eq!(
+        mapped, 1.0,
+        "the pull of 32 KiB in memory was not sent from the mapping:\n{scraped}"
+    );
+    let mapped_bytes = value(
+        &scraped,
+        "ringmq_pull_response_bytes_total{path=\"mapped\"}",
+    )
+    .unwrap();
+    assert!(mapped_bytes >= (4 * BODY) as f64, "{scraped}");
+    let r = c.pull(topic, 0, u64::from(sent) + 4, 1, 0);
+    r.ok();
+    assert_eq!(decode_records(&r.body)[0].body, &body(sent + 4)[..]);
+    let scraped = scrape_until(addr, "the small warm pull", |b| {
+        sum(b, "ringmq_pull_responses_total") >= 5
+    });
     let copied = value(&scraped, "ringmq_pull_responses_total{path=\"copy\"}").unwrap();
-    assert!(
-        copied >= 1.0,
-        "the pull of bytes in memory was not copied:\n{scraped}"
+    assert_eq!(
+        copied, 1.0,
+        "the pull of 8 KiB in memory was not copied:\n{scraped}"
     );
     let copied_bytes = value(&scraped, "ringmq_pull_response_bytes_total{path=\"copy\"}").unwrap();
-    assert!(copied_bytes >= (4 * BODY) as f64, "{scraped}");
+    assert!(copied_bytes >= BODY as f64, "{scraped}");
 }
 
 /// A consumer catching up through log bytes released from memory: its pulls are read with

@@ -1,7 +1,8 @@
 //! PULL_MESSAGE: ConsumeQueue lookup (tag filter on the unit's hash, SQL92 filter on the
 //! record's properties, see `broker::shard::filter`), then record bytes straight from the log:
-//! spliced from the segment file to the socket (zero copy) for larger responses, copied for
-//! small ones, for scattered ones (runs averaging under `SPLICE_RUN_MIN_BYTES`), when
+//! spliced from the segment file to the socket (zero copy) for larger responses, sent from
+//! the log's mapping for smaller ones of `SHARED_MIN_BYTES` and more, copied for the
+//! smallest, for scattered ones (runs averaging under `SPLICE_RUN_MIN_BYTES`), when
 //! `transferMsgByHeap` is set, or on the epoll fallback loop; a pull that starts in bytes
 //! released from memory is read with `O_DIRECT` (`broker::shard::catch_up`). With no
 //! data yet the pull is parked on the shard until an append to its queue or its suspend
@@ -22,7 +23,9 @@ use ringmq_wire::command::{PullRequest, PullResponse};
 use crate::broker::shard::filter::Filter;
 use crate::broker::shard::route::store_error;
 use crate::broker::shard::Shard;
-use crate::broker::shard::{SPLICE_MIN_BYTES, SPLICE_RUN_MIN_BYTES};
+use crate::broker::shard::{
+    SHARED_MIN_BYTES, SHARED_RUNS_MAX, SPLICE_MIN_BYTES, SPLICE_RUN_MIN_BYTES,
+};
 use crate::io::rt;
 use crate::limits;
 use crate::metrics::shard::PullPath;
@@ -284,8 +287,10 @@ fn respond(shard: &Shard, h: &PullRequest, r: &PullResult, zero_copy: bool) -> R
 
 /// The response's records: spliced from the log file when the response is large
 /// ([`SPLICE_MIN_BYTES`]) or when some of its pages are not in memory (a copy would wait for
-/// the disk on the shard's thread, where a splice waits on an io_uring worker); else copied
-/// from the log's mapping.
+/// the disk on the shard's thread, where a splice waits on an io_uring worker); else sent
+/// from the log's mapping ([`SHARED_MIN_BYTES`] and more, the broker's connections only:
+/// not across threads, not where the remoting edge rewrites the records); else copied from
+/// the mapping.
 fn body(shard: &Shard, r: &PullResult, zero_copy: bool) -> Result<Body, Reply> {
     let total = r.bytes as usize;
     let can_splice = zero_copy
@@ -313,6 +318,19 @@ fn body(shard: &Shard, r: &PullResult, zero_copy: bool) -> Result<Body, Reply> {
             .pull_body(PullPath::File, total as u64);
         return Ok(Body::Log { runs, len: total });
     }
+    if zero_copy
+        && !shard.broker.rt.transfer_msg_by_heap
+        && total >= SHARED_MIN_BYTES
+        && r.runs.len() <= SHARED_RUNS_MAX
+    {
+        if let Some(parts) = shared(shard, r) {
+            shard
+                .metrics
+                .borrow_mut()
+                .pull_body(PullPath::Mapped, total as u64);
+            return Ok(Body::Shared { parts, len: total });
+        }
+    }
     let mut bytes = Vec::with_capacity(total);
     let store = shard.store.borrow();
     for run in &r.runs {
@@ -326,6 +344,16 @@ fn body(shard: &Shard, r: &PullResult, zero_copy: bool) -> Result<Body, Reply> {
         .borrow_mut()
         .pull_body(PullPath::Copy, total as u64);
     Ok(Body::Bytes(bytes))
+}
+
+/// Views of the log's mapping for every run of `r`, or `None` when the disk has none for one
+/// of them (the caller copies; a run that cannot be read is reported by the copy).
+fn shared(shard: &Shard, r: &PullResult) -> Option<Vec<bytes::Bytes>> {
+    let store = shard.store.borrow();
+    r.runs
+        .iter()
+        .map(|run| store.read_shared(run.physical_offset, run.len as usize))
+        .collect()
 }
 
 /// Whether every run of `r` is in the page cache.

@@ -3,7 +3,8 @@
 //! append into one `io_uring_enter`), except appends up to [`INLINE_WRITE_BYTES_MAX`] (every
 //! ordinary send), written inline with pwrite: on ext4 the ring only adds a worker thread. Where io_uring is refused (seccomp, old kernel, memlock
 //! limit) the same calls fall back to pwrite/fdatasync, and [`RealDisk::driver`] says which.
-//! Reads copy from a read-only memory map of the file. Segment files are prepared (created,
+//! Reads copy from a read-only memory map of the file, or hand out views of it that keep
+//! it mapped (`read_shared`: a pull answer sent from the mapping). Segment files are prepared (created,
 //! fallocated, and with [`RealDisk::set_warm_segments`] pre-written with zeros) by a background
 //! thread so the append path never waits for block allocation.
 
@@ -18,6 +19,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 
+use bytes::Bytes;
 use io_uring::{opcode, types, IoUring};
 use memmap2::{Mmap, MmapOptions};
 
@@ -94,7 +96,24 @@ struct Inner {
 pub struct RealFile {
     file: File,
     path: PathBuf,
-    map: OnceCell<Option<Mmap>>,
+    map: OnceCell<Option<FileMap>>,
+}
+
+/// A file's read-only mapping, and the same mapping as [`Bytes`] for views handed out
+/// ([`Disk::read_shared`]): the mapping is unmapped when the file and the last view are gone.
+#[derive(Debug)]
+struct FileMap {
+    map: Arc<Mmap>,
+    bytes: Bytes,
+}
+
+/// The owner of a [`FileMap`]'s `bytes`.
+struct MapOwner(Arc<Mmap>);
+
+impl AsRef<[u8]> for MapOwner {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
 }
 
 impl RealFile {
@@ -116,7 +135,7 @@ impl RealFile {
     /// the next read of it faults the pages back in. Mapped pages are not dropped from the
     /// page cache (`fadvise`), so releasing a range starts here.
     fn unmap_range(&self, offset: u64, len: u64) {
-        let Some(Some(map)) = self.map.get() else {
+        let Some(Some(FileMap { map, .. })) = self.map.get() else {
             return;
         };
         let (Ok(start), Ok(n)) = (usize::try_from(offset), usize::try_from(len)) else {
@@ -128,8 +147,8 @@ impl RealFile {
         }
         // SAFETY: a shared, read-only file mapping: MADV_DONTNEED only drops this process's
         // page table entries for the range, and a later access maps the same file bytes
-        // again (not zeros, as it would for private or anonymous memory). No slice of the
-        // map is held across this call (reads copy out within `read_at`), and the map stays
+        // again (not zeros, as it would for private or anonymous memory): a view handed out
+        // by `read_shared` reads the same bytes after this call as before, and the map stays
         // valid: it is not unmapped or resized.
         let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, n) };
     }
@@ -172,10 +191,9 @@ impl RealFile {
         true
     }
 
-    /// The mapping if the file is mapped and `offset..offset+len` lies inside it.
-    fn mapped(&self, offset: u64, len: usize) -> Option<&[u8]> {
-        let map = self
-            .map
+    /// The file's mapping, made at the first read.
+    fn file_map(&self) -> Option<&FileMap> {
+        self.map
             .get_or_init(|| {
                 let len = self.file.metadata().ok()?.len();
                 if len == 0 {
@@ -184,13 +202,31 @@ impl RealFile {
                 // SAFETY: the store owns its files: nothing truncates a mapped file while the
                 // process runs (segments are only removed whole, after being dropped from the
                 // store, and the mapping never extends past the length read here), so reads
-                // of the mapping cannot fault. Concurrent writes through the fd only change
-                // bytes at or past the store's write offset, which readers never touch.
-                unsafe { MmapOptions::new().len(len as usize).map(&self.file) }.ok()
+                // of the mapping cannot fault, through this file or a view that outlives it
+                // (a removed file's pages stay while mapped). Concurrent writes through the
+                // fd only change bytes at or past the store's write offset, which readers
+                // never touch.
+                let map =
+                    Arc::new(unsafe { MmapOptions::new().len(len as usize).map(&self.file) }.ok()?);
+                let bytes = Bytes::from_owner(MapOwner(Arc::clone(&map)));
+                Some(FileMap { map, bytes })
             })
-            .as_ref()?;
+            .as_ref()
+    }
+
+    /// The mapping if the file is mapped and `offset..offset+len` lies inside it.
+    fn mapped(&self, offset: u64, len: usize) -> Option<&[u8]> {
         let start = usize::try_from(offset).ok()?;
-        map.get(start..start.checked_add(len)?)
+        self.file_map()?.map.get(start..start.checked_add(len)?)
+    }
+
+    /// A view of `offset..offset+len` of the mapping that keeps it alive (a reference
+    /// count, no copy), if the range lies inside it.
+    fn shared(&self, offset: u64, len: usize) -> Option<Bytes> {
+        let start = usize::try_from(offset).ok()?;
+        let end = start.checked_add(len)?;
+        let m = self.file_map()?;
+        (end <= m.bytes.len()).then(|| m.bytes.slice(start..end))
     }
 }
 
@@ -425,6 +461,10 @@ impl Disk for RealDisk {
             out.truncate(start);
         }
         res
+    }
+
+    fn read_shared(&self, file: &RealFile, offset: u64, len: usize) -> Option<Bytes> {
+        file.shared(offset, len)
     }
 
     fn read_at(&self, file: &RealFile, offset: u64, buf: &mut [u8]) -> io::Result<()> {
@@ -832,6 +872,46 @@ mod tests {
         assert!(out == want, "and leaves out as it was");
         drop(f);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A view from `read_shared` holds the bytes read back, keeps them through a release of
+    /// their range (`unmap_range`, then the page cache dropped) and after the file and its
+    /// directory are gone; a range past the mapping has no view.
+    #[test]
+    fn a_shared_view_outlives_its_file_and_reads_the_same_bytes() {
+        let (dir, disk, f) = scratch_file("read-shared");
+        let data: Vec<u8> = (0..256 * 1024u32).map(|i| (i % 249) as u8).collect();
+        disk.set_len(&f, data.len() as u64).unwrap();
+        disk.write_at(&f, 0, &data).unwrap();
+        disk.sync_data(&f).unwrap();
+        let a = disk
+            .read_shared(&f, 4096, 100_000)
+            .expect("a view inside the file");
+        let b = disk
+            .read_shared(&f, 200_000, 62_144)
+            .expect("a view at its end");
+        assert!(a[..] == data[4096..104_096], "the first view");
+        assert!(b[..] == data[200_000..], "the second view");
+        assert!(
+            disk.read_shared(&f, 200_000, 62_145).is_none(),
+            "past the end"
+        );
+        f.unmap_range(0, data.len() as u64);
+        // SAFETY: advice on an open descriptor; no memory is passed.
+        let rc =
+            unsafe { libc::posix_fadvise(f.file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        assert_eq!(rc, 0);
+        assert!(
+            a[..] == data[4096..104_096],
+            "the view after a release of its range"
+        );
+        drop(f);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(
+            a[..] == data[4096..104_096],
+            "the view after its file is gone"
+        );
+        assert!(b[..] == data[200_000..]);
     }
 
     #[test]

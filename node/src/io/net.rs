@@ -370,6 +370,50 @@ impl Conn {
         }
     }
 
+    /// Writes all of `head`, then every part of `parts` (views of the log's mapping): on TCP
+    /// one vectored send for all, the parts not copied by this process (the kernel copies
+    /// them from the mapping into the socket). Gives `head` back.
+    pub async fn write_shared(
+        &self,
+        head: Vec<u8>,
+        parts: Vec<bytes::Bytes>,
+    ) -> (io::Result<()>, Vec<u8>) {
+        match self {
+            Conn::Tcp(s) => {
+                let mut s = s;
+                let BufResult(res, (head, _parts)) = s.write_vectored_all((head, parts)).await;
+                (res, head)
+            }
+            Conn::Tls(t) => {
+                let (mut res, head) = t.write_all(head).await;
+                for p in &parts {
+                    if res.is_err() {
+                        break;
+                    }
+                    res = t.write_slice(p).await;
+                }
+                (res, head)
+            }
+            Conn::Sim(c) => {
+                let mut res = c.write(&head);
+                for p in &parts {
+                    res = res.and_then(|()| c.write(p));
+                }
+                (res, head)
+            }
+            Conn::Local(l) => {
+                let mut res = l.write_all(&head).await;
+                for p in &parts {
+                    if res.is_err() {
+                        break;
+                    }
+                    res = l.write_all(p).await;
+                }
+                (res, head)
+            }
+        }
+    }
+
     pub async fn shutdown(&self) {
         match self {
             Conn::Tcp(s) => {

@@ -330,6 +330,13 @@ impl Disk for NodeDisk {
         }
     }
 
+    fn read_shared(&self, file: &NodeFile, offset: u64, len: usize) -> Option<bytes::Bytes> {
+        match (self, file) {
+            (NodeDisk::Real(d), NodeFile::Real(f)) => d.read_shared(f, offset, len),
+            _ => None,
+        }
+    }
+
     fn take_prepared(&self, path: &Path, len: u64) -> io::Result<NodeFile> {
         match self {
             NodeDisk::Real(d) => d.take_prepared(path, len).map(NodeFile::Real),

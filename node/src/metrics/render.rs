@@ -162,12 +162,12 @@ fn flows(out: &mut String, views: &[std::sync::Arc<ShardView>]) {
     for (name, help, bytes) in [
         (
             "ringmq_pull_responses_total",
-            "Pull responses that carried records, by path: file (spliced from the log file, or read from it with io_uring on TLS) copy (copied from the log's mapping on the shard's thread) or direct (log bytes released from memory, read without the page cache and copied).",
+            "Pull responses that carried records, by path: file (spliced from the log file, or read from it with io_uring on TLS), copy (copied from the log's mapping on the shard's thread), mapped (sent from the log's mapping, the kernel copying into the socket) or direct (log bytes released from memory, read without the page cache and copied).",
             false,
         ),
         (
             "ringmq_pull_response_bytes_total",
-            "Record bytes of pull responses, by path (file, copy or direct, as ringmq_pull_responses_total).",
+            "Record bytes of pull responses, by path (file, copy, mapped or direct, as ringmq_pull_responses_total).",
             true,
         ),
     ] {
@@ -175,6 +175,7 @@ fn flows(out: &mut String, views: &[std::sync::Arc<ShardView>]) {
         for (path, pick) in [
             ("file", (|b: &PullBodies| b.file) as fn(&PullBodies) -> Responses),
             ("copy", |b: &PullBodies| b.copied),
+            ("mapped", |b: &PullBodies| b.mapped),
             ("direct", |b: &PullBodies| b.direct),
         ] {
             let value: u64 = views

@@ -68,6 +68,8 @@ pub struct PullBodies {
     pub file: Responses,
     /// Copied from the log's mapping on the shard's thread.
     pub copied: Responses,
+    /// Sent from the log's mapping: the kernel copies them into the socket.
+    pub mapped: Responses,
     /// Released log bytes read without the page cache (`O_DIRECT`) and copied from there.
     pub direct: Responses,
 }
@@ -77,6 +79,7 @@ pub struct PullBodies {
 pub enum PullPath {
     File,
     Copy,
+    Mapped,
     Direct,
 }
 
@@ -353,6 +356,7 @@ impl Recorder {
         let r = match path {
             PullPath::File => &mut self.pull_bodies.file,
             PullPath::Copy => &mut self.pull_bodies.copied,
+            PullPath::Mapped => &mut self.pull_bodies.mapped,
             PullPath::Direct => &mut self.pull_bodies.direct,
         };
         r.count += 1;

@@ -1,7 +1,7 @@
 //! A connection's outgoing side: the bounded queue of replies and frames the server sends
 //! on its own ([`OutQueue`]), the write loop that drains it (coalescing small items into one
-//! write, sending a large body beside them in one vectored send, splicing log runs, reading
-//! them into the TLS stream instead), and the in-flight
+//! write, sending a large body or views of the log's mapping beside them in one vectored
+//! send, splicing log runs, reading them into the TLS stream instead), and the in-flight
 //! count of replies that come later ([`answer_later`]). Shared by the native read loop
 //! (`connection.rs`) and the remoting one (`remoting/`).
 //!
@@ -245,6 +245,17 @@ pub(super) async fn write_loop(
                     }
                 }
                 Body::Bytes(b) => buf.extend_from_slice(&b),
+                // Views of the log's mapping go out beside what is ahead of them in one
+                // vectored send: the kernel copies them from the mapping.
+                Body::Shared { parts, .. } => {
+                    let (res, b) = conn.write_shared(std::mem::take(&mut buf), parts).await;
+                    buf = b;
+                    buf.clear();
+                    if res.is_err() {
+                        out.close();
+                        return;
+                    }
+                }
                 Body::Log { runs, .. } if !conn.splices() => {
                     // Splice cannot pass through a user-space TLS session or into an
                     // in-process pipe: the runs are read from the log file (io_uring reads,

@@ -40,6 +40,12 @@ pub enum Body {
         runs: Vec<LogRun>,
         len: usize,
     },
+    /// Views of the log's mapping, sent from it (no copy in this process); `len` is their
+    /// total.
+    Shared {
+        parts: Vec<bytes::Bytes>,
+        len: usize,
+    },
 }
 
 impl Body {
@@ -47,7 +53,7 @@ impl Body {
         match self {
             Body::Empty => 0,
             Body::Bytes(b) => b.len(),
-            Body::Log { len, .. } => *len,
+            Body::Log { len, .. } | Body::Shared { len, .. } => *len,
         }
     }
 
@@ -123,11 +129,13 @@ impl Reply {
         }
     }
 
-    /// The thread-crossing form. Log runs must have been turned into bytes already.
+    /// The thread-crossing form. Log runs must have been turned into bytes already; views
+    /// of the mapping are copied.
     pub fn into_send(self) -> SendReply {
         let body = match self.body {
             Body::Bytes(b) => b,
-            _ => Vec::new(),
+            Body::Shared { parts, .. } => parts.concat(),
+            Body::Empty | Body::Log { .. } => Vec::new(),
         };
         SendReply {
             status: self.status,

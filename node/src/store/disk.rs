@@ -111,4 +111,11 @@ pub trait Disk {
     fn resident(&self, _file: &Self::File, _offset: u64, _len: u64) -> bool {
         true
     }
+    /// `len` bytes of `file` from `offset` without a copy, valid for as long as the caller
+    /// holds them (the real disk: a view of the file's read mapping, which lives while any
+    /// view does); `None` where the disk has no such view, and the caller reads a copy.
+    /// Only bytes below the store's write offset are asked for: they do not change.
+    fn read_shared(&self, _file: &Self::File, _offset: u64, _len: usize) -> Option<bytes::Bytes> {
+        None
+    }
 }

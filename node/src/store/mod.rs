@@ -433,6 +433,12 @@ impl<D: Disk + Clone> Store<D> {
         self.log.read_append(physical_offset, len, out)
     }
 
+    /// `len` bytes of the log at `physical_offset` without a copy, where the disk can
+    /// ([`Disk::read_shared`]); `None`: read them with [`Store::read_append`].
+    pub fn read_shared(&self, physical_offset: u64, len: usize) -> Option<bytes::Bytes> {
+        self.log.read_shared(physical_offset, len)
+    }
+
     /// Whether [`Store::read`] of these bytes would be served from memory, without waiting
     /// for the disk ([`Disk::resident`]); `true` when that cannot be told.
     pub fn resident(&self, physical_offset: u64, len: u64) -> bool {

@@ -54,6 +54,13 @@ pub const HA_SPLICE_MIN_BYTES: usize = 16 * 1024;
 /// splices, and a filter that keeps scattered records (SQL92, rare tags) makes one run per
 /// record.
 pub const SPLICE_RUN_MIN_BYTES: usize = 4 * 1024;
+/// A copied pull response of at least this many bytes is sent from the log's mapping
+/// instead (views of it beside the header in one vectored send: the broker's copy into a
+/// buffer is gone, the kernel's into the socket stays), unless `transferMsgByHeap`.
+pub const SHARED_MIN_BYTES: usize = 16 * 1024;
+/// At most this many runs of the log in a response sent from the mapping (one iovec each);
+/// a pull whose records are scattered wider is copied.
+pub const SHARED_RUNS_MAX: usize = 64;
 
 /// Records the key index takes per step of its periodic catch-up.
 pub const INDEX_STEP_RECORDS: usize = 256;

@@ -202,6 +202,11 @@ fn in_view(view: Option<ShardView>, body: Body, queue: Option<u32>) -> Body {
             view::patch_records(v, &mut b, queue);
             Body::Bytes(b)
         }
+        (Some(v), Body::Shared { parts, .. }) => {
+            let mut b = parts.concat();
+            view::patch_records(v, &mut b, queue);
+            Body::Bytes(b)
+        }
         (Some(_), Body::Log { .. }) => {
             log::warn!("remoting: records of a shard's port came as log runs; not answered");
             Body::Empty

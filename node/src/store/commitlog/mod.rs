@@ -354,6 +354,14 @@ impl<D: Disk + Clone> CommitLog<D> {
             .map_err(|e| StoreError::io(self.dir.join(segment_name(seg.start)), e))
     }
 
+    /// `len` bytes at `physical_offset` without a copy ([`Disk::read_shared`]); `None` when
+    /// the disk has no view of them or they are not all in one segment below the write
+    /// offset (the caller reads a copy, which reports why).
+    pub fn read_shared(&self, physical_offset: u64, len: usize) -> Option<bytes::Bytes> {
+        let (seg, at) = self.span(physical_offset, len).ok()?;
+        self.disk.read_shared(&seg.file, at, len)
+    }
+
     /// The segment holding `len` bytes at `physical_offset` and their offset in its file;
     /// NotFound outside the log or across a segment end.
     fn span(&self, physical_offset: u64, len: usize) -> Result<(&Segment<D::File>, u64)> {
