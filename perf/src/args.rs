@@ -348,7 +348,8 @@ pub enum FlushArg {
 /// and e2e run 30 s; consume runs until idle.
 #[derive(Args, Debug, Clone)]
 pub struct RunLength {
-    /// Stop after this many messages (all producers, or all consumers, together).
+    /// Stop after this many messages (all producers, or all consumers, together; consume
+    /// with --verify counts distinct messages: a redelivery is reported, not counted).
     #[arg(long)]
     pub count: Option<u64>,
     /// Stop after this long: 30s, 500ms, 2m, 1h (a bare number is seconds).

@@ -292,10 +292,7 @@ pub async fn wait(sink: &Deliveries, when: StopWhen, stop: &AtomicBool) {
         if stop.load(Ordering::Relaxed) {
             return;
         }
-        if when
-            .count
-            .is_some_and(|n| sink.meter.counts().messages >= n)
-        {
+        if when.count.is_some_and(|n| sink.consumed() >= n) {
             return;
         }
         if when.duration.is_some_and(|d| started.elapsed() >= d) {

@@ -8,7 +8,10 @@
 //! queue is committed just past the last message taken: on a later pull of the queue (the
 //! request carries the offset, no round trip of its own), and with a request of its own once
 //! the count is reached. Messages polled past N, and those pulled ahead, are neither counted
-//! nor committed: the group's next reader gets them.
+//! nor committed: the group's next reader gets them. With verify, a message delivered again
+//! (after a broker restart, a queue that moved to a member reading the group's older
+//! committed offset) is taken and recorded but does not count: N is N distinct messages, so
+//! a run that met duplicates still reads to the end of what was acknowledged.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -165,11 +168,25 @@ async fn poll_until_done(l: &Loop) {
         if batch.is_empty() || l.done.load(Ordering::Relaxed) {
             continue;
         }
-        let k = l.claim(batch.len());
-        if k == 0 {
+        let views: Vec<MessageView<'_>> = batch.iter().collect();
+        // Only fresh messages count toward N (with verify, a redelivery does not): take the
+        // shortest prefix holding as many fresh messages as the count has left.
+        let fresh = l.sink.fresh(&views);
+        let want = fresh.iter().filter(|f| **f).count();
+        let got = l.claim(want);
+        if want > 0 && got == 0 {
             return;
         }
-        let views: Vec<MessageView<'_>> = batch.iter().collect();
+        let k = if got == want {
+            views.len()
+        } else {
+            fresh
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| **f)
+                .nth(got - 1)
+                .map_or(views.len(), |(i, _)| i + 1)
+        };
         let taken = &views[..k];
         let begin = l.sink.begin_call();
         l.sink.record(taken, begin, true, false);
@@ -178,7 +195,7 @@ async fn poll_until_done(l: &Loop) {
                 return l.fail(format!("committing offset {offset} of {mq}: {e}"));
             }
         }
-        if k < batch.len() {
+        if k < views.len() {
             return;
         }
     }

@@ -68,6 +68,9 @@ pub struct Deliveries {
     pub(crate) record: Option<Mutex<(QueueNames, Vec<Delivery>)>>,
     /// Verify mode: the messages delivered successfully at least once (producer, sequence).
     delivered: Option<Mutex<HashSet<(u64, u64)>>>,
+    /// Verify mode: successful deliveries that were the message's first (messages perf did
+    /// not send count each time), what `--count` counts.
+    first_deliveries: AtomicU64,
     /// Scheduled messages: receipt minus due time (µs), and those delivered early.
     lateness: Mutex<hdrhistogram::Histogram<u64>>,
     /// The broker's part: store time of the delivered copy minus due time (ms resolution).
@@ -100,6 +103,7 @@ impl Deliveries {
             last_us: AtomicU64::new(0),
             record: verify.then(|| Mutex::new((QueueNames::default(), Vec::new()))),
             delivered: verify.then(|| Mutex::new(HashSet::new())),
+            first_deliveries: AtomicU64::new(0),
             lateness: Mutex::new(crate::stats::new_histogram()),
             store_lateness: Mutex::new(crate::stats::new_histogram()),
             early: AtomicU64::new(0),
@@ -155,6 +159,30 @@ impl Deliveries {
         fail
     }
 
+    /// Messages consumed, as `--count` counts them: successful deliveries, and with verify
+    /// only each message's first (a redelivery is reported as a duplicate, not counted).
+    pub fn consumed(&self) -> u64 {
+        if self.delivered.is_some() {
+            self.first_deliveries.load(Ordering::Relaxed)
+        } else {
+            self.meter.counts().messages
+        }
+    }
+
+    /// Which of `msgs` this run has not yet seen delivered successfully: with verify, a
+    /// message of a perf producer already delivered once (a redelivery, e.g. after a broker
+    /// restart moved its queue to a member that read the group's older committed offset) is
+    /// not fresh; without verify, or a message perf did not send, every one is.
+    pub fn fresh<M: Delivered>(&self, msgs: &[M]) -> Vec<bool> {
+        let Some(set) = &self.delivered else {
+            return vec![true; msgs.len()];
+        };
+        let set = set.lock().unwrap_or_else(|p| p.into_inner());
+        msgs.iter()
+            .map(|m| payload::parse(m.body()).is_none_or(|h| !set.contains(&(h.producer, h.seq))))
+            .collect()
+    }
+
     /// A listener call's end: a success is measured (count, latency, lateness); every
     /// delivery is recorded for verify with the call's begin and end. One pass over the
     /// messages (each read in place once).
@@ -200,7 +228,11 @@ impl Deliveries {
         }
         if let (Some(set), true) = (&self.delivered, ok) {
             let mut set = set.lock().unwrap_or_else(|p| p.into_inner());
-            set.extend(seen.iter().map(|(h, _)| (h.producer, h.seq)));
+            let mut first = foreign;
+            for (h, _) in &seen {
+                first += u64::from(set.insert((h.producer, h.seq)));
+            }
+            self.first_deliveries.fetch_add(first, Ordering::Relaxed);
         }
         if let Some(rec) = &self.record {
             let mut g = rec.lock().unwrap_or_else(|p| p.into_inner());
@@ -343,5 +375,71 @@ impl Delivered for ReceivedMessage {
     }
     fn queue_offset(&self) -> u64 {
         self.queue_offset
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::payload::{BodyMaker, Head};
+
+    struct M(Vec<u8>, u64);
+
+    impl Delivered for M {
+        fn body(&self) -> &[u8] {
+            &self.0
+        }
+        fn deliver_at_ms(&self) -> Option<i64> {
+            None
+        }
+        fn store_timestamp_ms(&self) -> i64 {
+            0
+        }
+        fn broker_name(&self) -> &str {
+            "b"
+        }
+        fn queue_id(&self) -> u32 {
+            0
+        }
+        fn queue_offset(&self) -> u64 {
+            self.1
+        }
+    }
+
+    fn msg(seq: u64) -> M {
+        let head = Head {
+            producer: 7,
+            seq,
+            send_us: 0,
+        };
+        M(BodyMaker::new(64).body(head).to_vec(), seq)
+    }
+
+    /// With verify, `--count` counts each message's first delivery: a redelivery is not
+    /// fresh and leaves `consumed` where it was (it is still measured and recorded); a
+    /// failed delivery does not count; without verify every delivery counts.
+    #[test]
+    fn with_verify_a_redelivery_is_not_counted() {
+        let d = Deliveries::new(Arc::new(Meter::default()), true, None);
+        let first = [msg(0), msg(1), msg(2)];
+        assert_eq!(d.fresh(&first), vec![true; 3]);
+        d.record(&first[..2], d.begin_call(), true, false);
+        d.record(&first[2..], d.begin_call(), false, false);
+        assert_eq!(d.consumed(), 2, "a failed delivery does not count");
+        let again = [msg(1), msg(2), msg(3), M(b"not from perf".to_vec(), 9)];
+        assert_eq!(d.fresh(&again), vec![false, true, true, true]);
+        d.record(&again, d.begin_call(), true, false);
+        assert_eq!(d.consumed(), 5, "0, 1, 2, 3 and the foreign one");
+        assert_eq!(
+            d.meter.counts().messages,
+            6,
+            "every successful delivery measured"
+        );
+
+        let plain = Deliveries::new(Arc::new(Meter::default()), false, None);
+        plain.record(&first, plain.begin_call(), true, false);
+        plain.record(&first, plain.begin_call(), true, false);
+        assert_eq!(plain.fresh(&first), vec![true; 3]);
+        assert_eq!(plain.consumed(), 6);
     }
 }

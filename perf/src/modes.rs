@@ -478,7 +478,7 @@ pub(crate) async fn consume_mode(
         eprintln!("ringmq-perf: {e}");
         return Ok(EXIT_FAILED);
     }
-    let consumed = meter.counts().messages;
+    let consumed = sink.consumed();
     if let Some(n) = a.length.count.filter(|&n| consumed < n) {
         let why = if setup.stop.load(Ordering::Relaxed) {
             "interrupted".to_string()
