@@ -43,8 +43,9 @@ pub use flusher::Flusher;
 /// to a worker thread, so a spliced response costs the shard two hand-offs (file -> pipe,
 /// pipe -> socket) and their wake-ups; a copy costs two memcpys (log mapping -> response,
 /// response -> socket) and no hand-off. Measured on loopback with one consumer catching up
-/// (docs/perf.md, "Splice or copy"), the copy cost the node 22-35 % less CPU per message
-/// at responses of 32 to 512 KiB and about the same at 1 MiB.
+/// (docs/perf.md, "Splice, mapping or copy"), the copy cost the node 22-35 % less CPU per
+/// message at responses of 32 to 512 KiB and about the same at 1 MiB; responses of
+/// [`SHARED_MIN_BYTES`] and more now leave from the mapping, which saves the first memcpy.
 pub const SPLICE_MIN_BYTES: usize = 1024 * 1024;
 /// Replication transfers of fewer bytes than this are copied rather than spliced. Not
 /// measured against the copy since pulls' threshold moved to [`SPLICE_MIN_BYTES`]; kept
