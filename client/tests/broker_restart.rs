@@ -105,3 +105,129 @@ async fn clients_reconnect_and_nothing_acknowledged_is_lost() {
     c.shutdown().await;
     p.shutdown().await;
 }
+
+/// A broker killed with SIGKILL and started again knows no client. Consumers (push and
+/// pull) and a producer whose heartbeat interval is a minute announce themselves as soon as
+/// their connections come back, not at their next heartbeat: the restarted broker lists the
+/// group's members and the producer group within seconds. Fails if a reconnection does not
+/// heartbeat (the lists would stay empty for a minute).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_broker_hears_from_every_client_as_it_reconnects() {
+    let mut node = Node::start();
+    let topic = "Rejoin";
+    node.create_topic(topic, 4).await;
+    let minute = Duration::from_secs(60);
+    let (push, _seen) = common::start_collecting(
+        common::fast_push(&node, "rejoin-group", "rejoin-push")
+            .subscribe(topic, "*")
+            .offset_dir(node.dir.path().join("offsets"))
+            .heartbeat_interval(minute)
+            .rebalance_interval(minute),
+    )
+    .await;
+    let pull = ringmq_client::PullConsumer::builder()
+        .group("rejoin-group")
+        .name_server(node.namesrv())
+        .instance_name("rejoin-pull")
+        .heartbeat_interval(minute)
+        .rebalance_interval(minute)
+        .reconnect_backoff(Duration::from_millis(50), Duration::from_millis(500))
+        .start()
+        .await
+        .unwrap();
+    pull.subscribe(topic, "*").await.unwrap();
+    let p = Producer::builder()
+        .group("rejoin-producers")
+        .name_server(node.namesrv())
+        .heartbeat_interval(minute)
+        .reconnect_backoff(Duration::from_millis(50), Duration::from_millis(500))
+        .start()
+        .await
+        .unwrap();
+    p.send(Message::new(topic, "before")).await.unwrap();
+    let admin = ringmq_client::Admin::connect(&node.namesrv())
+        .await
+        .unwrap();
+    let master = || async {
+        let brokers = admin.brokers().await.unwrap_or_default();
+        brokers
+            .iter()
+            .filter(|b| b.is_master())
+            .map(|b| b.addr)
+            .collect::<Vec<_>>()
+    };
+    let members = || async {
+        let m = master().await;
+        admin
+            .group_members("rejoin-group", &m)
+            .await
+            .unwrap_or_default()
+    };
+    let producers = || async {
+        admin
+            .producer_connections("rejoin-producers")
+            .await
+            .map(|l| l.iter().map(|(_, ids)| ids.len()).sum::<usize>())
+            .unwrap_or(0)
+    };
+    let mut listed = false;
+    for _ in 0..100 {
+        if members().await.len() == 2 && producers().await == 1 {
+            listed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        listed,
+        "the broker did not list both members and the producer at start"
+    );
+    // The pull consumer reads its queues, as one in use does (its connections are open).
+    for _ in 0..3 {
+        pull.poll(Duration::from_millis(200)).await.unwrap();
+    }
+
+    tokio::task::block_in_place(|| {
+        node.kill();
+        node.restart();
+    });
+    // The consumers' pulls reconnect on their own; the producer's next send does.
+    let p2 = p.clone();
+    let sender = tokio::spawn(async move {
+        for _ in 0..100 {
+            if p2.send(Message::new(topic, "after")).await.is_ok() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        false
+    });
+    let _ = pull.poll(Duration::from_millis(200)).await;
+    let started = std::time::Instant::now();
+    let mut seen = (0, 0);
+    while started.elapsed() < Duration::from_secs(20) {
+        let _ = pull.poll(Duration::from_millis(100)).await;
+        seen = (members().await.len(), producers().await);
+        if seen == (2, 1) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        sender.await.unwrap(),
+        "the producer did not send after the restart"
+    );
+    assert_eq!(
+        seen,
+        (2, 1),
+        "after the restart the broker listed {} of 2 members and {} of 1 producers within \
+         20 s (heartbeats every minute); log:\n{}",
+        seen.0,
+        seen.1,
+        std::fs::read_to_string(node.log_path()).unwrap_or_default()
+    );
+    eprintln!("listed again {:?} after the restart", started.elapsed());
+    push.shutdown().await;
+    pull.shutdown().await;
+    p.shutdown().await;
+}

@@ -774,6 +774,9 @@ async fn timers(weak: Weak<Inner>) {
     }) else {
         return;
     };
+    let Some(mut reconnects) = weak.upgrade().map(|i| i.inst().pool.reconnects()) else {
+        return;
+    };
     let floor = Duration::from_millis(10);
     let mut probe_tick = ticker(probe.max(floor)).await;
     let mut hb_tick = ticker(hb.max(floor)).await;
@@ -783,6 +786,13 @@ async fn timers(weak: Weak<Inner>) {
     loop {
         tokio::select! {
             _ = hb_tick.tick() => {
+                let Some(inner) = weak.upgrade() else { return };
+                if inner.managed.load(Ordering::Acquire) {
+                    inner.group.heartbeat().await;
+                }
+            }
+            // A broker came back (it may know no member of the group): heartbeat now.
+            Ok(()) = reconnects.changed() => {
                 let Some(inner) = weak.upgrade() else { return };
                 if inner.managed.load(Ordering::Acquire) {
                     inner.group.heartbeat().await;

@@ -372,6 +372,9 @@ async fn heartbeat_timer(weak: Weak<Inner>) {
     }) else {
         return;
     };
+    let Some(mut reconnects) = weak.upgrade().map(|i| i.inst().pool.reconnects()) else {
+        return;
+    };
     let floor = Duration::from_millis(10);
     let mut hb_tick = ticker(hb.max(floor)).await;
     let mut route_tick = ticker(refresh).await;
@@ -379,6 +382,11 @@ async fn heartbeat_timer(weak: Weak<Inner>) {
     loop {
         tokio::select! {
             _ = hb_tick.tick() => {
+                let Some(inner) = weak.upgrade() else { return };
+                inner.group.heartbeat().await;
+            }
+            // A broker came back (it may know no member of the group): heartbeat now.
+            Ok(()) = reconnects.changed() => {
                 let Some(inner) = weak.upgrade() else { return };
                 inner.group.heartbeat().await;
             }

@@ -54,6 +54,8 @@ pub struct PoolConfig {
 
 #[derive(Default)]
 struct Slot {
+    /// A connection to this endpoint was open before (the next one is a reconnection).
+    opened_before: bool,
     conn: Option<Arc<Connection>>,
     hello: Option<HelloResponse>,
     failures: u32,
@@ -75,6 +77,8 @@ pub struct Pool {
     inbox: Arc<Inbox>,
     /// Set by [`Pool::shutdown`]: no connection is opened again.
     shut: AtomicBool,
+    /// Counts connections to brokers opened again after one was lost ([`Pool::reconnects`]).
+    reconnects: tokio::sync::watch::Sender<u64>,
 }
 
 impl std::fmt::Debug for Pool {
@@ -92,7 +96,17 @@ impl Pool {
             slots: Mutex::new(HashMap::new()),
             inbox: Arc::new(Inbox::new()),
             shut: AtomicBool::new(false),
+            reconnects: tokio::sync::watch::channel(0).0,
         }
+    }
+
+    /// Changes each time a connection to a broker is opened again after the last one to it
+    /// was lost (the broker restarted, or the network came back). A broker that restarted
+    /// knows no client until their next heartbeat: the producers and consumers of this
+    /// client heartbeat at once when it changes, so a rebalance in the meantime does not
+    /// hand their queues to the members that happened to heartbeat first.
+    pub fn reconnects(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.reconnects.subscribe()
     }
 
     /// Where requests the brokers send this client go (e.g. consumer-ids-changed notices).
@@ -129,6 +143,10 @@ impl Pool {
         match self.connect(ep).await {
             Ok((conn, hello)) => {
                 let conn = Arc::new(conn);
+                if s.opened_before && matches!(ep.peer, Peer::Broker(_)) {
+                    self.reconnects.send_modify(|n| *n += 1);
+                }
+                s.opened_before = true;
                 s.failures = 0;
                 s.next_attempt = None;
                 s.conn = Some(Arc::clone(&conn));

@@ -575,6 +575,9 @@ async fn timers(weak: Weak<Inner>) {
         Some(i) => (i.inst.cfg.route_refresh_interval, i.cfg.heartbeat_interval),
         None => return,
     };
+    let Some(mut reconnects) = weak.upgrade().map(|i| i.inst.pool.reconnects()) else {
+        return;
+    };
     let mut refresh_tick = ticker(refresh).await;
     let mut heartbeat_tick = ticker(heartbeat.max(Duration::from_millis(10))).await;
     loop {
@@ -584,6 +587,11 @@ async fn timers(weak: Weak<Inner>) {
                 inner.inst.refresh_all_routes().await;
             }
             _ = heartbeat_tick.tick() => {
+                let Some(inner) = weak.upgrade() else { return };
+                heartbeat_all(&inner).await;
+            }
+            // A broker came back (a transaction's check-back needs the producer group).
+            Ok(()) = reconnects.changed() => {
                 let Some(inner) = weak.upgrade() else { return };
                 heartbeat_all(&inner).await;
             }
