@@ -13,15 +13,16 @@
 //! committed offset) is taken and recorded but does not count: N is N distinct messages, so
 //! a run that met duplicates still reads to the end of what was acknowledged.
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ringmq_client::{MessageQueue, MessageView, PullConsumer};
 use tokio::task::JoinHandle;
 
-use crate::deliveries::{Deliveries, RecvPlan};
+use crate::deliveries::{Delivered, Deliveries, RecvPlan};
+use crate::payload;
 
 /// How long one poll waits for messages before the task looks at the stop flag again.
 const POLL_WAIT: Duration = Duration::from_millis(200);
@@ -66,7 +67,10 @@ impl Counted {
             consumers.push(c);
         }
         balance(&consumers, &plan.topic).await;
-        let remaining = Arc::new(AtomicU64::new(count));
+        let budget = Arc::new(Mutex::new(Budget {
+            remaining: count,
+            counted: plan.verify.then(HashSet::new),
+        }));
         let done = Arc::new(AtomicBool::new(false));
         let error = Arc::new(Mutex::new(None));
         let tasks = consumers
@@ -75,7 +79,7 @@ impl Counted {
                 tokio::spawn(poll_loop(Loop {
                     consumer: c.clone(),
                     topic: plan.topic.clone(),
-                    remaining: Arc::clone(&remaining),
+                    budget: Arc::clone(&budget),
                     done: Arc::clone(&done),
                     error: Arc::clone(&error),
                     sink: Arc::clone(&sink),
@@ -114,33 +118,48 @@ impl Counted {
 struct Loop {
     consumer: PullConsumer,
     topic: String,
-    remaining: Arc<AtomicU64>,
+    budget: Arc<Mutex<Budget>>,
     done: Arc<AtomicBool>,
     error: Arc<Mutex<Option<String>>>,
     sink: Arc<Deliveries>,
 }
 
-impl Loop {
-    /// Claims up to `n` of what is left of the count.
-    fn claim(&self, n: usize) -> usize {
-        let mut cur = self.remaining.load(Ordering::Relaxed);
-        loop {
-            let take = cur.min(n as u64);
-            if take == 0 {
-                return 0;
-            }
-            match self.remaining.compare_exchange_weak(
-                cur,
-                cur - take,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return take as usize,
-                Err(now) => cur = now,
-            }
-        }
-    }
+/// What is left of N and, with verify, the messages counted so far, under one lock: two
+/// members polling the same message (a queue read by both while a rebalance settles) count
+/// it once.
+struct Budget {
+    remaining: u64,
+    counted: Option<HashSet<(u64, u64)>>,
+}
 
+impl Budget {
+    /// The longest prefix of `msgs` whose fresh messages fit in what is left (all of `msgs`
+    /// when they do), counted; 0 when the first fresh message finds nothing left. A message
+    /// perf did not send is always fresh; with verify, one counted before is not.
+    fn take<M: Delivered>(&mut self, msgs: &[M]) -> usize {
+        let mut k = 0;
+        for m in msgs {
+            let key = payload::parse(m.body()).map(|h| (h.producer, h.seq));
+            let fresh = match (&self.counted, key) {
+                (Some(set), Some(key)) => !set.contains(&key),
+                _ => true,
+            };
+            if fresh {
+                if self.remaining == 0 {
+                    break;
+                }
+                self.remaining -= 1;
+                if let (Some(set), Some(key)) = (&mut self.counted, key) {
+                    set.insert(key);
+                }
+            }
+            k += 1;
+        }
+        k
+    }
+}
+
+impl Loop {
     fn fail(&self, e: String) {
         self.error
             .lock()
@@ -169,24 +188,15 @@ async fn poll_until_done(l: &Loop) {
             continue;
         }
         let views: Vec<MessageView<'_>> = batch.iter().collect();
-        // Only fresh messages count toward N (with verify, a redelivery does not): take the
-        // shortest prefix holding as many fresh messages as the count has left.
-        let fresh = l.sink.fresh(&views);
-        let want = fresh.iter().filter(|f| **f).count();
-        let got = l.claim(want);
-        if want > 0 && got == 0 {
+        // Only fresh messages count toward N (with verify, a redelivery does not).
+        let k = l
+            .budget
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take(&views);
+        if k == 0 {
             return;
         }
-        let k = if got == want {
-            views.len()
-        } else {
-            fresh
-                .iter()
-                .enumerate()
-                .filter(|(_, f)| **f)
-                .nth(got - 1)
-                .map_or(views.len(), |(i, _)| i + 1)
-        };
         let taken = &views[..k];
         let begin = l.sink.begin_call();
         l.sink.record(taken, begin, true, false);
@@ -242,5 +252,85 @@ async fn balance(consumers: &[PullConsumer], topic: &str) {
                 log::warn!("rebalancing: {e}");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::payload::{BodyMaker, Head};
+
+    struct M(Vec<u8>);
+
+    impl Delivered for M {
+        fn body(&self) -> &[u8] {
+            &self.0
+        }
+        fn deliver_at_ms(&self) -> Option<i64> {
+            None
+        }
+        fn store_timestamp_ms(&self) -> i64 {
+            0
+        }
+        fn broker_name(&self) -> &str {
+            "b"
+        }
+        fn queue_id(&self) -> u32 {
+            0
+        }
+        fn queue_offset(&self) -> u64 {
+            0
+        }
+    }
+
+    fn msg(seq: u64) -> M {
+        let head = Head {
+            producer: 3,
+            seq,
+            send_us: 0,
+        };
+        M(BodyMaker::new(64).body(head).to_vec())
+    }
+
+    /// With verify, a message two members poll (a queue both read while a rebalance
+    /// settles) is counted once, so the count ends at N distinct messages: the prefix taken
+    /// stops at the first fresh message past N and takes the duplicates before it.
+    #[test]
+    fn a_message_polled_twice_counts_once() {
+        let mut b = Budget {
+            remaining: 4,
+            counted: Some(HashSet::new()),
+        };
+        assert_eq!(b.take(&[msg(0), msg(1)]), 2, "member A");
+        assert_eq!(
+            b.take(&[msg(0), msg(1), msg(2)]),
+            3,
+            "member B: two of them again"
+        );
+        assert_eq!(b.remaining, 1);
+        assert_eq!(
+            b.take(&[msg(2), msg(3), msg(4)]),
+            2,
+            "up to msg 3; msg 4 is past N"
+        );
+        assert_eq!(b.remaining, 0);
+        assert_eq!(
+            b.take(&[msg(3), msg(5)]),
+            1,
+            "a duplicate is taken, a fresh one is not"
+        );
+        assert_eq!(b.take(&[msg(5)]), 0);
+
+        let mut plain = Budget {
+            remaining: 3,
+            counted: None,
+        };
+        assert_eq!(
+            plain.take(&[msg(0), msg(0)]),
+            2,
+            "without verify every delivery counts"
+        );
+        assert_eq!(plain.take(&[msg(0), msg(1)]), 1);
+        assert_eq!(plain.take(&[msg(1)]), 0);
     }
 }

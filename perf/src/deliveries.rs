@@ -169,20 +169,6 @@ impl Deliveries {
         }
     }
 
-    /// Which of `msgs` this run has not yet seen delivered successfully: with verify, a
-    /// message of a perf producer already delivered once (a redelivery, e.g. after a broker
-    /// restart moved its queue to a member that read the group's older committed offset) is
-    /// not fresh; without verify, or a message perf did not send, every one is.
-    pub fn fresh<M: Delivered>(&self, msgs: &[M]) -> Vec<bool> {
-        let Some(set) = &self.delivered else {
-            return vec![true; msgs.len()];
-        };
-        let set = set.lock().unwrap_or_else(|p| p.into_inner());
-        msgs.iter()
-            .map(|m| payload::parse(m.body()).is_none_or(|h| !set.contains(&(h.producer, h.seq))))
-            .collect()
-    }
-
     /// A listener call's end: a success is measured (count, latency, lateness); every
     /// delivery is recorded for verify with the call's begin and end. One pass over the
     /// messages (each read in place once).
@@ -415,19 +401,17 @@ mod tests {
         M(BodyMaker::new(64).body(head).to_vec(), seq)
     }
 
-    /// With verify, `--count` counts each message's first delivery: a redelivery is not
-    /// fresh and leaves `consumed` where it was (it is still measured and recorded); a
+    /// With verify, `--count` counts each message's first delivery: a redelivery leaves
+    /// `consumed` where it was (it is still measured and recorded); a
     /// failed delivery does not count; without verify every delivery counts.
     #[test]
     fn with_verify_a_redelivery_is_not_counted() {
         let d = Deliveries::new(Arc::new(Meter::default()), true, None);
         let first = [msg(0), msg(1), msg(2)];
-        assert_eq!(d.fresh(&first), vec![true; 3]);
         d.record(&first[..2], d.begin_call(), true, false);
         d.record(&first[2..], d.begin_call(), false, false);
         assert_eq!(d.consumed(), 2, "a failed delivery does not count");
         let again = [msg(1), msg(2), msg(3), M(b"not from perf".to_vec(), 9)];
-        assert_eq!(d.fresh(&again), vec![false, true, true, true]);
         d.record(&again, d.begin_call(), true, false);
         assert_eq!(d.consumed(), 5, "0, 1, 2, 3 and the foreign one");
         assert_eq!(
@@ -439,7 +423,6 @@ mod tests {
         let plain = Deliveries::new(Arc::new(Meter::default()), false, None);
         plain.record(&first, plain.begin_call(), true, false);
         plain.record(&first, plain.begin_call(), true, false);
-        assert_eq!(plain.fresh(&first), vec![true; 3]);
         assert_eq!(plain.consumed(), 6);
     }
 }
