@@ -231,3 +231,68 @@ async fn a_restarted_broker_hears_from_every_client_as_it_reconnects() {
     pull.shutdown().await;
     p.shutdown().await;
 }
+
+/// After a broker restart the members of a group heartbeat one by one as they reconnect.
+/// The first one back must not take the queues of a member the broker has not heard from
+/// yet (it would read them again from the group's committed offset, which the restart may
+/// have set back): for `REJOIN_GRACE` after a reconnection a member list missing members
+/// is not acted on. Fails if member A, back alone for 1.5 s with rebalances every 300 ms,
+/// takes B's queues.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_member_back_after_a_restart_keeps_to_its_own_queues() {
+    let mut node = Node::start();
+    let topic = "Rejoin2";
+    node.create_topic(topic, 4).await;
+    // A rebalances every 300 ms; B only when told (its timers would reconnect it).
+    let member = |name: &'static str, rebalance: Duration| {
+        let ns = node.namesrv();
+        async move {
+            let c = ringmq_client::PullConsumer::builder()
+                .group("rejoin2-group")
+                .name_server(ns)
+                .instance_name(name)
+                .heartbeat_interval(Duration::from_secs(60))
+                .rebalance_interval(rebalance)
+                .reconnect_backoff(Duration::from_millis(50), Duration::from_millis(200))
+                .start()
+                .await
+                .unwrap();
+            c.subscribe(topic, "*").await.unwrap();
+            c
+        }
+    };
+    let a = member("rejoin2-a", Duration::from_millis(300)).await;
+    let b = member("rejoin2-b", Duration::from_secs(60)).await;
+    let split = wait_until(Duration::from_secs(15), || {
+        a.assignment().len() == 2 && b.assignment().len() == 2
+    })
+    .await;
+    assert!(split, "the queues were not split 2 / 2 before the restart");
+    for c in [&a, &b] {
+        c.poll(Duration::from_millis(100)).await.unwrap();
+    }
+
+    tokio::task::block_in_place(|| {
+        node.kill();
+        node.restart();
+    });
+    // A's poll reconnects (and heartbeats); B stays away for 1.5 s.
+    let started = std::time::Instant::now();
+    let mut most = 0;
+    while started.elapsed() < Duration::from_millis(1500) {
+        let _ = a.poll(Duration::from_millis(50)).await;
+        most = most.max(a.assignment().len());
+    }
+    assert_eq!(
+        most, 2,
+        "member A took {most} queues while the restarted broker had not heard from B"
+    );
+    let _ = b.poll(Duration::from_millis(100)).await;
+    let resplit = wait_until(Duration::from_secs(15), || {
+        a.assignment().len() == 2 && b.assignment().len() == 2
+    })
+    .await;
+    assert!(resplit, "the queues were not split 2 / 2 after B came back");
+    a.shutdown().await;
+    b.shutdown().await;
+}

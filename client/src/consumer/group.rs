@@ -60,7 +60,16 @@ pub struct Group {
     acked: Mutex<BTreeSet<SocketAddr>>,
     /// Notified when a broker says the group's members changed.
     changed: Arc<Notify>,
+    /// topic -> the member list its latest rebalance allocated over.
+    last_members: Mutex<BTreeMap<String, Vec<String>>>,
 }
+
+/// For this long after a broker connection came back, a member list missing members the
+/// last rebalance saw is not acted on (the topic keeps its queues and the rebalance is
+/// retried): a broker that restarted hears from the members one by one as they reconnect,
+/// and the first to heartbeat would otherwise take the others' queues and read them again
+/// from the group's committed offset, which the restart may have set back.
+pub const REJOIN_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// What a rebalance computed.
 #[derive(Debug, Default)]
@@ -92,6 +101,7 @@ impl Group {
             version: std::sync::atomic::AtomicU64::new(1),
             acked: Mutex::new(BTreeSet::new()),
             changed,
+            last_members: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -228,6 +238,26 @@ impl Group {
                 what: format!("{} in the member list of {}", self.inst.id, self.name),
             });
         }
+        let mut last = self.last_members.lock().unwrap_or_else(|p| p.into_inner());
+        let rejoining = self
+            .inst
+            .pool
+            .since_reconnect()
+            .is_some_and(|d| d < REJOIN_GRACE);
+        if let Some(gone) = last
+            .get(topic)
+            .and_then(|prev| prev.iter().find(|m| !members.contains(m)))
+            .filter(|_| rejoining)
+        {
+            return Err(Error::NotFound {
+                what: format!(
+                    "{gone} in the member list of {} (a broker came back less than {:?} ago; \
+                     waiting for the members to heartbeat)",
+                    self.name, REJOIN_GRACE
+                ),
+            });
+        }
+        last.insert(topic.to_string(), members.clone());
         Ok(allocate_average(&queues, &members, &self.inst.id))
     }
 

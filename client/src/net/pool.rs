@@ -79,6 +79,8 @@ pub struct Pool {
     shut: AtomicBool,
     /// Counts connections to brokers opened again after one was lost ([`Pool::reconnects`]).
     reconnects: tokio::sync::watch::Sender<u64>,
+    /// When the latest of them was opened.
+    last_reconnect: Mutex<Option<Instant>>,
 }
 
 impl std::fmt::Debug for Pool {
@@ -97,7 +99,16 @@ impl Pool {
             inbox: Arc::new(Inbox::new()),
             shut: AtomicBool::new(false),
             reconnects: tokio::sync::watch::channel(0).0,
+            last_reconnect: Mutex::new(None),
         }
+    }
+
+    /// How long ago a connection to a broker was last opened again after one was lost.
+    pub fn since_reconnect(&self) -> Option<Duration> {
+        self.last_reconnect
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .map(|at| at.elapsed())
     }
 
     /// Changes each time a connection to a broker is opened again after the last one to it
@@ -144,6 +155,10 @@ impl Pool {
             Ok((conn, hello)) => {
                 let conn = Arc::new(conn);
                 if s.opened_before && matches!(ep.peer, Peer::Broker(_)) {
+                    *self
+                        .last_reconnect
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
                     self.reconnects.send_modify(|n| *n += 1);
                 }
                 s.opened_before = true;
