@@ -258,39 +258,7 @@ async fn balance(consumers: &[PullConsumer], topic: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::payload::{BodyMaker, Head};
-
-    struct M(Vec<u8>);
-
-    impl Delivered for M {
-        fn body(&self) -> &[u8] {
-            &self.0
-        }
-        fn deliver_at_ms(&self) -> Option<i64> {
-            None
-        }
-        fn store_timestamp_ms(&self) -> i64 {
-            0
-        }
-        fn broker_name(&self) -> &str {
-            "b"
-        }
-        fn queue_id(&self) -> u32 {
-            0
-        }
-        fn queue_offset(&self) -> u64 {
-            0
-        }
-    }
-
-    fn msg(seq: u64) -> M {
-        let head = Head {
-            producer: 3,
-            seq,
-            send_us: 0,
-        };
-        M(BodyMaker::new(64).body(head).to_vec())
-    }
+    use crate::deliveries::testing::msg;
 
     /// With verify, a message two members poll (a queue both read while a rebalance
     /// settles) is counted once, so the count ends at N distinct messages: the prefix taken

@@ -364,12 +364,13 @@ impl Delivered for ReceivedMessage {
     }
 }
 
+/// A delivered message for unit tests: a body and a queue offset.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) mod testing {
+    use super::Delivered;
     use crate::payload::{BodyMaker, Head};
 
-    struct M(Vec<u8>, u64);
+    pub struct M(pub Vec<u8>, pub u64);
 
     impl Delivered for M {
         fn body(&self) -> &[u8] {
@@ -392,7 +393,8 @@ mod tests {
         }
     }
 
-    fn msg(seq: u64) -> M {
+    /// Message `seq` of perf producer 7, at offset `seq`.
+    pub fn msg(seq: u64) -> M {
         let head = Head {
             producer: 7,
             seq,
@@ -400,6 +402,12 @@ mod tests {
         };
         M(BodyMaker::new(64).body(head).to_vec(), seq)
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::{msg, M};
+    use super::*;
 
     /// With verify, `--count` counts each message's first delivery: a redelivery leaves
     /// `consumed` where it was (it is still measured and recorded); a
