@@ -119,8 +119,8 @@ struct CommonArgs {
     /// Run without io_uring (epoll event loops, pwrite store writes); also RINGMQ_IO=epoll.
     #[arg(long)]
     no_io_uring: bool,
-    /// Copy record bytes into pull responses instead of splicing them from the log file
-    /// (the same as `--set transferMsgByHeap=true`).
+    /// Copy record bytes into pull responses instead of splicing them from the log file or
+    /// sending them from its mapping (the same as `--set transferMsgByHeap=true`).
     #[arg(long)]
     transfer_msg_by_heap: bool,
 }

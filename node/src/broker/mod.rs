@@ -110,8 +110,8 @@ pub struct TxnCounts {
 pub struct Runtime {
     pub flush: FlushDiskType,
     pub frame_bytes_max: usize,
-    /// Copy record bytes into pull responses instead of splicing them from the log file
-    /// (RocketMQ's `transferMsgByHeap`).
+    /// Copy record bytes into pull responses instead of splicing them from the log file or
+    /// sending them from its mapping (RocketMQ's `transferMsgByHeap`).
     pub transfer_msg_by_heap: bool,
     pub long_polling: bool,
     /// `slaveReadEnable`: a pull whose consumer is more than this many log bytes behind the
