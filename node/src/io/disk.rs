@@ -4,9 +4,9 @@
 //! ordinary send), written inline with pwrite: on ext4 the ring only adds a worker thread. Where io_uring is refused (seccomp, old kernel, memlock
 //! limit) the same calls fall back to pwrite/fdatasync, and [`RealDisk::driver`] says which.
 //! Reads copy from a read-only memory map of the file, or hand out views of it that keep
-//! it mapped (`read_shared`: a pull answer sent from the mapping). Segment files are prepared (created,
-//! fallocated, and with [`RealDisk::set_warm_segments`] pre-written with zeros) by a background
-//! thread so the append path never waits for block allocation.
+//! it mapped (`read_shared`: a pull answer sent from the mapping). Segment files are
+//! prepared (created, fallocated, and with [`RealDisk::set_warm_segments`] pre-written with
+//! zeros) by a background thread so the append path never waits for block allocation.
 
 use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::HashMap;
