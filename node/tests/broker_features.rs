@@ -17,6 +17,7 @@ use ringmq_wire::command::{
     GetConsumerListRequest, HeartbeatData, MessageModel, PullResponse, SendResponse, Subscription,
     UnregisterClientRequest,
 };
+use ringmq_wire::frame;
 
 fn heartbeat(c: &mut Client, client_id: &str, group: &str, topic: &str) {
     let hb = HeartbeatData {
@@ -232,7 +233,9 @@ fn largest_record_and_max_message_size() {
 
 /// Sends pipelined past the in-flight limit wait instead of being refused: 1,000 SEND_MESSAGE
 /// on one connection under SYNC_FLUSH (each waits for its fdatasync), all stored. With
-/// `waitTimeMillsInSendQueue=0` they are refused past the limit, as before the wait.
+/// `waitTimeMillsInSendQueue=0` they are refused past the limit, as before the wait. The
+/// 1,000 frames go out in one write, so they arrive faster than any fdatasync finishes
+/// (written one by one, a slow writer let the flushes keep up and nothing was refused).
 #[test]
 fn pipelined_sends_past_the_in_flight_limit_all_succeed() {
     for (wait, refusals_expected) in [(None, false), (Some("waitTimeMillsInSendQueue=0"), true)] {
@@ -246,13 +249,25 @@ fn pipelined_sends_past_the_in_flight_limit_all_succeed() {
         let topic = "Pipelined";
         Client::connect(addr).create_topic_ok(topic, 2);
         let mut c = Client::connect(addr);
+        let mut burst = Vec::new();
         let ids: Vec<u64> = (0..1000u32)
             .map(|i| {
                 let m = Msg::new(topic, i % 2, vec![7u8; 1024]);
                 let h = Client::send_request(topic, i % 2, false, 1);
-                c.send_frame(RequestCode::SendMessage, &h, &m.encode())
+                let id = 1_000_000 + u64::from(i);
+                frame::encode_request(
+                    &mut burst,
+                    RequestCode::SendMessage,
+                    false,
+                    id,
+                    &h,
+                    &m.encode(),
+                )
+                .expect("encoding");
+                id
             })
             .collect();
+        c.send_raw(&burst).expect("writing the burst");
         let statuses: Vec<Status> = ids.into_iter().map(|id| c.recv(id).status()).collect();
         let ok = statuses.iter().filter(|s| **s == Status::Success).count();
         let busy = statuses
