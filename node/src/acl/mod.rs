@@ -352,6 +352,7 @@ impl Acl {
             tls: false,
             session: None,
             ended: false,
+            conn_key: None,
         }
     }
 
@@ -596,6 +597,9 @@ pub struct ConnGuard {
     session: Option<Session>,
     /// The session's account changed: close the connection.
     ended: bool,
+    /// The MAC key of this connection's signer, derived at its first signed request and kept
+    /// while the account's key, the access key and the nonce stay the same.
+    conn_key: Option<auth::ConnKey>,
 }
 
 /// The account a TLS connection is bound to, and the secret it proved it held.
@@ -678,7 +682,7 @@ impl ConnGuard {
         };
         if let Some(auth) = &self.acl.inner.v2 {
             let user = self.user(auth, &signed.access_key)?;
-            if !signed.verify(&user.native_key, frame) {
+            if !self.verify(&user.native_key, &signed, frame) {
                 return Err(bad_signature(&signed.access_key));
             }
             self.check_stamp(&signed, now_ms)?;
@@ -688,7 +692,7 @@ impl ConnGuard {
         }
         let file = self.acl.inner.current.load();
         let account = self.account(&file, &signed.access_key)?;
-        if !signed.verify(&account.native_key, frame) {
+        if !self.verify(&account.native_key, &signed, frame) {
             return Err(bad_signature(&signed.access_key));
         }
         let secret = account.secret.clone();
@@ -696,6 +700,19 @@ impl ConnGuard {
         let caller = Caller::Account(Arc::from(signed.access_key.as_str()));
         self.bind(&caller, &signed.access_key, &secret);
         Ok(caller)
+    }
+
+    /// Checks `signed`'s MAC with the connection's kept key, derived again from the account's
+    /// `root` key when it was made for another account key, access key or nonce.
+    fn verify(&mut self, root: &auth::NativeKey, signed: &auth::Signed, frame: &[u8]) -> bool {
+        let (access_key, nonce) = (&signed.access_key, &signed.stamp.nonce);
+        let key = match self.conn_key.take() {
+            Some(k) if k.is_for(root, access_key, nonce) => k,
+            _ => root.connection(access_key, nonce),
+        };
+        let ok = signed.verify_with(&key, frame);
+        self.conn_key = Some(key);
+        ok
     }
 
     /// Binds a TLS connection to the account of its first verified signed request.

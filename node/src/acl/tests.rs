@@ -286,6 +286,32 @@ fn a_changed_file_takes_effect_and_a_broken_one_keeps_the_last_good() {
     assert_eq!(fx.acl.reload_counts(), (1, 1));
 }
 
+/// The connection keeps the MAC key of its signer's first request; a new secret in the file
+/// is not verified with the key kept from the old one.
+#[test]
+fn a_plain_connection_checks_every_request_against_the_secret_in_force() {
+    let fx = fixture(FILE);
+    let path = fx.acl.path().to_owned();
+    let mut g = fx.acl.guard(localhost());
+    let mut old = signer("consumer", "c-secret", 24);
+    for i in 0..2 {
+        let mut f = hello_frame();
+        old.sign(&mut f, NOW + i).expect("sign");
+        assert!(g.native(&mut f, NOW + i).is_ok(), "request {i}");
+    }
+    std::fs::write(&path, FILE.replace("c-secret", "c-secret-2")).expect("write");
+    assert!(fx.acl.reload_if_changed());
+    let mut f = hello_frame();
+    old.sign(&mut f, NOW + 2).expect("sign");
+    let refused = g.native(&mut f, NOW + 2).expect_err("old secret");
+    assert_eq!(refused.reason, Reason::BadSignature);
+    let mut new = signer("consumer", "c-secret-2", 25);
+    let mut f = hello_frame();
+    new.sign(&mut f, NOW + 3).expect("sign");
+    let mut g2 = fx.acl.guard(localhost());
+    assert!(g2.native(&mut f, NOW + 3).is_ok());
+}
+
 #[test]
 fn a_connection_refused_again_and_again_is_to_be_closed() {
     let fx = fixture(FILE);
