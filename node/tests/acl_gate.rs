@@ -203,18 +203,18 @@ fn no_mutation_of_a_signed_request_is_accepted_and_nothing_unsigned_is_stored() 
     // signature over other values, and with the producer's good signature (it holds no SUB on
     // the group): neither commits an offset.
     for (creds, tamper) in [(root(), true), (producer(), false)] {
-        let mut ext = std::collections::BTreeMap::new();
+        let mut ext = ringmq_wire::remoting::ext::ExtFields::new();
         for (k, v) in [
             ("consumerGroup", "g1"),
             ("topic", "orders"),
             ("queueId", "0"),
             ("commitOffset", "1"),
         ] {
-            ext.insert(k.to_owned(), v.to_owned());
+            ext.insert(k, v);
         }
         sign_remoting(&mut ext, &creds, &creds.remoting_key(), b"");
         if tamper {
-            ext.insert("commitOffset".to_owned(), "2".to_owned());
+            ext.insert("commitOffset", "2");
         }
         let cmd = Command::request(15, 5, ext);
         let bytes = rframe::encode(&cmd, SerializeType::Json, b"").expect("encode");

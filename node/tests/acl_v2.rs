@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
@@ -98,10 +97,7 @@ fn remoting(
     body: &[u8],
     signer: Option<(&str, &str)>,
 ) -> (Command, Vec<u8>) {
-    let mut fields: BTreeMap<String, String> = ext
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+    let mut fields: ringmq_wire::remoting::ext::ExtFields = ext.iter().copied().collect();
     if let Some(c) = signer {
         let key = RemotingKey::new(c.1.as_bytes());
         sign_remoting(&mut fields, &creds(c), &key, body);

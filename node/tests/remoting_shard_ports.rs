@@ -57,7 +57,7 @@ fn remoting_route(namesrv: SocketAddr, topic: &str) -> BTreeMap<String, (String,
     out
 }
 
-fn send(r: &mut Remoting, queue: u32, body: &str) -> (i32, BTreeMap<String, String>) {
+fn send(r: &mut Remoting, queue: u32, body: &str) -> (i32, ringmq_wire::remoting::ext::ExtFields) {
     let q = queue.to_string();
     let (resp, _) = r.call(
         request::SEND_MESSAGE,
@@ -150,11 +150,8 @@ fn each_shard_port_serves_its_queues_in_its_own_ids() {
         for j in 0..counts[usize::from(s)] {
             let (code, ext) = send(&mut ports[usize::from(s)], j, &format!("s{s}-q{j}"));
             assert_eq!(code, response::SUCCESS, "{ext:?}");
-            assert_eq!(
-                ext.get("queueId").map(String::as_str),
-                Some(&*j.to_string())
-            );
-            assert_eq!(ext.get("queueOffset").map(String::as_str), Some("0"));
+            assert_eq!(ext.get("queueId"), Some(&*j.to_string()));
+            assert_eq!(ext.get("queueOffset"), Some("0"));
         }
         // Past the shard's queues: refused, nothing stored.
         let (code, _) = send(

@@ -30,6 +30,7 @@ use ringmq_wire::command::{
 };
 use ringmq_wire::frame;
 use ringmq_wire::remoting::code::{request, response};
+use ringmq_wire::remoting::ext::ExtFields;
 use ringmq_wire::remoting::frame::{self as rframe, Command, SerializeType};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
@@ -170,7 +171,7 @@ impl TlsClient {
         let fields = ext
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+            .collect::<std::collections::BTreeMap<_, _>>();
         let f = rframe::encode(
             &Command::request(code, opaque, fields),
             SerializeType::Json,
@@ -320,7 +321,7 @@ fn assert_plaintext_native_refused(addr: SocketAddr, what: &str) {
 /// A plaintext remoting request to an enforcing listener: NO_PERMISSION, then closed.
 fn assert_plaintext_remoting_refused(addr: SocketAddr, what: &str) {
     let mut s = Client::connect_raw(addr).unwrap();
-    let cmd = Command::request(request::GET_ROUTEINFO_BY_TOPIC, 5, Default::default());
+    let cmd = Command::request(request::GET_ROUTEINFO_BY_TOPIC, 5, ExtFields::new());
     s.write_all(&rframe::encode(&cmd, SerializeType::Json, &[]).unwrap())
         .unwrap();
     s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();

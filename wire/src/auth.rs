@@ -42,8 +42,6 @@
 //! That scheme has no timestamp, so it cannot refuse a replay by itself (see
 //! `docs/security.md`).
 
-use std::collections::BTreeMap;
-
 use std::sync::Arc;
 
 use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
@@ -52,6 +50,7 @@ use hmac::{KeyInit, Mac};
 
 use crate::error::{Result, WireError};
 use crate::frame::{self, Flags, FRAME_BYTES_MAX, LENGTH_FIELD_BYTES, PREFIX_BYTES};
+use crate::remoting::ext::ExtFields;
 
 /// Domain separation for the native MAC (a MAC made for anything else never verifies here).
 pub const DOMAIN: &[u8] = b"ringmq-native-mac-v1";
@@ -266,7 +265,7 @@ impl RemotingKey {
         }
     }
 
-    fn mac<M: Mac + Clone>(key: &M, ext_fields: &BTreeMap<String, String>, body: &[u8]) -> M {
+    fn mac<M: Mac + Clone>(key: &M, ext_fields: &ExtFields, body: &[u8]) -> M {
         let mut m = key.clone();
         for (k, v) in ext_fields {
             if k != SIGNATURE_FIELD {
@@ -278,7 +277,7 @@ impl RemotingKey {
     }
 
     /// The `Signature` value RocketMQ's client computes for these fields and body.
-    pub fn signature(&self, ext_fields: &BTreeMap<String, String>, body: &[u8]) -> String {
+    pub fn signature(&self, ext_fields: &ExtFields, body: &[u8]) -> String {
         let tag = Self::mac(&self.sha1, ext_fields, body)
             .finalize()
             .into_bytes();
@@ -286,12 +285,7 @@ impl RemotingKey {
     }
 
     /// Does `signature` (base64) sign these fields and body? Compared in constant time.
-    pub fn verify(
-        &self,
-        ext_fields: &BTreeMap<String, String>,
-        body: &[u8],
-        signature: &str,
-    ) -> bool {
+    pub fn verify(&self, ext_fields: &ExtFields, body: &[u8], signature: &str) -> bool {
         let Ok(tag) = base64::engine::general_purpose::STANDARD.decode(signature.trim()) else {
             return false;
         };
@@ -309,15 +303,15 @@ impl RemotingKey {
 
 /// Signs a remoting request in place: adds `AccessKey`, then `Signature` over the result.
 pub fn sign_remoting(
-    ext_fields: &mut BTreeMap<String, String>,
+    ext_fields: &mut ExtFields,
     credentials: &Credentials,
     key: &RemotingKey,
     body: &[u8],
 ) {
-    ext_fields.insert(ACCESS_KEY_FIELD.to_owned(), credentials.access_key.clone());
+    ext_fields.insert(ACCESS_KEY_FIELD, &credentials.access_key);
     ext_fields.remove(SIGNATURE_FIELD);
     let sig = key.signature(ext_fields, body);
-    ext_fields.insert(SIGNATURE_FIELD.to_owned(), sig);
+    ext_fields.insert(SIGNATURE_FIELD, sig);
 }
 
 #[cold]
@@ -665,7 +659,7 @@ mod tests {
     fn remoting_signature_matches_rocketmq_clients() {
         // The vector rocketmq-client-rust 1.0's AclClientRPCHook test pins: fields a=first,
         // z=last, AccessKey=ak, SecurityToken=token, body "body", secret "secret".
-        let mut ext = BTreeMap::new();
+        let mut ext = ExtFields::new();
         for (k, v) in [
             ("a", "first"),
             ("z", "last"),
@@ -673,7 +667,7 @@ mod tests {
             (SECURITY_TOKEN_FIELD, "token"),
             (SIGNATURE_FIELD, "stale"),
         ] {
-            ext.insert(k.to_owned(), v.to_owned());
+            ext.insert(k, v);
         }
         let key = RemotingKey::new(b"secret");
         assert_eq!(key.signature(&ext, b"body"), "wuJkFDNRMKY6aFXTDwT/vg0UC8M=");

@@ -37,7 +37,7 @@ fn any_ext(keys: &'static [&'static str]) -> impl Strategy<Value = ExtFields> {
         prop::sample::select(vec!["true", "FALSE", "", " 1", "+7", "-"]).prop_map(str::to_owned),
         "\\PC{0,12}",
     ];
-    prop::collection::btree_map(key, value, 0..20)
+    prop::collection::btree_map(key, value, 0..20).prop_map(ExtFields::from)
 }
 
 fn header_round_trip<H>(ext: &ExtFields, must_decode: bool) -> Result<(), TestCaseError>
@@ -68,7 +68,9 @@ macro_rules! header_properties {
                     header_round_trip::<$t>(&numeric, true)?;
                     let mut full = numeric.clone();
                     for k in <$t>::KEYS {
-                        full.entry((*k).to_owned()).or_insert_with(|| "1".to_owned());
+                        if !full.contains_key(k) {
+                            full.insert(k, "1");
+                        }
                     }
                     prop_assert!(<$t>::from_ext(&full).is_ok());
                     header_round_trip::<$t>(&any, false)?;
@@ -114,7 +116,9 @@ proptest! {
     fn send_v2_round_trips(numeric in numeric_ext(SendMessageRequestHeader::KEYS)) {
         let mut full = numeric;
         for k in SendMessageRequestHeader::KEYS {
-            full.entry((*k).to_owned()).or_insert_with(|| "0".to_owned());
+            if !full.contains_key(k) {
+                full.insert(k, "0");
+            }
         }
         let h = SendMessageRequestHeader::from_ext(&full).unwrap();
         prop_assert_eq!(SendMessageRequestHeader::from_ext_v2(&h.to_ext_v2()).unwrap(), h);
@@ -481,7 +485,7 @@ fn command() -> impl Strategy<Value = Command> {
             flag,
             // The binary header cannot tell an empty remark from none.
             remark: remark.filter(|r| !r.is_empty()),
-            ext_fields: ext,
+            ext_fields: ext.into(),
         })
 }
 

@@ -1,11 +1,11 @@
 //! A bare RocketMQ remoting client for the admin tests: one request, one response, JSON
 //! header serialization, on a fresh loopback connection each time.
 
-use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
+use ringmq_client::wire::remoting::ext::ExtFields;
 use ringmq_client::wire::remoting::frame::{self, Command, SerializeType};
 
 /// A response: its code, remark, extFields and body as text.
@@ -13,16 +13,13 @@ use ringmq_client::wire::remoting::frame::{self, Command, SerializeType};
 pub struct Answer {
     pub code: i32,
     pub remark: String,
-    pub ext: BTreeMap<String, String>,
+    pub ext: ExtFields,
     pub body: String,
 }
 
 /// Sends request `code` with `ext` and `body` to `addr`, returns the response.
 pub fn call(addr: &str, code: i32, ext: &[(&str, &str)], body: &[u8]) -> Answer {
-    let ext = ext
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+    let ext: ExtFields = ext.iter().copied().collect();
     let req = Command::request(code, 1, ext);
     let bytes = frame::encode(&req, SerializeType::Json, body).expect("a request encodes");
     let mut s = TcpStream::connect(addr).expect("connecting to the node");

@@ -26,7 +26,7 @@ pub mod file;
 pub mod table;
 pub mod v2;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -799,7 +799,7 @@ impl ConnGuard {
     /// Authenticates a remoting request by its `AccessKey` and `Signature` fields.
     pub fn remoting(
         &mut self,
-        ext_fields: &BTreeMap<String, String>,
+        ext_fields: &ringmq_wire::remoting::ext::ExtFields,
         body: &[u8],
     ) -> Result<Caller, Refusal> {
         let r = self.remoting_inner(ext_fields, body);
@@ -808,16 +808,13 @@ impl ConnGuard {
 
     fn remoting_inner(
         &mut self,
-        ext_fields: &BTreeMap<String, String>,
+        ext_fields: &ringmq_wire::remoting::ext::ExtFields,
         body: &[u8],
     ) -> Result<Caller, Refusal> {
         let Some(key) = ext_fields.get(auth::ACCESS_KEY_FIELD) else {
             return self.anonymous();
         };
-        let sig = ext_fields
-            .get(auth::SIGNATURE_FIELD)
-            .map(String::as_str)
-            .unwrap_or("");
+        let sig = ext_fields.get(auth::SIGNATURE_FIELD).unwrap_or("");
         if let Some(auth) = &self.acl.inner.v2 {
             let user = self.user(auth, key)?;
             if !user.remoting_key.verify(ext_fields, body, sig) {
@@ -830,7 +827,7 @@ impl ConnGuard {
         if !account.remoting_key.verify(ext_fields, body, sig) {
             return Err(bad_signature(key));
         }
-        Ok(Caller::Account(Arc::from(key.as_str())))
+        Ok(Caller::Account(Arc::from(key)))
     }
 
     fn anonymous(&self) -> Result<Caller, Refusal> {

@@ -252,14 +252,14 @@ fn each_permission_allows_exactly_what_it_names() {
 fn remoting_signatures_as_rocketmq_clients_make_them() {
     let fx = fixture(FILE);
     let creds = Credentials::new("producer", "p-secret").expect("creds");
-    let mut ext = BTreeMap::new();
-    ext.insert("topic".to_owned(), "orders".to_owned());
+    let mut ext = ringmq_wire::remoting::ext::ExtFields::new();
+    ext.insert("topic", "orders");
     sign_remoting(&mut ext, &creds, &creds.remoting_key(), b"body");
     let mut g = fx.acl.guard(localhost());
     assert_eq!(g.remoting(&ext, b"body"), Ok(account("producer")));
     let e = g.remoting(&ext, b"other body").expect_err("body changed");
     assert_eq!(e.reason, Reason::BadSignature);
-    ext.insert("topic".to_owned(), "payments".to_owned());
+    ext.insert("topic", "payments");
     assert_eq!(
         g.remoting(&ext, b"body").expect_err("field changed").reason,
         Reason::BadSignature

@@ -256,7 +256,7 @@ mod tests {
     #[test]
     fn a_remoting_request_gets_no_permission_in_its_serialization() {
         for st in [SerializeType::Json, SerializeType::RocketMq] {
-            let cmd = Command::request(105, 42, Default::default());
+            let cmd = Command::request(105, 42, ringmq_wire::remoting::ext::ExtFields::new());
             let f = rframe::encode(&cmd, st, &[]).expect("encodes");
             assert!(matches!(answer_for(&f[..f.len() - 1]), Answer::Pending));
             let Answer::Bytes(b) = answer_for(&f) else {

@@ -259,7 +259,7 @@ mod tests {
     #[test]
     fn a_response_frame_splits_into_command_and_body() {
         let mut cmd = Command::response(0, 7, None);
-        cmd.ext_fields.insert("queueOffset".into(), "12".into());
+        cmd.ext_fields.insert("queueOffset", "12");
         for st in [SerializeType::Json, SerializeType::RocketMq] {
             let frame = Bytes::from(rframe::encode(&cmd, st, b"records").expect("encodes"));
             let r = split(&frame).expect("parses").expect("a response");
@@ -267,7 +267,7 @@ mod tests {
             assert_eq!(r.cmd.ext("queueOffset"), Some("12"));
             assert_eq!(&r.body[..], b"records");
         }
-        let req = Command::request(40, 3, Default::default());
+        let req = Command::request(40, 3, ringmq_client::wire::remoting::ext::ExtFields::new());
         let frame = Bytes::from(rframe::encode(&req, SerializeType::Json, b"").expect("encodes"));
         assert!(split(&frame).expect("parses").is_none());
     }
@@ -308,7 +308,8 @@ mod tests {
         for _ in 0..3 {
             let c = Arc::clone(&conn);
             tasks.push(tokio::spawn(async move {
-                let req = Command::request(11, 0, Default::default());
+                let req =
+                    Command::request(11, 0, ringmq_client::wire::remoting::ext::ExtFields::new());
                 let r = c
                     .request(req, SerializeType::Json, b"", Duration::from_secs(5))
                     .await

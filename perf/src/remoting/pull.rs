@@ -145,9 +145,9 @@ async fn start_offset(
         StartPosition::Last => rc::GET_MAX_OFFSET,
         _ => rc::GET_MIN_OFFSET,
     };
-    let mut ext = BTreeMap::new();
-    ext.insert("topic".to_string(), topic.to_string());
-    ext.insert("queueId".to_string(), queue_id.to_string());
+    let mut ext = ringmq_client::wire::remoting::ext::ExtFields::new();
+    ext.insert("topic", topic);
+    ext.insert("queueId", queue_id.to_string());
     let r = conn
         .request(Command::request(code, 0, ext), st, &[], ANSWER_TIMEOUT)
         .await?;
@@ -239,9 +239,9 @@ pub fn request(at: &PullAt<'_>) -> Command {
     if at.commit.is_some() {
         flag |= FLAG_COMMIT_OFFSET;
     }
-    let mut ext = BTreeMap::new();
+    let mut ext = ringmq_client::wire::remoting::ext::ExtFields::new();
     let mut put = |k: &str, v: String| {
-        ext.insert(k.to_string(), v);
+        ext.insert(k, v);
     };
     put("consumerGroup", at.group.into());
     put("topic", at.topic.into());
@@ -330,9 +330,7 @@ mod tests {
     #[test]
     fn answers_say_where_to_continue() {
         let mut found = Command::response(response::SUCCESS, 1, None);
-        found
-            .ext_fields
-            .insert("nextBeginOffset".into(), "300".into());
+        found.ext_fields.insert("nextBeginOffset", "300");
         assert_eq!(read_answer(&found), Pulled::Found { next: 300 });
         let mut none = found.clone();
         none.code = response::PULL_NOT_FOUND;

@@ -53,8 +53,8 @@ async fn lookup_at(
     st: SerializeType,
 ) -> Result<Vec<BrokerQueues>, String> {
     let conn = Conn::connect(addr, security).await?;
-    let mut ext = std::collections::BTreeMap::new();
-    ext.insert("topic".to_string(), topic.to_string());
+    let mut ext = ringmq_client::wire::remoting::ext::ExtFields::new();
+    ext.insert("topic", topic);
     let req = Command::request(rc::GET_ROUTEINFO_BY_TOPIC, 0, ext);
     let r = conn.request(req, st, &[], ROUTE_TIMEOUT).await?;
     if r.cmd.code != response::SUCCESS {

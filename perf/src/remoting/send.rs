@@ -7,7 +7,6 @@
 //! queue in turn (the masters' queues from the remoting route), on one connection per
 //! broker, pipelined with the producer's other sends.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -159,9 +158,9 @@ pub fn request(
             bodies.len()
         ));
     }
-    let mut ext = BTreeMap::new();
+    let mut ext = ringmq_client::wire::remoting::ext::ExtFields::new();
     let mut put = |k: &str, v: String| {
-        ext.insert(k.to_string(), v);
+        ext.insert(k, v);
     };
     if n == 1 {
         put("producerGroup", t.group.into());
@@ -311,9 +310,9 @@ mod tests {
     #[test]
     fn answers_are_read() {
         let mut ok = Command::response(response::SUCCESS, 1, None);
-        ok.ext_fields.insert("queueId".into(), "3".into());
-        ok.ext_fields.insert("queueOffset".into(), "640".into());
-        ok.ext_fields.insert("msgId".into(), "7F0000010000".into());
+        ok.ext_fields.insert("queueId", "3");
+        ok.ext_fields.insert("queueOffset", "640");
+        ok.ext_fields.insert("msgId", "7F0000010000");
         assert_eq!(
             read_answer(&ok, "b1"),
             Ok(Stored {

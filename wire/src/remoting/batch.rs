@@ -58,6 +58,25 @@ pub fn check(body: &[u8]) -> Result<usize> {
     iter(body).try_fold(0, |n, m| m.map(|_| n + 1))
 }
 
+/// How many entries `body` holds as their totalSize fields chain, checking nothing else (at
+/// most [`BATCH_MESSAGES_MAX`] + 1): a size hint for a buffer, exact when the body is
+/// well-formed. Read the entries with [`iter`], which checks them.
+pub fn count_hint(body: &[u8]) -> usize {
+    let mut at = 0usize;
+    let mut n = 0;
+    while n <= BATCH_MESSAGES_MAX {
+        let Some(total) = body.get(at..at + 4).map(|b| u32_at(b, 0) as usize) else {
+            break;
+        };
+        if total < ENTRY_FIXED_BYTES {
+            break;
+        }
+        n += 1;
+        at = at.saturating_add(total);
+    }
+    n
+}
+
 /// Bytes [`encode`] writes for one message.
 pub fn encoded_len(body_len: usize, properties_len: usize) -> usize {
     ENTRY_FIXED_BYTES + body_len + properties_len
@@ -198,6 +217,23 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_count_hint_follows_the_sizes() {
+        let mut body = Vec::new();
+        assert_eq!(super::count_hint(&body), 0);
+        for i in 0..5 {
+            super::encode(&mut body, 0, &vec![7u8; i * 10], "K\u{1}v\u{2}").expect("encodes");
+        }
+        assert_eq!(super::count_hint(&body), 5);
+        assert_eq!(super::check(&body), Ok(5));
+        // A cut body: the last entry still counts (its size is there), the check refuses it.
+        assert_eq!(super::count_hint(&body[..body.len() - 1]), 5);
+        assert!(super::check(&body[..body.len() - 1]).is_err());
+        // A size below the fixed part ends the hint.
+        body[0..4].copy_from_slice(&3u32.to_be_bytes());
+        assert_eq!(super::count_hint(&body), 0);
+    }
+
     use super::*;
 
     fn batch(items: &[(i32, &[u8], &str)]) -> Vec<u8> {

@@ -2,7 +2,7 @@
 //! language, version, opaque, flag, remark, extFields), below the frame codec (`frame.rs`,
 //! the binary header) and the JSON header (`json_header.rs`), which both build and read it.
 
-use std::collections::BTreeMap;
+use super::ext::ExtFields;
 
 /// Most extFields one header may carry (RocketMQ's largest custom header has about 20).
 pub const EXT_FIELDS_MAX: usize = 1024;
@@ -89,12 +89,12 @@ pub struct Command {
     pub flag: i32,
     pub remark: Option<String>,
     /// The custom header, every value as text.
-    pub ext_fields: BTreeMap<String, String>,
+    pub ext_fields: ExtFields,
 }
 
 impl Command {
     /// A request with `code` and `ext_fields`.
-    pub fn request(code: i32, opaque: i32, ext_fields: BTreeMap<String, String>) -> Self {
+    pub fn request(code: i32, opaque: i32, ext_fields: impl Into<ExtFields>) -> Self {
         Command {
             code,
             language: Language::Java,
@@ -102,7 +102,7 @@ impl Command {
             opaque,
             flag: 0,
             remark: None,
-            ext_fields,
+            ext_fields: ext_fields.into(),
         }
     }
 
@@ -115,7 +115,7 @@ impl Command {
             opaque,
             flag: FLAG_RESPONSE,
             remark,
-            ext_fields: BTreeMap::new(),
+            ext_fields: ExtFields::new(),
         }
     }
 
@@ -129,7 +129,7 @@ impl Command {
 
     /// The ext field `key`, if present.
     pub fn ext(&self, key: &str) -> Option<&str> {
-        self.ext_fields.get(key).map(String::as_str)
+        self.ext_fields.get(key)
     }
 }
 

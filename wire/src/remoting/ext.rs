@@ -16,13 +16,9 @@
 //! rejects them. Keys a header does not name are ignored (clients add `bname`, `lo`, `ns`,
 //! `nsd`, `oway`, ...).
 
-use std::collections::BTreeMap;
-
 use crate::error::{Result, WireError, BAD_VALUE_CHARS_MAX};
 
-/// A remoting command's `extFields`: key -> value text. Ordered so that encoding is
-/// deterministic.
-pub type ExtFields = BTreeMap<String, String>;
+pub use super::fields::ExtFields;
 
 /// A header read from `extFields` (a request the broker receives, or a response a client
 /// reads).
@@ -37,14 +33,12 @@ pub trait ToExt {
 
 /// The value of a required key.
 pub fn req_str<'a>(ext: &'a ExtFields, field: &'static str) -> Result<&'a str> {
-    ext.get(field)
-        .map(String::as_str)
-        .ok_or(WireError::MissingField { field })
+    ext.get(field).ok_or(WireError::MissingField { field })
 }
 
 /// The value of an optional key.
 pub fn opt_str<'a>(ext: &'a ExtFields, field: &'static str) -> Option<&'a str> {
-    ext.get(field).map(String::as_str)
+    ext.get(field)
 }
 
 /// A required key parsed as Java's `Integer.parseInt` does.
@@ -119,7 +113,7 @@ impl ExtValue for String {
         req_str(ext, key).map(str::to_owned)
     }
     fn put(&self, ext: &mut ExtFields, key: &'static str) {
-        ext.insert(key.to_owned(), self.clone());
+        ext.insert(key, self);
     }
 }
 
@@ -129,7 +123,7 @@ impl ExtValue for Option<String> {
     }
     fn put(&self, ext: &mut ExtFields, key: &'static str) {
         if let Some(v) = self {
-            ext.insert(key.to_owned(), v.clone());
+            ext.insert(key, v);
         }
     }
 }
@@ -139,7 +133,7 @@ impl ExtValue for i32 {
         req_i32(ext, key)
     }
     fn put(&self, ext: &mut ExtFields, key: &'static str) {
-        ext.insert(key.to_owned(), self.to_string());
+        ext.insert_display(key, self);
     }
 }
 
@@ -149,7 +143,7 @@ impl ExtValue for Option<i32> {
     }
     fn put(&self, ext: &mut ExtFields, key: &'static str) {
         if let Some(v) = self {
-            ext.insert(key.to_owned(), v.to_string());
+            ext.insert_display(key, v);
         }
     }
 }
@@ -159,7 +153,7 @@ impl ExtValue for i64 {
         req_i64(ext, key)
     }
     fn put(&self, ext: &mut ExtFields, key: &'static str) {
-        ext.insert(key.to_owned(), self.to_string());
+        ext.insert_display(key, self);
     }
 }
 
@@ -169,7 +163,7 @@ impl ExtValue for Option<i64> {
     }
     fn put(&self, ext: &mut ExtFields, key: &'static str) {
         if let Some(v) = self {
-            ext.insert(key.to_owned(), v.to_string());
+            ext.insert_display(key, v);
         }
     }
 }
@@ -181,7 +175,7 @@ impl ExtValue for bool {
         Ok(opt_bool(ext, key).unwrap_or(false))
     }
     fn put(&self, ext: &mut ExtFields, key: &'static str) {
-        ext.insert(key.to_owned(), self.to_string());
+        ext.insert_display(key, self);
     }
 }
 
@@ -192,7 +186,7 @@ impl ExtValue for Option<bool> {
     }
     fn put(&self, ext: &mut ExtFields, key: &'static str) {
         if let Some(v) = self {
-            ext.insert(key.to_owned(), v.to_string());
+            ext.insert_display(key, v);
         }
     }
 }

@@ -33,9 +33,8 @@
 //! [`parse`] checks every length inside the header against the bytes present before it
 //! slices or allocates.
 
-use std::collections::BTreeMap;
-
 pub use super::command::{Command, Language, EXT_FIELDS_MAX, FLAG_ONEWAY, FLAG_RESPONSE, VERSION};
+use super::ext::ExtFields;
 use crate::error::{Result, WireError};
 
 /// Bytes of the `length` field.
@@ -313,11 +312,9 @@ impl<'a> Cursor<'a> {
         Ok(a)
     }
 
-    fn text(&mut self, n: usize, what: &'static str) -> Result<String> {
+    fn text(&mut self, n: usize, what: &'static str) -> Result<&'a str> {
         let s = self.take(n, what)?;
-        std::str::from_utf8(s)
-            .map(str::to_owned)
-            .map_err(|_| WireError::NotUtf8 { what })
+        std::str::from_utf8(s).map_err(|_| WireError::NotUtf8 { what })
     }
 }
 
@@ -330,7 +327,7 @@ fn decode_binary_header(header: &[u8]) -> Result<Command> {
     let flag = i32::from_be_bytes(c.array("remoting header flag")?);
     let remark_len = u32::from_be_bytes(c.array("remoting header remark length")?) as usize;
     let remark = if remark_len > 0 {
-        Some(c.text(remark_len, "remoting header remark")?)
+        Some(c.text(remark_len, "remoting header remark")?.to_owned())
     } else {
         None
     };
@@ -343,7 +340,7 @@ fn decode_binary_header(header: &[u8]) -> Result<Command> {
         });
     }
     let mut e = Cursor { buf: ext, at: 0 };
-    let mut ext_fields = BTreeMap::new();
+    let mut ext_fields = ExtFields::with_capacity(ext.len(), 16);
     while e.at < ext.len() {
         if ext_fields.len() >= EXT_FIELDS_MAX {
             return Err(WireError::TooLong {
@@ -416,9 +413,7 @@ mod tests {
     use serde_json::Value;
 
     fn sample() -> Command {
-        let mut ext = BTreeMap::new();
-        ext.insert("topic".to_string(), "Orders".to_string());
-        ext.insert("queueId".to_string(), "3".to_string());
+        let ext = ExtFields::from([("topic", "Orders"), ("queueId", "3")]);
         Command {
             code: 310,
             language: Language::Cpp,

@@ -576,7 +576,7 @@ mod tests {
         assert_eq!(v1.broker_name.as_deref(), Some("broker-a"));
         assert_eq!(v1.max_reconsume_times, None);
         let short = v1.to_ext_v2();
-        assert_eq!(short.get("b").map(String::as_str), Some("T"));
+        assert_eq!(short.get("b"), Some("T"));
         assert_eq!(
             SendMessageRequestHeader::from_ext_v2(&short),
             Ok(v1.clone())
@@ -594,7 +594,7 @@ mod tests {
             .expect("v1")
             .to_ext_v2();
         short.remove("n");
-        short.insert("bname".into(), "b2".into());
+        short.insert("bname", "b2");
         let h = SendMessageRequestHeader::from_ext_v2(&short).expect("v2");
         assert_eq!(h.broker_name.as_deref(), Some("b2"));
     }
@@ -603,7 +603,7 @@ mod tests {
     fn required_fields_are_required() {
         for key in SendMessageRequestHeader::KEYS {
             let mut e = java_send_v1();
-            e.remove(*key);
+            e.remove(key);
             let got = SendMessageRequestHeader::from_ext(&e);
             let optional = [
                 "properties",
@@ -620,7 +620,7 @@ mod tests {
             }
         }
         let mut e = java_send_v1();
-        e.insert("queueId".into(), "three".into());
+        e.insert("queueId", "three");
         assert!(matches!(
             SendMessageRequestHeader::from_ext(&e),
             Err(WireError::BadField {

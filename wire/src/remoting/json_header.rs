@@ -1,6 +1,7 @@
 //! The JSON header read straight from its bytes with serde visitors: no intermediate JSON
 //! document, header keys matched without allocating, only the extFields a command keeps
-//! become owned strings. Unknown keys are skipped (they must still be valid JSON).
+//! are copied, into one text buffer ([`ExtFields`]). Unknown keys are skipped (they must
+//! still be valid JSON).
 //!
 //! Leniency, for clients written in many languages: `code`, `version`, `opaque` and `flag`
 //! may be JSON numbers or numeric strings; `language` a name or an ordinal; an `extFields`
@@ -9,12 +10,13 @@
 //! or null, `extFields` that is not an object or null, an array or object as an extFields
 //! value, more than [`EXT_FIELDS_MAX`] extFields.
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
 use super::command::{Command, Language, EXT_FIELDS_MAX};
+use super::ext::ExtFields;
 use crate::error::{Result, WireError};
 
 /// Longest serde_json message kept in an error, in characters.
@@ -87,7 +89,7 @@ impl<'de> Visitor<'de> for HeaderVisitor {
             opaque: 0,
             flag: 0,
             remark: None,
-            ext_fields: BTreeMap::new(),
+            ext_fields: ExtFields::new(),
         };
         while let Some(field) = map.next_key::<Field>()? {
             match field {
@@ -187,76 +189,106 @@ impl<'de> Visitor<'de> for Lang {
     }
 }
 
-/// `extFields`: an object of scalars (or null).
+/// `extFields`: an object of scalars (or null), written straight into one [`ExtFields`].
 struct Ext;
 
 impl<'de> DeserializeSeed<'de> for Ext {
-    type Value = BTreeMap<String, String>;
+    type Value = ExtFields;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<Self::Value, D::Error> {
         d.deserialize_any(self)
     }
 }
 
 impl<'de> Visitor<'de> for Ext {
-    type Value = BTreeMap<String, String>;
+    type Value = ExtFields;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("\"extFields\" as an object")
     }
     fn visit_unit<E: de::Error>(self) -> std::result::Result<Self::Value, E> {
-        Ok(BTreeMap::new())
+        Ok(ExtFields::new())
     }
     fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> std::result::Result<Self::Value, A::Error> {
-        let mut out = BTreeMap::new();
-        while let Some(key) = m.next_key::<String>()? {
+        let mut out = ExtFields::with_capacity(256, m.size_hint().unwrap_or(16));
+        while let Some(key) = m.next_key_seed(Key)? {
             if out.len() >= EXT_FIELDS_MAX {
                 return Err(de::Error::custom(format!(
                     "more than {EXT_FIELDS_MAX} extFields"
                 )));
             }
-            if let Some(v) = m.next_value_seed(Scalar)? {
-                out.insert(key, v);
-            }
+            m.next_value_seed(Scalar {
+                out: &mut out,
+                key: &key,
+            })?;
         }
         Ok(out)
     }
 }
 
-/// One extFields value as its text; `None` for null.
-struct Scalar;
+/// An extFields key, borrowed from the header when it has no escapes.
+struct Key;
 
-impl<'de> DeserializeSeed<'de> for Scalar {
-    type Value = Option<String>;
+impl<'de> DeserializeSeed<'de> for Key {
+    type Value = Cow<'de, str>;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<Self::Value, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Key {
+    type Value = Cow<'de, str>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an extFields key")
+    }
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> std::result::Result<Self::Value, E> {
+        Ok(Cow::Borrowed(v))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<Self::Value, E> {
+        Ok(Cow::Owned(v.to_owned()))
+    }
+}
+
+/// One extFields value, inserted under `key` as its text; null inserts nothing.
+struct Scalar<'a> {
+    out: &'a mut ExtFields,
+    key: &'a str,
+}
+
+impl<'de> DeserializeSeed<'de> for Scalar<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl Visitor<'_> for Scalar {
-    type Value = Option<String>;
+impl Visitor<'_> for Scalar<'_> {
+    type Value = ();
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an extFields value that is a scalar, not an array or an object")
     }
-    fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<Self::Value, E> {
-        Ok(Some(v.to_owned()))
+    fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<(), E> {
+        self.out.insert(self.key, v);
+        Ok(())
     }
-    fn visit_string<E: de::Error>(self, v: String) -> std::result::Result<Self::Value, E> {
-        Ok(Some(v))
+    fn visit_i64<E: de::Error>(self, v: i64) -> std::result::Result<(), E> {
+        self.out.insert_display(self.key, v);
+        Ok(())
     }
-    fn visit_i64<E: de::Error>(self, v: i64) -> std::result::Result<Self::Value, E> {
-        Ok(Some(v.to_string()))
+    fn visit_u64<E: de::Error>(self, v: u64) -> std::result::Result<(), E> {
+        self.out.insert_display(self.key, v);
+        Ok(())
     }
-    fn visit_u64<E: de::Error>(self, v: u64) -> std::result::Result<Self::Value, E> {
-        Ok(Some(v.to_string()))
+    fn visit_f64<E: de::Error>(self, v: f64) -> std::result::Result<(), E> {
+        match serde_json::Number::from_f64(v) {
+            Some(n) => self.out.insert_display(self.key, n),
+            None => self.out.insert_display(self.key, v),
+        }
+        Ok(())
     }
-    fn visit_f64<E: de::Error>(self, v: f64) -> std::result::Result<Self::Value, E> {
-        Ok(Some(
-            serde_json::Number::from_f64(v).map_or_else(|| v.to_string(), |n| n.to_string()),
-        ))
+    fn visit_bool<E: de::Error>(self, v: bool) -> std::result::Result<(), E> {
+        self.out.insert_display(self.key, v);
+        Ok(())
     }
-    fn visit_bool<E: de::Error>(self, v: bool) -> std::result::Result<Self::Value, E> {
-        Ok(Some(v.to_string()))
-    }
-    fn visit_unit<E: de::Error>(self) -> std::result::Result<Self::Value, E> {
-        Ok(None)
+    fn visit_unit<E: de::Error>(self) -> std::result::Result<(), E> {
+        Ok(())
     }
 }

@@ -19,6 +19,7 @@ pub mod body;
 pub mod code;
 pub mod command;
 pub mod ext;
+pub mod fields;
 pub mod frame;
 pub mod headers;
 mod json_header;

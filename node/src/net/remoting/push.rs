@@ -11,15 +11,13 @@
 //!   `reconsumeTimes`, `bornHost`, `storeHost`, `storeTimestamp`; `defaultTopic` TBW102); the
 //!   body is the reply's body only, as its `sysFlag` says (compressed or not).
 
-use std::collections::BTreeMap;
-
 use ringmq_wire::code::RequestCode;
 use ringmq_wire::codec::Decode;
 use ringmq_wire::command::{CheckTransactionRequest, NotifyConsumerIdsChanged, PushReplyRequest};
 use ringmq_wire::frame;
 use ringmq_wire::record;
 use ringmq_wire::remoting::code::request;
-use ringmq_wire::remoting::ext::ToExt;
+use ringmq_wire::remoting::ext::{ExtFields, ToExt};
 use ringmq_wire::remoting::frame::{self as rframe, Command, SerializeType, FLAG_ONEWAY};
 use ringmq_wire::remoting::headers::ReplyMessageRequestHeader;
 
@@ -43,11 +41,11 @@ impl PushCodec {
     pub fn translate(&mut self, native: &[u8]) -> Option<Vec<u8>> {
         let f = frame::parse(native).ok()?;
         let code = f.request_code().ok()?;
-        let mut ext = BTreeMap::new();
+        let mut ext = ExtFields::new();
         let remoting_code = match code {
             RequestCode::NotifyConsumerIdsChanged => {
                 let h = NotifyConsumerIdsChanged::decode(f.header).ok()?;
-                ext.insert("consumerGroup".to_string(), h.consumer_group);
+                ext.insert("consumerGroup", h.consumer_group);
                 request::NOTIFY_CONSUMER_IDS_CHANGED
             }
             RequestCode::CheckTransactionState => {
@@ -56,14 +54,11 @@ impl PushCodec {
                     .ok()
                     .map(|r| record::message_id(r.store_host, r.physical_offset))
                     .unwrap_or_default();
-                ext.insert(
-                    "tranStateTableOffset".to_string(),
-                    h.half_queue_offset.to_string(),
-                );
-                ext.insert("commitLogOffset".to_string(), h.physical_offset.to_string());
-                ext.insert("msgId".to_string(), h.message_id);
-                ext.insert("transactionId".to_string(), h.transaction_id);
-                ext.insert("offsetMsgId".to_string(), offset_id);
+                ext.insert_display("tranStateTableOffset", h.half_queue_offset);
+                ext.insert_display("commitLogOffset", h.physical_offset);
+                ext.insert("msgId", h.message_id);
+                ext.insert("transactionId", h.transaction_id);
+                ext.insert("offsetMsgId", offset_id);
                 request::CHECK_TRANSACTION_STATE
             }
             RequestCode::PushReplyMessageToClient => {
@@ -78,7 +73,7 @@ impl PushCodec {
         rframe::encode(&cmd, self.serialize_type, f.body).ok()
     }
 
-    fn oneway(&mut self, code: i32, ext: BTreeMap<String, String>) -> Command {
+    fn oneway(&mut self, code: i32, ext: ExtFields) -> Command {
         let mut cmd = Command::request(code, self.next_opaque, ext);
         cmd.flag = FLAG_ONEWAY;
         self.next_opaque = self.next_opaque.wrapping_add(1);
@@ -87,7 +82,7 @@ impl PushCodec {
 }
 
 /// RocketMQ's header of a pushed reply, from the native header and the reply record.
-fn reply_header(h: &PushReplyRequest, r: &record::RecordView<'_>) -> BTreeMap<String, String> {
+fn reply_header(h: &PushReplyRequest, r: &record::RecordView<'_>) -> ExtFields {
     ReplyMessageRequestHeader {
         producer_group: h.producer_group.clone(),
         topic: r.topic.to_string(),

@@ -577,57 +577,83 @@ fn send(
         body: &[],
         properties: &[],
     };
-    let messages: Vec<Message<'_>> = if batch {
-        // The batch decoder stops with an error past its message cap.
-        batch::iter(body)
-            .map(|item| {
-                let item = item.map_err(illegal)?;
-                Ok(Message {
-                    body: item.body,
-                    properties: item.properties.as_bytes(),
-                    flag: item.flag,
-                    ..template.clone()
-                })
-            })
-            .collect::<Result<_>>()?
-    } else {
-        vec![Message {
-            body,
-            properties: props.as_bytes(),
-            ..template.clone()
-        }]
-    };
-    if messages.is_empty() {
+    // One pass: the records are encoded straight into the frame, sized from the entries'
+    // sizes (a record is a batch entry with the record's fixed part for the entry's).
+    let count = if batch { batch::count_hint(body) } else { 1 };
+    if count == 0 {
         return Err(Refusal {
             code: response::MESSAGE_ILLEGAL,
             remark: "a batch with no message".to_string(),
         });
     }
-    let record_lens = messages
-        .iter()
-        .map(record::encoded_len)
-        .collect::<std::result::Result<Vec<usize>, _>>()
-        .map_err(illegal)?;
-    let transaction_id = uniq_key(messages[0].properties);
+    let fixed = record::encoded_len(&template).map_err(illegal)?;
+    let records_hint = if batch {
+        (body.len() + count * fixed).saturating_sub(count * batch::ENTRY_FIXED_BYTES)
+    } else {
+        fixed + body.len() + props.len()
+    };
+    let mut header = SendRequest {
+        producer_group: h.producer_group,
+        topic: topic.to_string(),
+        queue_id,
+        batch,
+        record_count: u32::try_from(count).unwrap_or(u32::MAX),
+    };
+    let header_bytes = header
+        .to_vec()
+        .map_err(|e| Refusal::bad(format!("send header: {e}")))?;
+    let header_len = header_bytes.len();
+    let mut frame = Vec::with_capacity(frame::PREFIX_BYTES + header_len + records_hint);
+    frame.resize(frame::PREFIX_BYTES, 0);
+    frame.extend_from_slice(&header_bytes);
+    let mut record_lens = Vec::with_capacity(count);
+    let mut first_props: &[u8] = &[];
+    if batch {
+        // The batch decoder stops with an error past its message cap.
+        for item in batch::iter(body) {
+            let item = item.map_err(illegal)?;
+            let m = Message {
+                body: item.body,
+                properties: item.properties.as_bytes(),
+                flag: item.flag,
+                ..template.clone()
+            };
+            if record_lens.is_empty() {
+                first_props = m.properties;
+            }
+            record_lens.push(record::encode(&m, &mut frame).map_err(illegal)?);
+        }
+    } else {
+        let m = Message {
+            body,
+            properties: props.as_bytes(),
+            ..template.clone()
+        };
+        first_props = m.properties;
+        record_lens.push(record::encode(&m, &mut frame).map_err(illegal)?);
+    }
+    if record_lens.len() != count {
+        // Only a batch whose sizes chain past a bad entry gets here, and the decoder refuses
+        // such a batch first; the header is rewritten all the same (the count is fixed-width).
+        header.record_count = u32::try_from(record_lens.len()).unwrap_or(u32::MAX);
+        let again = header
+            .to_vec()
+            .map_err(|e| Refusal::bad(format!("send header: {e}")))?;
+        if again.len() != header_len {
+            return Err(Refusal::bad("send header changed length"));
+        }
+        frame[frame::PREFIX_BYTES..frame::PREFIX_BYTES + header_len].copy_from_slice(&again);
+    }
+    let records_len = frame.len() - frame::PREFIX_BYTES - header_len;
+    let transaction_id = uniq_key(first_props);
     // Only a single message can be scheduled (the broker refuses a scheduled batch).
-    let recall = (!batch && ringmq_wire::schedule::has_schedule_property(messages[0].properties))
+    let recall = (!batch && ringmq_wire::schedule::has_schedule_property(first_props))
         .then(broker_name)
         .flatten()
         .map(|broker_name| RecallBase {
             topic: topic.to_string(),
             broker_name,
         });
-    let header = SendRequest {
-        producer_group: h.producer_group.clone(),
-        topic: topic.to_string(),
-        queue_id,
-        batch,
-        record_count: u32::try_from(record_lens.len()).unwrap_or(u32::MAX),
-    };
-    let header_bytes = header
-        .to_vec()
-        .map_err(|e| Refusal::bad(format!("send header: {e}")))?;
-    let records_len: usize = record_lens.iter().sum();
     let code = if reply {
         RequestCode::SendReplyMessage
     } else if batch {
@@ -635,20 +661,16 @@ fn send(
     } else {
         RequestCode::SendMessage
     };
-    let mut frame = Vec::with_capacity(frame::PREFIX_BYTES + header_bytes.len() + records_len);
+    let mut prefix = &mut frame[..frame::PREFIX_BYTES];
     frame::encode_prefix(
-        &mut frame,
+        &mut prefix,
         code,
         frame::Flags::REQUEST,
         0,
-        header_bytes.len(),
+        header_len,
         records_len,
     )
     .map_err(illegal)?;
-    frame.extend_from_slice(&header_bytes);
-    for m in &messages {
-        record::encode(m, &mut frame).map_err(illegal)?;
-    }
     Ok(Translated::Native {
         frame,
         kind: ReplyKind::Send {
