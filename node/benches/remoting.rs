@@ -185,8 +185,9 @@ fn remoting_stages(f: &[u8], records: u32) -> [f64; 3] {
         let (mut resp, body) = reply::translate(&kind, answer(records), None);
         resp.opaque = parsed.command.opaque;
         resp.flag = rframe::FLAG_RESPONSE;
-        let mut head = Vec::with_capacity(256);
-        rframe::encode_head(&mut head, &resp, parsed.serialize_type, body.len()).expect("head");
+        let (head, encoded) =
+            ringmq_node::net::remoting::response_head(&resp, parsed.serialize_type, body.len());
+        assert!(encoded);
         black_box(head);
     });
     [parse, translate, answer].map(|ns| ns / 1000.0)

@@ -65,15 +65,25 @@ impl SendResponse {
     /// `msgId` of a batch).
     pub fn message_ids_joined(&self, record_lens: impl IntoIterator<Item = usize>) -> String {
         let mut out = String::with_capacity(33 * (self.record_count as usize).min(4096));
+        self.push_message_ids_joined(&mut out, record_lens);
+        out
+    }
+
+    /// [`Self::message_ids_joined`] appended to `out`.
+    pub fn push_message_ids_joined(
+        &self,
+        out: &mut String,
+        record_lens: impl IntoIterator<Item = usize>,
+    ) {
+        out.reserve(33 * (self.record_count as usize).min(4096));
         let mut at = self.first_physical_offset;
         for (i, len) in record_lens.into_iter().enumerate() {
             if i > 0 {
                 out.push(',');
             }
-            crate::record::push_message_id(&mut out, self.store_host, at);
+            crate::record::push_message_id(out, self.store_host, at);
             at = at.saturating_add(len as u64);
         }
-        out
     }
 
     /// Message ids of the records, given their encoded lengths in send order.

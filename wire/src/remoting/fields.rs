@@ -46,6 +46,12 @@ impl ExtFields {
         self.entries.len()
     }
 
+    /// Bytes of keys and values held (an upper bound: replaced text counts until dropped),
+    /// for sizing what the fields are encoded into.
+    pub fn text_bytes(&self) -> usize {
+        self.text.len()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

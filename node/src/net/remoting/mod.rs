@@ -314,11 +314,18 @@ fn with_opaque(mut c: Command, opaque: i32) -> Command {
     c
 }
 
-/// Queues a response; one that cannot be encoded becomes SYSTEM_ERROR.
-fn push(out: &OutQueue, st: SerializeType, resp: Command, body: Body) {
-    let mut head = Vec::with_capacity(256);
-    match rframe::encode_head(&mut head, &resp, st, body.len()) {
-        Ok(()) => out.push_item(Item::Head(head, body)),
+/// The prefix and header of `resp` for a body of `body_len` bytes, in a buffer sized for
+/// it; one that cannot be encoded becomes SYSTEM_ERROR with an empty body (`false`).
+pub fn response_head(resp: &Command, st: SerializeType, body_len: usize) -> (Vec<u8>, bool) {
+    // The fixed fields, the remark and each field's quotes and separators fit in 256 bytes
+    // plus 8 a field (text that needs escaping grows the buffer).
+    let mut head = Vec::with_capacity(
+        256 + resp.remark.as_ref().map_or(0, String::len)
+            + resp.ext_fields.text_bytes()
+            + 8 * resp.ext_fields.len(),
+    );
+    match rframe::encode_head(&mut head, resp, st, body_len) {
+        Ok(()) => (head, true),
         Err(e) => {
             head.clear();
             let fallback = error(
@@ -326,9 +333,19 @@ fn push(out: &OutQueue, st: SerializeType, resp: Command, body: Body) {
                 resp.opaque,
                 format!("the response could not be encoded: {e}"),
             );
-            if rframe::encode_head(&mut head, &fallback, st, 0).is_ok() {
-                out.push_item(Item::Head(head, Body::Empty));
+            if rframe::encode_head(&mut head, &fallback, st, 0).is_err() {
+                head.clear();
             }
+            (head, false)
         }
+    }
+}
+
+/// Queues a response; one that cannot be encoded becomes SYSTEM_ERROR.
+fn push(out: &OutQueue, st: SerializeType, resp: Command, body: Body) {
+    match response_head(&resp, st, body.len()) {
+        (head, true) => out.push_item(Item::Head(head, body)),
+        (head, false) if !head.is_empty() => out.push_item(Item::Head(head, Body::Empty)),
+        (_, false) => {}
     }
 }
