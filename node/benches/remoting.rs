@@ -92,7 +92,7 @@ fn remoting_frame(n: usize) -> Vec<u8> {
         put("i", props(u64::MAX));
         let mut body = Vec::new();
         for i in 0..n {
-            batch::encode(&mut body, 0, &body_bytes, &props(i as u64)).expect("batch");
+            batch::encode(&mut body, 0, &body_bytes, props(i as u64)).expect("batch");
         }
         (rc::SEND_BATCH_MESSAGE, body)
     };

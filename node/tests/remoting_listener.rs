@@ -168,7 +168,7 @@ fn one_port_serves_native_and_remoting_clients() {
             &mut body,
             0,
             format!("batch {i}").as_bytes(),
-            &props(&[("TAGS", "B")]),
+            props(&[("TAGS", "B")]),
         )
         .unwrap();
     }

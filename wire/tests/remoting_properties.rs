@@ -420,7 +420,7 @@ proptest! {
         for (m, (flag, body, props)) in got.iter().zip(&parts) {
             prop_assert_eq!(m.flag, *flag);
             prop_assert_eq!(m.body, &body[..]);
-            prop_assert_eq!(m.properties, props.as_str());
+            prop_assert_eq!(m.properties, props.as_bytes());
         }
         if let Some(last) = bytes.len().checked_sub(1) {
             prop_assert!(batch::check(&bytes[..last]).is_err(), "truncated batch checked");

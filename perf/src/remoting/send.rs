@@ -296,7 +296,7 @@ mod tests {
         assert_eq!(msgs.len(), 3);
         for (i, m) in msgs.iter().enumerate() {
             assert_eq!(m.body, &[i as u8; 8]);
-            let p = m.properties.as_bytes();
+            let p = m.properties;
             assert_eq!(properties::get(p, WAIT), Some("true"));
             assert_eq!(
                 properties::get(p, keys::UNIQ_KEY),

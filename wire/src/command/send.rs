@@ -77,13 +77,12 @@ impl SendResponse {
     ) {
         out.reserve(33 * (self.record_count as usize).min(4096));
         let mut at = self.first_physical_offset;
-        for (i, len) in record_lens.into_iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            crate::record::push_message_id(out, self.store_host, at);
+        let offsets = record_lens.into_iter().map(|len| {
+            let offset = at;
             at = at.saturating_add(len as u64);
-        }
+            offset
+        });
+        crate::record::push_message_ids(out, self.store_host, offsets, ',');
     }
 
     /// Message ids of the records, given their encoded lengths in send order.

@@ -11,12 +11,14 @@
 //! | 16              | 4     | bodyLen          | 0..=[`BODY_BYTES_MAX`]                        |
 //! | 20              | n     | body             |                                               |
 //! | 20+n            | 2     | propertiesLength | 0..=[`PROPERTIES_BYTES_MAX`] (a Java short)   |
-//! | 22+n            | p     | properties       | UTF-8, [`crate::properties`] text form        |
+//! | 22+n            | p     | properties       | [`crate::properties`] text form, kept as bytes|
 //!
 //! Java's broker reads totalSize and skips it; this decoder requires it to agree, so a
 //! misframed batch is refused instead of read at the wrong offsets (every known client
 //! writes the exact size). The decoder borrows: a message is slices of the body. At most
-//! [`BATCH_MESSAGES_MAX`] messages; the next one is an error.
+//! [`BATCH_MESSAGES_MAX`] messages; the next one is an error. The properties are not checked
+//! as UTF-8 here: the log keeps them as bytes, as it does a native send's and as RocketMQ's
+//! broker does, and readers of properties check their text where they use it.
 
 use crate::error::{Result, WireError};
 use crate::properties::PROPERTIES_BYTES_MAX;
@@ -37,8 +39,9 @@ const _: () = assert!(PROPERTIES_BYTES_MAX == i16::MAX as usize);
 pub struct BatchMessage<'a> {
     pub flag: i32,
     pub body: &'a [u8],
-    /// In [`crate::properties`] text form; read it with `properties::iter` or `get`.
-    pub properties: &'a str,
+    /// In [`crate::properties`] text form, as sent (not checked as UTF-8); read it with
+    /// `properties::iter` or `get`.
+    pub properties: &'a [u8],
 }
 
 /// The messages of a SEND_BATCH_MESSAGE body, in order. Yields an error (and then ends) at
@@ -84,7 +87,13 @@ pub fn encoded_len(body_len: usize, properties_len: usize) -> usize {
 
 /// Appends one message to a batch body (as `MessageDecoder.encodeMessage`: magic code and
 /// body CRC 0). Fails, writing nothing, if the body or properties are over their maximum.
-pub fn encode(out: &mut Vec<u8>, flag: i32, body: &[u8], properties: &str) -> Result<()> {
+pub fn encode(
+    out: &mut Vec<u8>,
+    flag: i32,
+    body: &[u8],
+    properties: impl AsRef<[u8]>,
+) -> Result<()> {
+    let properties = properties.as_ref();
     if body.len() > BODY_BYTES_MAX {
         return Err(WireError::TooLong {
             what: "batch message body",
@@ -111,7 +120,7 @@ pub fn encode(out: &mut Vec<u8>, flag: i32, body: &[u8], properties: &str) -> Re
     out.extend_from_slice(&body_len.to_be_bytes());
     out.extend_from_slice(body);
     out.extend_from_slice(&props_len.to_be_bytes());
-    out.extend_from_slice(properties.as_bytes());
+    out.extend_from_slice(properties);
     Ok(())
 }
 
@@ -190,14 +199,10 @@ impl<'a> BatchIter<'a> {
             need: actual,
             have: rest.len(),
         })?;
-        let properties =
-            std::str::from_utf8(&entry[props_at + 2..]).map_err(|_| WireError::NotUtf8 {
-                what: "batch message properties",
-            })?;
         let message = BatchMessage {
             flag,
             body: &entry[20..props_at],
-            properties,
+            properties: &entry[props_at + 2..],
         };
         self.rest = &rest[actual..];
         self.offset += actual;
@@ -263,7 +268,7 @@ mod tests {
             vec![BatchMessage {
                 flag: 7,
                 body: b"hi",
-                properties: "K\u{1}v\u{2}"
+                properties: b"K\x01v\x02"
             }]
         );
     }
@@ -276,7 +281,10 @@ mod tests {
         assert_eq!(check(&bytes), Ok(3));
         for (m, (flag, body, props)) in iter(&bytes).zip(items) {
             let m = m.expect("decodes");
-            assert_eq!((m.flag, m.body, m.properties), (flag, body, props));
+            assert_eq!(
+                (m.flag, m.body, m.properties),
+                (flag, body, props.as_bytes())
+            );
         }
         assert_eq!(check(&[]), Ok(0));
     }
@@ -313,10 +321,12 @@ mod tests {
             check(&negative_props),
             Err(WireError::Invalid { .. })
         ));
+        // Properties are bytes: text that is not UTF-8 is kept as sent, as the log keeps it.
         let mut not_utf8 = batch(&[(1, b"", "ab")]);
         let last = not_utf8.len() - 1;
         not_utf8[last] = 0xff;
-        assert!(matches!(check(&not_utf8), Err(WireError::NotUtf8 { .. })));
+        let got: Vec<_> = iter(&not_utf8).collect::<Result<_>>().expect("a batch");
+        assert_eq!(got[0].properties, b"a\xff");
         // After an error the iterator ends.
         let mut it = iter(&wrong_total);
         assert!(matches!(it.next(), Some(Err(_))));

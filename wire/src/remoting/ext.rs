@@ -29,6 +29,8 @@ pub trait FromExt: Sized {
 /// A header written to `extFields` (a response, or a request the broker sends a client).
 pub trait ToExt {
     fn to_ext(&self) -> ExtFields;
+    /// Adds the header's fields to `ext` (sized by the caller for what else it adds).
+    fn put_ext(&self, ext: &mut ExtFields);
 }
 
 /// The value of a required key.
@@ -133,7 +135,7 @@ impl ExtValue for i32 {
         req_i32(ext, key)
     }
     fn put(&self, ext: &mut ExtFields, key: &'static str) {
-        ext.insert_display(key, self);
+        ext.insert_int(key, *self);
     }
 }
 
@@ -143,7 +145,7 @@ impl ExtValue for Option<i32> {
     }
     fn put(&self, ext: &mut ExtFields, key: &'static str) {
         if let Some(v) = self {
-            ext.insert_display(key, v);
+            ext.insert_int(key, *v);
         }
     }
 }
@@ -153,7 +155,7 @@ impl ExtValue for i64 {
         req_i64(ext, key)
     }
     fn put(&self, ext: &mut ExtFields, key: &'static str) {
-        ext.insert_display(key, self);
+        ext.insert_int(key, *self);
     }
 }
 
@@ -163,7 +165,7 @@ impl ExtValue for Option<i64> {
     }
     fn put(&self, ext: &mut ExtFields, key: &'static str) {
         if let Some(v) = self {
-            ext.insert_display(key, v);
+            ext.insert_int(key, *v);
         }
     }
 }

@@ -248,12 +248,14 @@ fn decode_json_header(header: &[u8]) -> Result<Command> {
 /// Writes the JSON header directly (keys in Java's alphabetical order, as fastjson writes
 /// them); strings are escaped by serde_json, with no intermediate document.
 fn encode_json_header(out: &mut Vec<u8>, cmd: &Command) -> Result<()> {
-    use std::io::Write;
     let bad = |_| WireError::Invalid {
         what: "remoting JSON header",
         detail: "could not be serialized",
     };
-    let _ = write!(out, "{{\"code\":{},\"extFields\":{{", cmd.code);
+    let mut int = itoa::Buffer::new();
+    out.extend_from_slice(b"{\"code\":");
+    out.extend_from_slice(int.format(cmd.code).as_bytes());
+    out.extend_from_slice(b",\"extFields\":{");
     for (i, (k, v)) in cmd.ext_fields.iter().enumerate() {
         if i > 0 {
             out.push(b',');
@@ -262,23 +264,21 @@ fn encode_json_header(out: &mut Vec<u8>, cmd: &Command) -> Result<()> {
         out.push(b':');
         push_json_str(out, v).map_err(bad)?;
     }
-    let _ = write!(
-        out,
-        "}},\"flag\":{},\"language\":\"{}\",\"opaque\":{}",
-        cmd.flag,
-        cmd.language.name(),
-        cmd.opaque
-    );
+    out.extend_from_slice(b"},\"flag\":");
+    out.extend_from_slice(int.format(cmd.flag).as_bytes());
+    out.extend_from_slice(b",\"language\":\"");
+    out.extend_from_slice(cmd.language.name().as_bytes());
+    out.extend_from_slice(b"\",\"opaque\":");
+    out.extend_from_slice(int.format(cmd.opaque).as_bytes());
     if let Some(r) = &cmd.remark {
         out.extend_from_slice(b",\"remark\":");
         push_json_str(out, r).map_err(bad)?;
     }
-    let _ = write!(
-        out,
-        ",\"serializeTypeCurrentRPC\":\"{}\",\"version\":{}}}",
-        SerializeType::Json.name(),
-        cmd.version
-    );
+    out.extend_from_slice(b",\"serializeTypeCurrentRPC\":\"");
+    out.extend_from_slice(SerializeType::Json.name().as_bytes());
+    out.extend_from_slice(b"\",\"version\":");
+    out.extend_from_slice(int.format(cmd.version).as_bytes());
+    out.push(b'}');
     Ok(())
 }
 

@@ -44,10 +44,14 @@ macro_rules! ext_header {
 
         impl ToExt for $name {
             fn to_ext(&self) -> ExtFields {
-                #[allow(unused_mut)]
-                let mut ext = ExtFields::new();
-                $( ExtValue::put(&self.$field, &mut ext, $key); )*
+                let mut ext = ExtFields::with_capacity(24 * Self::KEYS.len(), Self::KEYS.len());
+                self.put_ext(&mut ext);
                 ext
+            }
+
+            #[allow(unused_variables)]
+            fn put_ext(&self, ext: &mut ExtFields) {
+                $( ExtValue::put(&self.$field, ext, $key); )*
             }
         }
     };

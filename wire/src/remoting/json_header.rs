@@ -24,9 +24,17 @@ const DETAIL_CHARS_MAX: usize = 200;
 
 /// Decodes a JSON header.
 pub(super) fn decode(header: &[u8]) -> Result<Command> {
-    let mut de = serde_json::Deserializer::from_slice(header);
+    // The header is checked as UTF-8 once, here, rather than string by string: a JSON text
+    // is UTF-8 throughout, and a header has a few dozen short strings.
+    let text = std::str::from_utf8(header).map_err(|e| WireError::BadJson {
+        what: "remoting JSON header",
+        detail: format!("not UTF-8: {e}"),
+    })?;
+    let mut de = serde_json::Deserializer::from_str(text);
     let cmd = de
-        .deserialize_map(HeaderVisitor)
+        .deserialize_map(HeaderVisitor {
+            text_bytes: header.len(),
+        })
         .and_then(|c| de.end().map(|()| c))
         .map_err(|e| WireError::BadJson {
             what: "remoting JSON header",
@@ -71,7 +79,10 @@ impl<'de> de::Deserialize<'de> for Field {
     }
 }
 
-struct HeaderVisitor;
+/// `text_bytes`: room for the extFields' keys and values (the header's length bounds them).
+struct HeaderVisitor {
+    text_bytes: usize,
+}
 
 impl<'de> Visitor<'de> for HeaderVisitor {
     type Value = Command;
@@ -99,7 +110,11 @@ impl<'de> Visitor<'de> for HeaderVisitor {
                 Field::Flag => cmd.flag = map.next_value_seed(Int("flag"))?.unwrap_or(0),
                 Field::Language => cmd.language = map.next_value_seed(Lang)?,
                 Field::Remark => cmd.remark = map.next_value::<Option<String>>()?,
-                Field::ExtFields => cmd.ext_fields = map.next_value_seed(Ext)?,
+                Field::ExtFields => {
+                    cmd.ext_fields = map.next_value_seed(Ext {
+                        text_bytes: self.text_bytes,
+                    })?
+                }
                 Field::Other => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -189,8 +204,11 @@ impl<'de> Visitor<'de> for Lang {
     }
 }
 
-/// `extFields`: an object of scalars (or null), written straight into one [`ExtFields`].
-struct Ext;
+/// `extFields`: an object of scalars (or null), written straight into one [`ExtFields`] of
+/// `text_bytes` bytes of text.
+struct Ext {
+    text_bytes: usize,
+}
 
 impl<'de> DeserializeSeed<'de> for Ext {
     type Value = ExtFields;
@@ -208,7 +226,7 @@ impl<'de> Visitor<'de> for Ext {
         Ok(ExtFields::new())
     }
     fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> std::result::Result<Self::Value, A::Error> {
-        let mut out = ExtFields::with_capacity(256, m.size_hint().unwrap_or(16));
+        let mut out = ExtFields::with_capacity(self.text_bytes, m.size_hint().unwrap_or(16));
         while let Some(key) = m.next_key_seed(Key)? {
             if out.len() >= EXT_FIELDS_MAX {
                 return Err(de::Error::custom(format!(
@@ -270,11 +288,11 @@ impl Visitor<'_> for Scalar<'_> {
         Ok(())
     }
     fn visit_i64<E: de::Error>(self, v: i64) -> std::result::Result<(), E> {
-        self.out.insert_display(self.key, v);
+        self.out.insert_int(self.key, v);
         Ok(())
     }
     fn visit_u64<E: de::Error>(self, v: u64) -> std::result::Result<(), E> {
-        self.out.insert_display(self.key, v);
+        self.out.insert_int(self.key, v);
         Ok(())
     }
     fn visit_f64<E: de::Error>(self, v: f64) -> std::result::Result<(), E> {

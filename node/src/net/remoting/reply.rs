@@ -18,7 +18,7 @@ use ringmq_wire::command::{
 use ringmq_wire::recall::RecallHandle;
 use ringmq_wire::remoting::body::{self as rbody, JsonBody};
 use ringmq_wire::remoting::code::response_code;
-use ringmq_wire::remoting::ext::ToExt;
+use ringmq_wire::remoting::ext::{ExtFields, ToExt};
 use ringmq_wire::remoting::frame::Command;
 use ringmq_wire::remoting::headers as h;
 
@@ -64,7 +64,11 @@ pub fn translate(kind: &ReplyKind, r: Reply, view: Option<ShardView>) -> (Comman
                     Some(t) => view::local(view, t, f.queue_id),
                     None => f.queue_id,
                 };
-                let mut ext = h::SendMessageResponseHeader {
+                let mut ext = ExtFields::with_capacity(
+                    33 * record_lens.len() + 192,
+                    h::SendMessageResponseHeader::KEYS.len(),
+                );
+                h::SendMessageResponseHeader {
                     msg_id: String::new(),
                     queue_id: i32::try_from(queue_id).unwrap_or(i32::MAX),
                     queue_offset: as_i64(f.first_queue_offset),
@@ -72,9 +76,9 @@ pub fn translate(kind: &ReplyKind, r: Reply, view: Option<ShardView>) -> (Comman
                     batch_uniq_id: None,
                     recall_handle,
                 }
-                .to_ext();
+                .put_ext(&mut ext);
                 // The ids (a batch's comma-joined, 33 bytes a message) written straight
-                // into the fields' text.
+                // into the fields' text, which was sized for them.
                 ext.insert_with("msgId", |text| {
                     f.push_message_ids_joined(text, record_lens.iter().copied())
                 });

@@ -586,7 +586,8 @@ fn send(
             remark: "a batch with no message".to_string(),
         });
     }
-    let fixed = record::encoded_len(&template).map_err(illegal)?;
+    let encoder = record::BatchEncoder::new(&template).map_err(illegal)?;
+    let fixed = encoder.encoded_len(0, 0);
     let records_hint = if batch {
         (body.len() + count * fixed).saturating_sub(count * batch::ENTRY_FIXED_BYTES)
     } else {
@@ -612,25 +613,22 @@ fn send(
         // The batch decoder stops with an error past its message cap.
         for item in batch::iter(body) {
             let item = item.map_err(illegal)?;
-            let m = Message {
-                body: item.body,
-                properties: item.properties.as_bytes(),
-                flag: item.flag,
-                ..template.clone()
-            };
             if record_lens.is_empty() {
-                first_props = m.properties;
+                first_props = item.properties;
             }
-            record_lens.push(record::encode(&m, &mut frame).map_err(illegal)?);
+            record_lens.push(
+                encoder
+                    .encode(item.flag, item.body, item.properties, &mut frame)
+                    .map_err(illegal)?,
+            );
         }
     } else {
-        let m = Message {
-            body,
-            properties: props.as_bytes(),
-            ..template.clone()
-        };
-        first_props = m.properties;
-        record_lens.push(record::encode(&m, &mut frame).map_err(illegal)?);
+        first_props = props.as_bytes();
+        record_lens.push(
+            encoder
+                .encode(h.flag, body, first_props, &mut frame)
+                .map_err(illegal)?,
+        );
     }
     if record_lens.len() != count {
         // Only a batch whose sizes chain past a bad entry gets here, and the decoder refuses
