@@ -42,7 +42,8 @@ bench_write_doc() {
 # bench_commit: "abc1234" or "abc1234 (with uncommitted changes)" for the code under test.
 bench_commit() {
   local dirty=""
-  git diff --quiet HEAD -- node client wire perf 2>/dev/null || dirty=" (with uncommitted changes)"
+  # wire/fuzz is a crate of its own, not in the binaries under test.
+  git diff --quiet HEAD -- node client wire perf ':!wire/fuzz' 2>/dev/null || dirty=" (with uncommitted changes)"
   echo "$(git rev-parse --short HEAD)$dirty"
 }
 
