@@ -1142,12 +1142,14 @@ fn recv_notes(
         let c = &p.counts;
         notes.push(format!(
             "pop: {} consumers, invisible time {:?}: {} messages acked, {} acks refused, {} \
-             delivered again after an acknowledged ack, {} failed calls",
+             delivered again after an acknowledged ack, {} second copies of one revive (a \
+             kill between a revive's copy and its record), {} failed calls",
             r.consumers,
             r.invisible_time,
             c.acked.load(Ordering::Relaxed),
             c.ack_refused.load(Ordering::Relaxed),
             c.acked_redelivered.load(Ordering::Relaxed),
+            c.twin_copies.load(Ordering::Relaxed),
             c.errors.load(Ordering::Relaxed),
         ));
     }
@@ -1186,6 +1188,7 @@ fn recv_extra(
                 "acked": c.acked.load(Ordering::Relaxed),
                 "ack_refused": c.ack_refused.load(Ordering::Relaxed),
                 "acked_redelivered": c.acked_redelivered.load(Ordering::Relaxed),
+                "twin_copies": c.twin_copies.load(Ordering::Relaxed),
                 "failed_calls": c.errors.load(Ordering::Relaxed),
             }),
         );

@@ -1,14 +1,18 @@
 //! `--pop`: the group's members are simple consumers (POP consumption). Each loops: receive
 //! up to `--pull-batch` (at most 32) messages invisible for `--invisible-time`, record them
 //! as delivered, ack them in one batch per queue. A message delivered again after its ack was
-//! acknowledged is counted (`acked_redelivered`; it must stay 0).
+//! acknowledged is counted (`acked_redelivered`; it must stay 0): the same stored message
+//! again, or a copy revived from it (the same original, a higher reconsume count). A second
+//! copy of one revive (the broker's revive stores a copy, then records it; a kill between
+//! the two stores the copy again on restart, at least once as RocketMQ does) has the count of
+//! its twin and is counted apart (`twin_copies`).
 //!
 //! `--pop --orderly`: orderly POP (a queue handed to one receive at a time, in offset order;
 //! `--verify` applies the orderly rule to first deliveries). Each member acks what it got one
 //! message at a time in a shuffled order, since the broker takes an orderly pop's acks in
 //! any order.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -35,10 +39,62 @@ pub struct PopCounts {
     pub ack_refused: AtomicU64,
     /// Deliveries of a message whose ack was acknowledged before.
     pub acked_redelivered: AtomicU64,
+    /// Deliveries of a second copy of one revive after its twin's ack (see the module doc).
+    pub twin_copies: AtomicU64,
     /// Receive or ack calls that failed (connection, broker error).
     pub errors: AtomicU64,
-    /// The stored message ([`stored_instance`]) of every acknowledged delivery.
-    acked_ids: Mutex<HashSet<String>>,
+    /// Every acknowledged delivery, by original.
+    acked_ids: Mutex<Acked>,
+}
+
+/// The acknowledged deliveries of each original message ([`stored_instance`]): the stored
+/// messages acked (offset ids) and the lowest reconsume count among them.
+#[derive(Debug, Default)]
+struct Acked(HashMap<String, (i32, HashSet<String>)>);
+
+/// What a delivery is to the acknowledged ones.
+#[derive(Debug, PartialEq, Eq)]
+enum Again {
+    /// Nothing of it was acked.
+    No,
+    /// A stored message acked before, or a copy revived from one.
+    AfterAck,
+    /// Another copy of an original one of whose copies was acked, with no higher count.
+    Twin,
+}
+
+impl Acked {
+    fn add(&mut self, m: &PoppedMessage) {
+        self.add_delivery(
+            stored_instance(m),
+            &m.message.msg_id,
+            m.message.reconsume_times,
+        );
+    }
+
+    fn again(&self, m: &PoppedMessage) -> Again {
+        self.delivery(
+            &stored_instance(m),
+            &m.message.msg_id,
+            m.message.reconsume_times,
+        )
+    }
+
+    /// An acknowledged delivery of stored message `id`, a copy of `original` (or `original`
+    /// itself) delivered `count` times before.
+    fn add_delivery(&mut self, original: String, id: &str, count: i32) {
+        let e = self.0.entry(original).or_insert((count, HashSet::new()));
+        e.0 = e.0.min(count);
+        e.1.insert(id.to_owned());
+    }
+
+    fn delivery(&self, original: &str, id: &str, count: i32) -> Again {
+        match self.0.get(original) {
+            None => Again::No,
+            Some((acked_count, ids)) if ids.contains(id) || count > *acked_count => Again::AfterAck,
+            Some(_) => Again::Twin,
+        }
+    }
 }
 
 impl Poppers {
@@ -167,17 +223,23 @@ async fn member(
         if got.is_empty() {
             continue;
         }
-        let ids: Vec<String> = got.iter().map(stored_instance).collect();
         {
             let acked = counts.acked_ids.lock().unwrap_or_else(|p| p.into_inner());
-            let again = ids.iter().filter(|k| acked.contains(*k)).count();
-            counts
-                .acked_redelivered
-                .fetch_add(again as u64, Ordering::Relaxed);
+            for m in &got {
+                match acked.again(m) {
+                    Again::No => {}
+                    Again::AfterAck => {
+                        counts.acked_redelivered.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Again::Twin => {
+                        counts.twin_copies.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
         }
         record(&sink, &got);
         if let Some(seed) = shuffle.as_mut() {
-            ack_shuffled(&c, &got, &ids, seed, &counts).await;
+            ack_shuffled(&c, &got, seed, &counts).await;
             continue;
         }
         match c.ack_batch(&got).await {
@@ -188,7 +250,9 @@ async fn member(
                     .fetch_add(u64::from(refused), Ordering::Relaxed);
                 if refused == 0 {
                     let mut set = counts.acked_ids.lock().unwrap_or_else(|p| p.into_inner());
-                    set.extend(ids);
+                    for m in &got {
+                        set.add(m);
+                    }
                 }
             }
             Err(e) => {
@@ -204,7 +268,6 @@ async fn member(
 async fn ack_shuffled(
     c: &SimpleConsumer,
     got: &[PoppedMessage],
-    ids: &[String],
     seed: &mut u64,
     counts: &PopCounts,
 ) {
@@ -220,7 +283,7 @@ async fn ack_shuffled(
             Ok(()) => {
                 counts.acked.fetch_add(1, Ordering::Relaxed);
                 let mut set = counts.acked_ids.lock().unwrap_or_else(|p| p.into_inner());
-                set.insert(ids[i].clone());
+                set.add(&got[i]);
             }
             Err(e)
                 if e.status() == Some(ringmq_client::wire::code::Status::InvalidReceiptHandle) =>
@@ -263,5 +326,27 @@ fn record(sink: &Deliveries, got: &[PoppedMessage]) {
         let msgs: Vec<ReceivedMessage> = msgs.into_iter().map(|m| m.message.clone()).collect();
         let begin = sink.begin_call();
         sink.record(&msgs, begin, true, is_retry);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_delivery_after_an_ack_is_told_from_a_twin_copy() {
+        let mut acked = Acked::default();
+        assert_eq!(acked.delivery("M", "M", 0), Again::No);
+        // A copy revived from M (count 1), acked.
+        acked.add_delivery("M".into(), "C1", 1);
+        // The same stored copy again, or a copy revived from it: after the ack.
+        assert_eq!(acked.delivery("M", "C1", 1), Again::AfterAck);
+        assert_eq!(acked.delivery("M", "C3", 2), Again::AfterAck);
+        // A second copy of the same revive (count 1, another stored message): a twin.
+        assert_eq!(acked.delivery("M", "C2", 1), Again::Twin);
+        // M itself acked: M again is after the ack, whatever its count.
+        acked.add_delivery("N".into(), "N", 0);
+        assert_eq!(acked.delivery("N", "N", 0), Again::AfterAck);
+        assert_eq!(acked.delivery("other", "N", 0), Again::No);
     }
 }

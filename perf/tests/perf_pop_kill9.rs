@@ -110,10 +110,11 @@ fn pop_across_three_kills(flush: &str, queues: u32, orderly: bool) {
     );
     eprintln!(
         "POP (orderly: {orderly}), {flush}, {queues} queues, 3 x kill -9: {acked} acknowledged, {} received, {} \
-         duplicates, {} unlisted, {} acks refused, {} failed calls; test {:?}",
+         duplicates, {} unlisted, {} second copies of a revive, {} acks refused, {} failed calls; test {:?}",
         n(&doc["received"]),
         n(&doc["duplicates"]),
         n(&doc["unlisted"]),
+        n(&doc["pop"]["twin_copies"]),
         n(&doc["pop"]["ack_refused"]),
         n(&doc["pop"]["failed_calls"]),
         started.elapsed()
